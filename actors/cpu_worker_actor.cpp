@@ -1,0 +1,42 @@
+#include "actors/cpu_worker_actor.hpp"
+
+#include <exception>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "backends/cpu/cpu_rewards.hpp"
+
+namespace arbiter::actors {
+
+namespace {
+
+caf::behavior cpu_worker(caf::event_based_actor*, config::cpu_config cfg) {
+  return {
+    [cfg](work_atom, const work_batch& batch) {
+      work_result result;
+      result.id = batch.id;
+      result.outcomes.reserve(batch.items.size());
+      for (const auto& item : batch.items) {
+        try {
+          result.outcomes.push_back(backends::cpu::evaluate(item, cfg));
+        } catch (const std::exception& e) {
+          item_outcome failed;
+          failed.code = errc::worker_failed;
+          failed.error = std::string{"cpu worker: "} + e.what();
+          result.outcomes.push_back(std::move(failed));
+        }
+      }
+      return result;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_cpu_worker(caf::actor_system& sys, const config::cpu_config& cfg) {
+  return sys.spawn(cpu_worker, cfg);
+}
+
+} // namespace arbiter::actors

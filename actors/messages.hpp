@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/atom.hpp>
+
+#include "common/score_types.hpp"
+#include "common/time_source.hpp"
+#include "scheduler/scheduler_core.hpp"
+
+namespace arbiter::actors {
+
+/// bridge -> scheduler: score a request; answered with a `score_reply`.
+using score_atom = caf::atom_constant<caf::atom("score")>;
+/// scheduler -> worker: run a batch; answered with a `work_result`.
+using work_atom = caf::atom_constant<caf::atom("work")>;
+/// scheduler -> itself: a deadline or the drain deadline may have passed.
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+/// main -> scheduler: stop admitting, finish or fail what is queued; answered with `ok_atom`
+/// once nothing is pending.
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+/// anyone -> scheduler: describe queues and sources; answered with a `scheduler_info`.
+using info_atom = caf::atom_constant<caf::atom("info")>;
+/// main -> scheduler: register a worker actor as a source; answered with its source id.
+using add_source_atom = caf::atom_constant<caf::atom("addsource")>;
+
+/// A request as the ingress hands it to the scheduler.
+struct score_request {
+  /// Index of the priority class (resolved by the ingress).
+  size_t priority = 0;
+  time_point deadline;
+  std::vector<score_item> items;
+};
+
+/// The scheduler's answer: either every item's result, or a refusal.
+struct score_reply {
+  bool admitted = true;
+  /// For refusals: "queue_full", "deadline_unmeetable" or "draining".
+  std::string rejection;
+  std::string reason;
+  int64_t retry_after_s = 0;
+  std::vector<item_result> results;
+};
+
+/// A batch of items for one worker.
+struct work_batch {
+  scheduler::batch_id id = 0;
+  std::vector<score_item> items;
+};
+
+/// A worker's answer: one outcome per item of the batch, in order.
+struct work_result {
+  scheduler::batch_id id = 0;
+  std::vector<item_outcome> outcomes;
+};
+
+using scheduler_info = scheduler::scheduler_snapshot;
+
+} // namespace arbiter::actors
+
+// These types travel between actors of one process only. The cluster (CAF's middleman) will
+// need `inspect` overloads and type IDs instead.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_batch)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)

@@ -1,0 +1,177 @@
+#include "actors/scheduler_actor.hpp"
+
+#include <memory>
+#include <optional>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "common/log.hpp"
+#include "scheduler/scheduler_core.hpp"
+
+namespace arbiter::actors {
+
+namespace {
+
+struct scheduler_state {
+  steady_time_source clock;
+  std::unique_ptr<scheduler::scheduler_core> core;
+  std::unordered_map<scheduler::request_id, caf::response_promise> promises;
+  std::unordered_map<scheduler::source_id, caf::actor> workers;
+  std::unordered_map<caf::actor_addr, scheduler::source_id> source_of;
+  std::vector<caf::response_promise> drain_waiters;
+  std::optional<time_point> timer_at;
+  /// How long a worker may take on one batch before its items fail.
+  caf::duration work_timeout;
+  scheduler::request_id next_request = 1;
+
+  static const char* name;
+};
+
+const char* scheduler_state::name = "arbiter.scheduler";
+
+using scheduler_actor = caf::stateful_actor<scheduler_state>;
+
+void pump(scheduler_actor* self);
+
+/// Delivers finished requests and, once idle while draining, the drain waiters.
+void deliver_finished(scheduler_actor* self) {
+  auto& st = self->state;
+  for (auto& done : st.core->take_finished()) {
+    auto rp = st.promises.find(done.id);
+    if (rp == st.promises.end()) {
+      continue;
+    }
+    score_reply reply;
+    reply.results = std::move(done.results);
+    rp->second.deliver(std::move(reply));
+    st.promises.erase(rp);
+  }
+  if (st.core->draining() && st.core->idle()) {
+    for (auto& rp : st.drain_waiters) {
+      rp.deliver(caf::ok_atom::value);
+    }
+    st.drain_waiters.clear();
+  }
+}
+
+/// Arms the timer for the core's next wake-up, unless an earlier one is armed.
+void arm_timer(scheduler_actor* self) {
+  auto& st = self->state;
+  auto next = st.core->next_wakeup();
+  if (!next || (st.timer_at && *st.timer_at <= *next)) {
+    return;
+  }
+  st.timer_at = next;
+  auto delay = *next - st.clock.now();
+  if (delay < nanoseconds{0}) {
+    delay = nanoseconds{0};
+  }
+  // Wake a little after the deadline so the core sees it passed.
+  self->delayed_send(self, delay + std::chrono::microseconds{100}, tick_atom::value);
+}
+
+/// Sends every batch the core can dispatch now, then delivers and re-arms.
+void pump(scheduler_actor* self) {
+  auto& st = self->state;
+  for (auto& batch : st.core->dispatch()) {
+    auto worker = st.workers.find(batch.source);
+    if (worker == st.workers.end()) {
+      st.core->fail_batch(batch.id, errc::worker_failed, "the source is gone");
+      continue;
+    }
+    auto id = batch.id;
+    self->request(worker->second, st.work_timeout, work_atom::value,
+                  work_batch{id, std::move(batch.items)})
+      .then(
+        [self](work_result& result) {
+          self->state.core->complete(result.id, result.outcomes);
+          pump(self);
+        },
+        [self, id](caf::error& err) {
+          self->state.core->fail_batch(id, errc::worker_failed,
+                                       "the worker failed: " + self->system().render(err));
+          pump(self);
+        });
+  }
+  deliver_finished(self);
+  arm_timer(self);
+}
+
+caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
+                        scheduler::scheduler_metrics* metrics) {
+  auto& st = self->state;
+  st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics);
+  st.work_timeout = caf::duration{cfg.max_deadline};
+  self->set_down_handler([self](const caf::down_msg& down) {
+    auto& s = self->state;
+    auto found = s.source_of.find(down.source);
+    if (found == s.source_of.end()) {
+      return;
+    }
+    auto id = found->second;
+    log::warn("source ", id, " went down: ", self->system().render(down.reason));
+    s.core->remove_source(id, "the worker stopped: " + self->system().render(down.reason));
+    s.workers.erase(id);
+    s.source_of.erase(found);
+    pump(self);
+  });
+  return {
+    [self](score_atom, score_request& req) -> caf::result<score_reply> {
+      auto& s = self->state;
+      auto id = s.next_request++;
+      auto decision = s.core->submit(id, req.priority, req.deadline, std::move(req.items));
+      if (!decision.admitted()) {
+        score_reply reply;
+        reply.admitted = false;
+        reply.rejection = scheduler::to_string(decision.decision);
+        reply.reason = decision.reason;
+        reply.retry_after_s = decision.retry_after.count();
+        return reply;
+      }
+      auto rp = self->make_response_promise();
+      s.promises.emplace(id, rp);
+      pump(self);
+      return caf::delegated<score_reply>{};
+    },
+    [self](add_source_atom, const std::string& name, const std::vector<std::string>& caps,
+           caf::actor worker) {
+      auto& s = self->state;
+      auto id = s.core->add_source(name, caps);
+      self->monitor(worker);
+      s.source_of.emplace(worker.address(), id);
+      s.workers.emplace(id, std::move(worker));
+      pump(self);
+      return id;
+    },
+    [self](tick_atom) {
+      self->state.timer_at.reset();
+      self->state.core->on_timer();
+      pump(self);
+    },
+    [self](drain_atom, int64_t timeout_ms) -> caf::result<caf::ok_atom> {
+      auto& s = self->state;
+      s.core->begin_drain(s.clock.now() + milliseconds{timeout_ms});
+      if (s.core->idle()) {
+        return caf::ok_atom::value;
+      }
+      auto rp = self->make_response_promise();
+      s.drain_waiters.push_back(rp);
+      pump(self);
+      return caf::delegated<caf::ok_atom>{};
+    },
+    [self](info_atom) -> scheduler_info { return self->state.core->snapshot(); },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_scheduler(caf::actor_system& sys, const config::scheduler_config& cfg,
+                           scheduler::scheduler_metrics& metrics) {
+  return sys.spawn(scheduler, cfg, &metrics);
+}
+
+} // namespace arbiter::actors

@@ -1,0 +1,68 @@
+#include "backends/cpu/cpu_rewards.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "backends/cpu/exact_match.hpp"
+#include "backends/cpu/lexical.hpp"
+
+namespace arbiter::backends::cpu {
+
+namespace {
+
+item_outcome failure(std::string reason) {
+  item_outcome out;
+  out.code = errc::reward_failed;
+  out.error = std::move(reason);
+  return out;
+}
+
+item_outcome score_lexical(const score_item& item, const config::cpu_config& cfg) {
+  auto candidate = decode_utf8(item.solution_str);
+  auto too_long = [&](size_t n, const char* field) {
+    return failure(std::string{field} + " has " + std::to_string(n)
+                   + " characters; lexical accepts at most "
+                   + std::to_string(cfg.max_lexical_chars) + " (cpu.max_lexical_chars)");
+  };
+  if (candidate.size() > cfg.max_lexical_chars) {
+    return too_long(candidate.size(), "solution_str");
+  }
+  item_outcome out;
+  for (const auto& reference : item.ground_truth) {
+    auto ref = decode_utf8(reference);
+    if (ref.size() > cfg.max_lexical_chars) {
+      return too_long(ref.size(), "ground_truth");
+    }
+    out.score = std::max(out.score, sequence_matcher_ratio(candidate, ref));
+  }
+  return out;
+}
+
+item_outcome score_exact_match(const score_item& item) {
+  item_outcome out;
+  for (const auto& reference : item.ground_truth) {
+    out.score = std::max(out.score, exact_match(item.solution_str, reference));
+  }
+  return out;
+}
+
+} // namespace
+
+item_outcome evaluate(const score_item& item, const config::cpu_config& cfg) {
+  auto start = std::chrono::steady_clock::now();
+  item_outcome out;
+  if (item.ground_truth.empty()) {
+    out = failure("ground_truth is empty");
+  } else if (item.kind == "lexical") {
+    out = score_lexical(item, cfg);
+  } else if (item.kind == "exact_match") {
+    out = score_exact_match(item);
+  } else {
+    out = failure("kind '" + item.kind + "' is not a CPU reward");
+  }
+  out.run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                 .count();
+  return out;
+}
+
+} // namespace arbiter::backends::cpu

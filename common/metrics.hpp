@@ -1,0 +1,43 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace arbiter {
+
+/// The process's metric registry. Each subsystem declares its metrics once, in one struct
+/// (`scheduler_metrics`, `http_metrics`), registered here; `GET /metrics` renders them.
+/// Counters, gauges and histograms are thread-safe, so actors and I/O threads update them
+/// directly.
+class metrics_registry {
+public:
+  metrics_registry();
+
+  prometheus::Registry& registry() noexcept {
+    return *registry_;
+  }
+
+  /// The Prometheus text exposition format (version 0.0.4) of every metric.
+  std::string render() const;
+
+  /// The names of every registered metric family, e.g. "arbiter_items_total".
+  std::vector<std::string> family_names() const;
+
+private:
+  std::shared_ptr<prometheus::Registry> registry_;
+};
+
+/// Histogram buckets for latencies in seconds, from 50 µs to 60 s.
+const prometheus::Histogram::BucketBoundaries& latency_buckets();
+
+/// Histogram buckets for sizes (items per request, items per batch), 1 to 16384.
+const prometheus::Histogram::BucketBoundaries& size_buckets();
+
+} // namespace arbiter

@@ -1,0 +1,146 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace arbiter::config {
+
+/// How tasks inside one priority class are ordered.
+enum class queue_order : uint8_t {
+  /// First come, first served.
+  fifo,
+  /// Earliest deadline first (ties: arrival order).
+  edf,
+};
+
+/// One priority class. Classes are listed highest first; the scheduler serves them in strict
+/// priority order.
+struct priority_class {
+  /// The name clients put in `priority`, e.g. "high".
+  std::string name;
+  /// Most items this class may hold queued (not yet dispatched). A request that does not fit is
+  /// refused with 429 and Retry-After.
+  uint32_t capacity = 100000;
+  queue_order order = queue_order::fifo;
+};
+
+/// The HTTP ingress.
+struct server_config {
+  /// Address to bind; "0.0.0.0" to listen on every interface.
+  std::string host = "127.0.0.1";
+  /// Port to bind; 0 picks a free one (printed on the first line of stdout).
+  uint16_t port = 8080;
+  /// Threads running the HTTP event loop. 0 means one per core.
+  uint32_t io_threads = 0;
+  /// Largest request body accepted, in bytes; larger ones get 413.
+  uint64_t max_body_bytes = 16u << 20;
+  /// Most items in one /v1/score request; more get 413.
+  uint32_t max_batch_items = 8192;
+  /// Time allowed to read one request (headers and body) once it has started.
+  std::chrono::milliseconds read_timeout{30000};
+  /// How long an idle keep-alive connection stays open.
+  std::chrono::milliseconds idle_timeout{60000};
+};
+
+/// The scheduler actor and its admission control.
+struct scheduler_config {
+  /// CAF worker threads. 0 means one per core.
+  uint32_t threads = 0;
+  /// Deadline applied when a request gives no `deadline_ms`.
+  std::chrono::milliseconds default_deadline{30000};
+  /// Largest `deadline_ms` a request may ask for.
+  std::chrono::milliseconds max_deadline{600000};
+  /// The class used when a request gives no `priority`; must name one of `priorities`.
+  std::string default_priority = "normal";
+  /// Most items sent to a worker in one message.
+  uint32_t dispatch_batch_items = 32;
+  /// Batches a source may have in flight at once.
+  uint32_t max_inflight_batches_per_source = 2;
+  /// On SIGINT/SIGTERM, how long queued and running work may still finish before what remains
+  /// fails with `shutting_down`.
+  std::chrono::milliseconds drain_timeout{10000};
+  /// Priority classes, highest first.
+  std::vector<priority_class> priorities = {
+      {"high", 100000, queue_order::fifo},
+      {"normal", 100000, queue_order::fifo},
+      {"low", 100000, queue_order::fifo},
+  };
+};
+
+/// The CPU rewards (`lexical`, `exact_match`).
+struct cpu_config {
+  /// CPU worker actors. 0 means one per core.
+  uint32_t workers = 0;
+  /// Longest text (in code points) `lexical` accepts per side; longer items fail with
+  /// `reward_failed`, because difflib's matching is quadratic in the worst case.
+  uint32_t max_lexical_chars = 100000;
+};
+
+/// A named reward: what clients put in `reward`, and the kind that computes it.
+struct reward_config {
+  std::string name;
+  /// A built-in kind: "lexical" or "exact_match".
+  std::string kind;
+};
+
+/// The whole configuration. Every field has a default, so an empty file is valid.
+struct arbiter_config {
+  server_config server;
+  scheduler_config scheduler;
+  cpu_config cpu;
+  /// Configured rewards, by name. The built-in kinds are always available under their own
+  /// names (`lexical`, `exact_match`); entries here add names or override those.
+  std::map<std::string, reward_config> rewards;
+  /// `data_source` prefix -> reward name, used when an item names no `reward`. The longest
+  /// matching prefix wins.
+  std::map<std::string, std::string> data_sources = {
+      {"lexical", "lexical"},
+      {"exact_match", "exact_match"},
+  };
+};
+
+/// One problem found in a configuration: the field's dotted path and why it is wrong.
+struct config_problem {
+  std::string field;
+  std::string reason;
+};
+
+/// The reward kinds this build can compute.
+const std::vector<std::string>& builtin_reward_kinds();
+
+/// The configuration `arbiter serve` runs with when given no file.
+arbiter_config embedded_default();
+
+/// Reads a TOML file over the embedded default. On success `problems` is empty. Every problem
+/// found (parse errors with line and column, unknown fields, wrong types, out-of-range values,
+/// broken references) is appended to `problems`; the returned config is then unusable.
+arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems);
+
+/// Same as `load_file`, from TOML text; `origin` names the text in messages.
+arbiter_config load_string(const std::string& toml_text, const std::string& origin,
+                           std::vector<config_problem>& problems);
+
+/// Applies `ARBITER_*` environment variables (see docs/configuration.md) on top of `cfg`. `env`
+/// looks a variable up by name and returns nullopt when it is unset. Bad values are appended
+/// to `problems` naming the variable.
+void apply_environment(arbiter_config& cfg,
+                       const std::function<std::optional<std::string>(const std::string&)>& env,
+                       std::vector<config_problem>& problems);
+
+/// Checks cross-field rules (default priority exists, rewards name known kinds, prefixes map
+/// to known rewards, unique class names ...). Appends what it finds to `problems`.
+void validate(const arbiter_config& cfg, std::vector<config_problem>& problems);
+
+/// Renders problems one per line as "FIELD: REASON".
+std::string describe(const std::vector<config_problem>& problems);
+
+/// The names of every environment variable `apply_environment` reads, with the field each
+/// sets, e.g. {"ARBITER_SERVER_PORT", "server.port"}.
+std::vector<std::pair<std::string, std::string>> environment_variables();
+
+} // namespace arbiter::config

@@ -1,0 +1,201 @@
+#include "exe/serve.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <thread>
+#include <vector>
+
+#include <utility>  // Boost 1.74's Asio needs std::exchange declared first.
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/cpu_worker_actor.hpp"
+#include "actors/messages.hpp"
+#include "actors/scheduler_actor.hpp"
+#include "arbiter/version.hpp"
+#include "backends/reward_catalog.hpp"
+#include "config/config.hpp"
+#include "net/http_metrics.hpp"
+#include "net/http_server.hpp"
+#include "net/routes.hpp"
+#include "scheduler/scheduler_metrics.hpp"
+
+namespace arbiter::exe {
+
+namespace {
+
+std::optional<std::string> getenv_string(const std::string& name) {
+  if (const char* v = std::getenv(name.c_str())) {
+    return std::string{v};
+  }
+  return std::nullopt;
+}
+
+uint32_t or_cores(uint32_t n) {
+  if (n > 0) {
+    return n;
+  }
+  auto cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 2 : cores;
+}
+
+/// Loads the file (or the embedded default), then the environment, then the flags.
+bool load_configuration(const serve_options& options, config::arbiter_config& cfg) {
+  std::vector<config::config_problem> problems;
+  auto file = options.config_file ? options.config_file : getenv_string("ARBITER_CONFIG");
+  cfg = file ? config::load_file(*file, problems) : config::embedded_default();
+  if (problems.empty()) {
+    config::apply_environment(cfg, getenv_string, problems);
+  }
+  if (options.host) {
+    cfg.server.host = *options.host;
+  }
+  if (options.port) {
+    if (*options.port < 0 || *options.port > 65535) {
+      problems.push_back({"--port", "must be between 0 and 65535 (got "
+                                      + std::to_string(*options.port) + ")"});
+    } else {
+      cfg.server.port = static_cast<uint16_t>(*options.port);
+    }
+  }
+  if (problems.empty()) {
+    config::validate(cfg, problems);
+  }
+  if (!problems.empty()) {
+    std::cerr << "arbiter: invalid configuration"
+              << (file ? " in " + *file : std::string{" (embedded default + environment)"})
+              << ":\n"
+              << config::describe(problems);
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int check_config(const std::string& path) {
+  std::vector<config::config_problem> problems;
+  auto cfg = config::load_file(path, problems);
+  if (!problems.empty()) {
+    std::cout << config::describe(problems);
+    std::cerr << "arbiter: " << problems.size() << " problem(s) in " << path << "\n";
+    return 1;
+  }
+  std::cout << "ok: " << path << "\n";
+  return 0;
+}
+
+int serve(const serve_options& options) {
+  config::arbiter_config cfg;
+  if (!load_configuration(options, cfg)) {
+    return 2;
+  }
+  metrics_registry registry;
+  std::vector<std::string> priorities;
+  for (const auto& p : cfg.scheduler.priorities) {
+    priorities.push_back(p.name);
+  }
+  scheduler::scheduler_metrics scheduler_metrics{registry, priorities};
+  net::http_metrics http_metrics{registry};
+  backends::reward_catalog catalog{cfg};
+
+  caf::actor_system_config caf_cfg;
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(or_cores(cfg.scheduler.threads)));
+
+  // Declared before the io_context and the actor system so they outlive both: bridge actors
+  // and pending I/O handlers refer to them until the very end.
+  std::unique_ptr<net::router> routes;
+  std::unique_ptr<net::http_server> server;
+  boost::asio::io_context ioc;
+  caf::actor_system sys{caf_cfg};
+
+  auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics);
+  std::vector<caf::actor> workers;
+  {
+    caf::scoped_actor self{sys};
+    auto n = or_cores(cfg.cpu.workers);
+    for (uint32_t i = 0; i < n; ++i) {
+      auto worker = actors::spawn_cpu_worker(sys, cfg.cpu);
+      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
+                    std::string{"cpu"}, std::vector<std::string>{"cpu"}, worker)
+        .receive([](scheduler::source_id) {},
+                 [&](caf::error& e) { log::error("cannot add a cpu worker: ", sys.render(e)); });
+      workers.push_back(worker);
+    }
+  }
+
+  net::router_context ctx;
+  ctx.system = &sys;
+  ctx.scheduler = sched;
+  ctx.config = &cfg;
+  ctx.catalog = &catalog;
+  ctx.registry = &registry;
+  ctx.metrics = &http_metrics;
+  ctx.scheduler_metrics = &scheduler_metrics;
+  routes = std::make_unique<net::router>(ctx);
+  server = std::make_unique<net::http_server>(ioc, cfg.server, *routes, http_metrics);
+  std::string error;
+  auto stop_actors = [&] {
+    for (auto& w : workers) {
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    }
+    caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
+  };
+  if (!server->listen(cfg.server.host, cfg.server.port, error)) {
+    std::cerr << "arbiter: " << error << "\n";
+    stop_actors();
+    server->shutdown();
+    return 1;
+  }
+
+  std::promise<int> stop_signal;
+  boost::asio::signal_set signals{ioc, SIGINT, SIGTERM};
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (!ec) {
+      stop_signal.set_value(signo);
+    }
+  });
+  server->start();
+  std::vector<std::thread> io_threads;
+  auto n_io = or_cores(cfg.server.io_threads);
+  for (uint32_t i = 0; i < n_io; ++i) {
+    io_threads.emplace_back([&ioc] { ioc.run(); });
+  }
+  std::cout << "listening on http://" << cfg.server.host << ":" << server->port() << std::endl;
+  log::info("arbiter ", arbiter::version, ": ", workers.size(), " cpu workers, ", n_io,
+            " io threads, ", or_cores(cfg.scheduler.threads), " scheduler threads");
+
+  int signo = stop_signal.get_future().get();
+  log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ": draining (up to ",
+            cfg.scheduler.drain_timeout.count(), " ms)");
+  routes->begin_drain();
+  server->begin_drain();
+  {
+    caf::scoped_actor self{sys};
+    self->request(sched, cfg.scheduler.drain_timeout + std::chrono::seconds{5},
+                  actors::drain_atom::value, static_cast<int64_t>(cfg.scheduler.drain_timeout.count()))
+      .receive([](caf::ok_atom) {},
+               [&](caf::error& e) { log::warn("drain did not finish: ", sys.render(e)); });
+  }
+  // Every admitted request has its answer; give the connections a moment to write them.
+  auto write_deadline = steady_clock::now() + std::chrono::seconds{5};
+  while (server->open_connections() > 0 && steady_clock::now() < write_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  }
+  ioc.stop();
+  for (auto& t : io_threads) {
+    t.join();
+  }
+  server->shutdown();
+  stop_actors();
+  log::info("drained; exiting");
+  return 0;
+}
+
+} // namespace arbiter::exe

@@ -1,0 +1,34 @@
+#include "net/http_metrics.hpp"
+
+namespace arbiter::net {
+
+http_metrics::http_metrics(metrics_registry& registry)
+  : requests(prometheus::BuildCounter()
+               .Name("arbiter_http_requests_total")
+               .Help("HTTP requests answered, by route and status code")
+               .Register(registry.registry())),
+    rejections(prometheus::BuildCounter()
+                 .Name("arbiter_rejections_total")
+                 .Help("Requests refused before scoring, by reason")
+                 .Register(registry.registry())),
+    request_items(prometheus::BuildHistogram()
+                    .Name("arbiter_request_items")
+                    .Help("Items per /v1/score request")
+                    .Register(registry.registry())
+                    .Add({}, size_buckets())),
+    connections(prometheus::BuildGauge()
+                  .Name("arbiter_http_connections")
+                  .Help("Open client connections")
+                  .Register(registry.registry())
+                  .Add({})) {
+}
+
+void http_metrics::count(const std::string& route, unsigned code) {
+  requests.Add({{"route", route}, {"code", std::to_string(code)}}).Increment();
+}
+
+void http_metrics::reject(const std::string& reason) {
+  rejections.Add({{"reason", reason}}).Increment();
+}
+
+} // namespace arbiter::net

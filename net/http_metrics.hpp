@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+#include "common/metrics.hpp"
+
+namespace arbiter::net {
+
+/// Every metric the HTTP ingress records, declared once.
+struct http_metrics {
+  explicit http_metrics(metrics_registry& registry);
+
+  /// arbiter_http_requests_total{route,code}: HTTP requests answered.
+  prometheus::Family<prometheus::Counter>& requests;
+  /// arbiter_rejections_total{reason}: requests refused before scoring (bad_request,
+  /// payload_too_large, not_found, method_not_allowed, queue_full, deadline_unmeetable,
+  /// draining, timeout).
+  prometheus::Family<prometheus::Counter>& rejections;
+  /// arbiter_request_items: items per /v1/score request.
+  prometheus::Histogram& request_items;
+  /// arbiter_http_connections: open client connections.
+  prometheus::Gauge& connections;
+
+  void count(const std::string& route, unsigned code);
+  void reject(const std::string& reason);
+};
+
+} // namespace arbiter::net

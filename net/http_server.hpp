@@ -1,0 +1,69 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <utility>  // Boost 1.74's Asio needs std::exchange declared first.
+
+#include <boost/asio/io_context.hpp>
+
+#include "config/config.hpp"
+#include "net/http_metrics.hpp"
+#include "net/routes.hpp"
+
+namespace arbiter::net {
+
+class http_session;
+
+/// The Beast HTTP/1.1 server: accepts connections, reads requests (keep-alive, body-size
+/// limit, read and idle timeouts) and hands them to the router. Each connection runs on its
+/// own strand, so any number of io threads may run the io_context.
+class http_server {
+public:
+  http_server(boost::asio::io_context& ioc, const config::server_config& cfg, router& routes,
+              http_metrics& metrics);
+  ~http_server();
+
+  http_server(const http_server&) = delete;
+  http_server& operator=(const http_server&) = delete;
+
+  /// Binds and listens. Returns false with `error` set (naming the address) on failure.
+  bool listen(const std::string& host, uint16_t port, std::string& error);
+
+  /// The bound port (the real one when 0 was asked for).
+  uint16_t port() const noexcept {
+    return port_;
+  }
+
+  /// Starts accepting connections.
+  void start();
+
+  /// Stops accepting and closes idle keep-alive connections. Connections with a request in
+  /// flight get their answer (with `Connection: close`) and then close.
+  void begin_drain();
+
+  /// Destroys the acceptor. Call after the io threads have stopped and before the
+  /// io_context is destroyed.
+  void shutdown();
+
+  /// Connections still open.
+  size_t open_connections() const noexcept {
+    return open_.load();
+  }
+
+private:
+  friend class http_session;
+  struct impl;
+
+  void accept_next();
+
+  std::unique_ptr<impl> impl_;
+  uint16_t port_ = 0;
+  std::atomic<size_t> open_{0};
+};
+
+} // namespace arbiter::net

@@ -1,0 +1,82 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+
+#include "backends/reward_catalog.hpp"
+#include "common/metrics.hpp"
+#include "config/config.hpp"
+#include "net/http_metrics.hpp"
+#include "net/score_codec.hpp"
+#include "scheduler/scheduler_metrics.hpp"
+
+namespace arbiter::net {
+
+/// A response, independent of Beast.
+struct http_reply {
+  unsigned status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// Called once with the reply, from any thread.
+using reply_fn = std::function<void(http_reply)>;
+
+/// What the routes need from the rest of the server.
+struct router_context {
+  caf::actor_system* system = nullptr;
+  caf::actor scheduler;
+  const config::arbiter_config* config = nullptr;
+  const backends::reward_catalog* catalog = nullptr;
+  metrics_registry* registry = nullptr;
+  http_metrics* metrics = nullptr;
+  scheduler::scheduler_metrics* scheduler_metrics = nullptr;
+};
+
+/// Maps method and path to a handler. `POST /v1/score` and `GET /info` ask the scheduler
+/// through a short-lived bridge actor and answer through `reply` when it responds; no thread
+/// waits. Every other route answers at once.
+class router {
+public:
+  explicit router(router_context ctx);
+
+  /// Handles one request. `reply` is called exactly once.
+  void handle(std::string_view method, std::string_view target, std::string body,
+              reply_fn reply);
+
+  /// From now on /health says "draining" and /v1/score answers 503 with Retry-After.
+  void begin_drain() noexcept {
+    draining_ = true;
+  }
+
+  bool draining() const noexcept {
+    return draining_;
+  }
+
+  /// Counts a request refused by the HTTP layer itself (body too large, malformed HTTP).
+  void count_protocol_error(const std::string& reason, unsigned status);
+
+private:
+  void score(std::string body, reply_fn reply);
+  void info(reply_fn reply);
+  void respond(const std::string& route, http_reply r, const reply_fn& reply);
+  void refuse(const std::string& route, unsigned status, const std::string& reason,
+              const std::string& code, const std::string& message, const std::string& field,
+              const reply_fn& reply);
+
+  router_context ctx_;
+  codec_context codec_;
+  std::atomic<bool> draining_{false};
+  prometheus::Histogram* parse_histogram_;
+  prometheus::Histogram* request_histogram_;
+};
+
+} // namespace arbiter::net

@@ -1,0 +1,412 @@
+#include "net/score_codec.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include <simdjson.h>
+
+namespace arbiter::net {
+
+namespace ondemand = simdjson::ondemand;
+
+namespace {
+
+/// Reads a JSON string into `out`, or describes what was there instead.
+bool read_string(ondemand::value value, std::string& out, const std::string& field,
+                 codec_error& err) {
+  std::string_view view;
+  if (value.get_string().get(view)) {
+    err = {400, field, field + ": expected a string"};
+    return false;
+  }
+  out.assign(view);
+  return true;
+}
+
+bool read_ground_truth(ondemand::value value, std::vector<std::string>& out,
+                       const std::string& field, codec_error& err) {
+  ondemand::json_type type;
+  if (value.type().get(type)) {
+    err = {400, field, field + ": malformed value"};
+    return false;
+  }
+  if (type == ondemand::json_type::string) {
+    out.emplace_back();
+    return read_string(value, out.back(), field, err);
+  }
+  if (type != ondemand::json_type::array) {
+    err = {400, field, field + ": expected a string or a list of strings"};
+    return false;
+  }
+  ondemand::array refs;
+  if (value.get_array().get(refs)) {
+    err = {400, field, field + ": malformed list"};
+    return false;
+  }
+  size_t i = 0;
+  for (auto ref : refs) {
+    ondemand::value v;
+    auto sub = field + "[" + std::to_string(i++) + "]";
+    if (ref.get(v)) {
+      err = {400, sub, sub + ": malformed value"};
+      return false;
+    }
+    out.emplace_back();
+    if (!read_string(v, out.back(), sub, err)) {
+      return false;
+    }
+  }
+  if (out.empty()) {
+    err = {400, field, field + ": must not be an empty list"};
+    return false;
+  }
+  return true;
+}
+
+bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
+               score_item& item, codec_error& err) {
+  auto prefix = "items[" + std::to_string(index) + "]";
+  bool has_solution = false;
+  bool has_ground_truth = false;
+  bool has_reward = false;
+  for (auto field : object) {
+    std::string_view key;
+    if (field.unescaped_key().get(key)) {
+      err = {400, prefix, prefix + ": malformed key"};
+      return false;
+    }
+    ondemand::value value;
+    if (field.value().get(value)) {
+      err = {400, prefix, prefix + ": malformed value"};
+      return false;
+    }
+    auto name = prefix + "." + std::string{key};
+    if (key == "solution_str") {
+      has_solution = true;
+      if (!read_string(value, item.solution_str, name, err)) {
+        return false;
+      }
+    } else if (key == "ground_truth") {
+      has_ground_truth = true;
+      if (!read_ground_truth(value, item.ground_truth, name, err)) {
+        return false;
+      }
+    } else if (key == "reward") {
+      has_reward = true;
+      if (!read_string(value, item.reward, name, err)) {
+        return false;
+      }
+    } else if (key == "data_source") {
+      if (!read_string(value, item.data_source, name, err)) {
+        return false;
+      }
+    } else if (key == "extra_info") {
+      ondemand::json_type type;
+      if (value.type().get(type)) {
+        err = {400, name, name + ": malformed value"};
+        return false;
+      }
+      if (type == ondemand::json_type::null) {
+        continue;
+      }
+      ondemand::object extra;
+      std::string_view raw;
+      if (type != ondemand::json_type::object || value.get_object().get(extra)
+          || extra.raw_json().get(raw)) {
+        err = {400, name, name + ": expected an object"};
+        return false;
+      }
+      item.extra_info.assign(raw);
+    }
+    // Other keys (verl passes its own) are ignored.
+  }
+  if (!has_solution) {
+    err = {400, prefix + ".solution_str", prefix + ".solution_str: required"};
+    return false;
+  }
+  if (!has_ground_truth) {
+    err = {400, prefix + ".ground_truth", prefix + ".ground_truth: required"};
+    return false;
+  }
+  const backends::reward_entry* reward = nullptr;
+  if (has_reward) {
+    reward = ctx.catalog->find(item.reward);
+    if (reward == nullptr) {
+      err = {400, prefix + ".reward",
+             prefix + ".reward: unknown reward '" + item.reward + "' (GET /info lists them)"};
+      return false;
+    }
+  } else {
+    reward = ctx.catalog->for_data_source(item.data_source);
+    if (reward == nullptr) {
+      err = {400, prefix + ".reward",
+             prefix + ".reward: required, because data_source '" + item.data_source
+               + "' matches no configured prefix"};
+      return false;
+    }
+  }
+  item.reward = reward->name;
+  item.kind = reward->kind;
+  item.capability = reward->capability;
+  return true;
+}
+
+bool read_items(ondemand::value value, const codec_context& ctx, score_request_body& out,
+                codec_error& err) {
+  ondemand::array items;
+  if (value.get_array().get(items)) {
+    err = {400, "items", "items: expected a list of items"};
+    return false;
+  }
+  size_t index = 0;
+  for (auto element : items) {
+    if (index >= ctx.max_batch_items) {
+      err = {413, "items",
+             "items: more than " + std::to_string(ctx.max_batch_items)
+               + " items in one request (server.max_batch_items)"};
+      return false;
+    }
+    ondemand::object object;
+    if (element.get_object().get(object)) {
+      auto field = "items[" + std::to_string(index) + "]";
+      err = {400, field, field + ": expected an object"};
+      return false;
+    }
+    out.items.emplace_back();
+    if (!read_item(object, index, ctx, out.items.back(), err)) {
+      return false;
+    }
+    ++index;
+  }
+  if (index == 0) {
+    err = {400, "items", "items: must not be empty"};
+    return false;
+  }
+  return true;
+}
+
+bool read_priority(ondemand::value value, const codec_context& ctx, score_request_body& out,
+                   codec_error& err) {
+  std::string name;
+  if (!read_string(value, name, "priority", err)) {
+    return false;
+  }
+  for (size_t i = 0; i < ctx.priorities.size(); ++i) {
+    if (ctx.priorities[i] == name) {
+      out.priority = i;
+      return true;
+    }
+  }
+  std::string known;
+  for (const auto& p : ctx.priorities) {
+    known += (known.empty() ? "" : ", ") + p;
+  }
+  err = {400, "priority", "priority: unknown class '" + name + "' (one of: " + known + ")"};
+  return false;
+}
+
+bool read_deadline(ondemand::value value, const codec_context& ctx, score_request_body& out,
+                   codec_error& err) {
+  int64_t ms = 0;
+  if (value.get_int64().get(ms)) {
+    err = {400, "deadline_ms", "deadline_ms: expected an integer number of milliseconds"};
+    return false;
+  }
+  if (ms <= 0 || ms > ctx.max_deadline.count()) {
+    err = {400, "deadline_ms",
+           "deadline_ms: must be between 1 and " + std::to_string(ctx.max_deadline.count())
+             + " (scheduler.max_deadline_ms), got " + std::to_string(ms)};
+    return false;
+  }
+  out.deadline = std::chrono::milliseconds{ms};
+  return true;
+}
+
+} // namespace
+
+bool decode_score_request(std::string_view body, const codec_context& ctx,
+                          score_request_body& out, codec_error& err) {
+  thread_local ondemand::parser parser;
+  simdjson::padded_string padded{body};
+  ondemand::document doc;
+  if (auto e = parser.iterate(padded).get(doc)) {
+    err = {400, "body",
+           e == simdjson::UTF8_ERROR ? std::string{"body: invalid UTF-8"}
+                                     : std::string{"body: malformed JSON ("}
+                                         + simdjson::error_message(e) + ")"};
+    return false;
+  }
+  ondemand::object root;
+  if (auto e = doc.get_object().get(root)) {
+    err = {400, "body",
+           e == simdjson::UTF8_ERROR ? "body: invalid UTF-8"
+                                     : "body: expected a JSON object"};
+    return false;
+  }
+  out.priority = ctx.default_priority;
+  out.deadline = ctx.default_deadline;
+  bool has_items = false;
+  for (auto field : root) {
+    std::string_view key;
+    ondemand::value value;
+    if (field.unescaped_key().get(key) || field.value().get(value)) {
+      err = {400, "body", "body: malformed JSON"};
+      return false;
+    }
+    if (key == "items") {
+      has_items = true;
+      if (!read_items(value, ctx, out, err)) {
+        return false;
+      }
+    } else if (key == "priority") {
+      if (!read_priority(value, ctx, out, err)) {
+        return false;
+      }
+    } else if (key == "deadline_ms") {
+      if (!read_deadline(value, ctx, out, err)) {
+        return false;
+      }
+    } else if (key == "group_id") {
+      // Accepted for forward compatibility (group-aware scheduling); not used yet.
+    } else {
+      err = {400, std::string{key}, std::string{key} + ": unknown field"};
+      return false;
+    }
+  }
+  const char* trailing = nullptr;
+  if (!doc.current_location().get(trailing)) {
+    err = {400, "body", "body: trailing content after the JSON object"};
+    return false;
+  }
+  if (!has_items) {
+    err = {400, "items", "items: required"};
+    return false;
+  }
+  return true;
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (char ch : text) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out.push_back(hex[c >> 4]);
+          out.push_back(hex[c & 0xf]);
+        } else {
+          out.push_back(ch);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+void append_json_number(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
+  if (ec != std::errc{}) {
+    out += "null";
+    return;
+  }
+  std::string_view text{buf, static_cast<size_t>(end - buf)};
+  out += text;
+  // Keep integral values recognizably floating point ("1.0", not "1").
+  if (text.find_first_of(".e") == std::string_view::npos) {
+    out += ".0";
+  }
+}
+
+std::string encode_score_response(const std::vector<item_result>& results) {
+  std::string out;
+  out.reserve(64 + results.size() * 160);
+  out += "{\"scores\":[";
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i > 0) {
+      out.push_back(',');
+    }
+    if (results[i].status == item_status::failed) {
+      out += "null";
+    } else {
+      append_json_number(out, results[i].score);
+    }
+  }
+  out += "],\"results\":[";
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    if (i > 0) {
+      out.push_back(',');
+    }
+    out += "{\"score\":";
+    if (r.status == item_status::failed) {
+      out += "null";
+    } else {
+      append_json_number(out, r.score);
+    }
+    out += ",\"status\":\"";
+    out += to_string(r.status);
+    out += "\",\"source\":";
+    if (r.source.empty()) {
+      out += "null";
+    } else {
+      append_json_string(out, r.source);
+    }
+    out += r.cached ? ",\"cached\":true" : ",\"cached\":false";
+    out += ",\"attempts\":";
+    out += std::to_string(r.attempts);
+    out += ",\"error\":";
+    if (r.status == item_status::failed) {
+      out += "{\"code\":\"";
+      out += to_string(r.code);
+      out += "\",\"message\":";
+      append_json_string(out, r.error);
+      out += "}";
+    } else {
+      out += "null";
+    }
+    out += ",\"queue_ms\":";
+    append_json_number(out, std::round(r.queue_ms * 1000.0) / 1000.0);
+    out += ",\"run_ms\":";
+    append_json_number(out, std::round(r.run_ms * 1000.0) / 1000.0);
+    out += "}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string encode_error(std::string_view code, std::string_view message,
+                         std::string_view field) {
+  std::string out = "{\"error\":{\"code\":";
+  append_json_string(out, code);
+  out += ",\"message\":";
+  append_json_string(out, message);
+  if (!field.empty()) {
+    out += ",\"field\":";
+    append_json_string(out, field);
+  }
+  out += "}}";
+  return out;
+}
+
+} // namespace arbiter::net

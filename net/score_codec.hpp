@@ -1,0 +1,58 @@
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/reward_catalog.hpp"
+#include "common/score_types.hpp"
+#include "config/config.hpp"
+
+namespace arbiter::net {
+
+/// What the decoder needs to know about the server.
+struct codec_context {
+  const backends::reward_catalog* catalog = nullptr;
+  /// Priority class names, highest first.
+  std::vector<std::string> priorities;
+  size_t default_priority = 0;
+  std::chrono::milliseconds default_deadline{30000};
+  std::chrono::milliseconds max_deadline{600000};
+  uint32_t max_batch_items = 8192;
+};
+
+/// A validated `POST /v1/score` body.
+struct score_request_body {
+  size_t priority = 0;
+  std::chrono::milliseconds deadline{0};
+  std::vector<score_item> items;
+};
+
+/// Why a body was refused: the HTTP status, the field at fault (dotted path, e.g.
+/// "items[2].ground_truth", or "body") and a sentence.
+struct codec_error {
+  unsigned status = 400;
+  std::string field;
+  std::string message;
+};
+
+/// Decodes and validates a `/v1/score` body. Returns false and fills `err` on the first
+/// problem; nothing of a refused body reaches the scheduler.
+bool decode_score_request(std::string_view body, const codec_context& ctx,
+                          score_request_body& out, codec_error& err);
+
+/// `{"scores": [...], "results": [...]}` for `results`, in order.
+std::string encode_score_response(const std::vector<item_result>& results);
+
+/// `{"error": {"code": ..., "message": ..., "field": ...}}` (`field` omitted when empty).
+std::string encode_error(std::string_view code, std::string_view message,
+                         std::string_view field = {});
+
+/// Appends `text` to `out` as a JSON string literal, quotes included.
+void append_json_string(std::string& out, std::string_view text);
+
+/// Appends `value` as a JSON number (shortest round-trip form), or `null` when not finite.
+void append_json_number(std::string& out, double value);
+
+} // namespace arbiter::net

@@ -1,0 +1,93 @@
+#include "scheduler/priority_queues.hpp"
+
+namespace arbiter::scheduler {
+
+priority_queues::priority_queues(const std::vector<config::priority_class>& classes) {
+  classes_.reserve(classes.size());
+  for (const auto& c : classes) {
+    classes_.push_back(queue_class{c, 0, {}});
+  }
+}
+
+std::optional<size_t> priority_queues::find_class(std::string_view name) const {
+  for (size_t i = 0; i < classes_.size(); ++i) {
+    if (classes_[i].config.name == name) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+size_t priority_queues::depth_at_or_above(size_t cls) const {
+  size_t total = 0;
+  for (size_t i = 0; i <= cls && i < classes_.size(); ++i) {
+    total += classes_[i].size;
+  }
+  return total;
+}
+
+size_t priority_queues::free_capacity(size_t cls) const {
+  const auto& c = classes_.at(cls);
+  return c.size >= c.config.capacity ? 0 : c.config.capacity - c.size;
+}
+
+bool priority_queues::push(size_t cls, const std::string& capability, const queued_task& task) {
+  auto& c = classes_.at(cls);
+  if (c.size >= c.config.capacity) {
+    return false;
+  }
+  int64_t primary = c.config.order == config::queue_order::edf
+                      ? task.deadline.time_since_epoch().count()
+                      : next_seq_++;
+  key k{primary, task.id};
+  c.by_capability[capability].insert(k);
+  ++c.size;
+  index_.emplace(task.id, entry{cls, capability, k, task});
+  return true;
+}
+
+std::optional<queued_task> priority_queues::pop(size_t cls, const std::string& capability) {
+  auto& c = classes_.at(cls);
+  auto q = c.by_capability.find(capability);
+  if (q == c.by_capability.end() || q->second.empty()) {
+    return std::nullopt;
+  }
+  auto id = q->second.begin()->second;
+  q->second.erase(q->second.begin());
+  if (q->second.empty()) {
+    c.by_capability.erase(q);
+  }
+  --c.size;
+  auto e = index_.find(id);
+  auto task = e->second.task;
+  index_.erase(e);
+  return task;
+}
+
+bool priority_queues::remove(task_id id) {
+  auto e = index_.find(id);
+  if (e == index_.end()) {
+    return false;
+  }
+  auto& c = classes_[e->second.cls];
+  auto q = c.by_capability.find(e->second.capability);
+  q->second.erase(e->second.order_key);
+  if (q->second.empty()) {
+    c.by_capability.erase(q);
+  }
+  --c.size;
+  index_.erase(e);
+  return true;
+}
+
+std::vector<std::string> priority_queues::waiting_capabilities(size_t cls) const {
+  std::vector<std::string> result;
+  for (const auto& [capability, tasks] : classes_.at(cls).by_capability) {
+    if (!tasks.empty()) {
+      result.push_back(capability);
+    }
+  }
+  return result;
+}
+
+} // namespace arbiter::scheduler

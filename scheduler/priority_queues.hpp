@@ -1,0 +1,98 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/time_source.hpp"
+#include "config/config.hpp"
+#include "scheduler/ids.hpp"
+
+namespace arbiter::scheduler {
+
+/// A task waiting in a queue: one item of one request.
+struct queued_task {
+  task_id id = 0;
+  request_id request = 0;
+  /// The item's position in its request.
+  uint32_t index = 0;
+  time_point deadline;
+  time_point enqueued;
+};
+
+/// Bounded queues, one per priority class, each split by the capability its tasks need so that
+/// a busy capability never blocks another. Inside a class, tasks leave in FIFO or
+/// earliest-deadline-first order, as configured.
+class priority_queues {
+public:
+  explicit priority_queues(const std::vector<config::priority_class>& classes);
+
+  size_t class_count() const noexcept {
+    return classes_.size();
+  }
+
+  const std::string& class_name(size_t cls) const {
+    return classes_.at(cls).config.name;
+  }
+
+  /// The index of the class called `name`, if any.
+  std::optional<size_t> find_class(std::string_view name) const;
+
+  /// Tasks queued in `cls`.
+  size_t depth(size_t cls) const {
+    return classes_.at(cls).size;
+  }
+
+  /// Tasks queued in every class.
+  size_t total_depth() const noexcept {
+    return index_.size();
+  }
+
+  /// Tasks queued in `cls` and every class above it: what a new task of `cls` waits behind.
+  size_t depth_at_or_above(size_t cls) const;
+
+  /// How many more tasks `cls` may hold.
+  size_t free_capacity(size_t cls) const;
+
+  /// Queues `task` in `cls` under `capability`. Returns false, queueing nothing, when the class
+  /// is full.
+  [[nodiscard]] bool push(size_t cls, const std::string& capability, const queued_task& task);
+
+  /// Removes and returns the next task of `cls` needing `capability`.
+  std::optional<queued_task> pop(size_t cls, const std::string& capability);
+
+  /// Removes the task `id` wherever it waits. Returns false when it is not queued.
+  bool remove(task_id id);
+
+  /// The capabilities that have tasks waiting in `cls`.
+  std::vector<std::string> waiting_capabilities(size_t cls) const;
+
+private:
+  using key = std::pair<int64_t, task_id>;
+
+  struct entry {
+    size_t cls;
+    std::string capability;
+    key order_key;
+    queued_task task;
+  };
+
+  struct queue_class {
+    config::priority_class config;
+    size_t size = 0;
+    std::map<std::string, std::set<key>, std::less<>> by_capability;
+  };
+
+  std::vector<queue_class> classes_;
+  std::unordered_map<task_id, entry> index_;
+  int64_t next_seq_ = 0;
+};
+
+} // namespace arbiter::scheduler

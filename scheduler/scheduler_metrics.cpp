@@ -1,0 +1,63 @@
+#include "scheduler/scheduler_metrics.hpp"
+
+namespace arbiter::scheduler {
+
+scheduler_metrics::scheduler_metrics(metrics_registry& registry,
+                                     const std::vector<std::string>& priorities)
+  : queue_depth(prometheus::BuildGauge()
+                  .Name("arbiter_queue_depth")
+                  .Help("Items waiting in the scheduler's queues, by priority class")
+                  .Register(registry.registry())),
+    queue_wait(prometheus::BuildHistogram()
+                 .Name("arbiter_queue_wait_seconds")
+                 .Help("Time an item waited between admission and dispatch, by priority class")
+                 .Register(registry.registry())),
+    items(prometheus::BuildCounter()
+            .Name("arbiter_items_total")
+            .Help("Items answered, by reward and final status (ok, fallback, failed)")
+            .Register(registry.registry())),
+    failures(prometheus::BuildCounter()
+               .Name("arbiter_item_failures_total")
+               .Help("Items that failed, by reason")
+               .Register(registry.registry())),
+    stage_duration(prometheus::BuildHistogram()
+                     .Name("arbiter_stage_duration_seconds")
+                     .Help("Latency by stage: parse, schedule (admission to answer, per "
+                           "request), run (per item on a source), request (whole HTTP request)")
+                     .Register(registry.registry())),
+    dispatch_batch_items(prometheus::BuildHistogram()
+                           .Name("arbiter_dispatch_batch_items")
+                           .Help("Items per batch dispatched to a source")
+                           .Register(registry.registry())
+                           .Add({}, size_buckets())),
+    source_inflight(prometheus::BuildGauge()
+                      .Name("arbiter_source_inflight_batches")
+                      .Help("Batches in flight, by source")
+                      .Register(registry.registry())),
+    requests_pending(prometheus::BuildGauge()
+                       .Name("arbiter_requests_pending")
+                       .Help("Admitted requests not yet answered")
+                       .Register(registry.registry())
+                       .Add({})) {
+  for (const auto& p : priorities) {
+    depth_of(p);
+    wait_of(p);
+  }
+  for (const auto* s : {"parse", "schedule", "run", "request"}) {
+    stage(s);
+  }
+}
+
+prometheus::Gauge& scheduler_metrics::depth_of(const std::string& priority) {
+  return queue_depth.Add({{"priority", priority}});
+}
+
+prometheus::Histogram& scheduler_metrics::wait_of(const std::string& priority) {
+  return queue_wait.Add({{"priority", priority}}, latency_buckets());
+}
+
+prometheus::Histogram& scheduler_metrics::stage(const std::string& name) {
+  return stage_duration.Add({{"stage", name}}, latency_buckets());
+}
+
+} // namespace arbiter::scheduler
