@@ -11,14 +11,6 @@ std::string metrics_registry::render() const {
   return prometheus::TextSerializer{}.Serialize(registry_->Collect());
 }
 
-std::vector<std::string> metrics_registry::family_names() const {
-  std::vector<std::string> names;
-  for (const auto& family : registry_->Collect()) {
-    names.push_back(family.name);
-  }
-  return names;
-}
-
 const prometheus::Histogram::BucketBoundaries& latency_buckets() {
   static const prometheus::Histogram::BucketBoundaries buckets{
       0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,

@@ -27,11 +27,24 @@ public:
   /// The Prometheus text exposition format (version 0.0.4) of every metric.
   std::string render() const;
 
-  /// The names of every registered metric family, e.g. "arbiter_items_total".
-  std::vector<std::string> family_names() const;
+  /// Registers a metric family and remembers its name:
+  /// `registry.add(prometheus::BuildCounter().Name("arbiter_x_total").Help("..."))`.
+  template <class Builder>
+  auto& add(Builder&& builder) {
+    auto& family = builder.Register(*registry_);
+    names_.push_back(family.GetName());
+    return family;
+  }
+
+  /// The names of every family registered through `add`, e.g. "arbiter_items_total", whether
+  /// or not it has samples yet.
+  const std::vector<std::string>& family_names() const noexcept {
+    return names_;
+  }
 
 private:
   std::shared_ptr<prometheus::Registry> registry_;
+  std::vector<std::string> names_;
 };
 
 /// Histogram buckets for latencies in seconds, from 50 µs to 60 s.

@@ -10,6 +10,7 @@
 #include <utility>  // Boost 1.74's Asio needs std::exchange declared first.
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -162,6 +163,9 @@ int serve(const serve_options& options) {
     }
   });
   server->start();
+  // Keeps the io threads running while requests wait on actors with no socket operation
+  // pending (e.g. while draining, after the acceptor closed).
+  auto keep_running = boost::asio::make_work_guard(ioc);
   std::vector<std::thread> io_threads;
   auto n_io = or_cores(cfg.server.io_threads);
   for (uint32_t i = 0; i < n_io; ++i) {
@@ -188,6 +192,7 @@ int serve(const serve_options& options) {
   while (server->open_connections() > 0 && steady_clock::now() < write_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds{5});
   }
+  keep_running.reset();
   ioc.stop();
   for (auto& t : io_threads) {
     t.join();

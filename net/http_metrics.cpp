@@ -3,23 +3,19 @@
 namespace arbiter::net {
 
 http_metrics::http_metrics(metrics_registry& registry)
-  : requests(prometheus::BuildCounter()
+  : requests(registry.add(prometheus::BuildCounter()
                .Name("arbiter_http_requests_total")
-               .Help("HTTP requests answered, by route and status code")
-               .Register(registry.registry())),
-    rejections(prometheus::BuildCounter()
+               .Help("HTTP requests answered, by route and status code"))),
+    rejections(registry.add(prometheus::BuildCounter()
                  .Name("arbiter_rejections_total")
-                 .Help("Requests refused before scoring, by reason")
-                 .Register(registry.registry())),
-    request_items(prometheus::BuildHistogram()
+                 .Help("Requests refused before scoring, by reason"))),
+    request_items(registry.add(prometheus::BuildHistogram()
                     .Name("arbiter_request_items")
-                    .Help("Items per /v1/score request")
-                    .Register(registry.registry())
+                    .Help("Items per /v1/score request"))
                     .Add({}, size_buckets())),
-    connections(prometheus::BuildGauge()
+    connections(registry.add(prometheus::BuildGauge()
                   .Name("arbiter_http_connections")
-                  .Help("Open client connections")
-                  .Register(registry.registry())
+                  .Help("Open client connections"))
                   .Add({})) {
 }
 

@@ -8,6 +8,7 @@
 
 #include "actors/messages.hpp"
 #include "arbiter/version.hpp"
+#include "common/log.hpp"
 
 namespace arbiter::net {
 
@@ -165,6 +166,7 @@ void router::score(std::string body, reply_fn reply) {
           respond(route, std::move(r), reply);
         },
         [this, route, reply](caf::error& e) {
+          log::error("bridge: the scheduler did not answer: ", ctx_.system->render(e));
           ctx_.metrics->reject("scheduler_error");
           http_reply r;
           r.status = 500;

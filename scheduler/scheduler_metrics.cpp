@@ -4,40 +4,32 @@ namespace arbiter::scheduler {
 
 scheduler_metrics::scheduler_metrics(metrics_registry& registry,
                                      const std::vector<std::string>& priorities)
-  : queue_depth(prometheus::BuildGauge()
+  : queue_depth(registry.add(prometheus::BuildGauge()
                   .Name("arbiter_queue_depth")
-                  .Help("Items waiting in the scheduler's queues, by priority class")
-                  .Register(registry.registry())),
-    queue_wait(prometheus::BuildHistogram()
+                  .Help("Items waiting in the scheduler's queues, by priority class"))),
+    queue_wait(registry.add(prometheus::BuildHistogram()
                  .Name("arbiter_queue_wait_seconds")
-                 .Help("Time an item waited between admission and dispatch, by priority class")
-                 .Register(registry.registry())),
-    items(prometheus::BuildCounter()
+                 .Help("Time an item waited between admission and dispatch, by priority class"))),
+    items(registry.add(prometheus::BuildCounter()
             .Name("arbiter_items_total")
-            .Help("Items answered, by reward and final status (ok, fallback, failed)")
-            .Register(registry.registry())),
-    failures(prometheus::BuildCounter()
+            .Help("Items answered, by reward and final status (ok, fallback, failed)"))),
+    failures(registry.add(prometheus::BuildCounter()
                .Name("arbiter_item_failures_total")
-               .Help("Items that failed, by reason")
-               .Register(registry.registry())),
-    stage_duration(prometheus::BuildHistogram()
+               .Help("Items that failed, by reason"))),
+    stage_duration(registry.add(prometheus::BuildHistogram()
                      .Name("arbiter_stage_duration_seconds")
                      .Help("Latency by stage: parse, schedule (admission to answer, per "
-                           "request), run (per item on a source), request (whole HTTP request)")
-                     .Register(registry.registry())),
-    dispatch_batch_items(prometheus::BuildHistogram()
+                           "request), run (per item on a source), request (whole HTTP request)"))),
+    dispatch_batch_items(registry.add(prometheus::BuildHistogram()
                            .Name("arbiter_dispatch_batch_items")
-                           .Help("Items per batch dispatched to a source")
-                           .Register(registry.registry())
+                           .Help("Items per batch dispatched to a source"))
                            .Add({}, size_buckets())),
-    source_inflight(prometheus::BuildGauge()
+    source_inflight(registry.add(prometheus::BuildGauge()
                       .Name("arbiter_source_inflight_batches")
-                      .Help("Batches in flight, by source")
-                      .Register(registry.registry())),
-    requests_pending(prometheus::BuildGauge()
+                      .Help("Batches in flight, by source"))),
+    requests_pending(registry.add(prometheus::BuildGauge()
                        .Name("arbiter_requests_pending")
-                       .Help("Admitted requests not yet answered")
-                       .Register(registry.registry())
+                       .Help("Admitted requests not yet answered"))
                        .Add({})) {
   for (const auto& p : priorities) {
     depth_of(p);

@@ -1,0 +1,727 @@
+#include "config/config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string_view>
+#include <utility>
+
+#include <toml++/toml.h>
+
+namespace arbiter::config {
+namespace {
+
+using problem_list = std::vector<config_problem>;
+
+/// Longest duration any `_ms` field accepts (about 24.8 days). Keeps every duration well inside
+/// what the rest of the service converts it to (nanosecond clocks, 32-bit timer arguments).
+constexpr int64_t max_duration_ms = std::numeric_limits<int32_t>::max();
+constexpr int64_t max_u32 = std::numeric_limits<uint32_t>::max();
+constexpr int64_t max_i64 = std::numeric_limits<int64_t>::max();
+
+/// The TOML type a scalar field takes.
+enum class field_type : uint8_t {
+  string,
+  integer,
+};
+
+/// One scalar configuration field: where it lives in TOML, what it accepts, how to read and
+/// write it in `arbiter_config`. `load_*`, `apply_environment`, `validate` and
+/// `environment_variables` all walk the same table, so they cannot disagree.
+struct field_descriptor {
+  /// Dotted TOML path, e.g. "server.port". The environment variable is derived from it.
+  std::string_view path;
+  field_type type;
+  /// Integer fields: inclusive bounds. String fields: `min` is the shortest length accepted.
+  int64_t min;
+  int64_t max;
+  int64_t (*get_int)(const arbiter_config&);
+  void (*set_int)(arbiter_config&, int64_t);
+  const std::string& (*get_str)(const arbiter_config&);
+  void (*set_str)(arbiter_config&, std::string);
+  /// One-line description (docs/configuration.md says the same at more length).
+  std::string_view doc;
+};
+
+/// Shorthand for an integer field descriptor.
+constexpr field_descriptor int_field(std::string_view path, int64_t min, int64_t max,
+                                     int64_t (*get)(const arbiter_config&),
+                                     void (*set)(arbiter_config&, int64_t),
+                                     std::string_view doc) {
+  return field_descriptor{path, field_type::integer, min, max, get, set, nullptr, nullptr, doc};
+}
+
+/// Shorthand for a string field descriptor.
+constexpr field_descriptor str_field(std::string_view path, int64_t min_length,
+                                     const std::string& (*get)(const arbiter_config&),
+                                     void (*set)(arbiter_config&, std::string),
+                                     std::string_view doc) {
+  return field_descriptor{path, field_type::string, min_length, 0, nullptr, nullptr, get, set,
+                          doc};
+}
+
+/// Every scalar field, in documentation order.
+const std::vector<field_descriptor>& scalar_fields() {
+  using ms = std::chrono::milliseconds;
+  static const std::vector<field_descriptor> fields = {
+      // [server]
+      str_field(
+          "server.host", 1,
+          [](const arbiter_config& c) -> const std::string& { return c.server.host; },
+          [](arbiter_config& c, std::string v) { c.server.host = std::move(v); },
+          "Address to bind"),
+      int_field(
+          "server.port", 0, std::numeric_limits<uint16_t>::max(),
+          [](const arbiter_config& c) -> int64_t { return c.server.port; },
+          [](arbiter_config& c, int64_t v) { c.server.port = static_cast<uint16_t>(v); },
+          "Port to bind; 0 picks a free one"),
+      int_field(
+          "server.io_threads", 0, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.server.io_threads; },
+          [](arbiter_config& c, int64_t v) { c.server.io_threads = static_cast<uint32_t>(v); },
+          "HTTP event-loop threads; 0 means one per core"),
+      int_field(
+          "server.max_body_bytes", 1024, max_i64,
+          [](const arbiter_config& c) -> int64_t {
+            return static_cast<int64_t>(
+                std::min<uint64_t>(c.server.max_body_bytes, static_cast<uint64_t>(max_i64)));
+          },
+          [](arbiter_config& c, int64_t v) {
+            c.server.max_body_bytes = static_cast<uint64_t>(v);
+          },
+          "Largest request body accepted, in bytes"),
+      int_field(
+          "server.max_batch_items", 1, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.server.max_batch_items; },
+          [](arbiter_config& c, int64_t v) {
+            c.server.max_batch_items = static_cast<uint32_t>(v);
+          },
+          "Most items in one /v1/score request"),
+      int_field(
+          "server.read_timeout_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.server.read_timeout.count(); },
+          [](arbiter_config& c, int64_t v) { c.server.read_timeout = ms{v}; },
+          "Time allowed to read one request, in milliseconds"),
+      int_field(
+          "server.idle_timeout_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.server.idle_timeout.count(); },
+          [](arbiter_config& c, int64_t v) { c.server.idle_timeout = ms{v}; },
+          "How long an idle keep-alive connection stays open, in milliseconds"),
+      // [scheduler]
+      int_field(
+          "scheduler.threads", 0, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.threads; },
+          [](arbiter_config& c, int64_t v) { c.scheduler.threads = static_cast<uint32_t>(v); },
+          "CAF worker threads; 0 means one per core"),
+      int_field(
+          "scheduler.default_deadline_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.default_deadline.count(); },
+          [](arbiter_config& c, int64_t v) { c.scheduler.default_deadline = ms{v}; },
+          "Deadline for requests that give no deadline_ms"),
+      int_field(
+          "scheduler.max_deadline_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.max_deadline.count(); },
+          [](arbiter_config& c, int64_t v) { c.scheduler.max_deadline = ms{v}; },
+          "Largest deadline_ms a request may ask for"),
+      str_field(
+          "scheduler.default_priority", 0,
+          [](const arbiter_config& c) -> const std::string& {
+            return c.scheduler.default_priority;
+          },
+          [](arbiter_config& c, std::string v) { c.scheduler.default_priority = std::move(v); },
+          "Priority class for requests that give no priority"),
+      int_field(
+          "scheduler.dispatch_batch_items", 1, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.dispatch_batch_items; },
+          [](arbiter_config& c, int64_t v) {
+            c.scheduler.dispatch_batch_items = static_cast<uint32_t>(v);
+          },
+          "Most items sent to a worker in one message"),
+      int_field(
+          "scheduler.max_inflight_batches_per_source", 1, max_u32,
+          [](const arbiter_config& c) -> int64_t {
+            return c.scheduler.max_inflight_batches_per_source;
+          },
+          [](arbiter_config& c, int64_t v) {
+            c.scheduler.max_inflight_batches_per_source = static_cast<uint32_t>(v);
+          },
+          "Batches one source may have in flight at once"),
+      int_field(
+          "scheduler.drain_timeout_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.drain_timeout.count(); },
+          [](arbiter_config& c, int64_t v) { c.scheduler.drain_timeout = ms{v}; },
+          "How long work may finish after SIGINT/SIGTERM"),
+      // [cpu]
+      int_field(
+          "cpu.workers", 0, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.cpu.workers; },
+          [](arbiter_config& c, int64_t v) { c.cpu.workers = static_cast<uint32_t>(v); },
+          "CPU worker actors; 0 means one per core"),
+      int_field(
+          "cpu.max_lexical_chars", 1, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.cpu.max_lexical_chars; },
+          [](arbiter_config& c, int64_t v) {
+            c.cpu.max_lexical_chars = static_cast<uint32_t>(v);
+          },
+          "Longest text, in code points, lexical accepts per side"),
+  };
+  return fields;
+}
+
+/// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
+std::string env_name(std::string_view path) {
+  std::string name = "ARBITER_";
+  for (const char ch : path) {
+    if (ch == '.') {
+      name += '_';
+    } else if (ch >= 'a' && ch <= 'z') {
+      name += static_cast<char>(ch - 'a' + 'A');
+    } else {
+      name += ch;
+    }
+  }
+  return name;
+}
+
+const field_descriptor* find_field(std::string_view path) {
+  for (const auto& field : scalar_fields()) {
+    if (field.path == path) {
+      return &field;
+    }
+  }
+  return nullptr;
+}
+
+/// "an integer", "a string" ... for "expected X, got Y" messages.
+std::string type_phrase(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::none:
+      return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+  }
+  return "an unknown value";
+}
+
+std::string wrong_type(std::string_view expected, const toml::node& node) {
+  return "expected " + std::string(expected) + ", got " + type_phrase(node.type());
+}
+
+std::string quoted(std::string_view text) {
+  return "\"" + std::string(text) + "\"";
+}
+
+std::string range_reason(int64_t min, int64_t max, std::string_view got) {
+  if (max == max_i64) {
+    return "must be at least " + std::to_string(min) + " (got " + std::string(got) + ")";
+  }
+  return "must be between " + std::to_string(min) + " and " + std::to_string(max) + " (got " +
+         std::string(got) + ")";
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) {
+      out += ", ";
+    }
+    out += item;
+  }
+  return out;
+}
+
+/// Checks `value` against an integer field's bounds; sets it when it fits.
+void set_int_checked(const field_descriptor& field, int64_t value, const std::string& where,
+                     arbiter_config& cfg, problem_list& problems) {
+  if (value < field.min || value > field.max) {
+    problems.push_back({where, range_reason(field.min, field.max, std::to_string(value))});
+    return;
+  }
+  field.set_int(cfg, value);
+}
+
+/// Checks `value` against a string field's minimum length; sets it when it fits.
+void set_str_checked(const field_descriptor& field, std::string value, const std::string& where,
+                     arbiter_config& cfg, problem_list& problems) {
+  if (static_cast<int64_t>(value.size()) < field.min) {
+    problems.push_back({where, "must not be empty"});
+    return;
+  }
+  field.set_str(cfg, std::move(value));
+}
+
+/// Reads one scalar field from its TOML node.
+void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_config& cfg,
+                 problem_list& problems) {
+  const std::string where(field.path);
+  if (field.type == field_type::integer) {
+    const auto* value = node.as_integer();
+    if (value == nullptr) {
+      problems.push_back({where, wrong_type("an integer", node)});
+      return;
+    }
+    set_int_checked(field, value->get(), where, cfg, problems);
+    return;
+  }
+  const auto* value = node.as_string();
+  if (value == nullptr) {
+    problems.push_back({where, wrong_type("a string", node)});
+    return;
+  }
+  set_str_checked(field, value->get(), where, cfg, problems);
+}
+
+/// Reads one `[[scheduler.priorities]]` element.
+priority_class load_priority_class(const toml::node& node, const std::string& where,
+                                   problem_list& problems) {
+  priority_class result;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return result;
+  }
+  bool has_name = false;
+  for (const auto& [key, value] : *table) {
+    const std::string field = where + "." + std::string(key.str());
+    if (key.str() == "name") {
+      has_name = true;
+      if (const auto* text = value.as_string()) {
+        result.name = text->get();
+      } else {
+        problems.push_back({field, wrong_type("a string", value)});
+      }
+    } else if (key.str() == "capacity") {
+      if (const auto* number = value.as_integer()) {
+        const int64_t capacity = number->get();
+        if (capacity < 1 || capacity > max_u32) {
+          problems.push_back({field, range_reason(1, max_u32, std::to_string(capacity))});
+        } else {
+          result.capacity = static_cast<uint32_t>(capacity);
+        }
+      } else {
+        problems.push_back({field, wrong_type("an integer", value)});
+      }
+    } else if (key.str() == "order") {
+      if (const auto* text = value.as_string()) {
+        if (text->get() == "fifo") {
+          result.order = queue_order::fifo;
+        } else if (text->get() == "edf") {
+          result.order = queue_order::edf;
+        } else {
+          problems.push_back(
+              {field, "must be \"fifo\" or \"edf\" (got " + quoted(text->get()) + ")"});
+        }
+      } else {
+        problems.push_back({field, wrong_type("a string", value)});
+      }
+    } else {
+      problems.push_back({field, "unknown field"});
+    }
+  }
+  if (!has_name) {
+    problems.push_back({where + ".name", "missing required field"});
+  }
+  return result;
+}
+
+/// Reads `[[scheduler.priorities]]`; a present array replaces the default classes.
+void load_priorities(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const std::string where = "scheduler.priorities";
+  const auto* array = node.as_array();
+  if (array == nullptr) {
+    problems.push_back({where, wrong_type("an array of tables", node)});
+    return;
+  }
+  std::vector<priority_class> classes;
+  classes.reserve(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    // Broken elements still take their slot so later indices match the file.
+    classes.push_back(
+        load_priority_class(*array->get(i), where + "[" + std::to_string(i) + "]", problems));
+  }
+  cfg.scheduler.priorities = std::move(classes);
+}
+
+/// Reads one of the scalar sections (`[server]`, `[scheduler]`, `[cpu]`).
+void load_section(std::string_view section, const toml::node& node, arbiter_config& cfg,
+                  problem_list& problems) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({std::string(section), wrong_type("a table", node)});
+    return;
+  }
+  for (const auto& [key, value] : *table) {
+    const std::string path = std::string(section) + "." + std::string(key.str());
+    if (const auto* field = find_field(path)) {
+      load_scalar(*field, value, cfg, problems);
+    } else if (path == "scheduler.priorities") {
+      load_priorities(value, cfg, problems);
+    } else {
+      problems.push_back({path, "unknown field"});
+    }
+  }
+}
+
+/// Reads `[rewards.NAME]` tables.
+void load_rewards(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({"rewards", wrong_type("a table", node)});
+    return;
+  }
+  for (const auto& [key, value] : *table) {
+    const std::string name(key.str());
+    const std::string where = "rewards." + name;
+    reward_config reward{name, ""};
+    if (const auto* body = value.as_table()) {
+      bool has_kind = false;
+      for (const auto& [inner_key, inner] : *body) {
+        const std::string field = where + "." + std::string(inner_key.str());
+        if (inner_key.str() == "kind") {
+          has_kind = true;
+          if (const auto* text = inner.as_string()) {
+            reward.kind = text->get();
+          } else {
+            problems.push_back({field, wrong_type("a string", inner)});
+          }
+        } else {
+          problems.push_back({field, "unknown field"});
+        }
+      }
+      if (!has_kind) {
+        problems.push_back({where + ".kind", "missing required field"});
+      }
+    } else {
+      problems.push_back({where, wrong_type("a table", value)});
+    }
+    // Kept even when broken, so data_sources naming it do not add a second complaint.
+    cfg.rewards[name] = std::move(reward);
+  }
+}
+
+/// Reads `[data_sources]`; a present table replaces the default map.
+void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({"data_sources", wrong_type("a table", node)});
+    return;
+  }
+  std::map<std::string, std::string> sources;
+  for (const auto& [key, value] : *table) {
+    const std::string prefix(key.str());
+    if (const auto* text = value.as_string()) {
+      sources[prefix] = text->get();
+    } else {
+      problems.push_back({"data_sources." + prefix, wrong_type("a string", value)});
+    }
+  }
+  cfg.data_sources = std::move(sources);
+}
+
+/// Walks the parsed document over the defaults.
+void load_root(const toml::table& root, arbiter_config& cfg, problem_list& problems) {
+  for (const auto& [key, value] : root) {
+    const std::string_view name = key.str();
+    if (name == "server" || name == "scheduler" || name == "cpu") {
+      load_section(name, value, cfg, problems);
+    } else if (name == "rewards") {
+      load_rewards(value, cfg, problems);
+    } else if (name == "data_sources") {
+      load_data_sources(value, cfg, problems);
+    } else {
+      problems.push_back({std::string(name), "unknown field"});
+    }
+  }
+}
+
+/// True when `field` is `parent` or lies inside it ("a.b" is inside "a", "a[0].b" too).
+bool covered_by(const std::string& field, const std::string& parent) {
+  if (field.compare(0, parent.size(), parent) != 0) {
+    return false;
+  }
+  return field.size() == parent.size() || field[parent.size()] == '.' ||
+         field[parent.size()] == '[';
+}
+
+/// Runs `validate` after loading, dropping what it says about fields that already have a
+/// problem (a missing name is not also an empty name).
+void validate_after_load(const arbiter_config& cfg, size_t first_load_problem,
+                         problem_list& problems) {
+  problem_list cross;
+  validate(cfg, cross);
+  std::vector<std::string> reported;
+  for (size_t i = first_load_problem; i < problems.size(); ++i) {
+    reported.push_back(problems[i].field);
+  }
+  for (auto& problem : cross) {
+    const bool duplicate =
+        std::any_of(reported.begin(), reported.end(),
+                    [&](const std::string& parent) { return covered_by(problem.field, parent); });
+    if (!duplicate) {
+      problems.push_back(std::move(problem));
+    }
+  }
+}
+
+bool is_class_name_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+}
+
+bool is_reward_name_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '.' || ch == '-';
+}
+
+bool is_builtin_kind(const std::string& kind) {
+  const auto& kinds = builtin_reward_kinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+/// Parses a whole environment value as a decimal integer; nullopt on anything else.
+/// Out-of-int64 values come back as nullopt with `overflow` set.
+std::optional<int64_t> parse_integer(const std::string& text, bool& overflow) {
+  overflow = false;
+  int64_t value = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, value);
+  if (text.empty() || end != last) {
+    return std::nullopt;
+  }
+  if (ec == std::errc::result_out_of_range) {
+    overflow = true;
+    return std::nullopt;
+  }
+  if (ec != std::errc{}) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+} // namespace
+
+const std::vector<std::string>& builtin_reward_kinds() {
+  static const std::vector<std::string> kinds = {"lexical", "exact_match"};
+  return kinds;
+}
+
+arbiter_config embedded_default() {
+  return arbiter_config{};
+}
+
+arbiter_config load_string(const std::string& toml_text, const std::string& origin,
+                           std::vector<config_problem>& problems) {
+  arbiter_config cfg = embedded_default();
+  const size_t first = problems.size();
+#if TOML_EXCEPTIONS
+  try {
+    const toml::table root = toml::parse(toml_text, origin);
+    load_root(root, cfg, problems);
+  } catch (const toml::parse_error& error) {
+    const auto& begin = error.source().begin;
+    problems.push_back({origin + ":" + std::to_string(begin.line) + ":" +
+                            std::to_string(begin.column),
+                        std::string(error.description())});
+    return cfg;
+  }
+#else
+  const toml::parse_result result = toml::parse(toml_text, origin);
+  if (!result) {
+    const auto& error = result.error();
+    const auto& begin = error.source().begin;
+    problems.push_back({origin + ":" + std::to_string(begin.line) + ":" +
+                            std::to_string(begin.column),
+                        std::string(error.description())});
+    return cfg;
+  }
+  load_root(result.table(), cfg, problems);
+#endif
+  validate_after_load(cfg, first, problems);
+  return cfg;
+}
+
+arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    problems.push_back({path, std::string("cannot read file: ") + std::strerror(error)});
+    return embedded_default();
+  }
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const size_t got = std::fread(buffer, 1, sizeof buffer, file);
+    text.append(buffer, got);
+    if (got < sizeof buffer) {
+      break;
+    }
+  }
+  const int error = errno;
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) {
+    problems.push_back({path, std::string("cannot read file: ") + std::strerror(error)});
+    return embedded_default();
+  }
+  return load_string(text, path, problems);
+}
+
+void apply_environment(arbiter_config& cfg,
+                       const std::function<std::optional<std::string>(const std::string&)>& env,
+                       std::vector<config_problem>& problems) {
+  for (const auto& field : scalar_fields()) {
+    const std::string name = env_name(field.path);
+    std::optional<std::string> value = env(name);
+    if (!value) {
+      continue;
+    }
+    if (field.type == field_type::string) {
+      set_str_checked(field, std::move(*value), name, cfg, problems);
+      continue;
+    }
+    bool overflow = false;
+    const std::optional<int64_t> number = parse_integer(*value, overflow);
+    if (overflow) {
+      problems.push_back({name, range_reason(field.min, field.max, *value)});
+    } else if (!number) {
+      problems.push_back({name, "expected an integer, got " + quoted(*value)});
+    } else {
+      set_int_checked(field, *number, name, cfg, problems);
+    }
+  }
+}
+
+void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) {
+  // Field-level bounds, for configurations built in code or changed after loading.
+  for (const auto& field : scalar_fields()) {
+    const std::string where(field.path);
+    if (field.type == field_type::integer) {
+      const int64_t value = field.get_int(cfg);
+      if (value < field.min || value > field.max) {
+        problems.push_back({where, range_reason(field.min, field.max, std::to_string(value))});
+      }
+    } else if (static_cast<int64_t>(field.get_str(cfg).size()) < field.min) {
+      problems.push_back({where, "must not be empty"});
+    }
+  }
+
+  const auto& sched = cfg.scheduler;
+  if (sched.default_deadline > sched.max_deadline) {
+    problems.push_back({"scheduler.default_deadline_ms",
+                        "must not exceed scheduler.max_deadline_ms (" +
+                            std::to_string(sched.default_deadline.count()) + " > " +
+                            std::to_string(sched.max_deadline.count()) + ")"});
+  }
+
+  // Priority classes.
+  std::vector<std::string> class_names;
+  if (sched.priorities.empty()) {
+    problems.push_back({"scheduler.priorities", "at least one priority class is required"});
+  }
+  for (size_t i = 0; i < sched.priorities.size(); ++i) {
+    const auto& cls = sched.priorities[i];
+    const std::string where = "scheduler.priorities[" + std::to_string(i) + "]";
+    if (cls.name.empty()) {
+      problems.push_back({where + ".name", "must not be empty"});
+    } else if (!std::all_of(cls.name.begin(), cls.name.end(), is_class_name_char)) {
+      problems.push_back(
+          {where + ".name", "must match [a-z0-9_-]+ (got " + quoted(cls.name) + ")"});
+    } else {
+      const auto earlier = std::find(class_names.begin(), class_names.end(), cls.name);
+      if (earlier != class_names.end()) {
+        problems.push_back(
+            {where + ".name", "duplicate class name " + quoted(cls.name) +
+                                  " (also scheduler.priorities[" +
+                                  std::to_string(earlier - class_names.begin()) + "])"});
+      }
+    }
+    class_names.push_back(cls.name);
+    if (cls.capacity < 1) {
+      problems.push_back({where + ".capacity", range_reason(1, max_u32, "0")});
+    }
+    if (cls.order != queue_order::fifo && cls.order != queue_order::edf) {
+      problems.push_back({where + ".order", "must be \"fifo\" or \"edf\""});
+    }
+  }
+  if (!sched.priorities.empty() &&
+      std::find(class_names.begin(), class_names.end(), sched.default_priority) ==
+          class_names.end()) {
+    std::vector<std::string> listed;
+    for (const auto& name : class_names) {
+      if (!name.empty()) {
+        listed.push_back(quoted(name));
+      }
+    }
+    problems.push_back({"scheduler.default_priority",
+                        quoted(sched.default_priority) +
+                            " is not one of the priority classes (" + join(listed) + ")"});
+  }
+
+  // Rewards.
+  for (const auto& [name, reward] : cfg.rewards) {
+    const std::string where = "rewards." + name;
+    if (name.empty() || !std::all_of(name.begin(), name.end(), is_reward_name_char)) {
+      problems.push_back(
+          {where, "reward name must match [A-Za-z0-9_.-]+ (got " + quoted(name) + ")"});
+    }
+    if (!is_builtin_kind(reward.kind)) {
+      problems.push_back({where + ".kind", "unknown kind " + quoted(reward.kind) +
+                                               "; expected one of " +
+                                               join(builtin_reward_kinds())});
+    }
+  }
+
+  // Data sources.
+  for (const auto& [prefix, reward] : cfg.data_sources) {
+    if (prefix.empty()) {
+      problems.push_back({"data_sources", "a prefix must not be empty"});
+    }
+    if (!is_builtin_kind(reward) && cfg.rewards.count(reward) == 0) {
+      problems.push_back({"data_sources." + prefix,
+                          quoted(reward) +
+                              " is neither a configured reward nor a built-in kind (" +
+                              join(builtin_reward_kinds()) + ")"});
+    }
+  }
+}
+
+std::string describe(const std::vector<config_problem>& problems) {
+  std::string out;
+  for (const auto& problem : problems) {
+    out += problem.field;
+    out += ": ";
+    out += problem.reason;
+    out += '\n';
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> environment_variables() {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(scalar_fields().size());
+  for (const auto& field : scalar_fields()) {
+    out.emplace_back(env_name(field.path), std::string(field.path));
+  }
+  return out;
+}
+
+} // namespace arbiter::config

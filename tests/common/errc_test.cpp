@@ -1,0 +1,26 @@
+#include "common/errc.hpp"
+
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+using namespace arbiter;
+
+TEST(Errc, EveryCodeHasADistinctStableName) {
+  std::set<std::string> names;
+  for (int i = 0; i <= static_cast<int>(errc::internal); ++i) {
+    names.insert(std::string{to_string(static_cast<errc>(i))});
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(errc::internal) + 1);
+  EXPECT_EQ(to_string(errc::deadline_exceeded), "deadline_exceeded");
+  EXPECT_EQ(to_string(errc::invalid_request), "invalid_request");
+}
+
+TEST(Errc, OnlyTransientFailuresAreRetryable) {
+  EXPECT_TRUE(is_retryable(errc::worker_failed));
+  EXPECT_TRUE(is_retryable(errc::overloaded));
+  EXPECT_FALSE(is_retryable(errc::invalid_request));
+  EXPECT_FALSE(is_retryable(errc::reward_failed));
+  EXPECT_FALSE(is_retryable(errc::deadline_exceeded));
+}

@@ -1,0 +1,514 @@
+#include "config/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace arbiter::config {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// Environment lookups served from a map; tests never touch the real environment.
+std::function<std::optional<std::string>(const std::string&)> fake_env(
+    std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) {
+      return std::nullopt;
+    }
+    return it->second;
+  };
+}
+
+std::vector<std::string> fields_of(const std::vector<config_problem>& problems) {
+  std::vector<std::string> fields;
+  for (const auto& problem : problems) {
+    fields.push_back(problem.field);
+  }
+  std::sort(fields.begin(), fields.end());
+  return fields;
+}
+
+/// The reason reported for `field`, or "" when there is none.
+std::string reason_for(const std::vector<config_problem>& problems, const std::string& field) {
+  for (const auto& problem : problems) {
+    if (problem.field == field) {
+      return problem.reason;
+    }
+  }
+  return "";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+/// Field-by-field comparison, so a failure names the field that differs.
+void expect_same_config(const arbiter_config& a, const arbiter_config& b) {
+  EXPECT_EQ(a.server.host, b.server.host);
+  EXPECT_EQ(a.server.port, b.server.port);
+  EXPECT_EQ(a.server.io_threads, b.server.io_threads);
+  EXPECT_EQ(a.server.max_body_bytes, b.server.max_body_bytes);
+  EXPECT_EQ(a.server.max_batch_items, b.server.max_batch_items);
+  EXPECT_EQ(a.server.read_timeout, b.server.read_timeout);
+  EXPECT_EQ(a.server.idle_timeout, b.server.idle_timeout);
+  EXPECT_EQ(a.scheduler.threads, b.scheduler.threads);
+  EXPECT_EQ(a.scheduler.default_deadline, b.scheduler.default_deadline);
+  EXPECT_EQ(a.scheduler.max_deadline, b.scheduler.max_deadline);
+  EXPECT_EQ(a.scheduler.default_priority, b.scheduler.default_priority);
+  EXPECT_EQ(a.scheduler.dispatch_batch_items, b.scheduler.dispatch_batch_items);
+  EXPECT_EQ(a.scheduler.max_inflight_batches_per_source,
+            b.scheduler.max_inflight_batches_per_source);
+  EXPECT_EQ(a.scheduler.drain_timeout, b.scheduler.drain_timeout);
+  ASSERT_EQ(a.scheduler.priorities.size(), b.scheduler.priorities.size());
+  for (size_t i = 0; i < a.scheduler.priorities.size(); ++i) {
+    EXPECT_EQ(a.scheduler.priorities[i].name, b.scheduler.priorities[i].name) << i;
+    EXPECT_EQ(a.scheduler.priorities[i].capacity, b.scheduler.priorities[i].capacity) << i;
+    EXPECT_EQ(a.scheduler.priorities[i].order, b.scheduler.priorities[i].order) << i;
+  }
+  EXPECT_EQ(a.cpu.workers, b.cpu.workers);
+  EXPECT_EQ(a.cpu.max_lexical_chars, b.cpu.max_lexical_chars);
+  ASSERT_EQ(a.rewards.size(), b.rewards.size());
+  for (const auto& [name, reward] : a.rewards) {
+    ASSERT_EQ(b.rewards.count(name), 1u) << name;
+    EXPECT_EQ(reward.name, b.rewards.at(name).name);
+    EXPECT_EQ(reward.kind, b.rewards.at(name).kind);
+  }
+  EXPECT_EQ(a.data_sources, b.data_sources);
+}
+
+TEST(LoadConfig, EmptyStringGivesDefaults) {
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string("", "empty", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  expect_same_config(cfg, embedded_default());
+}
+
+TEST(LoadConfig, EmbeddedDefaultIsValid) {
+  std::vector<config_problem> problems;
+  validate(embedded_default(), problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+}
+
+TEST(LoadConfig, ExampleFileLoadsCleanAndEqualsDefaults) {
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_file(ARBITER_SOURCE_DIR "/config/example.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  expect_same_config(cfg, embedded_default());
+}
+
+TEST(LoadConfig, ReadsEveryField) {
+  const std::string text = R"(
+[server]
+host = "0.0.0.0"
+port = 9000
+io_threads = 3
+max_body_bytes = 2048
+max_batch_items = 10
+read_timeout_ms = 1500
+idle_timeout_ms = 2500
+
+[scheduler]
+threads = 5
+default_deadline_ms = 100
+max_deadline_ms = 200
+default_priority = "batch"
+dispatch_batch_items = 7
+max_inflight_batches_per_source = 4
+drain_timeout_ms = 300
+
+[[scheduler.priorities]]
+name = "batch"
+capacity = 50
+order = "edf"
+
+[cpu]
+workers = 6
+max_lexical_chars = 99
+
+[rewards.squad_em]
+kind = "exact_match"
+
+[data_sources]
+squad = "squad_em"
+"squad/v2" = "lexical"
+)";
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string(text, "all.toml", problems);
+  ASSERT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_EQ(cfg.server.host, "0.0.0.0");
+  EXPECT_EQ(cfg.server.port, 9000);
+  EXPECT_EQ(cfg.server.io_threads, 3u);
+  EXPECT_EQ(cfg.server.max_body_bytes, 2048u);
+  EXPECT_EQ(cfg.server.max_batch_items, 10u);
+  EXPECT_EQ(cfg.server.read_timeout, 1500ms);
+  EXPECT_EQ(cfg.server.idle_timeout, 2500ms);
+  EXPECT_EQ(cfg.scheduler.threads, 5u);
+  EXPECT_EQ(cfg.scheduler.default_deadline, 100ms);
+  EXPECT_EQ(cfg.scheduler.max_deadline, 200ms);
+  EXPECT_EQ(cfg.scheduler.default_priority, "batch");
+  EXPECT_EQ(cfg.scheduler.dispatch_batch_items, 7u);
+  EXPECT_EQ(cfg.scheduler.max_inflight_batches_per_source, 4u);
+  EXPECT_EQ(cfg.scheduler.drain_timeout, 300ms);
+  EXPECT_EQ(cfg.cpu.workers, 6u);
+  EXPECT_EQ(cfg.cpu.max_lexical_chars, 99u);
+  ASSERT_EQ(cfg.rewards.size(), 1u);
+  EXPECT_EQ(cfg.rewards.at("squad_em").name, "squad_em");
+  EXPECT_EQ(cfg.rewards.at("squad_em").kind, "exact_match");
+  const std::map<std::string, std::string> sources = {{"squad", "squad_em"},
+                                                      {"squad/v2", "lexical"}};
+  EXPECT_EQ(cfg.data_sources, sources);
+}
+
+TEST(LoadConfig, ReportsEveryProblemWithItsField) {
+  const std::string text = R"(
+[server]
+prot = 80
+port = 70000
+host = 5
+
+[scheduler]
+default_priority = "urgent"
+
+[[scheduler.priorities]]
+name = "high"
+order = "lifo"
+
+[[scheduler.priorities]]
+name = "normal"
+nmae = "x"
+
+[rewards.my_em]
+kind = "fuzzy"
+
+[data_sources]
+squad = "nope"
+)";
+  std::vector<config_problem> problems;
+  load_string(text, "bad.toml", problems);
+  const std::vector<std::string> expected = {
+      "data_sources.squad",
+      "rewards.my_em.kind",
+      "scheduler.default_priority",
+      "scheduler.priorities[0].order",
+      "scheduler.priorities[1].nmae",
+      "server.host",
+      "server.port",
+      "server.prot",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "server.prot"), "unknown field");
+  EXPECT_EQ(reason_for(problems, "server.port"), "must be between 0 and 65535 (got 70000)");
+  EXPECT_EQ(reason_for(problems, "server.host"), "expected a string, got an integer");
+  EXPECT_EQ(reason_for(problems, "scheduler.priorities[1].nmae"), "unknown field");
+  EXPECT_NE(reason_for(problems, "scheduler.priorities[0].order").find("lifo"),
+            std::string::npos);
+  EXPECT_NE(reason_for(problems, "scheduler.default_priority").find("urgent"),
+            std::string::npos);
+  EXPECT_NE(reason_for(problems, "rewards.my_em.kind").find("fuzzy"), std::string::npos);
+  EXPECT_NE(reason_for(problems, "data_sources.squad").find("nope"), std::string::npos);
+}
+
+TEST(LoadConfig, ReportsRangeAndTypeProblems) {
+  const std::string text = R"(
+unknown_section = 1
+[server]
+host = ""
+max_body_bytes = 12
+read_timeout_ms = 0
+idle_timeout_ms = 1.5
+max_batch_items = -1
+[scheduler]
+dispatch_batch_items = 0
+max_inflight_batches_per_source = 0
+threads = 4294967296
+drain_timeout_ms = "10s"
+[cpu]
+workers = true
+)";
+  std::vector<config_problem> problems;
+  load_string(text, "ranges.toml", problems);
+  const std::vector<std::string> expected = {
+      "cpu.workers",
+      "scheduler.dispatch_batch_items",
+      "scheduler.drain_timeout_ms",
+      "scheduler.max_inflight_batches_per_source",
+      "scheduler.threads",
+      "server.host",
+      "server.idle_timeout_ms",
+      "server.max_batch_items",
+      "server.max_body_bytes",
+      "server.read_timeout_ms",
+      "unknown_section",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "server.host"), "must not be empty");
+  EXPECT_EQ(reason_for(problems, "server.max_body_bytes"), "must be at least 1024 (got 12)");
+  EXPECT_EQ(reason_for(problems, "server.idle_timeout_ms"), "expected an integer, got a float");
+  EXPECT_EQ(reason_for(problems, "scheduler.threads"),
+            "must be between 0 and 4294967295 (got 4294967296)");
+  EXPECT_EQ(reason_for(problems, "scheduler.drain_timeout_ms"),
+            "expected an integer, got a string");
+  EXPECT_EQ(reason_for(problems, "cpu.workers"), "expected an integer, got a boolean");
+}
+
+TEST(LoadConfig, ParseErrorHasLineAndColumn) {
+  std::vector<config_problem> problems;
+  load_string("[server]\nport = = 3\n", "broken.toml", problems);
+  ASSERT_EQ(problems.size(), 1u) << describe(problems);
+  EXPECT_EQ(problems[0].field.rfind("broken.toml:2:", 0), 0u) << problems[0].field;
+  EXPECT_FALSE(problems[0].reason.empty());
+}
+
+TEST(LoadConfig, PrioritiesReplaceDefaults) {
+  const std::string text = R"(
+[scheduler]
+default_priority = "bulk"
+[[scheduler.priorities]]
+name = "interactive"
+capacity = 10
+order = "edf"
+[[scheduler.priorities]]
+name = "bulk"
+)";
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string(text, "prio.toml", problems);
+  ASSERT_TRUE(problems.empty()) << describe(problems);
+  ASSERT_EQ(cfg.scheduler.priorities.size(), 2u);
+  EXPECT_EQ(cfg.scheduler.priorities[0].name, "interactive");
+  EXPECT_EQ(cfg.scheduler.priorities[0].capacity, 10u);
+  EXPECT_EQ(cfg.scheduler.priorities[0].order, queue_order::edf);
+  EXPECT_EQ(cfg.scheduler.priorities[1].name, "bulk");
+  EXPECT_EQ(cfg.scheduler.priorities[1].capacity, 100000u);
+  EXPECT_EQ(cfg.scheduler.priorities[1].order, queue_order::fifo);
+}
+
+TEST(LoadConfig, PriorityClassProblems) {
+  const std::string text = R"(
+[scheduler]
+default_priority = "a"
+[[scheduler.priorities]]
+name = "a"
+capacity = 0
+[[scheduler.priorities]]
+name = "a"
+[[scheduler.priorities]]
+name = "Bad Name"
+[[scheduler.priorities]]
+capacity = 5
+)";
+  std::vector<config_problem> problems;
+  load_string(text, "prio.toml", problems);
+  const std::vector<std::string> expected = {
+      "scheduler.priorities[0].capacity",
+      "scheduler.priorities[1].name",
+      "scheduler.priorities[2].name",
+      "scheduler.priorities[3].name",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_NE(reason_for(problems, "scheduler.priorities[1].name").find("duplicate"),
+            std::string::npos);
+  EXPECT_EQ(reason_for(problems, "scheduler.priorities[3].name"), "missing required field");
+}
+
+TEST(LoadConfig, EmptyPriorityListIsRejected) {
+  std::vector<config_problem> problems;
+  load_string("[scheduler]\npriorities = []\n", "prio.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"scheduler.priorities"})
+      << describe(problems);
+}
+
+TEST(LoadConfig, RewardsAndDataSources) {
+  const std::string text = R"(
+[rewards.lexical]
+kind = "exact_match"
+[rewards.squad_em]
+kind = "exact_match"
+[rewards.no_kind]
+[rewards."bad name"]
+kind = "lexical"
+[rewards.extra]
+kind = "lexical"
+weight = 2
+[data_sources]
+squad = "squad_em"
+gsm8k = "exact_match"
+ghost = "missing"
+num = 3
+)";
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string(text, "rewards.toml", problems);
+  const std::vector<std::string> expected = {
+      "data_sources.ghost",
+      "data_sources.num",
+      "rewards.bad name",
+      "rewards.extra.weight",
+      "rewards.no_kind.kind",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "data_sources.num"), "expected a string, got an integer");
+  EXPECT_EQ(cfg.rewards.at("lexical").kind, "exact_match");
+  EXPECT_EQ(cfg.data_sources.count("lexical"), 0u) << "a given map replaces the default";
+}
+
+TEST(LoadConfig, DefaultDeadlineMustNotExceedMax) {
+  std::vector<config_problem> problems;
+  load_string("[scheduler]\ndefault_deadline_ms = 5000\nmax_deadline_ms = 1000\n", "d.toml",
+              problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"scheduler.default_deadline_ms"})
+      << describe(problems);
+}
+
+TEST(LoadConfig, MissingFileIsOneProblem) {
+  std::vector<config_problem> problems;
+  load_file("/nonexistent/arbiter.toml", problems);
+  ASSERT_EQ(problems.size(), 1u) << describe(problems);
+  EXPECT_EQ(problems[0].field, "/nonexistent/arbiter.toml");
+  EXPECT_EQ(problems[0].reason, "cannot read file: No such file or directory");
+}
+
+TEST(LoadConfig, FileOriginAppearsInParseErrors) {
+  const std::string path = testing::TempDir() + "arbiter_config_test_broken.toml";
+  {
+    std::ofstream out(path);
+    out << "# comment\n\n[server\n";
+  }
+  std::vector<config_problem> problems;
+  load_file(path, problems);
+  ASSERT_EQ(problems.size(), 1u) << describe(problems);
+  EXPECT_EQ(problems[0].field.rfind(path + ":3:", 0), 0u) << problems[0].field;
+}
+
+TEST(Validate, CatchesProblemsInConfigsBuiltInCode) {
+  arbiter_config cfg = embedded_default();
+  cfg.server.read_timeout = 0ms;
+  cfg.scheduler.priorities[2].name = "high";
+  cfg.scheduler.default_priority = "none";
+  cfg.rewards["x"] = reward_config{"x", "gpu"};
+  cfg.data_sources[""] = "x";
+  std::vector<config_problem> problems;
+  validate(cfg, problems);
+  const std::vector<std::string> expected = {
+      "data_sources",
+      "rewards.x.kind",
+      "scheduler.default_priority",
+      "scheduler.priorities[2].name",
+      "server.read_timeout_ms",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+}
+
+TEST(Environment, OverridesWinOverFileValues) {
+  std::vector<config_problem> problems;
+  arbiter_config cfg = load_string(
+      "[server]\nport = 9000\nhost = \"10.0.0.1\"\n[scheduler]\ndrain_timeout_ms = 5\n",
+      "file.toml", problems);
+  ASSERT_TRUE(problems.empty()) << describe(problems);
+  apply_environment(cfg,
+                    fake_env({{"ARBITER_SERVER_PORT", "9100"},
+                              {"ARBITER_SCHEDULER_DEFAULT_PRIORITY", "low"},
+                              {"ARBITER_SCHEDULER_DRAIN_TIMEOUT_MS", "2500"},
+                              {"ARBITER_CPU_MAX_LEXICAL_CHARS", "77"}}),
+                    problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_EQ(cfg.server.port, 9100);
+  EXPECT_EQ(cfg.server.host, "10.0.0.1");
+  EXPECT_EQ(cfg.scheduler.default_priority, "low");
+  EXPECT_EQ(cfg.scheduler.drain_timeout, 2500ms);
+  EXPECT_EQ(cfg.cpu.max_lexical_chars, 77u);
+}
+
+TEST(Environment, BadValuesAreReportedNamingTheVariable) {
+  arbiter_config cfg = embedded_default();
+  std::vector<config_problem> problems;
+  apply_environment(cfg,
+                    fake_env({{"ARBITER_SERVER_PORT", "80x"},
+                              {"ARBITER_SERVER_IO_THREADS", ""},
+                              {"ARBITER_SERVER_MAX_BODY_BYTES", "99999999999999999999"},
+                              {"ARBITER_SCHEDULER_THREADS", "-1"},
+                              {"ARBITER_SERVER_READ_TIMEOUT_MS", " 5"},
+                              {"ARBITER_SERVER_HOST", ""},
+                              {"ARBITER_CPU_WORKERS", "4"}}),
+                    problems);
+  const std::vector<std::string> expected = {
+      "ARBITER_SCHEDULER_THREADS",    "ARBITER_SERVER_HOST",
+      "ARBITER_SERVER_IO_THREADS",    "ARBITER_SERVER_MAX_BODY_BYTES",
+      "ARBITER_SERVER_PORT",          "ARBITER_SERVER_READ_TIMEOUT_MS",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "ARBITER_SERVER_PORT"), "expected an integer, got \"80x\"");
+  EXPECT_EQ(reason_for(problems, "ARBITER_SCHEDULER_THREADS"),
+            "must be between 0 and 4294967295 (got -1)");
+  EXPECT_EQ(cfg.server.port, 8080) << "bad values leave the field alone";
+  EXPECT_EQ(cfg.cpu.workers, 4u) << "good values still apply";
+}
+
+TEST(Environment, UnsetVariablesChangeNothing) {
+  arbiter_config cfg = embedded_default();
+  std::vector<config_problem> problems;
+  apply_environment(cfg, fake_env({{"ARBITER_UNRELATED", "1"}}), problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  expect_same_config(cfg, embedded_default());
+}
+
+TEST(Environment, VariableListCoversEveryScalarField) {
+  const auto vars = environment_variables();
+  const std::map<std::string, std::string> by_name(vars.begin(), vars.end());
+  EXPECT_EQ(by_name.size(), vars.size()) << "names are unique";
+  ASSERT_EQ(by_name.count("ARBITER_SERVER_PORT"), 1u);
+  EXPECT_EQ(by_name.at("ARBITER_SERVER_PORT"), "server.port");
+  EXPECT_EQ(by_name.at("ARBITER_SERVER_READ_TIMEOUT_MS"), "server.read_timeout_ms");
+  EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_DEFAULT_PRIORITY"), "scheduler.default_priority");
+  EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_MAX_INFLIGHT_BATCHES_PER_SOURCE"),
+            "scheduler.max_inflight_batches_per_source");
+  EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
+  EXPECT_EQ(vars.size(), 16u);
+  // Every variable is read by apply_environment: setting it to garbage is reported.
+  for (const auto& [name, field] : vars) {
+    arbiter_config cfg = embedded_default();
+    std::vector<config_problem> problems;
+    apply_environment(cfg, fake_env({{name, field == "server.host" ? "" : "?"}}), problems);
+    if (field == "scheduler.default_priority") {
+      EXPECT_EQ(cfg.scheduler.default_priority, "?");
+    } else {
+      EXPECT_EQ(fields_of(problems), std::vector<std::string>{name}) << describe(problems);
+    }
+  }
+}
+
+TEST(Describe, OneLinePerProblem) {
+  const std::vector<config_problem> problems = {{"server.port", "bad"},
+                                                {"ARBITER_CPU_WORKERS", "worse"}};
+  EXPECT_EQ(describe(problems), "server.port: bad\nARBITER_CPU_WORKERS: worse\n");
+  EXPECT_EQ(describe({}), "");
+}
+
+TEST(Docs, MentionEveryFieldAndVariable) {
+  const std::string docs = read_text(ARBITER_SOURCE_DIR "/docs/configuration.md");
+  ASSERT_FALSE(docs.empty());
+  for (const auto& [name, field] : environment_variables()) {
+    EXPECT_NE(docs.find(name), std::string::npos) << name;
+    EXPECT_NE(docs.find(field), std::string::npos) << field;
+  }
+  for (const char* path :
+       {"scheduler.priorities", "scheduler.priorities[].name", "scheduler.priorities[].capacity",
+        "scheduler.priorities[].order", "rewards.NAME.kind", "data_sources", "check-config",
+        "--config", "--host", "--port"}) {
+    EXPECT_NE(docs.find(path), std::string::npos) << path;
+  }
+  for (const auto& kind : builtin_reward_kinds()) {
+    EXPECT_NE(docs.find(kind), std::string::npos) << kind;
+  }
+}
+
+} // namespace
+} // namespace arbiter::config

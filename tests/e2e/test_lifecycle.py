@@ -1,0 +1,150 @@
+"""Start-up, command line, configuration precedence, deadlines and draining."""
+import json
+import random
+import signal
+import subprocess
+import threading
+import time
+
+from conftest import ARBITER_BIN
+
+
+def heavy_item(rng, n=3000):
+    # A large alphabet keeps difflib's autojunk from making these cheap.
+    a = "".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(n))
+    b = "".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(n))
+    return {"reward": "lexical", "solution_str": a, "ground_truth": b}
+
+
+def run(*args, env=None):
+    return subprocess.run([ARBITER_BIN, *args], capture_output=True, text=True, timeout=60,
+                          env=env)
+
+
+def test_help_explains_the_commands():
+    top = run("--help")
+    assert top.returncode == 0
+    assert "serve" in top.stdout and "check-config" in top.stdout
+    serve = run("serve", "--help")
+    assert serve.returncode == 0
+    for flag in ("--config", "--host", "--port", "ARBITER_"):
+        assert flag in serve.stdout
+
+
+def test_check_config_names_every_problem(tmp_path):
+    good = tmp_path / "good.toml"
+    good.write_text('[server]\nport = 9000\n')
+    result = run("check-config", str(good))
+    assert result.returncode == 0 and result.stdout.startswith("ok:")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[server]\nport = 70000\nprot = 1\n[scheduler]\ndefault_priority = "vip"\n')
+    result = run("check-config", str(bad))
+    assert result.returncode == 1
+    assert "server.port:" in result.stdout
+    assert "server.prot: unknown field" in result.stdout
+    assert "scheduler.default_priority:" in result.stdout
+
+
+def test_serve_refuses_a_bad_configuration(tmp_path, make_server):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[server]\nport = "eighty"\n')
+    result = run("serve", "--config", str(bad))
+    assert result.returncode == 2
+    assert "server.port" in result.stderr
+    env = {"ARBITER_SCHEDULER_DEFAULT_PRIORITY": "vip", "PATH": "/usr/bin:/bin"}
+    result = run("serve", "--port", "0", env=env)
+    assert result.returncode == 2
+    assert "default_priority" in result.stderr
+
+
+def test_environment_overrides_the_file_and_flags_override_both(make_server):
+    config = '[scheduler]\ndefault_priority = "low"\n[server]\nport = 1\n'
+    s = make_server(config, env={"ARBITER_SCHEDULER_DEFAULT_PRIORITY": "high"})
+    # --port 0 (from the fixture) beat port = 1 in the file.
+    assert s.port != 1
+    # The environment beat the file: /info shows the default priority in use.
+    _, _, info = s.request("GET", "/info")
+    assert info["default_priority"] == "high"
+    assert s.stop() == 0
+
+
+def test_items_past_their_deadline_fail_explicitly(make_server):
+    s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
+    rng = random.Random(1)
+    items = [heavy_item(rng) for _ in range(200)]
+    status, _, body = s.score({"items": items, "deadline_ms": 50})
+    assert status == 200
+    results = body["results"]
+    assert len(results) == 200
+    failed = [r for r in results if r["status"] == "failed"]
+    assert failed, "200 heavy items cannot all finish in 50 ms on one worker"
+    assert all(r["error"]["code"] == "deadline_exceeded" for r in failed)
+    assert all(r["status"] in ("ok", "failed") for r in results)
+    assert s.stop() == 0
+
+
+def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server):
+    s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
+    rng = random.Random(2)
+    payloads = [{"items": [heavy_item(rng, 1500) for _ in range(10)]} for _ in range(6)]
+    answers = []
+
+    def client(payload):
+        answers.append(s.score(payload))
+
+    threads = [threading.Thread(target=client, args=(p,)) for p in payloads]
+    for t in threads:
+        t.start()
+    # Wait until the server holds work, then ask it to stop.
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        _, _, info = s.request("GET", "/info")
+        if info["pending_requests"] >= 3:
+            break
+    s.proc.send_signal(signal.SIGTERM)
+    for t in threads:
+        t.join()
+    assert s.proc.wait(timeout=30) == 0
+    assert len(answers) == len(payloads)
+    for status, _, body in answers:
+        assert status == 200
+        assert len(body["results"]) == 10
+        assert all(r["status"] == "ok" for r in body["results"]), "drain finishes queued work"
+
+
+def test_drain_deadline_fails_what_is_left_explicitly(make_server):
+    s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n"
+                    "drain_timeout_ms = 100\n")
+    rng = random.Random(3)
+    payload = {"items": [heavy_item(rng) for _ in range(300)]}
+    answer = []
+    t = threading.Thread(target=lambda: answer.append(s.score(payload)))
+    t.start()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        _, _, info = s.request("GET", "/info")
+        if info["pending_requests"] >= 1:
+            break
+    started = time.time()
+    s.proc.send_signal(signal.SIGTERM)
+    t.join()
+    assert s.proc.wait(timeout=30) == 0
+    assert time.time() - started < 10
+    status, _, body = answer[0]
+    assert status == 200
+    codes = {r["error"]["code"] for r in body["results"] if r["status"] == "failed"}
+    assert codes == {"shutting_down"}
+    # After the drain the port no longer accepts connections.
+    try:
+        s.request("GET", "/health")
+        raise AssertionError("the server still accepts connections")
+    except OSError:
+        pass
+
+
+def test_first_stdout_line_names_the_address(make_server):
+    s = make_server()
+    status, _, body = s.request("GET", "/health")
+    assert status == 200 and json.loads(json.dumps(body)) == {"status": "ok"}
+    assert s.host == "127.0.0.1" and s.port > 0
+    assert s.stop() == 0

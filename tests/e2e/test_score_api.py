@@ -1,0 +1,201 @@
+"""End-to-end tests of /v1/score and the other routes over real HTTP on loopback."""
+import difflib
+import json
+import random
+import threading
+
+ISSUE_EXAMPLE = {
+    "items": [
+        {"reward": "lexical", "solution_str": "The answer is 4.", "ground_truth": "4"},
+        {"reward": "exact_match", "solution_str": "Paris",
+         "ground_truth": ["Paris", "paris, France"]},
+    ],
+    "priority": "high",
+    "deadline_ms": 30000,
+}
+
+
+def ratio(a, b):
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def ok_item(solution="a b c", truth="a b d"):
+    return {"reward": "lexical", "solution_str": solution, "ground_truth": truth}
+
+
+def test_mixed_batch_answers_in_order(server):
+    status, headers, body = server.score(ISSUE_EXAMPLE)
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert body["scores"] == [ratio("The answer is 4.", "4"), 1.0]
+    first = body["results"][0]
+    assert first["status"] == "ok"
+    assert first["source"] == "cpu"
+    assert first["cached"] is False
+    assert first["attempts"] == 1
+    assert first["error"] is None
+    assert first["queue_ms"] >= 0 and first["run_ms"] >= 0
+    assert body["results"][1]["score"] == 1.0
+
+
+def test_data_source_prefix_selects_the_reward(server):
+    status, _, body = server.score({"items": [
+        {"data_source": "exact_match_squad", "solution_str": "The Eiffel Tower!",
+         "ground_truth": "eiffel tower"},
+        {"data_source": "lexical_v1", "solution_str": "abc", "ground_truth": "abd"},
+    ]})
+    assert status == 200, body
+    assert body["scores"] == [1.0, ratio("abc", "abd")]
+
+
+def test_scores_match_python_difflib_on_varied_text(server):
+    rng = random.Random(7)
+    words = ["alpha", "beta", "γάμμα", "дельта", "答案", "🙂", "x" * 30, "the", "42"]
+    items, expected = [], []
+    for _ in range(200):
+        a = " ".join(rng.choice(words) for _ in range(rng.randint(0, 60)))
+        refs = [" ".join(rng.choice(words) for _ in range(rng.randint(1, 60)))
+                for _ in range(rng.randint(1, 3))]
+        items.append({"reward": "lexical", "solution_str": a, "ground_truth": refs})
+        expected.append(max(ratio(a, r) for r in refs))
+    status, _, body = server.score({"items": items})
+    assert status == 200
+    assert body["scores"] == expected
+
+
+def test_health_info_and_metrics(server):
+    status, _, body = server.request("GET", "/health")
+    assert (status, body) == (200, {"status": "ok"})
+    status, _, info = server.request("GET", "/info")
+    assert status == 200
+    assert info["version"]
+    assert {r["name"] for r in info["rewards"]} >= {"lexical", "exact_match"}
+    assert [q["priority"] for q in info["queues"]] == ["high", "normal", "low"]
+    assert info["sources"] and info["sources"][0]["capabilities"] == ["cpu"]
+    server.score(ISSUE_EXAMPLE)
+    status, headers, text = server.request("GET", "/metrics")
+    assert status == 200
+    assert headers["content-type"].startswith("text/plain")
+    assert 'arbiter_items_total{reward="lexical",status="ok"} 1' in text
+    assert 'arbiter_http_requests_total{code="200",route="/v1/score"} 1' in text
+    assert "arbiter_queue_wait_seconds_bucket" in text
+
+
+def test_concurrent_keep_alive_clients_get_every_item(server):
+    errors = []
+
+    def client(seed):
+        rng = random.Random(seed)
+        conn = server.connection()
+        try:
+            for _ in range(40):
+                n = rng.randint(1, 20)
+                items = []
+                for _ in range(n):
+                    a = "".join(rng.choice("abcde ") for _ in range(rng.randint(0, 40)))
+                    b = "".join(rng.choice("abcde ") for _ in range(rng.randint(1, 40)))
+                    items.append(ok_item(a, b))
+                status, _, body = server.score({"items": items}, conn=conn)
+                if status != 200:
+                    errors.append((status, body))
+                    continue
+                want = [ratio(i["solution_str"], i["ground_truth"]) for i in items]
+                if body["scores"] != want:
+                    errors.append(("mismatch", body["scores"], want))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+BAD_REQUESTS = [
+    ("malformed JSON", '{"items": [', "body"),
+    ("not an object", "[1, 2]", "body"),
+    ("missing items", "{}", "items"),
+    ("items not a list", '{"items": 3}', "items"),
+    ("empty batch", '{"items": []}', "items"),
+    ("item not an object", '{"items": ["x"]}', "items[0]"),
+    ("missing solution_str", '{"items": [{"reward": "lexical", "ground_truth": "a"}]}',
+     "items[0].solution_str"),
+    ("wrong type", '{"items": [{"reward": "lexical", "solution_str": 1, "ground_truth": "a"}]}',
+     "items[0].solution_str"),
+    ("missing ground_truth", '{"items": [{"reward": "lexical", "solution_str": "a"}]}',
+     "items[0].ground_truth"),
+    ("unknown reward", '{"items": [{"reward": "magic", "solution_str": "a", "ground_truth": "a"}]}',
+     "items[0].reward"),
+    ("no reward, no prefix", '{"items": [{"solution_str": "a", "ground_truth": "a"}]}',
+     "items[0].reward"),
+    ("unknown priority", json.dumps({"items": [ok_item()], "priority": "urgent"}), "priority"),
+    ("bad deadline", json.dumps({"items": [ok_item()], "deadline_ms": -5}), "deadline_ms"),
+    ("unknown field", json.dumps({"items": [ok_item()], "prio": "high"}), "prio"),
+]
+
+
+def test_bad_input_gets_4xx_naming_the_field_and_harms_nothing(server):
+    conn = server.connection()
+    for name, body, field in BAD_REQUESTS:
+        status, headers, answer = server.request("POST", "/v1/score", body, conn=conn)
+        assert status == 400, name
+        assert answer["error"]["field"] == field, (name, answer)
+        assert answer["error"]["code"] == "invalid_request"
+        assert answer["error"]["message"].startswith(field), answer
+    # Invalid UTF-8 inside a string.
+    raw = b'{"items": [{"reward": "lexical", "solution_str": "\xff", "ground_truth": "a"}]}'
+    status, _, answer = server.request("POST", "/v1/score", raw, conn=conn)
+    assert status == 400 and answer["error"]["message"] == "body: invalid UTF-8"
+    # Wrong method and wrong path.
+    status, headers, answer = server.request("GET", "/v1/score", conn=conn)
+    assert status == 405 and headers["allow"] == "POST"
+    status, _, answer = server.request("POST", "/v2/score", "{}", conn=conn)
+    assert status == 404 and answer["error"]["code"] == "not_found"
+    # The same keep-alive connection still serves good requests.
+    status, _, answer = server.score(ISSUE_EXAMPLE, conn=conn)
+    assert status == 200 and len(answer["scores"]) == 2
+    conn.close()
+    _, _, text = server.request("GET", "/metrics")
+    assert f'arbiter_rejections_total{{reason="bad_request"}} {len(BAD_REQUESTS) + 1}' in text
+
+
+def test_oversized_batches_and_bodies_get_413(make_server):
+    s = make_server("[server]\nmax_batch_items = 3\nmax_body_bytes = 2048\n")
+    status, _, answer = s.score({"items": [ok_item()] * 4})
+    assert status == 413 and answer["error"]["field"] == "items"
+    status, _, answer = s.score({"items": [ok_item("x" * 3000)]})
+    assert status == 413 and answer["error"]["code"] == "payload_too_large"
+    assert s.score({"items": [ok_item()] * 3})[0] == 200
+    assert s.stop() == 0
+
+
+def test_a_failing_item_does_not_fail_the_batch(make_server):
+    s = make_server("[cpu]\nmax_lexical_chars = 10\n")
+    status, _, body = s.score({"items": [ok_item("short", "shore"),
+                                         ok_item("far too long for the limit", "x"),
+                                         {"reward": "exact_match", "solution_str": "a",
+                                          "ground_truth": "A"}]})
+    assert status == 200
+    assert body["scores"] == [ratio("short", "shore"), None, 1.0]
+    failed = body["results"][1]
+    assert failed["status"] == "failed"
+    assert failed["score"] is None
+    assert failed["error"]["code"] == "reward_failed"
+    assert "max_lexical_chars" in failed["error"]["message"]
+    assert s.stop() == 0
+
+
+def test_full_priority_class_answers_429_with_retry_after(make_server):
+    s = make_server('[[scheduler.priorities]]\nname = "normal"\ncapacity = 5\n')
+    status, headers, body = s.score({"items": [ok_item()] * 6})
+    assert status == 429
+    assert int(headers["retry-after"]) >= 1
+    assert body["error"]["code"] == "overloaded"
+    assert s.score({"items": [ok_item()] * 5})[0] == 200
+    _, _, text = s.request("GET", "/metrics")
+    assert 'arbiter_rejections_total{reason="queue_full"} 1' in text
+    assert s.stop() == 0

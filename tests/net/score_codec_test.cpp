@@ -1,0 +1,196 @@
+#include "net/score_codec.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "net/http_metrics.hpp"
+#include "scheduler/scheduler_metrics.hpp"
+
+using namespace arbiter;
+using namespace arbiter::net;
+
+namespace {
+
+class ScoreCodec : public ::testing::Test {
+protected:
+  ScoreCodec() : catalog_(make_config()) {
+    ctx_.catalog = &catalog_;
+    ctx_.priorities = {"high", "normal", "low"};
+    ctx_.default_priority = 1;
+    ctx_.max_batch_items = 4;
+  }
+
+  static config::arbiter_config make_config() {
+    auto cfg = config::embedded_default();
+    cfg.rewards["squad_em"] = config::reward_config{"squad_em", "exact_match"};
+    cfg.data_sources["squad"] = "squad_em";
+    return cfg;
+  }
+
+  /// Decodes `body` expecting a refusal; returns it.
+  codec_error refusal(const std::string& body) {
+    score_request_body out;
+    codec_error err;
+    EXPECT_FALSE(decode_score_request(body, ctx_, out, err)) << body;
+    return err;
+  }
+
+  backends::reward_catalog catalog_;
+  codec_context ctx_;
+};
+
+} // namespace
+
+TEST_F(ScoreCodec, DecodesTheIssueExample) {
+  std::string body = R"({"items": [
+      {"reward": "lexical", "solution_str": "The answer is 4.", "ground_truth": "4"},
+      {"reward": "exact_match", "solution_str": "Paris", "ground_truth": ["Paris", "paris, France"],
+       "extra_info": {"prompt": "x", "nested": [1, 2]}, "data_source": "geo"}],
+    "priority": "high", "deadline_ms": 30000})";
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(body, ctx_, out, err)) << err.message;
+  EXPECT_EQ(out.priority, 0u);
+  EXPECT_EQ(out.deadline, std::chrono::milliseconds{30000});
+  ASSERT_EQ(out.items.size(), 2u);
+  EXPECT_EQ(out.items[0].kind, "lexical");
+  EXPECT_EQ(out.items[0].capability, "cpu");
+  EXPECT_EQ(out.items[0].ground_truth, std::vector<std::string>{"4"});
+  EXPECT_EQ(out.items[1].ground_truth, (std::vector<std::string>{"Paris", "paris, France"}));
+  EXPECT_EQ(out.items[1].data_source, "geo");
+  EXPECT_EQ(out.items[1].extra_info, R"({"prompt": "x", "nested": [1, 2]})");
+}
+
+TEST_F(ScoreCodec, AppliesDefaultsAndDataSourcePrefixes) {
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(
+    R"({"items":[{"data_source":"squad_v2","solution_str":"a","ground_truth":"b"}]})", ctx_, out,
+    err))
+    << err.message;
+  EXPECT_EQ(out.priority, 1u);
+  EXPECT_EQ(out.deadline, ctx_.default_deadline);
+  EXPECT_EQ(out.items[0].reward, "squad_em");
+  EXPECT_EQ(out.items[0].kind, "exact_match");
+}
+
+TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
+  struct bad_case {
+    std::string body;
+    std::string field;
+    unsigned status;
+  };
+  std::vector<bad_case> cases{
+    {R"({"items": [)", "body", 400},
+    {R"([1, 2])", "body", 400},
+    {R"("text")", "body", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}]} trailing)",
+     "body", 400},
+    {R"({})", "items", 400},
+    {R"({"items": {}})", "items", 400},
+    {R"({"items": []})", "items", 400},
+    {R"({"items": [1]})", "items[0]", 400},
+    {R"({"items": [{"reward":"lexical","ground_truth":"b"}]})", "items[0].solution_str", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":5,"ground_truth":"b"}]})",
+     "items[0].solution_str", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a"}]})", "items[0].ground_truth", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":[]}]})",
+     "items[0].ground_truth", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":["x", 3]}]})",
+     "items[0].ground_truth[1]", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":{"x":1}}]})",
+     "items[0].ground_truth", 400},
+    {R"({"items": [{"reward":"nope","solution_str":"a","ground_truth":"b"}]})",
+     "items[0].reward", 400},
+    {R"({"items": [{"reward":7,"solution_str":"a","ground_truth":"b"}]})", "items[0].reward",
+     400},
+    {R"({"items": [{"solution_str":"a","ground_truth":"b"}]})", "items[0].reward", 400},
+    {R"({"items": [{"data_source":"unknown_ds","solution_str":"a","ground_truth":"b"}]})",
+     "items[0].reward", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":[1]}]})",
+     "items[0].extra_info", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priority": "urgent"})",
+     "priority", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priority": 1})",
+     "priority", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "deadline_ms": 0})",
+     "deadline_ms", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "deadline_ms": "5"})",
+     "deadline_ms", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "deadline_ms": 99999999})",
+     "deadline_ms", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priorty": "high"})",
+     "priorty", 400},
+  };
+  for (const auto& c : cases) {
+    auto err = refusal(c.body);
+    EXPECT_EQ(err.field, c.field) << c.body << " -> " << err.message;
+    EXPECT_EQ(err.status, c.status) << c.body;
+    EXPECT_EQ(err.message.rfind(c.field, 0), 0u) << "message starts with the field: " << err.message;
+  }
+}
+
+TEST_F(ScoreCodec, RefusesInvalidUtf8) {
+  auto err = refusal("{\"items\": [{\"reward\":\"lexical\",\"solution_str\":\"\xff\xfe\","
+                     "\"ground_truth\":\"b\"}]}");
+  EXPECT_EQ(err.field, "body");
+  EXPECT_EQ(err.message, "body: invalid UTF-8");
+}
+
+TEST_F(ScoreCodec, RefusesOversizedBatchesWith413) {
+  std::string item = R"({"reward":"lexical","solution_str":"a","ground_truth":"b"})";
+  std::string body = R"({"items": [)" + item;
+  for (int i = 0; i < 4; ++i) {
+    body += "," + item;
+  }
+  body += "]}";
+  auto err = refusal(body);
+  EXPECT_EQ(err.status, 413u);
+  EXPECT_EQ(err.field, "items");
+}
+
+TEST(ScoreEncoding, WritesScoresResultsAndExplicitFailures) {
+  item_result ok;
+  ok.score = 0.11764705882352941;
+  ok.status = item_status::ok;
+  ok.source = "cpu";
+  ok.attempts = 1;
+  ok.queue_ms = 0.0204;
+  ok.run_ms = 1.0;
+  item_result failed;
+  failed.status = item_status::failed;
+  failed.code = errc::deadline_exceeded;
+  failed.error = "late \"again\"\n";
+  auto text = encode_score_response({ok, failed});
+  EXPECT_EQ(text,
+            R"({"scores":[0.11764705882352941,null],"results":[)"
+            R"({"score":0.11764705882352941,"status":"ok","source":"cpu","cached":false,"attempts":1,"error":null,"queue_ms":0.02,"run_ms":1.0},)"
+            R"({"score":null,"status":"failed","source":null,"cached":false,"attempts":0,"error":{"code":"deadline_exceeded","message":"late \"again\"\n"},"queue_ms":0.0,"run_ms":0.0}]})");
+}
+
+TEST(ScoreEncoding, EscapesControlCharactersAndKeepsUtf8) {
+  std::string out;
+  append_json_string(out, std::string{"a\x01\tb\xc3\xa9"});
+  EXPECT_EQ(out, "\"a\\u0001\\tb\xc3\xa9\"");
+  std::string n;
+  append_json_number(n, 1.0 / 0.0);
+  EXPECT_EQ(n, "null");
+}
+
+TEST(MetricsDoc, ListsEveryMetricTheServerDeclares) {
+  metrics_registry registry;
+  scheduler::scheduler_metrics s{registry, {"high"}};
+  net::http_metrics h{registry};
+  std::ifstream in{std::string{ARBITER_SOURCE_DIR} + "/docs/metrics.md"};
+  ASSERT_TRUE(in) << "docs/metrics.md is missing";
+  std::stringstream doc;
+  doc << in.rdbuf();
+  auto names = registry.family_names();
+  EXPECT_GE(names.size(), 10u);
+  for (const auto& name : names) {
+    EXPECT_NE(doc.str().find("`" + name + "`"), std::string::npos)
+      << name << " is not documented in docs/metrics.md";
+  }
+}

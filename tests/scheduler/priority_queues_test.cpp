@@ -1,0 +1,92 @@
+#include "scheduler/priority_queues.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace arbiter;
+using namespace arbiter::scheduler;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<config::priority_class> two_classes(config::queue_order order = config::queue_order::fifo,
+                                                uint32_t capacity = 10) {
+  return {{"high", capacity, order}, {"low", capacity, order}};
+}
+
+queued_task task(task_id id, time_point deadline) {
+  return queued_task{id, id, 0, deadline, time_point{}};
+}
+
+const time_point t0{std::chrono::hours{1}};
+
+} // namespace
+
+TEST(PriorityQueues, FindsClassesByName) {
+  priority_queues q{two_classes()};
+  EXPECT_EQ(q.find_class("high"), 0u);
+  EXPECT_EQ(q.find_class("low"), 1u);
+  EXPECT_FALSE(q.find_class("urgent").has_value());
+}
+
+TEST(PriorityQueues, FifoServesInArrivalOrder) {
+  priority_queues q{two_classes()};
+  ASSERT_TRUE(q.push(0, "cpu", task(1, t0 + 30s)));
+  ASSERT_TRUE(q.push(0, "cpu", task(2, t0 + 10s)));
+  ASSERT_TRUE(q.push(0, "cpu", task(3, t0 + 20s)));
+  EXPECT_EQ(q.pop(0, "cpu")->id, 1u);
+  EXPECT_EQ(q.pop(0, "cpu")->id, 2u);
+  EXPECT_EQ(q.pop(0, "cpu")->id, 3u);
+  EXPECT_FALSE(q.pop(0, "cpu").has_value());
+}
+
+TEST(PriorityQueues, EdfServesEarliestDeadlineFirstThenArrival) {
+  priority_queues q{two_classes(config::queue_order::edf)};
+  ASSERT_TRUE(q.push(0, "cpu", task(1, t0 + 30s)));
+  ASSERT_TRUE(q.push(0, "cpu", task(2, t0 + 10s)));
+  ASSERT_TRUE(q.push(0, "cpu", task(3, t0 + 20s)));
+  ASSERT_TRUE(q.push(0, "cpu", task(4, t0 + 10s)));
+  EXPECT_EQ(q.pop(0, "cpu")->id, 2u);
+  EXPECT_EQ(q.pop(0, "cpu")->id, 4u);
+  EXPECT_EQ(q.pop(0, "cpu")->id, 3u);
+  EXPECT_EQ(q.pop(0, "cpu")->id, 1u);
+}
+
+TEST(PriorityQueues, CapacityIsPerClass) {
+  priority_queues q{two_classes(config::queue_order::fifo, 2)};
+  EXPECT_TRUE(q.push(0, "cpu", task(1, t0)));
+  EXPECT_TRUE(q.push(0, "embed", task(2, t0)));
+  EXPECT_EQ(q.free_capacity(0), 0u);
+  EXPECT_FALSE(q.push(0, "cpu", task(3, t0)));
+  EXPECT_EQ(q.depth(0), 2u);
+  EXPECT_TRUE(q.push(1, "cpu", task(4, t0)));
+  EXPECT_EQ(q.free_capacity(1), 1u);
+}
+
+TEST(PriorityQueues, CapabilitiesDoNotBlockEachOther) {
+  priority_queues q{two_classes()};
+  ASSERT_TRUE(q.push(0, "embed", task(1, t0)));
+  ASSERT_TRUE(q.push(0, "cpu", task(2, t0)));
+  EXPECT_EQ(q.pop(0, "cpu")->id, 2u);
+  EXPECT_EQ(q.waiting_capabilities(0), std::vector<std::string>{"embed"});
+}
+
+TEST(PriorityQueues, RemoveTakesATaskOutWherever) {
+  priority_queues q{two_classes()};
+  ASSERT_TRUE(q.push(1, "cpu", task(1, t0)));
+  ASSERT_TRUE(q.push(1, "cpu", task(2, t0)));
+  EXPECT_TRUE(q.remove(1));
+  EXPECT_FALSE(q.remove(1));
+  EXPECT_EQ(q.depth(1), 1u);
+  EXPECT_EQ(q.pop(1, "cpu")->id, 2u);
+  EXPECT_EQ(q.total_depth(), 0u);
+  EXPECT_TRUE(q.waiting_capabilities(1).empty());
+}
+
+TEST(PriorityQueues, DepthAtOrAboveCountsHigherClasses) {
+  priority_queues q{two_classes()};
+  ASSERT_TRUE(q.push(0, "cpu", task(1, t0)));
+  ASSERT_TRUE(q.push(1, "cpu", task(2, t0)));
+  ASSERT_TRUE(q.push(1, "cpu", task(3, t0)));
+  EXPECT_EQ(q.depth_at_or_above(0), 1u);
+  EXPECT_EQ(q.depth_at_or_above(1), 3u);
+}

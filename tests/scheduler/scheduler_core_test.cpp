@@ -1,0 +1,310 @@
+#include "scheduler/scheduler_core.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_support.hpp"
+
+using namespace arbiter;
+using namespace arbiter::scheduler;
+using namespace arbiter::scheduler::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+config::scheduler_config small_config() {
+  config::scheduler_config cfg;
+  cfg.dispatch_batch_items = 4;
+  cfg.max_inflight_batches_per_source = 1;
+  cfg.priorities = {{"high", 100, config::queue_order::fifo},
+                    {"normal", 100, config::queue_order::fifo},
+                    {"low", 100, config::queue_order::fifo}};
+  return cfg;
+}
+
+class SchedulerCore : public ::testing::Test {
+protected:
+  explicit SchedulerCore(config::scheduler_config cfg = small_config())
+    : cfg_(cfg), metrics_(cfg_), core_(cfg_, clock_, metrics_.metrics) {
+  }
+
+  /// Answers every item of `batch` with `score`.
+  void answer(const dispatch_batch& batch, double score, double run_ms = 1.0) {
+    std::vector<item_outcome> outcomes(batch.items.size(), ok_outcome(score, run_ms));
+    core_.complete(batch.id, outcomes);
+  }
+
+  std::string metrics_text() {
+    return metrics_.registry.render();
+  }
+
+  config::scheduler_config cfg_;
+  manual_time_source clock_;
+  metrics_fixture metrics_;
+  scheduler_core core_;
+};
+
+} // namespace
+
+TEST_F(SchedulerCore, AnswersEveryItemInRequestOrder) {
+  auto src = core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, cpu_items(3)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].source, src);
+  ASSERT_EQ(batches[0].items.size(), 3u);
+  EXPECT_EQ(batches[0].items[2].solution_str, "item 2");
+  clock_.advance(5ms);
+  std::vector<item_outcome> outcomes{ok_outcome(0.1), ok_outcome(0.2), ok_outcome(0.3)};
+  core_.complete(batches[0].id, outcomes);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 1u);
+  ASSERT_EQ(done[0].results.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& r = done[0].results[i];
+    EXPECT_EQ(r.status, item_status::ok);
+    EXPECT_DOUBLE_EQ(r.score, 0.1 * static_cast<double>(i + 1));
+    EXPECT_EQ(r.source, "cpu");
+    EXPECT_EQ(r.attempts, 1u);
+    EXPECT_EQ(r.code, errc::none);
+  }
+  EXPECT_TRUE(core_.idle());
+  EXPECT_NE(metrics_text().find(R"(arbiter_items_total{reward="lexical",status="ok"} 3)"),
+            std::string::npos);
+}
+
+TEST_F(SchedulerCore, QueueTimeIsMeasuredFromAdmissionToDispatch) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, cpu_items(1)).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, cpu_items(1)).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "one source with one slot, busy";
+  clock_.advance(40ms);
+  answer(first[0], 1.0);
+  auto second = core_.dispatch();
+  ASSERT_EQ(second.size(), 1u);
+  answer(second[0], 1.0);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_DOUBLE_EQ(done[0].results[0].queue_ms, 0.0);
+  EXPECT_DOUBLE_EQ(done[1].results[0].queue_ms, 40.0);
+}
+
+TEST_F(SchedulerCore, SplitsLargeRequestsIntoBatchesAndKeepsOrder) {
+  core_.add_source("a", {"cpu"});
+  core_.add_source("b", {"cpu"});
+  ASSERT_TRUE(core_.submit(7, 1, clock_.now() + 10s, cpu_items(10)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 2u) << "two sources, one slot each";
+  EXPECT_EQ(batches[0].items.size(), 4u);
+  EXPECT_EQ(batches[1].items.size(), 4u);
+  EXPECT_NE(batches[0].source, batches[1].source);
+  // The second batch finishes first; order in the answer must not change.
+  answer(batches[1], 0.5);
+  auto third = core_.dispatch();
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(third[0].items.size(), 2u);
+  EXPECT_EQ(third[0].items[0].solution_str, "item 8");
+  answer(third[0], 0.75);
+  answer(batches[0], 0.25);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  std::vector<double> scores;
+  for (const auto& r : done[0].results) {
+    scores.push_back(r.score);
+  }
+  EXPECT_EQ(scores, (std::vector<double>{0.25, 0.25, 0.25, 0.25, 0.5, 0.5, 0.5, 0.5, 0.75,
+                                         0.75}));
+}
+
+TEST_F(SchedulerCore, HigherPriorityClassesGoFirst) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 2, clock_.now() + 10s, {cpu_item("low 1")}).admitted());
+  auto busy = core_.dispatch();
+  ASSERT_EQ(busy.size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 2, clock_.now() + 10s, {cpu_item("low 2")}).admitted());
+  ASSERT_TRUE(core_.submit(3, 0, clock_.now() + 10s, {cpu_item("high")}).admitted());
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 10s, {cpu_item("normal")}).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "the only slot is busy";
+  answer(busy[0], 1.0);
+  std::vector<std::string> order;
+  for (int i = 0; i < 3; ++i) {
+    auto next = core_.dispatch();
+    ASSERT_EQ(next.size(), 1u);
+    order.push_back(next[0].items[0].solution_str);
+    answer(next[0], 1.0);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"high", "normal", "low 2"}));
+}
+
+TEST_F(SchedulerCore, RefusesARequestItsClassCannotHoldAndQueuesNothing) {
+  core_.add_source("cpu", {"cpu"});
+  auto r = core_.submit(1, 2, clock_.now() + 10s, cpu_items(101));
+  EXPECT_EQ(r.decision, admission_decision::reject_queue_full);
+  EXPECT_GE(r.retry_after, 1s);
+  EXPECT_TRUE(core_.idle());
+  EXPECT_TRUE(core_.dispatch().empty());
+  EXPECT_TRUE(core_.submit(2, 2, clock_.now() + 10s, cpu_items(100)).admitted());
+}
+
+TEST_F(SchedulerCore, QueuedItemsFailWhenTheDeadlinePasses) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 100ms, cpu_items(6)).admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  ASSERT_EQ(running[0].items.size(), 4u);
+  ASSERT_EQ(core_.next_wakeup(), clock_.now() + 100ms);
+  clock_.advance(99ms);
+  core_.on_timer();
+  EXPECT_TRUE(core_.take_finished().empty());
+  clock_.advance(1ms);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.status, item_status::failed);
+    EXPECT_EQ(r.code, errc::deadline_exceeded);
+    EXPECT_NE(r.error.find("deadline"), std::string::npos);
+  }
+  EXPECT_EQ(done[0].results[0].attempts, 1u) << "was running";
+  EXPECT_EQ(done[0].results[5].attempts, 0u) << "never left the queue";
+  EXPECT_DOUBLE_EQ(done[0].results[5].queue_ms, 100.0);
+  // The late answer of the running batch is ignored and frees the source.
+  answer(running[0], 1.0);
+  EXPECT_TRUE(core_.take_finished().empty());
+  EXPECT_TRUE(core_.idle());
+  EXPECT_FALSE(core_.next_wakeup().has_value());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 1s, cpu_items(1)).admitted());
+  EXPECT_EQ(core_.dispatch().size(), 1u);
+}
+
+TEST_F(SchedulerCore, OneFailedItemDoesNotFailTheBatch) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, cpu_items(3)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  item_outcome bad;
+  bad.code = errc::reward_failed;
+  bad.error = "solution_str has 200001 characters";
+  core_.complete(batches[0].id, {ok_outcome(0.5), bad, ok_outcome(0.25)});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_EQ(done[0].results[1].status, item_status::failed);
+  EXPECT_EQ(done[0].results[1].code, errc::reward_failed);
+  EXPECT_EQ(done[0].results[1].error, "solution_str has 200001 characters");
+  EXPECT_EQ(done[0].results[2].status, item_status::ok);
+  EXPECT_NE(metrics_text().find(R"(arbiter_item_failures_total{reason="reward_failed"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(SchedulerCore, ItemsNoSourceServesFailAtOnceOthersRun) {
+  core_.add_source("cpu", {"cpu"});
+  auto embed = cpu_item("needs a model");
+  embed.capability = "embed";
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, {cpu_item("x"), embed}).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].items.size(), 1u);
+  answer(batches[0], 1.0);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_EQ(done[0].results[1].code, errc::no_eligible_source);
+}
+
+TEST_F(SchedulerCore, ALostSourceFailsItsItemsAndOthersCarryOn) {
+  auto a = core_.add_source("a", {"cpu"});
+  core_.add_source("b", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, cpu_items(12)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 2u);
+  core_.remove_source(a, "the worker stopped");
+  for (int i = 0; i < 3; ++i) {
+    auto next = core_.dispatch();
+    ASSERT_LE(next.size(), 1u);
+    for (auto& b : batches) {
+      if (b.source != a) {
+        answer(b, 1.0);
+      }
+    }
+    batches = std::move(next);
+  }
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  size_t failed = 0;
+  for (const auto& r : done[0].results) {
+    if (r.status == item_status::failed) {
+      EXPECT_EQ(r.code, errc::worker_failed);
+      EXPECT_EQ(r.error, "the worker stopped");
+      ++failed;
+    } else {
+      EXPECT_EQ(r.source, "b");
+    }
+  }
+  EXPECT_EQ(failed, 4u);
+}
+
+TEST_F(SchedulerCore, FailBatchFailsEveryItemOfIt) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, cpu_items(2)).admitted());
+  auto batches = core_.dispatch();
+  core_.fail_batch(batches[0].id, errc::worker_failed, "the worker failed: boom");
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[1].code, errc::worker_failed);
+  core_.fail_batch(batches[0].id, errc::worker_failed, "twice"); // unknown now: ignored
+  EXPECT_TRUE(core_.take_finished().empty());
+}
+
+TEST_F(SchedulerCore, DrainRefusesNewWorkFinishesQueuedWorkThenFailsTheRest) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, cpu_items(12)).admitted());
+  core_.begin_drain(clock_.now() + 1s);
+  EXPECT_EQ(core_.submit(2, 1, clock_.now() + 60s, cpu_items(1)).decision,
+            admission_decision::reject_draining);
+  EXPECT_EQ(core_.next_wakeup(), clock_.now() + 1s);
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u) << "queued work still runs while draining";
+  answer(first[0], 1.0);
+  auto second = core_.dispatch();
+  ASSERT_EQ(second.size(), 1u);
+  clock_.advance(1s);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_EQ(done[0].results[4].code, errc::shutting_down);
+  EXPECT_EQ(done[0].results[11].code, errc::shutting_down);
+  EXPECT_TRUE(core_.idle());
+}
+
+TEST_F(SchedulerCore, AdmissionUsesMeasuredServiceTime) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, cpu_items(4)).admitted());
+  auto b = core_.dispatch();
+  answer(b[0], 1.0, 1000.0); // one second per item
+  core_.take_finished();
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, cpu_items(50)).admitted());
+  // 50 items ahead at one second each on one source: a 10 s deadline cannot be met.
+  auto r = core_.submit(3, 1, clock_.now() + 10s, cpu_items(1));
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable);
+  EXPECT_GE(r.retry_after, 40s);
+  // The high class waits behind nothing.
+  EXPECT_TRUE(core_.submit(4, 0, clock_.now() + 10s, cpu_items(1)).admitted());
+}
+
+TEST_F(SchedulerCore, SnapshotShowsQueuesAndSources) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 2, clock_.now() + 60s, cpu_items(9)).admitted());
+  core_.dispatch();
+  auto snap = core_.snapshot();
+  ASSERT_EQ(snap.queues.size(), 3u);
+  EXPECT_EQ(snap.queues[2].priority, "low");
+  EXPECT_EQ(snap.queues[2].depth, 5u);
+  ASSERT_EQ(snap.sources.size(), 1u);
+  EXPECT_EQ(snap.sources[0].inflight, 1u);
+  EXPECT_EQ(snap.pending_requests, 1u);
+  EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 5)"), std::string::npos);
+}
