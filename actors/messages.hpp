@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,7 +14,9 @@
 
 namespace arbiter::actors {
 
-/// bridge -> scheduler: score a request; answered with a `score_reply`.
+/// ingress -> scheduler: score a request. As a request, `(score_atom, score_request)` is
+/// answered with a `score_reply`; as a message, `(score_atom, score_request, reply_callback)`
+/// hands the `score_reply` to the callback.
 using score_atom = caf::atom_constant<caf::atom("score")>;
 /// scheduler -> worker: run a batch; answered with a `work_result`.
 using work_atom = caf::atom_constant<caf::atom("work")>;
@@ -45,6 +48,11 @@ struct score_reply {
   std::vector<item_result> results;
 };
 
+/// Where the scheduler sends the answer to a request that arrived with one: called exactly
+/// once, on the scheduler's thread, so it must only hand the reply on (the ingress posts it to
+/// the connection's strand). Lets the ingress talk to the scheduler without a bridge actor.
+using reply_callback = std::function<void(score_reply&&)>;
+
 /// A batch of items for one worker.
 struct work_batch {
   scheduler::batch_id id = 0;
@@ -68,3 +76,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::reply_callback)

@@ -19,13 +19,12 @@ namespace {
 struct scheduler_state {
   steady_time_source clock;
   std::unique_ptr<scheduler::scheduler_core> core;
-  std::unordered_map<scheduler::request_id, caf::response_promise> promises;
+  /// Who gets each admitted request's answer.
+  std::unordered_map<scheduler::request_id, reply_callback> replies;
   std::unordered_map<scheduler::source_id, caf::actor> workers;
   std::unordered_map<caf::actor_addr, scheduler::source_id> source_of;
   std::vector<caf::response_promise> drain_waiters;
   std::optional<time_point> timer_at;
-  /// How long a worker may take on one batch before its items fail.
-  caf::duration work_timeout;
   scheduler::request_id next_request = 1;
 
   static const char* name;
@@ -41,14 +40,15 @@ void pump(scheduler_actor* self);
 void deliver_finished(scheduler_actor* self) {
   auto& st = self->state;
   for (auto& done : st.core->take_finished()) {
-    auto rp = st.promises.find(done.id);
-    if (rp == st.promises.end()) {
+    auto found = st.replies.find(done.id);
+    if (found == st.replies.end()) {
       continue;
     }
+    auto reply_to = std::move(found->second);
+    st.replies.erase(found);
     score_reply reply;
     reply.results = std::move(done.results);
-    rp->second.deliver(std::move(reply));
-    st.promises.erase(rp);
+    reply_to(std::move(reply));
   }
   if (st.core->draining() && st.core->idle()) {
     for (auto& rp : st.drain_waiters) {
@@ -84,7 +84,10 @@ void pump(scheduler_actor* self) {
       continue;
     }
     auto id = batch.id;
-    self->request(worker->second, st.work_timeout, work_atom::value,
+    // No request timeout: the core fails items at their deadline on its own timer, and a
+    // worker that dies is seen through its down message. (A timeout would cost a round trip
+    // through CAF's clock thread per batch.)
+    self->request(worker->second, caf::infinite, work_atom::value,
                   work_batch{id, std::move(batch.items)})
       .then(
         [self](work_result& result) {
@@ -101,11 +104,54 @@ void pump(scheduler_actor* self) {
   arm_timer(self);
 }
 
+/// Admits `req` (its answer goes to `reply_to` later) or refuses it (`reply_to` now).
+void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
+  auto& s = self->state;
+  auto id = s.next_request++;
+  auto decision = s.core->submit(id, req.priority, req.deadline, std::move(req.items));
+  if (!decision.admitted()) {
+    score_reply reply;
+    reply.admitted = false;
+    reply.rejection = scheduler::to_string(decision.decision);
+    reply.reason = decision.reason;
+    reply.retry_after_s = decision.retry_after.count();
+    reply_to(std::move(reply));
+    return;
+  }
+  s.replies.emplace(id, std::move(reply_to));
+  pump(self);
+}
+
 caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
                         scheduler::scheduler_metrics* metrics) {
   auto& st = self->state;
   st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics);
-  st.work_timeout = caf::duration{cfg.max_deadline};
+  // A bug that throws must not leave requests without an answer: fail every pending request,
+  // then stop.
+  self->set_exception_handler([self](std::exception_ptr& eptr) -> caf::error {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log::error("scheduler: internal error, failing every pending request: ", what);
+    auto err = caf::make_error(caf::sec::runtime_error, "scheduler failed: " + what);
+    for (auto& entry : self->state.replies) {
+      score_reply failed;
+      failed.admitted = false;
+      failed.rejection = "internal";
+      failed.reason = "the scheduler failed: " + what;
+      entry.second(std::move(failed));
+    }
+    self->state.replies.clear();
+    for (auto& rp : self->state.drain_waiters) {
+      rp.deliver(err);
+    }
+    self->state.drain_waiters.clear();
+    return caf::exit_reason::unhandled_exception;
+  });
   self->set_down_handler([self](const caf::down_msg& down) {
     auto& s = self->state;
     auto found = s.source_of.find(down.source);
@@ -121,21 +167,14 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
   });
   return {
     [self](score_atom, score_request& req) -> caf::result<score_reply> {
-      auto& s = self->state;
-      auto id = s.next_request++;
-      auto decision = s.core->submit(id, req.priority, req.deadline, std::move(req.items));
-      if (!decision.admitted()) {
-        score_reply reply;
-        reply.admitted = false;
-        reply.rejection = scheduler::to_string(decision.decision);
-        reply.reason = decision.reason;
-        reply.retry_after_s = decision.retry_after.count();
-        return reply;
-      }
       auto rp = self->make_response_promise();
-      s.promises.emplace(id, rp);
-      pump(self);
+      submit(self, std::move(req), [rp](score_reply&& reply) mutable {
+        rp.deliver(std::move(reply));
+      });
       return caf::delegated<score_reply>{};
+    },
+    [self](score_atom, score_request& req, reply_callback& reply_to) {
+      submit(self, std::move(req), std::move(reply_to));
     },
     [self](add_source_atom, const std::string& name, const std::vector<std::string>& caps,
            caf::actor worker) {

@@ -127,6 +127,11 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](arbiter_config& c, int64_t v) { c.scheduler.max_deadline = ms{v}; },
           "Largest deadline_ms a request may ask for"),
       str_field(
+          "scheduler.policy", 1,
+          [](const arbiter_config& c) -> const std::string& { return c.scheduler.policy; },
+          [](arbiter_config& c, std::string v) { c.scheduler.policy = std::move(v); },
+          "CAF thread scheduling: sharing or stealing"),
+      str_field(
           "scheduler.default_priority", 0,
           [](const arbiter_config& c) -> const std::string& {
             return c.scheduler.default_priority;
@@ -625,6 +630,10 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
   }
 
   const auto& sched = cfg.scheduler;
+  if (sched.policy != "sharing" && sched.policy != "stealing") {
+    problems.push_back({"scheduler.policy", "must be \"sharing\" or \"stealing\" (got " +
+                                                quoted(sched.policy) + ")"});
+  }
   if (sched.default_deadline > sched.max_deadline) {
     problems.push_back({"scheduler.default_deadline_ms",
                         "must not exceed scheduler.max_deadline_ms (" +

@@ -51,6 +51,10 @@ struct server_config {
 struct scheduler_config {
   /// CAF worker threads. 0 means one per core.
   uint32_t threads = 0;
+  /// CAF's thread scheduling: "sharing" (one shared queue; idle threads sleep, which leaves
+  /// the cores to the HTTP threads on small machines) or "stealing" (per-thread queues with
+  /// work stealing; idle threads poll before sleeping).
+  std::string policy = "sharing";
   /// Deadline applied when a request gives no `deadline_ms`.
   std::chrono::milliseconds default_deadline{30000};
   /// Largest `deadline_ms` a request may ask for.

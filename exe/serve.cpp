@@ -108,6 +108,7 @@ int serve(const serve_options& options) {
 
   caf::actor_system_config caf_cfg;
   caf_cfg.set("scheduler.max-threads", static_cast<size_t>(or_cores(cfg.scheduler.threads)));
+  caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.scheduler.policy));
 
   // Declared before the io_context and the actor system so they outlive both: bridge actors
   // and pending I/O handlers refer to them until the very end.

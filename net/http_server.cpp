@@ -108,13 +108,27 @@ private:
     version_ = req.version();
     stream_.expires_never();
     auto self = shared_from_this();
+    auto defer = [self](std::function<void()> fn) {
+      asio::post(self->stream_.get_executor(), [self, fn = std::move(fn)] {
+        self->on_strand_ = true;
+        fn();
+        self->on_strand_ = false;
+      });
+    };
+    // One request is in flight per connection, so its reply comes from one place: the strand
+    // (immediate answers, deferred ones) or an actor thread (which must post).
     auto reply = [self](http_reply r) {
+      if (self->on_strand_) {
+        return self->write(std::move(r));
+      }
       asio::post(self->stream_.get_executor(),
                  [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
     };
+    on_strand_ = true;
     impl_.routes.handle(std::string_view{req.method_string().data(), req.method_string().size()},
                         std::string_view{req.target().data(), req.target().size()},
-                        std::move(req.body()), std::move(reply));
+                        std::move(req.body()), std::move(reply), std::move(defer));
+    on_strand_ = false;
   }
 
   void on_read_error(beast::error_code ec) {
@@ -193,6 +207,8 @@ private:
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   bool busy_ = false;
+  /// True while code runs on this connection's strand on behalf of a request.
+  bool on_strand_ = false;
   bool keep_alive_ = true;
   unsigned version_ = 11;
 };

@@ -28,10 +28,6 @@ std::vector<std::string> priority_names(const config::arbiter_config& cfg) {
   return names;
 }
 
-/// The extra time a bridge waits beyond the request's deadline: the scheduler answers every
-/// item by its deadline, so this only fires if the scheduler itself is gone.
-constexpr auto bridge_grace = std::chrono::seconds{5};
-
 } // namespace
 
 router::router(router_context ctx) : ctx_(std::move(ctx)) {
@@ -51,7 +47,7 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
 }
 
 void router::handle(std::string_view method, std::string_view target, std::string body,
-                    reply_fn reply) {
+                    reply_fn reply, defer_fn defer) {
   auto path = target.substr(0, target.find('?'));
   auto expect = [&](const char* allowed, const std::string& route) {
     if (method == allowed) {
@@ -68,7 +64,7 @@ void router::handle(std::string_view method, std::string_view target, std::strin
   };
   if (path == "/v1/score") {
     if (expect("POST", "/v1/score")) {
-      score(std::move(body), std::move(reply));
+      score(std::move(body), std::move(reply), std::move(defer));
     }
   } else if (path == "/health") {
     if (expect("GET", "/health")) {
@@ -114,7 +110,7 @@ void router::refuse(const std::string& route, unsigned status, const std::string
   respond(route, std::move(r), reply);
 }
 
-void router::score(std::string body, reply_fn reply) {
+void router::score(std::string body, reply_fn reply, defer_fn defer) {
   auto start = steady_clock::now();
   const std::string route = "/v1/score";
   if (draining_) {
@@ -141,40 +137,35 @@ void router::score(std::string body, reply_fn reply) {
   req.priority = decoded.priority;
   req.deadline = start + decoded.deadline;
   req.items = std::move(decoded.items);
-  auto timeout = caf::duration{decoded.deadline + bridge_grace};
   auto sched = ctx_.scheduler;
   // The bridge: asks the scheduler, hands the answer to `reply`, then terminates.
-  ctx_.system->spawn([this, sched, timeout, start, route, reply = std::move(reply),
-                      req = std::move(req)](caf::event_based_actor* self) mutable {
-    self->request(sched, timeout, actors::score_atom::value, std::move(req))
-      .then(
-        [this, start, route, reply](actors::score_reply& answer) {
-          if (!answer.admitted) {
-            http_reply r;
-            r.status = answer.rejection == "draining" ? 503 : 429;
-            r.headers.emplace_back("Retry-After", std::to_string(answer.retry_after_s));
-            r.body = encode_error(answer.rejection == "draining" ? "shutting_down"
-                                                                 : "overloaded",
-                                  answer.reason);
-            ctx_.metrics->reject(answer.rejection);
-            respond(route, std::move(r), reply);
-            return;
-          }
-          http_reply r;
-          r.body = encode_score_response(answer.results);
-          request_histogram_->Observe(seconds_since(start));
-          respond(route, std::move(r), reply);
-        },
-        [this, route, reply](caf::error& e) {
-          log::error("bridge: the scheduler did not answer: ", ctx_.system->render(e));
-          ctx_.metrics->reject("scheduler_error");
-          http_reply r;
-          r.status = 500;
-          r.body = encode_error("internal", "the scheduler did not answer: "
-                                              + ctx_.system->render(e));
-          respond(route, std::move(r), reply);
-        });
-  });
+  // The scheduler answers every admitted request by its deadline (and fails pending ones if it
+  // ever fails itself), calling this on its own thread; the encoding and the write happen on
+  // the connection's strand.
+  actors::reply_callback reply_to = [this, start, route, reply = std::move(reply),
+                                     defer = std::move(defer)](actors::score_reply&& answer) {
+    defer([this, start, route, reply, answer = std::move(answer)] {
+      if (!answer.admitted) {
+        http_reply r;
+        bool draining = answer.rejection == "draining";
+        bool internal = answer.rejection == "internal";
+        r.status = draining ? 503 : internal ? 500 : 429;
+        if (!internal) {
+          r.headers.emplace_back("Retry-After", std::to_string(answer.retry_after_s));
+        }
+        r.body = encode_error(draining ? "shutting_down" : internal ? "internal" : "overloaded",
+                              answer.reason);
+        ctx_.metrics->reject(internal ? "scheduler_error" : answer.rejection);
+        respond(route, std::move(r), reply);
+        return;
+      }
+      http_reply r;
+      r.body = encode_score_response(answer.results);
+      request_histogram_->Observe(seconds_since(start));
+      respond(route, std::move(r), reply);
+    });
+  };
+  caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(req), std::move(reply_to));
 }
 
 void router::info(reply_fn reply) {

@@ -30,6 +30,9 @@ struct http_reply {
 /// Called once with the reply, from any thread.
 using reply_fn = std::function<void(http_reply)>;
 
+/// Runs a function on the connection's strand (an I/O thread), from any thread.
+using defer_fn = std::function<void(std::function<void()>)>;
+
 /// What the routes need from the rest of the server.
 struct router_context {
   caf::actor_system* system = nullptr;
@@ -41,16 +44,17 @@ struct router_context {
   scheduler::scheduler_metrics* scheduler_metrics = nullptr;
 };
 
-/// Maps method and path to a handler. `POST /v1/score` and `GET /info` ask the scheduler
-/// through a short-lived bridge actor and answer through `reply` when it responds; no thread
-/// waits. Every other route answers at once.
+/// Maps method and path to a handler. `POST /v1/score` sends the decoded request to the
+/// scheduler actor with a callback that `defer`s the encoding and the reply to the
+/// connection's strand; `GET /info` asks through a short-lived bridge actor. No thread waits
+/// on an actor. Every other route answers at once.
 class router {
 public:
   explicit router(router_context ctx);
 
   /// Handles one request. `reply` is called exactly once.
   void handle(std::string_view method, std::string_view target, std::string body,
-              reply_fn reply);
+              reply_fn reply, defer_fn defer);
 
   /// From now on /health says "draining" and /v1/score answers 503 with Retry-After.
   void begin_drain() noexcept {
@@ -65,7 +69,7 @@ public:
   void count_protocol_error(const std::string& reason, unsigned status);
 
 private:
-  void score(std::string body, reply_fn reply);
+  void score(std::string body, reply_fn reply, defer_fn defer);
   void info(reply_fn reply);
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
   void refuse(const std::string& route, unsigned status, const std::string& reason,

@@ -62,6 +62,7 @@ void expect_same_config(const arbiter_config& a, const arbiter_config& b) {
   EXPECT_EQ(a.server.read_timeout, b.server.read_timeout);
   EXPECT_EQ(a.server.idle_timeout, b.server.idle_timeout);
   EXPECT_EQ(a.scheduler.threads, b.scheduler.threads);
+  EXPECT_EQ(a.scheduler.policy, b.scheduler.policy);
   EXPECT_EQ(a.scheduler.default_deadline, b.scheduler.default_deadline);
   EXPECT_EQ(a.scheduler.max_deadline, b.scheduler.max_deadline);
   EXPECT_EQ(a.scheduler.default_priority, b.scheduler.default_priority);
@@ -471,7 +472,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_MAX_INFLIGHT_BATCHES_PER_SOURCE"),
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
-  EXPECT_EQ(vars.size(), 16u);
+  EXPECT_EQ(vars.size(), 17u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();
@@ -479,6 +480,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
     apply_environment(cfg, fake_env({{name, field == "server.host" ? "" : "?"}}), problems);
     if (field == "scheduler.default_priority") {
       EXPECT_EQ(cfg.scheduler.default_priority, "?");
+    } else if (field == "scheduler.policy") {
+      EXPECT_EQ(cfg.scheduler.policy, "?"); // validate() reports it
     } else {
       EXPECT_EQ(fields_of(problems), std::vector<std::string>{name}) << describe(problems);
     }
@@ -511,4 +514,15 @@ TEST(Docs, MentionEveryFieldAndVariable) {
 }
 
 } // namespace
+
+TEST(LoadConfig, SchedulerPolicyMustBeKnown) {
+  std::vector<config_problem> problems;
+  auto cfg = load_string("[scheduler]\npolicy = \"stealing\"\n", "ok.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_EQ(cfg.scheduler.policy, "stealing");
+  load_string("[scheduler]\npolicy = \"random\"\n", "bad.toml", problems);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].field, "scheduler.policy");
+}
+
 } // namespace arbiter::config
