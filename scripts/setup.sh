@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything Arbiter needs on a fresh Debian 12 machine and builds it into build/.
+# Safe to run again: apt and pip skip what is there, CMake rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+DEBIAN_PACKAGES=(
+  build-essential cmake pkg-config git python3 python3-pip
+  libcaf-dev                 # actors (CAF 0.17.6)
+  libboost-dev               # Beast and Asio (header-only)
+  libsimdjson-dev            # JSON in
+  nlohmann-json3-dev         # JSON out (/info)
+  prometheus-cpp-dev         # metrics
+  libtomlplusplus-dev        # configuration files
+  libcli11-dev               # command line
+  libutf8proc-dev            # Unicode for the CPU rewards
+  libgtest-dev libgmock-dev  # unit tests
+)
+
+echo "== installing Debian packages (${#DEBIAN_PACKAGES[@]})"
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "   all present"
+fi
+
+echo "== installing Python test dependencies (requirements-dev.txt)"
+PYTHON="$(command -v python3)"
+if ! "$PYTHON" -c "import pytest" 2>/dev/null; then
+  "$PYTHON" -m pip install --quiet -r requirements-dev.txt \
+    || "$PYTHON" -m pip install --quiet --break-system-packages -r requirements-dev.txt
+fi
+
+echo "== configuring and building (build/, $(nproc) jobs)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE="${ARBITER_BUILD_TYPE:-RelWithDebInfo}" \
+  -DPython3_EXECUTABLE="$PYTHON" > build-configure.log 2>&1 \
+  || { cat build-configure.log; exit 1; }
+rm -f build-configure.log
+cmake --build build -j "$(nproc)"
+echo "== done: build/arbiter"
