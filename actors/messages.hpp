@@ -16,7 +16,8 @@ namespace arbiter::actors {
 
 /// ingress -> scheduler: score a request. As a request, `(score_atom, score_request)` is
 /// answered with a `score_reply`; as a message, `(score_atom, score_request, reply_callback)`
-/// hands the `score_reply` to the callback.
+/// hands the `score_reply` to the callback; `(score_atom, std::vector<score_submission>)`
+/// does the same for several requests in one message.
 using score_atom = caf::atom_constant<caf::atom("score")>;
 /// scheduler -> worker: run a batch; answered with a `work_result`.
 using work_atom = caf::atom_constant<caf::atom("work")>;
@@ -53,6 +54,13 @@ struct score_reply {
 /// the connection's strand). Lets the ingress talk to the scheduler without a bridge actor.
 using reply_callback = std::function<void(score_reply&&)>;
 
+/// One request with where its answer goes; the ingress sends several at once as
+/// `(score_atom, std::vector<score_submission>)` when they arrive together.
+struct score_submission {
+  score_request request;
+  reply_callback reply_to;
+};
+
 /// A batch of items for one worker.
 struct work_batch {
   scheduler::batch_id id = 0;
@@ -77,3 +85,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::reply_callback)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<arbiter::actors::score_submission>)

@@ -104,7 +104,8 @@ void pump(scheduler_actor* self) {
   arm_timer(self);
 }
 
-/// Admits `req` (its answer goes to `reply_to` later) or refuses it (`reply_to` now).
+/// Admits `req` (its answer goes to `reply_to` later) or refuses it (`reply_to` now). The
+/// caller pumps.
 void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
   auto& s = self->state;
   auto id = s.next_request++;
@@ -119,7 +120,6 @@ void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
     return;
   }
   s.replies.emplace(id, std::move(reply_to));
-  pump(self);
 }
 
 caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
@@ -171,10 +171,18 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       submit(self, std::move(req), [rp](score_reply&& reply) mutable {
         rp.deliver(std::move(reply));
       });
+      pump(self);
       return caf::delegated<score_reply>{};
     },
     [self](score_atom, score_request& req, reply_callback& reply_to) {
       submit(self, std::move(req), std::move(reply_to));
+      pump(self);
+    },
+    [self](score_atom, std::vector<score_submission>& batch) {
+      for (auto& sub : batch) {
+        submit(self, std::move(sub.request), std::move(sub.reply_to));
+      }
+      pump(self);
     },
     [self](add_source_atom, const std::string& name, const std::vector<std::string>& caps,
            caf::actor worker) {

@@ -11,6 +11,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -140,6 +141,7 @@ int serve(const serve_options& options) {
   ctx.registry = &registry;
   ctx.metrics = &http_metrics;
   ctx.scheduler_metrics = &scheduler_metrics;
+  ctx.post = [&ioc](std::function<void()> fn) { boost::asio::post(ioc, std::move(fn)); };
   routes = std::make_unique<net::router>(ctx);
   server = std::make_unique<net::http_server>(ioc, cfg.server, *routes, http_metrics);
   std::string error;

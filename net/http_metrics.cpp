@@ -1,5 +1,8 @@
 #include "net/http_metrics.hpp"
 
+#include <map>
+#include <utility>
+
 namespace arbiter::net {
 
 http_metrics::http_metrics(metrics_registry& registry)
@@ -20,7 +23,19 @@ http_metrics::http_metrics(metrics_registry& registry)
 }
 
 void http_metrics::count(const std::string& route, unsigned code) {
-  requests.Add({{"route", route}, {"code", std::to_string(code)}}).Increment();
+  // Family::Add builds a label map on every call; remember the counters instead.
+  prometheus::Counter* counter = nullptr;
+  {
+    std::lock_guard<std::mutex> guard{cache_mutex_};
+    auto key = std::make_pair(route, code);
+    auto found = request_counters_.find(key);
+    if (found == request_counters_.end()) {
+      auto& added = requests.Add({{"route", route}, {"code", std::to_string(code)}});
+      found = request_counters_.emplace(std::move(key), &added).first;
+    }
+    counter = found->second;
+  }
+  counter->Increment();
 }
 
 void http_metrics::reject(const std::string& reason) {

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "common/metrics.hpp"
 
@@ -23,6 +26,10 @@ struct http_metrics {
 
   void count(const std::string& route, unsigned code);
   void reject(const std::string& reason);
+
+private:
+  std::mutex cache_mutex_;
+  std::map<std::pair<std::string, unsigned>, prometheus::Counter*> request_counters_;
 };
 
 } // namespace arbiter::net

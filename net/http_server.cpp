@@ -92,6 +92,19 @@ private:
       return on_read_error(ec);
     }
     busy_ = true;
+    // Small requests arrive whole with their headers: parse the buffered body at once
+    // rather than through another asynchronous read.
+    if (auto length = parser_->content_length();
+        length && !parser_->chunked() && buffer_.size() >= *length) {
+      while (!parser_->is_done() && !ec) {
+        auto used = parser_->put(buffer_.data(), ec);
+        buffer_.consume(used);
+        if (used == 0 && !parser_->is_done()) {
+          parser_->put_eof(ec);
+        }
+      }
+      return on_body(ec);
+    }
     stream_.expires_after(impl_.cfg.read_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code e, size_t) {

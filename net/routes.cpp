@@ -165,7 +165,39 @@ void router::score(std::string body, reply_fn reply, defer_fn defer) {
       respond(route, std::move(r), reply);
     });
   };
-  caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(req), std::move(reply_to));
+  submit(std::move(req), std::move(reply_to));
+}
+
+void router::submit(actors::score_request req, actors::reply_callback reply_to) {
+  if (!ctx_.post) {
+    caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(req),
+                   std::move(reply_to));
+    return;
+  }
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> guard{pending_mutex_};
+    first = pending_.empty();
+    pending_.push_back({std::move(req), std::move(reply_to)});
+  }
+  if (first) {
+    ctx_.post([this] { flush(); });
+  }
+}
+
+void router::flush() {
+  std::vector<actors::score_submission> batch;
+  {
+    std::lock_guard<std::mutex> guard{pending_mutex_};
+    batch.swap(pending_);
+  }
+  if (batch.size() == 1) {
+    auto& only = batch.front();
+    caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(only.request),
+                   std::move(only.reply_to));
+  } else if (!batch.empty()) {
+    caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(batch));
+  }
 }
 
 void router::info(reply_fn reply) {

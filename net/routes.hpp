@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 #include <caf/actor.hpp>
 #include <caf/fwd.hpp>
 
+#include "actors/messages.hpp"
 #include "backends/reward_catalog.hpp"
 #include "common/metrics.hpp"
 #include "config/config.hpp"
@@ -42,6 +44,10 @@ struct router_context {
   metrics_registry* registry = nullptr;
   http_metrics* metrics = nullptr;
   scheduler::scheduler_metrics* scheduler_metrics = nullptr;
+  /// Runs a function soon on an I/O thread. When set, requests that arrive together (within
+  /// one turn of the event loop) go to the scheduler in one message; when empty, each goes
+  /// alone.
+  std::function<void(std::function<void()>)> post;
 };
 
 /// Maps method and path to a handler. `POST /v1/score` sends the decoded request to the
@@ -70,6 +76,10 @@ public:
 
 private:
   void score(std::string body, reply_fn reply, defer_fn defer);
+  /// Hands a request to the scheduler, coalescing it with others arriving at the same time.
+  void submit(actors::score_request req, actors::reply_callback reply_to);
+  /// Sends what `submit` collected.
+  void flush();
   void info(reply_fn reply);
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
   void refuse(const std::string& route, unsigned status, const std::string& reason,
@@ -79,6 +89,8 @@ private:
   router_context ctx_;
   codec_context codec_;
   std::atomic<bool> draining_{false};
+  std::mutex pending_mutex_;
+  std::vector<actors::score_submission> pending_;
   prometheus::Histogram* parse_histogram_;
   prometheus::Histogram* request_histogram_;
 };

@@ -54,9 +54,6 @@ std::optional<queued_task> priority_queues::pop(size_t cls, const std::string& c
   }
   auto id = q->second.begin()->second;
   q->second.erase(q->second.begin());
-  if (q->second.empty()) {
-    c.by_capability.erase(q);
-  }
   --c.size;
   auto e = index_.find(id);
   auto task = e->second.task;
@@ -72,9 +69,6 @@ bool priority_queues::remove(task_id id) {
   auto& c = classes_[e->second.cls];
   auto q = c.by_capability.find(e->second.capability);
   q->second.erase(e->second.order_key);
-  if (q->second.empty()) {
-    c.by_capability.erase(q);
-  }
   --c.size;
   index_.erase(e);
   return true;

@@ -74,6 +74,17 @@ public:
   /// The capabilities that have tasks waiting in `cls`.
   std::vector<std::string> waiting_capabilities(size_t cls) const;
 
+  /// Calls `fn(capability)` for each capability with tasks waiting in `cls`, without copying.
+  /// `fn` may pop tasks, but must not push.
+  template <class F>
+  void for_each_waiting(size_t cls, F&& fn) {
+    for (const auto& [capability, tasks] : classes_.at(cls).by_capability) {
+      if (!tasks.empty()) {
+        fn(capability);
+      }
+    }
+  }
+
 private:
   using key = std::pair<int64_t, task_id>;
 

@@ -25,7 +25,7 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
 
 source_id scheduler_core::add_source(std::string name, std::vector<std::string> capabilities) {
   auto id = sources_.add(name, std::move(capabilities), cfg_.max_inflight_batches_per_source);
-  metrics_.source_inflight.Add({{"source", name}}).Set(0);
+  inflight_gauges_[id] = &metrics_.source_inflight.Add({{"source", name}});
   return id;
 }
 
@@ -40,6 +40,7 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
     fail_batch(bid, errc::worker_failed, reason);
   }
   sources_.remove(id);
+  inflight_gauges_.erase(id);
 }
 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
@@ -104,7 +105,10 @@ std::vector<dispatch_batch> scheduler_core::dispatch() {
   std::vector<dispatch_batch> out;
   auto now = clock_.now();
   for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
-    for (const auto& capability : queues_.waiting_capabilities(cls)) {
+    if (queues_.depth(cls) == 0) {
+      continue;
+    }
+    queues_.for_each_waiting(cls, [&](const std::string& capability) {
       while (auto source = sources_.pick(capability)) {
         dispatch_batch batch;
         inflight_batch record;
@@ -131,12 +135,12 @@ std::vector<dispatch_batch> scheduler_core::dispatch() {
         record.source_name = info->name;
         record.dispatched = now;
         sources_.on_dispatch(*source);
-        metrics_.source_inflight.Add({{"source", info->name}}).Increment();
+        inflight_gauges_.at(*source)->Increment();
         metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
         batches_.emplace(batch.id, std::move(record));
         out.push_back(std::move(batch));
       }
-    }
+    });
     depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
   }
   return out;
@@ -144,7 +148,9 @@ std::vector<dispatch_batch> scheduler_core::dispatch() {
 
 void scheduler_core::release_batch(batch_id, const inflight_batch& batch) {
   sources_.on_complete(batch.source);
-  metrics_.source_inflight.Add({{"source", batch.source_name}}).Decrement();
+  if (auto gauge = inflight_gauges_.find(batch.source); gauge != inflight_gauges_.end()) {
+    gauge->second->Decrement();
+  }
 }
 
 void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {

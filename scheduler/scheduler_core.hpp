@@ -160,6 +160,7 @@ private:
   std::unordered_map<batch_id, inflight_batch> batches_;
   std::vector<finished_request> finished_;
   std::vector<prometheus::Gauge*> depth_gauges_;
+  std::unordered_map<source_id, prometheus::Gauge*> inflight_gauges_;
   std::vector<prometheus::Histogram*> wait_histograms_;
   prometheus::Histogram* run_histogram_;
   prometheus::Histogram* schedule_histogram_;

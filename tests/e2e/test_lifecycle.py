@@ -86,7 +86,7 @@ def test_items_past_their_deadline_fail_explicitly(make_server):
 def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server):
     s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
     rng = random.Random(2)
-    payloads = [{"items": [heavy_item(rng, 1500) for _ in range(10)]} for _ in range(6)]
+    payloads = [{"items": [heavy_item(rng, 2500) for _ in range(10)]} for _ in range(6)]
     answers = []
 
     def client(payload):
@@ -95,12 +95,13 @@ def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server):
     threads = [threading.Thread(target=client, args=(p,)) for p in payloads]
     for t in threads:
         t.start()
-    # Wait until the server holds work, then ask it to stop.
+    # Wait until every request is admitted (or already answered), then ask the server to stop.
     deadline = time.time() + 10
     while time.time() < deadline:
         _, _, info = s.request("GET", "/info")
-        if info["pending_requests"] >= 3:
+        if info["pending_requests"] + len(answers) >= len(payloads):
             break
+    assert info["pending_requests"] >= 1, "the work finished before SIGTERM; make it heavier"
     s.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join()
