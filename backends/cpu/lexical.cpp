@@ -30,6 +30,33 @@ struct index_range {
   std::uint32_t end = 0;
 };
 
+/// A match length and the row that wrote it.
+struct cell {
+  std::uint32_t stamp = 0;
+  std::uint32_t length = 0;
+};
+
+/// Scratch buffers, kept per thread so that scoring short texts allocates nothing once warm.
+struct workspace {
+  std::vector<std::uint32_t> b_ids;
+  std::vector<std::uint32_t> counts;
+  std::vector<index_range> lists;
+  std::unordered_map<char32_t, std::uint32_t> other_ids;
+  std::vector<std::uint32_t> b2j_indices;
+  std::vector<index_range> a_lists;
+  /// Match lengths of two consecutive rows (see find_longest_match), and the row stamp.
+  std::array<std::vector<cell>, 2> rows;
+  std::uint32_t stamp = 2;
+  std::vector<match> blocks;
+  std::vector<match> merged;
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>> queue;
+};
+
+workspace& thread_workspace() {
+  thread_local workspace ws;
+  return ws;
+}
+
 /// State of a `SequenceMatcher(None, a, b, autojunk=True)`.
 ///
 /// With `isjunk=None` the junk set `bjunk` is empty, so only the autojunk heuristic
@@ -38,11 +65,19 @@ struct index_range {
 /// in Python.
 class sequence_matcher {
 public:
-  sequence_matcher(std::u32string_view a, std::u32string_view b) : a_(a), b_(b) {
+  sequence_matcher(std::u32string_view a, std::u32string_view b, workspace& ws)
+    : a_(a), b_(b), ws_(ws), b2j_indices_(ws.b2j_indices), a_lists_(ws.a_lists),
+      rows_(ws.rows), stamp_(ws.stamp) {
     chain_b();
-    // j2len, indexed by j + 1 so that `j - 1` never underflows; entry 0 stays 0.
-    j2len_.assign(b_.size() + 1, 0);
-    new_j2len_.assign(b_.size() + 1, 0);
+    // Indexed by j + 1 so that `j - 1` never underflows. Fresh stamps every time the
+    // counter nears its end (after billions of rows).
+    if (stamp_ > std::numeric_limits<std::uint32_t>::max() - (a_.size() + 4) * 2) {
+      stamp_ = 2;
+      rows_[0].clear();
+      rows_[1].clear();
+    }
+    rows_[0].resize(std::max(rows_[0].size(), b_.size() + 1));
+    rows_[1].resize(std::max(rows_[1].size(), b_.size() + 1));
   }
 
   /// Sum of the sizes of all matching blocks (`sum(m.size for m in get_matching_blocks())`).
@@ -63,7 +98,8 @@ private:
     constexpr std::uint32_t no_id = std::numeric_limits<std::uint32_t>::max();
     std::array<std::uint32_t, 128> ascii_ids{};
     ascii_ids.fill(no_id);
-    std::unordered_map<char32_t, std::uint32_t> other_ids;
+    auto& other_ids = ws_.other_ids;
+    other_ids.clear();
     const auto find_id = [&](char32_t elt) -> std::uint32_t {
       if (elt < ascii_ids.size()) {
         return ascii_ids[elt];
@@ -73,8 +109,10 @@ private:
     };
 
     const std::size_t n = b_.size();
-    std::vector<std::uint32_t> b_ids(n);
-    std::vector<std::uint32_t> counts;
+    auto& b_ids = ws_.b_ids;
+    b_ids.resize(n);
+    auto& counts = ws_.counts;
+    counts.clear();
     for (std::size_t j = 0; j < n; ++j) {
       const char32_t elt = b_[j];
       std::uint32_t id = find_id(elt);
@@ -101,7 +139,8 @@ private:
       }
     }
 
-    std::vector<index_range> lists(counts.size());
+    auto& lists = ws_.lists;
+    lists.resize(counts.size());
     std::uint32_t offset = 0;
     for (std::size_t id = 0; id < counts.size(); ++id) {
       lists[id] = index_range{offset, offset};
@@ -115,6 +154,7 @@ private:
       }
     }
 
+    a_lists_.clear();
     a_lists_.reserve(a_.size());
     for (const char32_t elt : a_) {
       const std::uint32_t id = find_id(elt);
@@ -129,11 +169,15 @@ private:
     std::size_t bestj = blo;
     std::size_t bestsize = 0;
 
-    // j2len_[j + 1] is the length of the longest match ending at a[i - 1], b[j]. Only the
-    // entries touched on the previous row are non-zero; they are cleared after each row.
-    touched_.clear();
+    // Python keeps j2len (match lengths ending at the previous row) in a dict and builds a new
+    // one per row. Here two arrays indexed by j + 1 alternate between rows, and each entry
+    // carries the row stamp that wrote it, so stale entries read as 0 and nothing is cleared.
+    // The first row's predecessor stamp is one that no row ever used.
+    stamp_ += 2;
     for (std::size_t i = alo; i < ahi; ++i) {
-      new_touched_.clear();
+      const std::uint32_t row = stamp_++;
+      cell* const cur = rows_[row & 1u].data();
+      const cell* const prev = rows_[(row - 1u) & 1u].data();
       const index_range list = a_lists_[i];
       const std::uint32_t* it = b2j_indices_.data() + list.begin;
       const std::uint32_t* const last = b2j_indices_.data() + list.end;
@@ -149,25 +193,15 @@ private:
         if (j >= bhi) {
           break;
         }
-        const std::uint32_t k = j2len_[j] + 1;
-        new_j2len_[j + 1] = k;
-        new_touched_.push_back(static_cast<std::uint32_t>(j + 1));
+        const std::uint32_t k = (prev[j].stamp == row - 1u ? prev[j].length : 0u) + 1u;
+        cur[j + 1] = cell{row, k};
         if (k > bestsize) {
           besti = i + 1 - k;
           bestj = j + 1 - k;
           bestsize = k;
         }
       }
-      for (const std::uint32_t slot : touched_) {
-        j2len_[slot] = 0;
-      }
-      std::swap(j2len_, new_j2len_);
-      std::swap(touched_, new_touched_);
     }
-    for (const std::uint32_t slot : touched_) {
-      j2len_[slot] = 0;
-    }
-    touched_.clear();
 
     // Extend with equal elements on both sides. `bjunk` is empty (isjunk=None), so the
     // "non-junk" extension takes every equal element, popular ones included, and the
@@ -186,9 +220,11 @@ private:
 
   /// Python's get_matching_blocks: recursive splitting (with an explicit stack), sorting,
   /// merging of adjacent blocks. The trailing (la, lb, 0) sentinel is omitted.
-  std::vector<match> matching_blocks() {
-    std::vector<match> blocks;
-    std::vector<std::tuple<std::size_t, std::size_t, std::size_t, std::size_t>> queue;
+  const std::vector<match>& matching_blocks() {
+    auto& blocks = ws_.blocks;
+    blocks.clear();
+    auto& queue = ws_.queue;
+    queue.clear();
     queue.emplace_back(0, a_.size(), 0, b_.size());
     while (!queue.empty()) {
       const auto [alo, ahi, blo, bhi] = queue.back();
@@ -208,7 +244,8 @@ private:
       return std::tie(x.i, x.j, x.size) < std::tie(y.i, y.j, y.size);
     });
 
-    std::vector<match> merged;
+    auto& merged = ws_.merged;
+    merged.clear();
     match current{};
     for (const match& m : blocks) {
       if (current.i + current.size == m.i && current.j + current.size == m.j) {
@@ -228,12 +265,11 @@ private:
 
   std::u32string_view a_;
   std::u32string_view b_;
-  std::vector<std::uint32_t> b2j_indices_;
-  std::vector<index_range> a_lists_;
-  std::vector<std::uint32_t> j2len_;
-  std::vector<std::uint32_t> new_j2len_;
-  std::vector<std::uint32_t> touched_;
-  std::vector<std::uint32_t> new_touched_;
+  workspace& ws_;
+  std::vector<std::uint32_t>& b2j_indices_;
+  std::vector<index_range>& a_lists_;
+  std::array<std::vector<cell>, 2>& rows_;
+  std::uint32_t& stamp_;
 };
 
 constexpr char32_t replacement_char = 0xFFFD;
@@ -250,7 +286,7 @@ double sequence_matcher_ratio(std::u32string_view a, std::u32string_view b) {
   if (length == 0) {
     return 1.0;
   }
-  sequence_matcher matcher(a, b);
+  sequence_matcher matcher(a, b, thread_workspace());
   const std::size_t matches = matcher.matched_total();
   return 2.0 * static_cast<double>(matches) / static_cast<double>(length);
 }
