@@ -20,7 +20,7 @@ caf::behavior cpu_worker(caf::event_based_actor*, config::cpu_config cfg) {
       result.outcomes.reserve(batch.items.size());
       for (const auto& item : batch.items) {
         try {
-          result.outcomes.push_back(backends::cpu::evaluate(item, cfg));
+          result.outcomes.push_back(backends::cpu::evaluate(*item, cfg));
         } catch (const std::exception& e) {
           item_outcome failed;
           failed.code = errc::worker_failed;

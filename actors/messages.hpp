@@ -64,7 +64,7 @@ struct score_submission {
 /// A batch of items for one worker.
 struct work_batch {
   scheduler::batch_id id = 0;
-  std::vector<score_item> items;
+  std::vector<shared_item> items;
 };
 
 /// A worker's answer: one outcome per item of the batch, in order.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct score_item {
   /// The raw JSON text of `extra_info` (an object), or empty when absent.
   std::string extra_info;
 };
+
+/// An item shared, read-only, between the scheduler (which keeps it for metrics and retries)
+/// and the batch a worker runs, so dispatching copies no text.
+using shared_item = std::shared_ptr<const score_item>;
 
 /// How an item ended.
 enum class item_status : uint8_t {

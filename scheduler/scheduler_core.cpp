@@ -65,7 +65,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.priority = priority;
   req.deadline = deadline;
   req.admitted = now;
-  req.items = std::move(items);
+  req.items.reserve(items.size());
+  for (auto& item : items) {
+    req.items.push_back(std::make_shared<const score_item>(std::move(item)));
+  }
   auto n = req.items.size();
   req.results.resize(n);
   req.states.assign(n, item_state::queued);
@@ -75,7 +78,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   deadlines_.emplace(deadline, id);
   metrics_.requests_pending.Increment();
   for (uint32_t i = 0; i < n; ++i) {
-    const auto& item = req.items[i];
+    const auto& item = *req.items[i];
     if (!sources_.serves(item.capability)) {
       item_result r;
       r.code = errc::no_eligible_source;
@@ -174,7 +177,7 @@ void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outc
       const auto& o = outcomes[i];
       r.run_ms = o.run_ms;
       run_histogram_->Observe(o.run_ms / 1000.0);
-      estimates_[req->second.items[index].capability].record(o.run_ms);
+      estimates_[req->second.items[index]->capability].record(o.run_ms);
       if (o.code == errc::none) {
         r.score = o.score;
         r.status = item_status::ok;
@@ -284,7 +287,7 @@ bool scheduler_core::end_item(request_id, pending_request& req, uint32_t index,
     result.status = item_status::failed;
     failure_counter(result.code).Increment();
   }
-  items_counter(req.items[index].reward, result.status).Increment();
+  items_counter(req.items[index]->reward, result.status).Increment();
   req.results[index] = std::move(result);
   req.states[index] = item_state::done;
   --req.remaining;

@@ -24,7 +24,7 @@ namespace arbiter::scheduler {
 struct dispatch_batch {
   batch_id id = 0;
   source_id source = 0;
-  std::vector<score_item> items;
+  std::vector<shared_item> items;
 };
 
 /// A request whose every item has an answer.
@@ -124,7 +124,7 @@ private:
     size_t priority = 0;
     time_point deadline;
     time_point admitted;
-    std::vector<score_item> items;
+    std::vector<shared_item> items;
     std::vector<item_result> results;
     std::vector<item_state> states;
     std::vector<task_id> tasks;

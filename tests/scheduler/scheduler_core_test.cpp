@@ -52,7 +52,7 @@ TEST_F(SchedulerCore, AnswersEveryItemInRequestOrder) {
   ASSERT_EQ(batches.size(), 1u);
   EXPECT_EQ(batches[0].source, src);
   ASSERT_EQ(batches[0].items.size(), 3u);
-  EXPECT_EQ(batches[0].items[2].solution_str, "item 2");
+  EXPECT_EQ(batches[0].items[2]->solution_str, "item 2");
   clock_.advance(5ms);
   std::vector<item_outcome> outcomes{ok_outcome(0.1), ok_outcome(0.2), ok_outcome(0.3)};
   core_.complete(batches[0].id, outcomes);
@@ -105,7 +105,7 @@ TEST_F(SchedulerCore, SplitsLargeRequestsIntoBatchesAndKeepsOrder) {
   auto third = core_.dispatch();
   ASSERT_EQ(third.size(), 1u);
   EXPECT_EQ(third[0].items.size(), 2u);
-  EXPECT_EQ(third[0].items[0].solution_str, "item 8");
+  EXPECT_EQ(third[0].items[0]->solution_str, "item 8");
   answer(third[0], 0.75);
   answer(batches[0], 0.25);
   auto done = core_.take_finished();
@@ -132,7 +132,7 @@ TEST_F(SchedulerCore, HigherPriorityClassesGoFirst) {
   for (int i = 0; i < 3; ++i) {
     auto next = core_.dispatch();
     ASSERT_EQ(next.size(), 1u);
-    order.push_back(next[0].items[0].solution_str);
+    order.push_back(next[0].items[0]->solution_str);
     answer(next[0], 1.0);
   }
   EXPECT_EQ(order, (std::vector<std::string>{"high", "normal", "low 2"}));
