@@ -156,7 +156,8 @@ void scheduler_core::release_batch(batch_id, const inflight_batch& batch) {
   }
 }
 
-void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
+template <class Fill>
+void scheduler_core::settle(batch_id id, Fill&& fill) {
   auto found = batches_.find(id);
   if (found == batches_.end()) {
     return;
@@ -173,23 +174,7 @@ void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outc
     }
     item_result r = req->second.results[index];
     r.source = batch.source_name;
-    if (i < outcomes.size()) {
-      const auto& o = outcomes[i];
-      r.run_ms = o.run_ms;
-      run_histogram_->Observe(o.run_ms / 1000.0);
-      estimates_[req->second.items[index]->capability].record(o.run_ms);
-      if (o.code == errc::none) {
-        r.score = o.score;
-        r.status = item_status::ok;
-      } else {
-        r.code = o.code;
-        r.error = o.error;
-      }
-    } else {
-      r.code = errc::internal;
-      r.error = "the source answered " + std::to_string(outcomes.size()) + " outcomes for "
-                + std::to_string(batch.items.size()) + " items";
-    }
+    fill(r, i, *req->second.items[index]);
     if (end_item(rid, req->second, index, std::move(r))) {
       done.push_back(rid);
     }
@@ -199,31 +184,33 @@ void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outc
   }
 }
 
-void scheduler_core::fail_batch(batch_id id, errc code, const std::string& reason) {
-  auto found = batches_.find(id);
-  if (found == batches_.end()) {
-    return;
-  }
-  auto batch = std::move(found->second);
-  batches_.erase(found);
-  release_batch(id, batch);
-  std::vector<request_id> done;
-  for (auto [rid, index] : batch.items) {
-    auto req = requests_.find(rid);
-    if (req == requests_.end() || req->second.states[index] != item_state::running) {
-      continue;
+void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
+  settle(id, [&](item_result& r, size_t i, const score_item& item) {
+    if (i >= outcomes.size()) {
+      r.code = errc::internal;
+      r.error = "the source answered " + std::to_string(outcomes.size())
+                + " outcomes for a larger batch";
+      return;
     }
-    item_result r = req->second.results[index];
-    r.source = batch.source_name;
+    const auto& o = outcomes[i];
+    r.run_ms = o.run_ms;
+    run_histogram_->Observe(o.run_ms / 1000.0);
+    estimates_[item.capability].record(o.run_ms);
+    if (o.code == errc::none) {
+      r.score = o.score;
+      r.status = item_status::ok;
+    } else {
+      r.code = o.code;
+      r.error = o.error;
+    }
+  });
+}
+
+void scheduler_core::fail_batch(batch_id id, errc code, const std::string& reason) {
+  settle(id, [&](item_result& r, size_t, const score_item&) {
     r.code = code;
     r.error = reason;
-    if (end_item(rid, req->second, index, std::move(r))) {
-      done.push_back(rid);
-    }
-  }
-  for (auto rid : done) {
-    finish(rid);
-  }
+  });
 }
 
 void scheduler_core::on_timer() {

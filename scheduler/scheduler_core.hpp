@@ -146,6 +146,10 @@ private:
   void fail_remaining(request_id id, errc code, const std::string& reason);
   void finish(request_id id);
   void release_batch(batch_id id, const inflight_batch& batch);
+  /// Ends every still-running item of `batch` with the result `fill(result, position,
+  /// item)` writes, then finishes the requests that completed.
+  template <class Fill>
+  void settle(batch_id batch, Fill&& fill);
   prometheus::Counter& items_counter(const std::string& reward, item_status status);
   prometheus::Counter& failure_counter(errc code);
 

@@ -8,28 +8,20 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "cpu_reward_fixture.hpp"
 #include <nlohmann/json.hpp>
 
 namespace cpu = arbiter::backends::cpu;
 
 namespace {
 
-constexpr const char* fixture_path =
-    ARBITER_SOURCE_DIR "/tests/backends/fixtures/cpu_reward_cases.json";
-
-nlohmann::json load_fixture() {
-  std::ifstream in(fixture_path);
-  if (!in) {
-    ADD_FAILURE() << "cannot open " << fixture_path;
-    return nlohmann::json::object();
-  }
-  return nlohmann::json::parse(in);
-}
+using arbiter::testing::load_cpu_reward_fixture;
 
 } // namespace
 
 TEST(NormalizeAnswer, MatchesPythonOnCorpus) {
-  const nlohmann::json fixture = load_fixture();
+  const nlohmann::json fixture = load_cpu_reward_fixture();
   ASSERT_TRUE(fixture.contains("normalize"));
   const auto& cases = fixture.at("normalize");
   ASSERT_GE(cases.size(), 80U);
@@ -42,7 +34,7 @@ TEST(NormalizeAnswer, MatchesPythonOnCorpus) {
 }
 
 TEST(ExactMatch, MatchesPythonOnPairs) {
-  const nlohmann::json fixture = load_fixture();
+  const nlohmann::json fixture = load_cpu_reward_fixture();
   ASSERT_TRUE(fixture.contains("exact_match"));
   const auto& cases = fixture.at("exact_match");
   ASSERT_FALSE(cases.empty());

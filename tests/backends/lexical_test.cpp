@@ -9,23 +9,15 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "cpu_reward_fixture.hpp"
 #include <nlohmann/json.hpp>
 
 namespace cpu = arbiter::backends::cpu;
 
 namespace {
 
-constexpr const char* fixture_path =
-    ARBITER_SOURCE_DIR "/tests/backends/fixtures/cpu_reward_cases.json";
-
-nlohmann::json load_fixture() {
-  std::ifstream in(fixture_path);
-  if (!in) {
-    ADD_FAILURE() << "cannot open " << fixture_path;
-    return nlohmann::json::object();
-  }
-  return nlohmann::json::parse(in);
-}
+using arbiter::testing::load_cpu_reward_fixture;
 
 /// The first code points of a UTF-8 string, for failure messages.
 std::string head(const std::string& text) {
@@ -50,7 +42,7 @@ double ratio(const std::u32string& a, const std::u32string& b) {
 } // namespace
 
 TEST(SequenceMatcherRatio, MatchesPythonOnCorpus) {
-  const nlohmann::json fixture = load_fixture();
+  const nlohmann::json fixture = load_cpu_reward_fixture();
   ASSERT_TRUE(fixture.contains("ratio"));
   const auto& cases = fixture.at("ratio");
   ASSERT_GE(cases.size(), 150U);
