@@ -106,6 +106,23 @@ private:
       return on_body(ec);
     }
     stream_.expires_after(impl_.cfg.read_timeout);
+    // Clients such as curl ask before sending a large body, and wait a second if not told.
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      auto res = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
+                                                                     parser_->get().version());
+      http::async_write(stream_, *res,
+                        [self = shared_from_this(), res](beast::error_code e, size_t) {
+                          if (e) {
+                            return self->close();
+                          }
+                          self->read_body();
+                        });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code e, size_t) {
                        self->on_body(e);

@@ -199,3 +199,35 @@ def test_full_priority_class_answers_429_with_retry_after(make_server):
     _, _, text = s.request("GET", "/metrics")
     assert 'arbiter_rejections_total{reason="queue_full"} 1' in text
     assert s.stop() == 0
+
+
+def test_expect_100_continue_is_answered(server):
+    import socket
+    body = json.dumps({"items": [ok_item("x" * 3000, "xy")]}).encode()
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode()
+                     + b"\r\n\r\n")
+        interim = sock.recv(4096)
+        assert interim.startswith(b"HTTP/1.1 100 Continue"), interim
+        sock.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert json.loads(payload)["scores"] == [ratio("x" * 3000, "xy")]
+
+
+def test_malformed_http_gets_400_and_the_server_carries_on(server):
+    import socket
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(b"NOT AN HTTP REQUEST\r\n\r\n")
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    assert b"invalid_request" in answer
+    status, _, body = server.score(ISSUE_EXAMPLE)
+    assert status == 200 and len(body["scores"]) == 2
