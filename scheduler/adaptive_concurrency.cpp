@@ -1,0 +1,126 @@
+#include "scheduler/adaptive_concurrency.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace arbiter::scheduler {
+
+namespace {
+
+adaptive_concurrency_config normalized(adaptive_concurrency_config c) {
+  c.min_limit = std::max<uint32_t>(c.min_limit, 1);
+  c.max_limit = std::max(c.max_limit, c.min_limit);
+  c.initial_limit = std::clamp(c.initial_limit, c.min_limit, c.max_limit);
+  if (!(c.backoff_ratio > 0.0 && c.backoff_ratio < 1.0)) {
+    c.backoff_ratio = 0.7;
+  }
+  c.target_latency = std::max(c.target_latency, nanoseconds{0});
+  if (!(c.growth_tolerance >= 1.0) || !std::isfinite(c.growth_tolerance)) {
+    c.growth_tolerance = 1.0;
+  }
+  if (!(c.blowup_tolerance >= c.growth_tolerance) || !std::isfinite(c.blowup_tolerance)) {
+    c.blowup_tolerance = c.growth_tolerance;
+  }
+  return c;
+}
+
+/// `base` × `factor`, in nanoseconds.
+double scaled(nanoseconds base, double factor) noexcept {
+  return static_cast<double>(base.count()) * factor;
+}
+
+} // namespace
+
+const char* to_string(sample_kind k) noexcept {
+  switch (k) {
+    case sample_kind::ok:
+      return "ok";
+    case sample_kind::overloaded:
+      return "overloaded";
+    default:
+      return "failed";
+  }
+}
+
+adaptive_concurrency::adaptive_concurrency(adaptive_concurrency_config config)
+  : config_(normalized(config)), limit_(config_.initial_limit) {
+}
+
+nanoseconds adaptive_concurrency::baseline() const noexcept {
+  if (config_.target_latency > nanoseconds{0}) {
+    return config_.target_latency;
+  }
+  return min_latency_;
+}
+
+void adaptive_concurrency::reset_baseline() noexcept {
+  has_min_ = false;
+  min_latency_ = nanoseconds{0};
+  good_samples_ = 0;
+}
+
+limit_change adaptive_concurrency::on_sample(nanoseconds latency, sample_kind kind,
+                                             time_point now) {
+  latency = std::max(latency, nanoseconds{0});
+  if (kind == sample_kind::failed) {
+    return limit_change::unchanged;
+  }
+  if (kind == sample_kind::overloaded) {
+    return decrease(latency, now);
+  }
+  if (!has_min_ || latency < min_latency_) {
+    min_latency_ = latency;
+    has_min_ = true;
+  }
+  auto base = baseline();
+  if (base <= nanoseconds{0}) {
+    // A zero baseline (instant answers) gives nothing to judge latency against.
+    return increase_step();
+  }
+  auto observed = static_cast<double>(latency.count());
+  if (observed > scaled(base, config_.blowup_tolerance)) {
+    return decrease(latency, now);
+  }
+  if (observed > scaled(base, config_.growth_tolerance)) {
+    // Slower than good, not yet a blow-up: hold, and start the window again.
+    good_samples_ = 0;
+    return limit_change::unchanged;
+  }
+  return increase_step();
+}
+
+limit_change adaptive_concurrency::increase_step() {
+  if (limit_ >= config_.max_limit) {
+    good_samples_ = 0;
+    return limit_change::unchanged;
+  }
+  ++good_samples_;
+  uint32_t window = config_.growth_window > 0 ? config_.growth_window : limit_;
+  if (good_samples_ < window) {
+    return limit_change::unchanged;
+  }
+  good_samples_ = 0;
+  ++limit_;
+  ++increases_;
+  return limit_change::increased;
+}
+
+limit_change adaptive_concurrency::decrease(nanoseconds latency, time_point now) {
+  good_samples_ = 0;
+  if (has_cut_ && now - latency < last_cut_) {
+    // Sent before the last cut, under the old limit: that cut already answered it.
+    return limit_change::unchanged;
+  }
+  has_cut_ = true;
+  last_cut_ = now;
+  auto cut = static_cast<uint32_t>(std::floor(static_cast<double>(limit_) * config_.backoff_ratio));
+  cut = std::max(cut, config_.min_limit);
+  if (cut >= limit_) {
+    return limit_change::unchanged;
+  }
+  limit_ = cut;
+  ++decreases_;
+  return limit_change::decreased;
+}
+
+} // namespace arbiter::scheduler

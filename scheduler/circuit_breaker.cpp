@@ -1,0 +1,239 @@
+#include "scheduler/circuit_breaker.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+namespace arbiter::scheduler {
+
+namespace {
+
+circuit_breaker_config normalized(circuit_breaker_config c) {
+  c.window_buckets = std::max<uint32_t>(c.window_buckets, 1);
+  c.half_open_probes = std::max<uint32_t>(c.half_open_probes, 1);
+  if (c.window < nanoseconds{c.window_buckets}) {
+    c.window = nanoseconds{c.window_buckets};
+  }
+  if (!(c.ejection_multiplier >= 1.0)) {
+    c.ejection_multiplier = 1.0;
+  }
+  c.base_ejection = std::max(c.base_ejection, nanoseconds{0});
+  c.max_ejection = std::max(c.max_ejection, c.base_ejection);
+  return c;
+}
+
+/// Rounds towards negative infinity (time points before the clock's epoch stay ordered).
+int64_t floor_div(int64_t a, int64_t b) noexcept {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) {
+    --q;
+  }
+  return q;
+}
+
+} // namespace
+
+const char* to_string(breaker_state s) noexcept {
+  switch (s) {
+    case breaker_state::closed:
+      return "closed";
+    case breaker_state::open:
+      return "open";
+    default:
+      return "half_open";
+  }
+}
+
+const char* to_string(breaker_decision d) noexcept {
+  switch (d) {
+    case breaker_decision::allow:
+      return "allow";
+    case breaker_decision::allow_probe:
+      return "allow_probe";
+    case breaker_decision::reject_open:
+      return "reject_open";
+    default:
+      return "reject_probes_busy";
+  }
+}
+
+circuit_breaker::circuit_breaker(circuit_breaker_config config)
+  : config_(normalized(config)),
+    bucket_width_(config_.window / config_.window_buckets),
+    buckets_(config_.window_buckets) {
+}
+
+breaker_decision circuit_breaker::allows(time_point now) {
+  advance(now);
+  switch (state_) {
+    case breaker_state::closed:
+      return breaker_decision::allow;
+    case breaker_state::open:
+      return breaker_decision::reject_open;
+    default:
+      break;
+  }
+  if (probes_in_flight_ >= config_.half_open_probes) {
+    return breaker_decision::reject_probes_busy;
+  }
+  ++probes_in_flight_;
+  return breaker_decision::allow_probe;
+}
+
+void circuit_breaker::on_success(time_point now) {
+  advance(now);
+  if (state_ == breaker_state::half_open) {
+    close();
+    return;
+  }
+  if (state_ == breaker_state::closed) {
+    consecutive_failures_ = 0;
+    record(now, false);
+  }
+  // Open: a late answer to a request sent before the ejection changes nothing.
+}
+
+void circuit_breaker::on_failure(time_point now) {
+  advance(now);
+  if (state_ == breaker_state::half_open) {
+    // Keeps the first cause ("a probe failed after: 401 Unauthorized") through repeated probes.
+    static const std::string prefix = "a probe failed after: ";
+    trip(now, reason_.compare(0, prefix.size(), prefix) == 0 ? reason_ : prefix + reason_);
+    return;
+  }
+  if (state_ == breaker_state::open) {
+    return;
+  }
+  ++consecutive_failures_;
+  record(now, true);
+  if (config_.consecutive_failures > 0 && consecutive_failures_ >= config_.consecutive_failures) {
+    trip(now, std::to_string(consecutive_failures_) + " consecutive failures");
+    return;
+  }
+  if (config_.failure_ratio <= 0.0 || config_.failure_ratio > 1.0) {
+    return;
+  }
+  uint64_t calls = 0;
+  uint64_t failures = 0;
+  window_totals(now, calls, failures);
+  if (calls == 0 || calls < config_.minimum_volume) {
+    return;
+  }
+  double ratio = static_cast<double>(failures) / static_cast<double>(calls);
+  if (ratio >= config_.failure_ratio) {
+    char text[128];
+    std::snprintf(text, sizeof text, "failure ratio %.2f over %llu calls (threshold %.2f)", ratio,
+                  static_cast<unsigned long long>(calls), config_.failure_ratio);
+    trip(now, text);
+  }
+}
+
+void circuit_breaker::on_cancelled(time_point now) {
+  advance(now);
+  if (state_ == breaker_state::half_open && probes_in_flight_ > 0) {
+    --probes_in_flight_;
+  }
+}
+
+void circuit_breaker::eject(time_point now, std::string reason, nanoseconds duration) {
+  duration = std::max(duration, nanoseconds{0});
+  advance(now);
+  time_point until = now + duration;
+  if (state_ != breaker_state::open || until > open_until_) {
+    open_until_ = until;
+  }
+  if (state_ != breaker_state::open) {
+    ++ejections_;
+  }
+  state_ = breaker_state::open;
+  reason_ = std::move(reason);
+  probes_in_flight_ = 0;
+  consecutive_failures_ = 0;
+  clear_window();
+}
+
+breaker_state circuit_breaker::state(time_point now) const noexcept {
+  if (state_ == breaker_state::open && now >= open_until_) {
+    return breaker_state::half_open;
+  }
+  return state_;
+}
+
+void circuit_breaker::advance(time_point now) {
+  if (state_ == breaker_state::open && now >= open_until_) {
+    state_ = breaker_state::half_open;
+    probes_in_flight_ = 0;
+  }
+}
+
+int64_t circuit_breaker::slice_of(time_point now) const noexcept {
+  return floor_div(now.time_since_epoch().count(), bucket_width_.count());
+}
+
+void circuit_breaker::record(time_point now, bool failed) {
+  int64_t slice = slice_of(now);
+  auto n = static_cast<int64_t>(buckets_.size());
+  auto& b = buckets_[static_cast<size_t>(((slice % n) + n) % n)];
+  if (b.slice != slice) {
+    b = bucket{};
+    b.slice = slice;
+  }
+  if (failed) {
+    ++b.failures;
+  } else {
+    ++b.successes;
+  }
+}
+
+void circuit_breaker::window_totals(time_point now, uint64_t& calls, uint64_t& failures) const {
+  int64_t slice = slice_of(now);
+  auto n = static_cast<int64_t>(buckets_.size());
+  calls = 0;
+  failures = 0;
+  for (const auto& b : buckets_) {
+    if (b.slice > slice - n && b.slice <= slice) {
+      calls += b.successes + b.failures;
+      failures += b.failures;
+    }
+  }
+}
+
+void circuit_breaker::clear_window() {
+  for (auto& b : buckets_) {
+    b = bucket{};
+  }
+}
+
+nanoseconds circuit_breaker::next_ejection() const noexcept {
+  // Ejection number consecutive_ejections_ (1-based) lasts base × multiplier^(n-1).
+  double length = static_cast<double>(config_.base_ejection.count());
+  auto cap = static_cast<double>(config_.max_ejection.count());
+  for (uint32_t i = 1; i < consecutive_ejections_ && length < cap; ++i) {
+    length *= config_.ejection_multiplier;
+  }
+  if (length >= cap) {
+    return config_.max_ejection;
+  }
+  return nanoseconds{static_cast<int64_t>(length)};
+}
+
+void circuit_breaker::trip(time_point now, std::string reason) {
+  ++consecutive_ejections_;
+  ++ejections_;
+  state_ = breaker_state::open;
+  open_until_ = now + next_ejection();
+  reason_ = std::move(reason);
+  probes_in_flight_ = 0;
+  consecutive_failures_ = 0;
+  clear_window();
+}
+
+void circuit_breaker::close() {
+  state_ = breaker_state::closed;
+  consecutive_ejections_ = 0;
+  consecutive_failures_ = 0;
+  probes_in_flight_ = 0;
+  clear_window();
+}
+
+} // namespace arbiter::scheduler

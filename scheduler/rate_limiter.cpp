@@ -1,0 +1,335 @@
+#include "scheduler/rate_limiter.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+namespace arbiter::scheduler {
+
+namespace {
+
+constexpr double ns_per_minute = 60e9;
+/// Longest wait a header can express here (about 31 years); longer values are cut to it so
+/// that conversions never overflow.
+constexpr double max_header_ns = 1e18;
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+bool is_digit(char c) noexcept {
+  return c >= '0' && c <= '9';
+}
+
+char ascii_lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (ascii_lower(a[i]) != ascii_lower(b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Reads an unsigned decimal number with an optional fraction ("12", "0.5", "3.") from the
+/// front of `s`, removing it. Nullopt (and `s` unchanged) when `s` does not start with a
+/// digit.
+std::optional<double> take_decimal(std::string_view& s) {
+  size_t i = 0;
+  double value = 0.0;
+  for (; i < s.size() && is_digit(s[i]); ++i) {
+    value = value * 10.0 + (s[i] - '0');
+  }
+  if (i == 0) {
+    return std::nullopt;
+  }
+  if (i < s.size() && s[i] == '.') {
+    double scale = 0.1;
+    for (++i; i < s.size() && is_digit(s[i]); ++i) {
+      value += (s[i] - '0') * scale;
+      scale /= 10.0;
+    }
+  }
+  s.remove_prefix(i);
+  return value;
+}
+
+nanoseconds to_ns(double ns) noexcept {
+  return nanoseconds{static_cast<nanoseconds::rep>(std::llround(std::min(ns, max_header_ns)))};
+}
+
+/// A whole non-negative count; nullopt for "-1", "", "12.5", "abc".
+std::optional<uint64_t> parse_count(std::optional<std::string_view> text) {
+  if (!text) {
+    return std::nullopt;
+  }
+  auto s = trim(*text);
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc{} || end != s.data() + s.size() || s.empty()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::optional<nanoseconds> parse_reset(std::optional<std::string_view> text) {
+  if (!text) {
+    return std::nullopt;
+  }
+  return parse_reset_duration(*text);
+}
+
+} // namespace
+
+std::optional<nanoseconds> parse_reset_duration(std::string_view text) {
+  auto s = trim(text);
+  if (s.empty()) {
+    return std::nullopt;
+  }
+  double total_ns = 0.0;
+  bool first = true;
+  while (!s.empty()) {
+    auto number = take_decimal(s);
+    if (!number) {
+      return std::nullopt;
+    }
+    if (first && s.empty()) {
+      // A bare number: seconds.
+      return to_ns(*number * 1e9);
+    }
+    first = false;
+    double unit_ns = 0.0;
+    // Longest units first: "ms" before "m".
+    if (s.substr(0, 2) == "ns") {
+      unit_ns = 1.0;
+      s.remove_prefix(2);
+    } else if (s.substr(0, 2) == "us") {
+      unit_ns = 1e3;
+      s.remove_prefix(2);
+    } else if (s.substr(0, 3) == "\xC2\xB5s" || s.substr(0, 3) == "\xCE\xBCs") {
+      unit_ns = 1e3;
+      s.remove_prefix(3);
+    } else if (s.substr(0, 2) == "ms") {
+      unit_ns = 1e6;
+      s.remove_prefix(2);
+    } else if (s.substr(0, 1) == "s") {
+      unit_ns = 1e9;
+      s.remove_prefix(1);
+    } else if (s.substr(0, 1) == "m") {
+      unit_ns = 60e9;
+      s.remove_prefix(1);
+    } else if (s.substr(0, 1) == "h") {
+      unit_ns = 3600e9;
+      s.remove_prefix(1);
+    } else {
+      return std::nullopt;
+    }
+    total_ns += *number * unit_ns;
+  }
+  return to_ns(total_ns);
+}
+
+rate_limit_headers parse_rate_limit_headers(const header_lookup& lookup) {
+  rate_limit_headers h;
+  h.limit_requests = parse_count(lookup("x-ratelimit-limit-requests"));
+  h.limit_tokens = parse_count(lookup("x-ratelimit-limit-tokens"));
+  h.remaining_requests = parse_count(lookup("x-ratelimit-remaining-requests"));
+  h.remaining_tokens = parse_count(lookup("x-ratelimit-remaining-tokens"));
+  h.reset_requests = parse_reset(lookup("x-ratelimit-reset-requests"));
+  h.reset_tokens = parse_reset(lookup("x-ratelimit-reset-tokens"));
+  return h;
+}
+
+std::optional<nanoseconds> parse_retry_after(std::string_view value,
+                                             std::string_view header_name) {
+  double unit_ns = 0.0;
+  if (iequals(header_name, "retry-after-ms")) {
+    unit_ns = 1e6;
+  } else if (iequals(header_name, "retry-after")) {
+    unit_ns = 1e9;
+  } else {
+    return std::nullopt;
+  }
+  auto s = trim(value);
+  auto number = take_decimal(s);
+  if (!number || !s.empty()) {
+    // Includes HTTP-dates ("Wed, 21 Oct 2015 07:28:00 GMT") and negative values.
+    return std::nullopt;
+  }
+  return to_ns(*number * unit_ns);
+}
+
+std::optional<nanoseconds> retry_after_from_headers(const header_lookup& lookup) {
+  for (std::string_view name : {"retry-after-ms", "retry-after"}) {
+    if (auto value = lookup(name)) {
+      if (auto parsed = parse_retry_after(*value, name)) {
+        return parsed;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+const char* to_string(rate_limit_wait_reason r) noexcept {
+  switch (r) {
+    case rate_limit_wait_reason::none:
+      return "none";
+    case rate_limit_wait_reason::backoff:
+      return "backoff";
+    case rate_limit_wait_reason::requests:
+      return "requests";
+    default:
+      return "tokens";
+  }
+}
+
+const char* to_string(acquire_decision_kind k) noexcept {
+  switch (k) {
+    case acquire_decision_kind::admit:
+      return "admit";
+    case acquire_decision_kind::wait:
+      return "wait";
+    default:
+      return "too_large";
+  }
+}
+
+double rate_limiter::bucket::rate_per_ns() const noexcept {
+  return capacity / ns_per_minute;
+}
+
+void rate_limiter::bucket::refill(nanoseconds elapsed) noexcept {
+  if (!limited()) {
+    return;
+  }
+  level = std::min(capacity, level + static_cast<double>(elapsed.count()) * rate_per_ns());
+}
+
+nanoseconds rate_limiter::bucket::time_to(double amount) const noexcept {
+  double missing = amount - level;
+  // The tolerance absorbs rounding, so that waiting exactly the answer is always enough.
+  if (!limited() || missing <= 1e-9 * (capacity + 1.0)) {
+    return nanoseconds{0};
+  }
+  return to_ns(std::ceil(missing / rate_per_ns()));
+}
+
+void rate_limiter::bucket::correct(std::optional<uint64_t> limit,
+                                   std::optional<uint64_t> remaining,
+                                   std::optional<nanoseconds> reset) noexcept {
+  if (!limited()) {
+    return;
+  }
+  if (limit && *limit > 0) {
+    capacity = std::min(configured, static_cast<double>(*limit));
+    level = std::min(level, capacity);
+  }
+  if (remaining) {
+    level = std::min(level, static_cast<double>(*remaining));
+  }
+  if (reset && *reset > nanoseconds{0}) {
+    // Full again after `reset` means at most capacity − rate × reset now. A reset beyond one
+    // minute (a window longer than ours) empties the bucket.
+    auto r = std::min(*reset, nanoseconds{std::chrono::minutes{1}});
+    double implied = capacity - static_cast<double>(r.count()) * rate_per_ns();
+    level = std::min(level, std::max(0.0, implied));
+  }
+}
+
+rate_limiter::rate_limiter(const rate_limit_config& cfg, const time_source& clock)
+  : clock_(clock),
+    max_retry_after_(std::max(cfg.max_retry_after, nanoseconds{0})),
+    backoff_(cfg.backoff_base, cfg.backoff_cap),
+    last_refill_(clock.now()) {
+  requests_.configured = static_cast<double>(cfg.requests_per_minute);
+  requests_.capacity = requests_.level = requests_.configured;
+  tokens_.configured = static_cast<double>(cfg.tokens_per_minute);
+  tokens_.capacity = tokens_.level = tokens_.configured;
+}
+
+void rate_limiter::refill() {
+  auto now = clock_.now();
+  if (now > last_refill_) {
+    requests_.refill(now - last_refill_);
+    tokens_.refill(now - last_refill_);
+    last_refill_ = now;
+  }
+}
+
+acquire_decision rate_limiter::try_acquire(uint64_t tokens) {
+  refill();
+  acquire_decision d;
+  auto amount = static_cast<double>(tokens);
+  if (tokens_.limited() && amount > tokens_.capacity) {
+    d.kind = acquire_decision_kind::reject_too_large;
+    return d;
+  }
+  auto now = clock_.now();
+  d.until = now;
+  auto wait_for = [&](time_point until, rate_limit_wait_reason reason) {
+    if (until > d.until) {
+      d.until = until;
+      d.reason = reason;
+    }
+  };
+  wait_for(blocked_until_, rate_limit_wait_reason::backoff);
+  wait_for(now + requests_.time_to(1.0), rate_limit_wait_reason::requests);
+  wait_for(now + tokens_.time_to(amount), rate_limit_wait_reason::tokens);
+  if (d.reason != rate_limit_wait_reason::none) {
+    d.kind = acquire_decision_kind::wait;
+    return d;
+  }
+  if (requests_.limited()) {
+    requests_.level = std::max(0.0, requests_.level - 1.0);
+  }
+  if (tokens_.limited()) {
+    tokens_.level = std::max(0.0, tokens_.level - amount);
+  }
+  return d;
+}
+
+void rate_limiter::on_headers(const rate_limit_headers& headers) {
+  refill();
+  requests_.correct(headers.limit_requests, headers.remaining_requests, headers.reset_requests);
+  tokens_.correct(headers.limit_tokens, headers.remaining_tokens, headers.reset_tokens);
+}
+
+void rate_limiter::on_rate_limited(std::optional<nanoseconds> retry_after) {
+  ++consecutive_rate_limited_;
+  nanoseconds delay{0};
+  if (retry_after && *retry_after > nanoseconds{0}) {
+    delay = std::min(*retry_after, max_retry_after_);
+  } else {
+    delay = backoff_.ceiling(consecutive_rate_limited_ - 1);
+  }
+  blocked_until_ = std::max(blocked_until_, clock_.now() + delay);
+}
+
+void rate_limiter::on_success() noexcept {
+  consecutive_rate_limited_ = 0;
+}
+
+double rate_limiter::available_requests() {
+  refill();
+  return requests_.limited() ? requests_.level : std::numeric_limits<double>::infinity();
+}
+
+double rate_limiter::available_tokens() {
+  refill();
+  return tokens_.limited() ? tokens_.level : std::numeric_limits<double>::infinity();
+}
+
+} // namespace arbiter::scheduler

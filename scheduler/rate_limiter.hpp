@@ -1,0 +1,190 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "common/time_source.hpp"
+#include "scheduler/backoff.hpp"
+
+namespace arbiter::scheduler {
+
+/// The limits of one remote endpoint, from configuration.
+struct rate_limit_config {
+  /// Requests per minute; 0 means the endpoint is not paced by requests.
+  uint32_t requests_per_minute = 0;
+  /// Tokens per minute (prompt plus `max_tokens`, as the provider counts them); 0 means the
+  /// endpoint is not paced by tokens.
+  uint64_t tokens_per_minute = 0;
+  /// The longest Retry-After the endpoint is allowed to impose (longer values are cut to this).
+  nanoseconds max_retry_after = std::chrono::seconds{60};
+  /// The pause after the first 429 that carries no Retry-After; it doubles with each
+  /// consecutive 429 up to `backoff_cap`.
+  nanoseconds backoff_base = std::chrono::milliseconds{500};
+  nanoseconds backoff_cap = std::chrono::seconds{8};
+};
+
+/// What the provider reported in `x-ratelimit-*` headers; absent fields were missing or
+/// unreadable. Counts are requests or tokens; resets are the time until the provider's bucket
+/// is full again (not a wait-before-retry).
+struct rate_limit_headers {
+  std::optional<uint64_t> limit_requests;
+  std::optional<uint64_t> limit_tokens;
+  std::optional<uint64_t> remaining_requests;
+  std::optional<uint64_t> remaining_tokens;
+  std::optional<nanoseconds> reset_requests;
+  std::optional<nanoseconds> reset_tokens;
+};
+
+/// Looks up a response header by its lower-case name; nullopt when absent. Matching the name
+/// case-insensitively is the lookup's job. The returned view must stay valid until the
+/// parse function that called the lookup returns.
+using header_lookup = std::function<std::optional<std::string_view>(std::string_view name)>;
+
+/// Parses a Go-style duration as OpenAI sends in `x-ratelimit-reset-*`: one or more
+/// number-unit pairs, numbers with an optional fraction, units h, m, s, ms, us (or µs), ns,
+/// e.g. "1s", "6m0s", "20ms", "0.5s", "1h2m3.5s". A bare number is taken as seconds. Returns
+/// nullopt for anything else (empty, negative, unknown unit, trailing text).
+std::optional<nanoseconds> parse_reset_duration(std::string_view text);
+
+/// Reads the six `x-ratelimit-{limit,remaining,reset}-{requests,tokens}` headers. Counts that
+/// are not non-negative integers (Azure sometimes sends -1) are left absent.
+rate_limit_headers parse_rate_limit_headers(const header_lookup& lookup);
+
+/// Parses one Retry-After style header. `header_name` says the unit: "retry-after-ms" holds
+/// milliseconds, "retry-after" holds seconds (RFC 9110 delay-seconds); both may carry a
+/// fraction. HTTP-date values, negative or unreadable values and other names give nullopt
+/// (the caller then backs off on its own).
+std::optional<nanoseconds> parse_retry_after(std::string_view value, std::string_view header_name);
+
+/// The server's requested wait from a response: `retry-after-ms` when present and readable
+/// (it is the more precise, and takes precedence in the OpenAI and Anthropic SDKs), else
+/// `retry-after`.
+std::optional<nanoseconds> retry_after_from_headers(const header_lookup& lookup);
+
+/// Why a request may not be sent yet.
+enum class rate_limit_wait_reason {
+  /// Sent now.
+  none,
+  /// The endpoint answered 429 and is in its shared backoff.
+  backoff,
+  /// The request bucket is empty.
+  requests,
+  /// The token bucket holds fewer tokens than the request needs.
+  tokens,
+};
+
+/// The metric label of a wait reason: "none", "backoff", "requests", "tokens".
+const char* to_string(rate_limit_wait_reason r) noexcept;
+
+/// What `rate_limiter::try_acquire` decided.
+enum class acquire_decision_kind {
+  /// Send the request now; its request and tokens were taken from the buckets.
+  admit,
+  /// Do not send before `until`; nothing was taken.
+  wait,
+  /// The request needs more tokens than the token bucket can ever hold; it can never be sent
+  /// to this endpoint. Nothing was taken.
+  reject_too_large,
+};
+
+/// The metric label of a decision: "admit", "wait", "too_large".
+const char* to_string(acquire_decision_kind k) noexcept;
+
+struct acquire_decision {
+  acquire_decision_kind kind = acquire_decision_kind::admit;
+  /// For `wait`: the earliest time at which the same request would be admitted, if nothing
+  /// else is admitted or reported meanwhile.
+  time_point until{};
+  /// For `wait`, what it waits on (the one that ends last); `none` otherwise.
+  rate_limit_wait_reason reason = rate_limit_wait_reason::none;
+
+  bool admitted() const noexcept {
+    return kind == acquire_decision_kind::admit;
+  }
+};
+
+/// Paces one remote endpoint before it answers 429, OpenAI style: a request bucket and a token
+/// bucket, each holding up to its per-minute limit and refilling continuously at limit/60 s,
+/// both full at construction. A limit of 0 turns its bucket off. Provider headers correct the
+/// buckets; a 429 blocks the whole endpoint (one shared backoff, not one per caller) until the
+/// server's Retry-After, or an exponential backoff over consecutive 429s when it sends none.
+///
+/// Not thread-safe: owned by the one actor that routes to the endpoint. Reads time from
+/// `clock`, which the caller owns and which must outlive the limiter.
+class rate_limiter {
+public:
+  rate_limiter(const rate_limit_config& cfg, const time_source& clock);
+
+  /// Takes one request and `tokens` tokens when the endpoint is not blocked and both buckets
+  /// hold enough, and answers `admit`. Otherwise takes nothing and answers when to ask again
+  /// (`wait`), or `reject_too_large` when `tokens` exceeds the token limit.
+  acquire_decision try_acquire(uint64_t tokens = 0);
+
+  /// Corrects the buckets from a response's `x-ratelimit-*` headers (those of a 429 too). A
+  /// reported limit replaces the configured one when lower (never raises above it); a
+  /// reported remaining count, or a reset time later than the bucket's own refill would
+  /// allow, lowers the bucket's level. Headers never raise a level: in-flight requests the
+  /// provider had not counted yet would make that optimistic. Turned-off buckets ignore them.
+  void on_headers(const rate_limit_headers& headers);
+
+  /// Records a 429 from the endpoint and blocks it: until now + `retry_after` (cut to
+  /// `max_retry_after`) when the server sent a positive one, else for the exponential backoff
+  /// of this run of consecutive 429s. A later block never shortens an earlier one.
+  void on_rate_limited(std::optional<nanoseconds> retry_after);
+
+  /// Records a response that was not a 429: the next header-less 429 starts the exponential
+  /// backoff from `backoff_base` again.
+  void on_success() noexcept;
+
+  /// Until when the endpoint is blocked by a 429 (a past time when it is not).
+  time_point blocked_until() const noexcept {
+    return blocked_until_;
+  }
+
+  /// 429s received since the last success.
+  uint32_t consecutive_rate_limited() const noexcept {
+    return consecutive_rate_limited_;
+  }
+
+  /// What the buckets hold now, after refill (+infinity for a bucket that is off).
+  double available_requests();
+  double available_tokens();
+
+private:
+  /// One continuously refilling bucket. `capacity` 0 means off (always enough).
+  struct bucket {
+    double capacity = 0.0;
+    /// What the configuration allows; a header can lower `capacity` below it.
+    double configured = 0.0;
+    double level = 0.0;
+
+    bool limited() const noexcept {
+      return configured > 0.0;
+    }
+    /// Units added per nanosecond.
+    double rate_per_ns() const noexcept;
+    void refill(nanoseconds elapsed) noexcept;
+    /// Time until the level reaches `amount` (0 when it already has).
+    nanoseconds time_to(double amount) const noexcept;
+    void correct(std::optional<uint64_t> limit, std::optional<uint64_t> remaining,
+                 std::optional<nanoseconds> reset) noexcept;
+  };
+
+  void refill();
+
+  const time_source& clock_;
+  nanoseconds max_retry_after_;
+  /// Its ceilings (no jitter) are the header-less 429 pauses: one deadline shared by every
+  /// caller needs no spreading, the buckets pace the callers once it ends.
+  jittered_backoff backoff_;
+  bucket requests_;
+  bucket tokens_;
+  time_point last_refill_;
+  time_point blocked_until_{};
+  uint32_t consecutive_rate_limited_ = 0;
+};
+
+} // namespace arbiter::scheduler

@@ -1,0 +1,196 @@
+#include "scheduler/retry_policy.hpp"
+
+#include <algorithm>
+
+namespace arbiter::scheduler {
+
+const char* to_string(attempt_outcome_kind k) noexcept {
+  switch (k) {
+    case attempt_outcome_kind::ok:
+      return "ok";
+    case attempt_outcome_kind::rate_limited:
+      return "rate_limited";
+    case attempt_outcome_kind::server_error:
+      return "server_error";
+    case attempt_outcome_kind::timeout:
+      return "timeout";
+    case attempt_outcome_kind::connect_failure:
+      return "connect_failure";
+    case attempt_outcome_kind::bad_response:
+      return "bad_response";
+    case attempt_outcome_kind::bad_request:
+      return "bad_request";
+    case attempt_outcome_kind::unauthorized:
+      return "unauthorized";
+    default:
+      return "not_found";
+  }
+}
+
+attempt_outcome_kind classify_http_status(int status) noexcept {
+  if (status >= 200 && status < 300) {
+    return attempt_outcome_kind::ok;
+  }
+  switch (status) {
+    case 401:
+    case 403:
+      return attempt_outcome_kind::unauthorized;
+    case 404:
+      return attempt_outcome_kind::not_found;
+    case 408:
+      return attempt_outcome_kind::timeout;
+    case 409:
+      return attempt_outcome_kind::server_error;
+    case 429:
+      return attempt_outcome_kind::rate_limited;
+    default:
+      break;
+  }
+  if (status >= 400 && status < 500) {
+    return attempt_outcome_kind::bad_request;
+  }
+  if (status >= 500 && status < 600) {
+    return attempt_outcome_kind::server_error;
+  }
+  return attempt_outcome_kind::bad_response;
+}
+
+bool is_retryable(attempt_outcome_kind k) noexcept {
+  switch (k) {
+    case attempt_outcome_kind::rate_limited:
+    case attempt_outcome_kind::server_error:
+    case attempt_outcome_kind::timeout:
+    case attempt_outcome_kind::connect_failure:
+    case attempt_outcome_kind::bad_response:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool ejects_source(attempt_outcome_kind k) noexcept {
+  return k == attempt_outcome_kind::unauthorized || k == attempt_outcome_kind::not_found;
+}
+
+const char* to_string(retry_decision_kind k) noexcept {
+  switch (k) {
+    case retry_decision_kind::no_retry:
+      return "no_retry";
+    case retry_decision_kind::retry_here:
+      return "retry_here";
+    default:
+      return "retry_elsewhere";
+  }
+}
+
+retry_budget::retry_budget(const retry_budget_config& cfg, const time_source& clock)
+  : clock_(clock),
+    retry_ratio_(std::max(cfg.retry_ratio, 0.0)),
+    min_retries_(cfg.min_retries),
+    slot_length_(std::max(cfg.window / std::max<uint32_t>(cfg.slots, 1), nanoseconds{1})),
+    slots_(std::max<uint32_t>(cfg.slots, 1)) {
+}
+
+int64_t retry_budget::slot_index(time_point now) const noexcept {
+  return now.time_since_epoch() / slot_length_;
+}
+
+retry_budget::slot& retry_budget::current() {
+  auto index = slot_index(clock_.now());
+  while (!window_.empty() && window_.front().index <= index - slots_) {
+    window_.pop_front();
+  }
+  if (window_.empty() || window_.back().index != index) {
+    window_.push_back(slot{index, 0, 0});
+  }
+  return window_.back();
+}
+
+retry_budget::slot retry_budget::totals() const {
+  auto oldest = slot_index(clock_.now()) - slots_;
+  slot sum;
+  for (const auto& s : window_) {
+    if (s.index > oldest) {
+      sum.requests += s.requests;
+      sum.retries += s.retries;
+    }
+  }
+  return sum;
+}
+
+void retry_budget::on_request() {
+  ++current().requests;
+}
+
+void retry_budget::on_retry() {
+  ++current().retries;
+}
+
+bool retry_budget::can_retry() const {
+  auto sum = totals();
+  double allowed = std::max(static_cast<double>(min_retries_),
+                            retry_ratio_ * static_cast<double>(sum.requests));
+  return static_cast<double>(sum.retries) + 1.0 <= allowed;
+}
+
+uint64_t retry_budget::requests_in_window() const {
+  return totals().requests;
+}
+
+uint64_t retry_budget::retries_in_window() const {
+  return totals().retries;
+}
+
+retry_policy::retry_policy(const retry_policy_config& cfg, retry_budget& budget,
+                           random_source& random)
+  : max_attempts_(cfg.max_attempts),
+    max_retry_after_(std::max(cfg.max_retry_after, nanoseconds{0})),
+    backoff_(cfg.backoff_base, cfg.backoff_cap),
+    budget_(budget),
+    random_(random) {
+}
+
+retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t attempts_so_far,
+                                    nanoseconds time_left, other_sources others,
+                                    std::optional<nanoseconds> retry_after) {
+  retry_decision d;
+  if (outcome == attempt_outcome_kind::ok) {
+    d.reason = "ok";
+    return d;
+  }
+  if (!is_retryable(outcome)) {
+    d.reason = "fatal_status";
+    return d;
+  }
+  if (attempts_so_far >= max_attempts_) {
+    d.reason = "max_attempts";
+    return d;
+  }
+  bool server_wait = retry_after && *retry_after > nanoseconds{0};
+  // What must pass before a retry can succeed: nothing elsewhere; here, the server's word
+  // (uncut: a Retry-After beyond the deadline says a retry before it is futile) or ours.
+  nanoseconds needed{0};
+  if (others == other_sources::available) {
+    d.kind = retry_decision_kind::retry_elsewhere;
+  } else {
+    d.kind = retry_decision_kind::retry_here;
+    if (server_wait) {
+      needed = *retry_after;
+      d.delay = std::min(*retry_after, max_retry_after_);
+    } else {
+      d.delay = backoff_.next(attempts_so_far > 0 ? attempts_so_far - 1 : 0, random_);
+      needed = d.delay;
+    }
+  }
+  if (needed >= time_left) {
+    return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "deadline"};
+  }
+  if (!budget_.can_retry()) {
+    return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "budget_exhausted"};
+  }
+  budget_.on_retry();
+  d.reason = to_string(outcome);
+  return d;
+}
+
+} // namespace arbiter::scheduler

@@ -1,0 +1,190 @@
+#include "scheduler/adaptive_concurrency.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace arbiter;
+using namespace arbiter::scheduler;
+using namespace std::chrono_literals;
+
+namespace {
+
+adaptive_concurrency_config small_config() {
+  adaptive_concurrency_config c;
+  c.initial_limit = 4;
+  c.min_limit = 2;
+  c.max_limit = 8;
+  c.backoff_ratio = 0.7;
+  c.growth_tolerance = 1.5;
+  c.blowup_tolerance = 3.0;
+  return c;
+}
+
+/// Feeds `n` ok samples of `latency`, each ending `latency` after the last.
+void feed_ok(adaptive_concurrency& ac, manual_time_source& clock, int n, nanoseconds latency) {
+  for (int i = 0; i < n; ++i) {
+    clock.advance(latency);
+    ac.on_sample(latency, sample_kind::ok, clock.now());
+  }
+}
+
+} // namespace
+
+TEST(AdaptiveConcurrency, StartsAtTheInitialLimit) {
+  adaptive_concurrency ac(small_config());
+  EXPECT_EQ(ac.limit(), 4u);
+  EXPECT_EQ(ac.baseline(), 0ns);
+}
+
+TEST(AdaptiveConcurrency, GrowsByOnePerWindowUnderGoodLatency) {
+  manual_time_source clock;
+  adaptive_concurrency ac(small_config());
+  // The window is the current limit: 4 good samples for 4 → 5.
+  feed_ok(ac, clock, 3, 100ms);
+  EXPECT_EQ(ac.limit(), 4u);
+  clock.advance(100ms);
+  EXPECT_EQ(ac.on_sample(100ms, sample_kind::ok, clock.now()), limit_change::increased);
+  EXPECT_EQ(ac.limit(), 5u);
+  // Then 5 for 5 → 6.
+  feed_ok(ac, clock, 4, 120ms);
+  EXPECT_EQ(ac.limit(), 5u);
+  feed_ok(ac, clock, 1, 140ms); // 1.4 × the 100 ms minimum: still good
+  EXPECT_EQ(ac.limit(), 6u);
+  EXPECT_EQ(ac.min_latency(), 100ms);
+  EXPECT_EQ(ac.increases(), 2u);
+}
+
+TEST(AdaptiveConcurrency, FixedGrowthWindow) {
+  manual_time_source clock;
+  auto c = small_config();
+  c.growth_window = 2;
+  adaptive_concurrency ac(c);
+  feed_ok(ac, clock, 6, 100ms);
+  EXPECT_EQ(ac.limit(), 7u);
+}
+
+TEST(AdaptiveConcurrency, DoesNotGrowOnSlowLatency) {
+  manual_time_source clock;
+  adaptive_concurrency ac(small_config());
+  feed_ok(ac, clock, 1, 100ms);
+  // 200 ms is over 1.5 × 100 ms but under the 3× blow-up: hold.
+  feed_ok(ac, clock, 50, 200ms);
+  EXPECT_EQ(ac.limit(), 4u);
+  EXPECT_EQ(ac.decreases(), 0u);
+}
+
+TEST(AdaptiveConcurrency, SlowSampleRestartsTheGrowthWindow) {
+  manual_time_source clock;
+  adaptive_concurrency ac(small_config());
+  feed_ok(ac, clock, 3, 100ms);
+  feed_ok(ac, clock, 1, 200ms);
+  feed_ok(ac, clock, 3, 100ms);
+  EXPECT_EQ(ac.limit(), 4u);
+  feed_ok(ac, clock, 1, 100ms);
+  EXPECT_EQ(ac.limit(), 5u);
+}
+
+TEST(AdaptiveConcurrency, CutsOnOverload) {
+  manual_time_source clock;
+  auto c = small_config();
+  c.initial_limit = 8;
+  adaptive_concurrency ac(c);
+  clock.advance(1s);
+  EXPECT_EQ(ac.on_sample(50ms, sample_kind::overloaded, clock.now()), limit_change::decreased);
+  EXPECT_EQ(ac.limit(), 5u); // floor(8 × 0.7)
+  EXPECT_EQ(ac.decreases(), 1u);
+}
+
+TEST(AdaptiveConcurrency, BurstOfOverloadsFromOneRoundCutsOnce) {
+  manual_time_source clock;
+  auto c = small_config();
+  c.initial_limit = 8;
+  adaptive_concurrency ac(c);
+  clock.advance(1s);
+  ac.on_sample(100ms, sample_kind::overloaded, clock.now());
+  // These were sent before the cut (now − latency < the cut), under the old limit.
+  clock.advance(10ms);
+  EXPECT_EQ(ac.on_sample(100ms, sample_kind::overloaded, clock.now()), limit_change::unchanged);
+  EXPECT_EQ(ac.on_sample(100ms, sample_kind::overloaded, clock.now()), limit_change::unchanged);
+  EXPECT_EQ(ac.limit(), 5u);
+  // One sent after the cut cuts again.
+  clock.advance(200ms);
+  EXPECT_EQ(ac.on_sample(100ms, sample_kind::overloaded, clock.now()), limit_change::decreased);
+  EXPECT_EQ(ac.limit(), 3u); // floor(5 × 0.7)
+}
+
+TEST(AdaptiveConcurrency, CutsOnLatencyBlowUp) {
+  manual_time_source clock;
+  auto c = small_config();
+  c.initial_limit = 8;
+  adaptive_concurrency ac(c);
+  feed_ok(ac, clock, 1, 100ms);
+  clock.advance(1s);
+  EXPECT_EQ(ac.on_sample(301ms, sample_kind::ok, clock.now()), limit_change::decreased);
+  EXPECT_EQ(ac.limit(), 5u);
+}
+
+TEST(AdaptiveConcurrency, ConfiguredTargetIsTheBaseline) {
+  manual_time_source clock;
+  auto c = small_config();
+  c.target_latency = 1s;
+  c.growth_window = 1;
+  adaptive_concurrency ac(c);
+  feed_ok(ac, clock, 1, 10ms); // far under the target: counts as good, no blow-up later
+  EXPECT_EQ(ac.baseline(), 1s);
+  EXPECT_EQ(ac.limit(), 5u);
+  feed_ok(ac, clock, 1, 1400ms); // ≤ 1.5 s
+  EXPECT_EQ(ac.limit(), 6u);
+  feed_ok(ac, clock, 1, 3100ms); // > 3 s
+  EXPECT_EQ(ac.limit(), 4u);
+}
+
+TEST(AdaptiveConcurrency, FailuresLeaveTheLimitAlone) {
+  manual_time_source clock;
+  adaptive_concurrency ac(small_config());
+  for (int i = 0; i < 20; ++i) {
+    clock.advance(1s);
+    EXPECT_EQ(ac.on_sample(10s, sample_kind::failed, clock.now()), limit_change::unchanged);
+  }
+  EXPECT_EQ(ac.limit(), 4u);
+  EXPECT_EQ(ac.min_latency(), 0ns);
+}
+
+TEST(AdaptiveConcurrency, StaysWithinBounds) {
+  manual_time_source clock;
+  adaptive_concurrency ac(small_config()); // [2, 8]
+  feed_ok(ac, clock, 1000, 100ms);
+  EXPECT_EQ(ac.limit(), 8u);
+  for (int i = 0; i < 20; ++i) {
+    clock.advance(1s);
+    ac.on_sample(1ms, sample_kind::overloaded, clock.now());
+  }
+  EXPECT_EQ(ac.limit(), 2u);
+  clock.advance(1s);
+  EXPECT_EQ(ac.on_sample(1ms, sample_kind::overloaded, clock.now()), limit_change::unchanged);
+  EXPECT_EQ(ac.limit(), 2u);
+}
+
+TEST(AdaptiveConcurrency, ResetBaselineRelearnsTheMinimum) {
+  manual_time_source clock;
+  adaptive_concurrency ac(small_config());
+  feed_ok(ac, clock, 1, 100ms);
+  ac.reset_baseline();
+  feed_ok(ac, clock, 1, 500ms); // would be a blow-up against 100 ms
+  EXPECT_EQ(ac.min_latency(), 500ms);
+  EXPECT_EQ(ac.limit(), 4u);
+  EXPECT_EQ(ac.decreases(), 0u);
+}
+
+TEST(AdaptiveConcurrency, OddConfigIsBroughtIntoRange) {
+  adaptive_concurrency_config c;
+  c.min_limit = 0;
+  c.max_limit = 0;
+  c.initial_limit = 10;
+  c.backoff_ratio = 1.5;
+  adaptive_concurrency ac(c);
+  EXPECT_EQ(ac.config().min_limit, 1u);
+  EXPECT_EQ(ac.config().max_limit, 1u);
+  EXPECT_EQ(ac.limit(), 1u);
+  EXPECT_LT(ac.config().backoff_ratio, 1.0);
+  EXPECT_STREQ(to_string(sample_kind::overloaded), "overloaded");
+}

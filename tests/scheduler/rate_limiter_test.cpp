@@ -1,0 +1,326 @@
+#include "scheduler/rate_limiter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+using namespace arbiter;
+using namespace arbiter::scheduler;
+using namespace std::chrono_literals;
+
+namespace {
+
+rate_limit_config limits(uint32_t rpm, uint64_t tpm) {
+  rate_limit_config cfg;
+  cfg.requests_per_minute = rpm;
+  cfg.tokens_per_minute = tpm;
+  cfg.max_retry_after = 60s;
+  cfg.backoff_base = 500ms;
+  cfg.backoff_cap = 8s;
+  return cfg;
+}
+
+/// A header lookup over a map of lower-case names.
+header_lookup lookup_in(const std::map<std::string, std::string>& headers) {
+  return [&headers](std::string_view name) -> std::optional<std::string_view> {
+    auto it = headers.find(std::string{name});
+    if (it == headers.end()) {
+      return std::nullopt;
+    }
+    return std::string_view{it->second};
+  };
+}
+
+/// Admits until the limiter says wait; returns how many were admitted.
+int drain(rate_limiter& limiter, uint64_t tokens = 0) {
+  int admitted = 0;
+  while (limiter.try_acquire(tokens).admitted()) {
+    ++admitted;
+    if (admitted > 1'000'000) {
+      break;
+    }
+  }
+  return admitted;
+}
+
+} // namespace
+
+TEST(RateLimiter, RefillsContinuouslyOverTime) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock}; // one request per second
+  EXPECT_EQ(drain(limiter), 60);
+
+  auto d = limiter.try_acquire();
+  EXPECT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::requests);
+  EXPECT_EQ(d.until, clock.now() + 1s);
+
+  clock.advance(500ms);
+  d = limiter.try_acquire();
+  EXPECT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.until, clock.now() + 500ms);
+  EXPECT_NEAR(limiter.available_requests(), 0.5, 1e-9);
+
+  clock.advance(500ms);
+  EXPECT_TRUE(limiter.try_acquire().admitted());
+  EXPECT_FALSE(limiter.try_acquire().admitted());
+
+  clock.advance(5s);
+  EXPECT_EQ(drain(limiter), 5);
+}
+
+TEST(RateLimiter, RefillStopsAtTheLimit) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  EXPECT_EQ(drain(limiter), 60);
+  clock.advance(10min);
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 60.0);
+  EXPECT_EQ(drain(limiter), 60);
+}
+
+TEST(RateLimiter, TokenBucketBlocksBigRequestsWithoutTakingAnything) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 6000), clock}; // 100 tokens per second
+  EXPECT_TRUE(limiter.try_acquire(5000).admitted());
+
+  auto d = limiter.try_acquire(2000);
+  EXPECT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::tokens);
+  EXPECT_EQ(d.until, clock.now() + 10s); // 1000 missing at 100/s
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), 1000.0);
+
+  // A smaller request still fits now.
+  EXPECT_TRUE(limiter.try_acquire(1000).admitted());
+  EXPECT_FALSE(limiter.try_acquire(1).admitted());
+
+  clock.advance(20s);
+  EXPECT_TRUE(limiter.try_acquire(2000).admitted());
+}
+
+TEST(RateLimiter, RequestsLargerThanTheTokenLimitAreRejected) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 6000), clock};
+  auto d = limiter.try_acquire(6001);
+  EXPECT_EQ(d.kind, acquire_decision_kind::reject_too_large);
+  EXPECT_FALSE(d.admitted());
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 60.0);
+  EXPECT_TRUE(limiter.try_acquire(6000).admitted());
+}
+
+TEST(RateLimiter, WaitsForTheLaterOfBothBuckets) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 600), clock}; // 1 request/s, 10 tokens/s
+  EXPECT_TRUE(limiter.try_acquire(600).admitted());
+  EXPECT_EQ(drain(limiter), 59);
+  auto d = limiter.try_acquire(50);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::tokens);
+  EXPECT_EQ(d.until, clock.now() + 5s);
+  d = limiter.try_acquire(5);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::requests);
+  EXPECT_EQ(d.until, clock.now() + 1s);
+}
+
+TEST(RateLimiter, HeaderCorrectionLowersRemaining) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 6000), clock};
+  rate_limit_headers h;
+  h.remaining_requests = 0;
+  h.remaining_tokens = 3000;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), 3000.0);
+  auto d = limiter.try_acquire(10);
+  EXPECT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::requests);
+  EXPECT_EQ(d.until, clock.now() + 1s);
+}
+
+TEST(RateLimiter, HeadersNeverRaiseTheLevel) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE(limiter.try_acquire().admitted());
+  }
+  rate_limit_headers h;
+  h.remaining_requests = 59;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 10.0);
+}
+
+TEST(RateLimiter, ResetLaterThanOurRefillLowersTheLevel) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  rate_limit_headers h;
+  h.reset_requests = 30s; // full again in 30 s: 30 requests are used up
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 30.0);
+  h.reset_requests = 6min; // a window longer than ours: empty
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 0.0);
+}
+
+TEST(RateLimiter, ReportedLimitLowersButNeverRaisesTheCapacity) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(600, 0), clock};
+  rate_limit_headers h;
+  h.limit_requests = 60;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 60.0);
+  clock.advance(10min);
+  EXPECT_EQ(drain(limiter), 60);
+
+  h.limit_requests = 6000;
+  limiter.on_headers(h);
+  clock.advance(10min);
+  EXPECT_EQ(drain(limiter), 600);
+}
+
+TEST(RateLimiter, ParsesRateLimitHeaders) {
+  std::map<std::string, std::string> headers{
+    {"x-ratelimit-limit-requests", "60"},
+    {"x-ratelimit-limit-tokens", "150000"},
+    {"x-ratelimit-remaining-requests", "59"},
+    {"x-ratelimit-remaining-tokens", "-1"}, // Azure
+    {"x-ratelimit-reset-requests", "1s"},
+    {"x-ratelimit-reset-tokens", "6m0s"},
+  };
+  auto h = parse_rate_limit_headers(lookup_in(headers));
+  EXPECT_EQ(h.limit_requests, std::optional<uint64_t>{60});
+  EXPECT_EQ(h.limit_tokens, std::optional<uint64_t>{150000});
+  EXPECT_EQ(h.remaining_requests, std::optional<uint64_t>{59});
+  EXPECT_FALSE(h.remaining_tokens.has_value());
+  EXPECT_EQ(h.reset_requests, std::optional<nanoseconds>{1s});
+  EXPECT_EQ(h.reset_tokens, std::optional<nanoseconds>{6min});
+
+  auto none = parse_rate_limit_headers(lookup_in({}));
+  EXPECT_FALSE(none.limit_requests || none.limit_tokens || none.remaining_requests
+               || none.remaining_tokens || none.reset_requests || none.reset_tokens);
+}
+
+TEST(RateLimiter, ParsesResetDurations) {
+  struct row {
+    const char* text;
+    std::optional<nanoseconds> expected;
+  };
+  const row table[] = {
+    {"1s", 1s},
+    {"6m0s", 6min},
+    {"20ms", 20ms},
+    {"0.5s", 500ms},
+    {"1h2m3.5s", 1h + 2min + 3500ms},
+    {"12ms", 12ms},
+    {"1.5m", 90s},
+    {"250us", 250us},
+    {"250\xC2\xB5s", 250us},
+    {"100ns", 100ns},
+    {"2", 2s},
+    {" 3s ", 3s},
+    {"0s", 0s},
+    {"", std::nullopt},
+    {"s", std::nullopt},
+    {"-1s", std::nullopt},
+    {"5x", std::nullopt},
+    {"1s2", std::nullopt},
+    {"1.2.3s", std::nullopt},
+    {"abc", std::nullopt},
+  };
+  for (const auto& r : table) {
+    EXPECT_EQ(parse_reset_duration(r.text), r.expected) << "'" << r.text << "'";
+  }
+}
+
+TEST(RateLimiter, ParsesRetryAfter) {
+  EXPECT_EQ(parse_retry_after("5", "retry-after"), std::optional<nanoseconds>{5s});
+  EXPECT_EQ(parse_retry_after("0.5", "Retry-After"), std::optional<nanoseconds>{500ms});
+  EXPECT_EQ(parse_retry_after("1500", "retry-after-ms"), std::optional<nanoseconds>{1500ms});
+  EXPECT_EQ(parse_retry_after("20.5", "Retry-After-Ms"), std::optional<nanoseconds>{20500us});
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", "retry-after"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("-1", "retry-after"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("", "retry-after"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("5", "x-retry"), std::nullopt);
+}
+
+TEST(RateLimiter, RetryAfterMsTakesPrecedence) {
+  std::map<std::string, std::string> both{{"retry-after", "2"}, {"retry-after-ms", "1500"}};
+  EXPECT_EQ(retry_after_from_headers(lookup_in(both)), std::optional<nanoseconds>{1500ms});
+  std::map<std::string, std::string> bad_ms{{"retry-after", "2"}, {"retry-after-ms", "soon"}};
+  EXPECT_EQ(retry_after_from_headers(lookup_in(bad_ms)), std::optional<nanoseconds>{2s});
+  EXPECT_EQ(retry_after_from_headers(lookup_in({})), std::nullopt);
+}
+
+TEST(RateLimiter, HonoursRetryAfterOnceThenBacksOff) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 0), clock};
+  limiter.on_rate_limited(5s);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() + 5s);
+  clock.advance(4s);
+  auto d = limiter.try_acquire();
+  EXPECT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::backoff);
+  EXPECT_EQ(d.until, clock.now() + 1s);
+  clock.advance(1s);
+  EXPECT_TRUE(limiter.try_acquire().admitted());
+
+  // The next 429 carries no header: the endpoint's own backoff, second in the run.
+  limiter.on_rate_limited(std::nullopt);
+  EXPECT_EQ(limiter.consecutive_rate_limited(), 2u);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() + 1s);
+}
+
+TEST(RateLimiter, RetryAfterIsCappedAtTheMaximum) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  limiter.on_rate_limited(1h);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() + 60s);
+  clock.advance(60s);
+  EXPECT_TRUE(limiter.try_acquire().admitted());
+}
+
+TEST(RateLimiter, ShorterLaterRetryAfterDoesNotShortenTheBlock) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  limiter.on_rate_limited(10s);
+  auto until = limiter.blocked_until();
+  limiter.on_rate_limited(2s);
+  EXPECT_EQ(limiter.blocked_until(), until);
+}
+
+TEST(RateLimiter, RateLimitsWithoutHeaderBackOffExponentiallyAndResetAfterSuccess) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  const nanoseconds expected[] = {500ms, 1s, 2s, 4s, 8s, 8s};
+  for (auto pause : expected) {
+    limiter.on_rate_limited(std::nullopt);
+    EXPECT_EQ(limiter.blocked_until(), clock.now() + pause);
+    clock.advance(pause);
+  }
+  EXPECT_EQ(limiter.consecutive_rate_limited(), 6u);
+
+  limiter.on_success();
+  EXPECT_EQ(limiter.consecutive_rate_limited(), 0u);
+  limiter.on_rate_limited(std::nullopt);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() + 500ms);
+}
+
+TEST(RateLimiter, ZeroRetryAfterFallsBackToBackoff) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(60, 0), clock};
+  limiter.on_rate_limited(0s);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() + 500ms);
+}
+
+TEST(RateLimiter, UnlimitedWhenLimitsAreZero) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 0), clock};
+  rate_limit_headers h;
+  h.remaining_requests = 0;
+  h.remaining_tokens = 0;
+  h.limit_requests = 1;
+  limiter.on_headers(h); // no bucket to correct
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_TRUE(limiter.try_acquire(1'000'000'000).admitted()) << i;
+  }
+  EXPECT_TRUE(std::isinf(limiter.available_requests()));
+  EXPECT_TRUE(std::isinf(limiter.available_tokens()));
+}
