@@ -1,0 +1,371 @@
+"""Tests of build/arbiter-fake-provider over real HTTP (stdlib only)."""
+
+import http.client
+import json
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+BIN = os.environ.get("FAKE_PROVIDER_BIN", "/work/main/build/arbiter-fake-provider")
+
+
+class Provider:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen(
+            [BIN, "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        line = self.proc.stdout.readline()
+        m = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", line.strip())
+        assert m, f"unexpected first line {line!r}"
+        self.port = int(m.group(1))
+
+    def conn(self, timeout=5.0):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, timeout=5.0, raw=None):
+        c = self.conn(timeout)
+        try:
+            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+            c.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+        finally:
+            c.close()
+
+    def post(self, path, body, **kw):
+        status, headers, text = self.request("POST", path, body, **kw)
+        return status, headers, text
+
+    def post_json(self, path, body):
+        status, headers, text = self.post(path, body)
+        return status, headers, json.loads(text)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=5)
+
+
+@pytest.fixture
+def start():
+    started = []
+
+    def _start(*args):
+        p = Provider(*args)
+        started.append(p)
+        return p
+
+    yield _start
+    for p in started:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
+@pytest.fixture
+def fp(start):
+    return start()
+
+
+def judge(candidate, reference, **extra):
+    content = f"Score the answer.\nReference: {reference}\nCandidate: {candidate}"
+    return {"model": "judge", "messages": [{"role": "system", "content": "be fair"},
+                                           {"role": "user", "content": content}], **extra}
+
+
+def reward_of(body, i=0):
+    m = re.fullmatch(r"REWARD: (\d\.\d{3})", body["choices"][i]["message"]["content"])
+    assert m, body
+    return float(m.group(1))
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+def embed(fp, texts):
+    status, _, body = fp.post_json("/v1/embeddings", {"model": "e", "input": texts})
+    assert status == 200
+    return [d["embedding"] for d in body["data"]]
+
+
+# --- endpoints -------------------------------------------------------------------------
+
+def test_health_and_stats(fp):
+    status, _, text = fp.request("GET", "/health")
+    assert status == 200 and json.loads(text)["status"] == "ok"
+    fp.post("/v1/embeddings", {"input": "x"})
+    fp.post("/v1/embeddings", {"input": 3})
+    status, _, text = fp.request("GET", "/stats")
+    stats = json.loads(text)
+    assert status == 200
+    assert stats["requests"]["/v1/embeddings"] == {"200": 1, "400": 1}
+    assert stats["requests_total"] == 2
+    assert stats["rate_limited_total"] == 0
+    assert stats["max_concurrent"] == 1 and stats["in_flight"] == 0
+
+
+def test_judge_identical_is_one(fp):
+    status, _, body = fp.post_json("/v1/chat/completions", judge("the cat sat", "The cat sat."))
+    assert status == 200
+    assert body["object"] == "chat.completion"
+    assert body["choices"][0]["message"]["role"] == "assistant"
+    assert body["choices"][0]["finish_reason"] == "stop"
+    assert reward_of(body) == 1.0
+    assert set(body["usage"]) == {"prompt_tokens", "completion_tokens", "total_tokens"}
+
+
+def test_judge_partial_and_disjoint(fp):
+    _, _, body = fp.post_json("/v1/chat/completions", judge("the cat sat down", "the cat sat"))
+    assert reward_of(body) == 0.75
+    _, _, body = fp.post_json("/v1/chat/completions", judge("dogs bark", "the cat sat"))
+    assert reward_of(body) == 0.0
+
+
+def test_judge_n_and_logprobs_deterministic(fp):
+    req = judge("a b c", "a b d", n=3, logprobs=True)
+    _, _, first = fp.post_json("/v1/chat/completions", req)
+    _, _, second = fp.post_json("/v1/chat/completions", req)
+    assert [c["index"] for c in first["choices"]] == [0, 1, 2]
+    for i in range(3):
+        assert 0.0 <= reward_of(first, i) <= 1.0
+        lp = first["choices"][i]["logprobs"]["content"]
+        assert "".join(t["token"] for t in lp) == first["choices"][i]["message"]["content"]
+        assert all(-0.5 <= t["logprob"] <= 0 for t in lp)
+    assert first["choices"] == second["choices"]
+
+
+def test_chat_content_parts_and_plain_prompt(fp):
+    req = {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "Reference: x y"}, {"type": "text", "text": "Candidate: x y"}]}]}
+    _, _, body = fp.post_json("/v1/chat/completions", req)
+    assert reward_of(body) == 1.0
+    _, _, body = fp.post_json("/v1/chat/completions",
+                              {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 5})
+    assert len(body["choices"][0]["message"]["content"].split()) == 5
+
+
+def test_completions_with_logprobs(fp):
+    req = {"model": "m", "prompt": ["one", "two"], "max_tokens": 4, "logprobs": 1, "n": 2}
+    status, _, body = fp.post_json("/v1/completions", req)
+    assert status == 200 and body["object"] == "text_completion"
+    assert [c["index"] for c in body["choices"]] == [0, 1, 2, 3]
+    c = body["choices"][0]
+    assert len(c["text"].split()) == 4
+    assert "".join(c["logprobs"]["tokens"]) == c["text"]
+    assert len(c["logprobs"]["token_logprobs"]) == 4 and len(c["logprobs"]["text_offset"]) == 4
+    assert body["choices"][0]["text"] == body["choices"][1]["text"]
+    _, _, again = fp.post_json("/v1/completions", req)
+    assert again["choices"] == body["choices"]
+    assert body["usage"]["completion_tokens"] == 16
+
+
+def test_embeddings_shape_and_geometry(fp):
+    status, _, body = fp.post_json("/v1/embeddings", {"model": "e", "input": "hello world"})
+    assert status == 200 and body["object"] == "list"
+    assert body["data"][0]["object"] == "embedding" and body["data"][0]["index"] == 0
+    v = body["data"][0]["embedding"]
+    assert len(v) == 64
+    assert abs(math.sqrt(sum(x * x for x in v)) - 1) < 1e-5
+    a, a2, sim, far = embed(fp, ["the cat sat on the mat", "the cat sat on the mat",
+                                 "the cat sat on a mat", "quantum chromodynamics lattice"])
+    assert a == a2 and embed(fp, ["the cat sat on the mat"])[0] == a
+    assert abs(cosine(a, a2) - 1) < 1e-6
+    assert cosine(a, sim) > cosine(a, far) + 0.3
+    _, _, body = fp.post_json("/v1/embeddings", {"input": "x", "dimensions": 8})
+    assert len(body["data"][0]["embedding"]) == 8
+
+
+def test_tei_embed(fp):
+    status, _, body = fp.post_json("/embed", {"inputs": "hello world"})
+    assert status == 200 and len(body) == 1 and len(body[0]) == 64
+    _, _, both = fp.post_json("/embed", {"inputs": ["hello world", "other"]})
+    assert len(both) == 2 and both[0] == body[0]
+    assert body[0] == embed(fp, ["hello world"])[0]
+
+
+def test_tei_predict_nli(fp):
+    req = {"inputs": [["a cat sat on the mat", "a cat sat"],
+                      ["the cat sat", "the cat did not sit"],
+                      ["the cat sat", "stocks fell sharply"]]}
+    status, _, body = fp.post_json("/predict", req)
+    assert status == 200 and len(body) == 3
+    for labels in body:
+        assert {x["label"] for x in labels} == {"entailment", "neutral", "contradiction"}
+        assert abs(sum(x["score"] for x in labels) - 1) < 1e-9
+        assert labels == sorted(labels, key=lambda x: -x["score"])
+    assert [labels[0]["label"] for labels in body] == ["entailment", "contradiction", "neutral"]
+    _, _, single = fp.post_json("/predict", {"inputs": ["a cat sat on the mat", "a cat sat"]})
+    assert single == body[0]
+
+
+def test_compute_info_gain(fp):
+    req = {"items": [
+        {"question": "who wrote it", "context": "Alice wrote the book", "answers": ["Alice"]},
+        {"question": "who is Alice", "context": "nothing", "answers": "Alice"},
+        {"question": "missing answers", "context": "c"},
+    ]}
+    status, _, body = fp.post_json("/compute_info_gain", req)
+    assert status == 200
+    assert body["scores"][:2] == [1.0, 0.0] and body["scores"][2] is None
+    assert body["errors"][:2] == [None, None] and "answers" in body["errors"][2]
+    assert body["details"][0] == {"with_context": 1.0, "without_context": 0.0}
+
+
+def test_bad_requests_and_unknown_path(fp):
+    for path, raw in [("/v1/chat/completions", "{not json"),
+                      ("/v1/chat/completions", '{"model": "m"}'),
+                      ("/v1/chat/completions", '{"messages": [{"content": "x"}]}'),
+                      ("/v1/completions", '{"prompt": 5}'),
+                      ("/v1/embeddings", '{"input": []}'),
+                      ("/predict", '{"inputs": [["only one"]]}'),
+                      ("/compute_info_gain", '[]'),
+                      ("/embed", '{"inputs": "x"} trailing')]:
+        status, _, text = fp.request("POST", path, raw=raw)
+        assert status == 400, (path, raw, text)
+        err = json.loads(text)["error"]
+        assert err["type"] == "invalid_request_error" and err["message"]
+    status, _, text = fp.request("POST", "/v2/nothing", raw="{}")
+    assert status == 404 and json.loads(text)["error"]["code"] == "not_found"
+
+
+# --- limits ----------------------------------------------------------------------------
+
+def test_rpm_limit(start):
+    fp = start("--rpm", "3")
+    remaining = []
+    for _ in range(3):
+        status, headers, _ = fp.post("/v1/embeddings", {"input": "x"})
+        assert status == 200
+        assert headers["x-ratelimit-limit-requests"] == "3"
+        assert re.fullmatch(r"(\d+h)?(\d+m)?\d+(\.\d+)?s|\d+ms", headers["x-ratelimit-reset-requests"])
+        remaining.append(int(headers["x-ratelimit-remaining-requests"]))
+    assert remaining == [2, 1, 0]
+    status, headers, text = fp.post("/v1/embeddings", {"input": "x"})
+    assert status == 429
+    assert int(headers["retry-after"]) >= 1
+    assert 0 < int(headers["retry-after-ms"]) <= 20000
+    assert headers["x-ratelimit-remaining-requests"] == "0"
+    err = json.loads(text)["error"]
+    assert err["type"] == "requests" and err["code"] == "rate_limit_exceeded"
+    stats = json.loads(fp.request("GET", "/stats")[2])
+    assert stats["rate_limited_total"] == 1
+    assert stats["requests"]["/v1/embeddings"] == {"200": 3, "429": 1}
+
+
+def test_tpm_limit(start):
+    fp = start("--tpm", "10")
+    status, headers, _ = fp.post("/v1/embeddings", {"input": "one two three four five six"})
+    assert status == 200 and headers["x-ratelimit-remaining-tokens"] == "4"
+    status, headers, text = fp.post("/v1/embeddings", {"input": "one two three four five"})
+    assert status == 429 and json.loads(text)["error"]["type"] == "tokens"
+    assert int(headers["retry-after"]) >= 1 and "x-ratelimit-reset-tokens" in headers
+
+
+def test_max_concurrency(start):
+    fp = start("--max-concurrency", "1", "--latency-median-ms", "400", "--latency-p99-ms", "400")
+    results = []
+    t = threading.Thread(target=lambda: results.append(fp.post("/embed", {"inputs": "a"})[0]))
+    t.start()
+    time.sleep(0.15)
+    status, headers, text = fp.post("/embed", {"inputs": "b"})
+    t.join()
+    assert results == [200]
+    assert status == 429 and headers["retry-after"] == "1"
+    assert json.loads(text)["error"]["type"] == "concurrency"
+    assert json.loads(fp.request("GET", "/stats")[2])["max_concurrent"] == 1
+
+
+def test_latency(start):
+    fp = start("--latency-median-ms", "150", "--latency-p99-ms", "150")
+    t0 = time.monotonic()
+    assert fp.post("/embed", {"inputs": "a"})[0] == 200
+    assert 0.14 <= time.monotonic() - t0 < 1.0
+
+
+# --- faults ----------------------------------------------------------------------------
+
+def test_error_500(start):
+    fp = start("--error-rate-500", "1.0")
+    status, _, text = fp.post("/v1/chat/completions", judge("a", "a"))
+    assert status == 500 and json.loads(text)["error"]["type"] == "server_error"
+
+
+def test_error_503(start):
+    fp = start("--error-rate-503", "1.0")
+    status, _, text = fp.post("/embed", {"inputs": "a"})
+    assert status == 503 and json.loads(text)["error"]["code"] == "service_unavailable"
+
+
+def test_outage_window(start):
+    fp = start("--outage", "0:60")
+    status, _, text = fp.post("/embed", {"inputs": "a"})
+    assert status == 503 and "outage" in json.loads(text)["error"]["message"]
+    assert fp.request("GET", "/health")[0] == 200
+    later = start("--outage", "100:200")
+    assert later.post("/embed", {"inputs": "a"})[0] == 200
+
+
+def test_malformed_body(start):
+    fp = start("--error-rate-malformed", "1.0")
+    status, _, text = fp.post("/v1/chat/completions", judge("a", "a"))
+    assert status == 200
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+
+
+def test_connection_reset(start):
+    fp = start("--error-rate-reset", "1.0")
+    with pytest.raises((ConnectionError, http.client.HTTPException)):
+        fp.post("/embed", {"inputs": "a"})
+
+
+def test_timeout_never_answers(start):
+    fp = start("--error-rate-timeout", "1.0")
+    with pytest.raises((socket.timeout, TimeoutError)):
+        fp.post("/embed", {"inputs": "a"}, timeout=0.3)
+    time.sleep(0.05)
+    stats = json.loads(fp.request("GET", "/stats")[2])
+    assert stats["faults"]["timeout"] == 1
+
+
+def test_faults_deterministic_for_seed(start):
+    def sequence(seed):
+        fp = start("--seed", seed, "--error-rate-500", "0.5")
+        return [fp.post("/embed", {"inputs": "a"})[0] for _ in range(20)]
+
+    first = sequence("7")
+    assert first == sequence("7")
+    assert set(first) == {200, 500}
+
+
+# --- lifecycle -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_exits_zero(start, sig):
+    fp = start()
+    assert fp.request("GET", "/health")[0] == 200
+    assert fp.stop(sig) == 0
+
+
+def test_keep_alive_and_hang_does_not_block_others(start):
+    fp = start("--error-rate-timeout", "0.0")
+    c = fp.conn()
+    for _ in range(3):
+        c.request("POST", "/embed", body=json.dumps({"inputs": "a"}))
+        r = c.getresponse()
+        assert r.status == 200 and json.loads(r.read())
+    c.close()
+    hanging = start("--error-rate-timeout", "1.0")
+    h = hanging.conn(timeout=2)
+    h.request("POST", "/embed", body=json.dumps({"inputs": "a"}))
+    assert hanging.request("GET", "/health")[0] == 200
+    assert json.loads(hanging.request("GET", "/stats")[2])["in_flight"] == 1
+    h.close()
