@@ -11,6 +11,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git python3 python3-pip
   libcaf-dev                 # actors (CAF 0.17.6)
   libboost-dev               # Beast and Asio (header-only)
+  libssl-dev                 # TLS for remote backends
   libsimdjson-dev            # JSON in
   nlohmann-json3-dev         # JSON out (/info)
   prometheus-cpp-dev         # metrics
