@@ -362,6 +362,25 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     }
   }
 
+  /// Whether `j` already ended (cancelled, shut down) while `c` was being set up or used; if
+  /// so, drops `c` and starts waiting work.
+  bool abandoned(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c) {
+    if (!j->finished) {
+      return false;
+    }
+    discard(c);
+    pump();
+    return true;
+  }
+
+  /// Drops `c`, fails `j` with `kind` and `message`, and starts waiting work.
+  void fail_setup(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
+                  http_error kind, std::string message) {
+    discard(c);
+    finish(j, failure(kind, std::move(message)));
+    pump();
+  }
+
   void connect_new(const std::shared_ptr<job>& j) {
     ++open;
     auto c = std::make_shared<connection>(strand, tls_context ? &*tls_context : nullptr);
@@ -376,15 +395,12 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
 
   void on_resolved(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
                    beast::error_code ec, const tcp::resolver::results_type& results) {
-    if (j->finished) {
-      discard(c);
-      return pump();
+    if (abandoned(j, c)) {
+      return;
     }
     if (ec) {
-      discard(c);
-      finish(j, failure(http_error::connect_failed,
-                        "cannot resolve " + endpoint->host + ": " + ec.message()));
-      return pump();
+      return fail_setup(j, c, http_error::connect_failed,
+                        "cannot resolve " + endpoint->host + ": " + ec.message());
     }
     c->tcp().expires_after(opts.connect_timeout);
     c->tcp().async_connect(results, [self = shared_from_this(), j, c](
@@ -395,18 +411,15 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
 
   void on_connected(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
                     beast::error_code ec) {
-    if (j->finished) {
-      discard(c);
-      return pump();
+    if (abandoned(j, c)) {
+      return;
     }
     if (ec) {
-      discard(c);
-      finish(j, failure(http_error::connect_failed,
+      return fail_setup(j, c, http_error::connect_failed,
                         ec == beast::error::timeout
                           ? "connect to " + where + " timed out after "
                               + std::to_string(opts.connect_timeout.count()) + " ms"
-                          : "connect to " + where + " failed: " + ec.message()));
-      return pump();
+                          : "connect to " + where + " failed: " + ec.message());
     }
     if (!c->tls) {
       return exchange(j, c);
@@ -416,9 +429,8 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     bool is_ip = !address_ec;
     // SNI carries host names only (RFC 6066).
     if (!is_ip && SSL_set_tlsext_host_name(c->tls->native_handle(), endpoint->host.c_str()) != 1) {
-      discard(c);
-      finish(j, failure(http_error::tls_failed, "cannot set TLS SNI for " + endpoint->host));
-      return pump();
+      return fail_setup(j, c, http_error::tls_failed,
+                        "cannot set TLS SNI for " + endpoint->host);
     }
     if (!opts.insecure_skip_verify) {
       c->tls->set_verify_callback(ssl::host_name_verification(endpoint->host));
@@ -432,18 +444,15 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
 
   void on_handshake(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
                     beast::error_code ec) {
-    if (j->finished) {
-      discard(c);
-      return pump();
+    if (abandoned(j, c)) {
+      return;
     }
     if (ec) {
-      discard(c);
-      finish(j, failure(http_error::tls_failed,
+      return fail_setup(j, c, http_error::tls_failed,
                         ec == beast::error::timeout
                           ? "TLS handshake with " + where + " timed out after "
                               + std::to_string(opts.connect_timeout.count()) + " ms"
-                          : "TLS handshake with " + where + " failed: " + ec.message()));
-      return pump();
+                          : "TLS handshake with " + where + " failed: " + ec.message());
     }
     exchange(j, c);
   }
@@ -467,9 +476,8 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
 
   void on_written(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
                   beast::error_code ec) {
-    if (j->finished) {
-      discard(c);
-      return pump();
+    if (abandoned(j, c)) {
+      return;
     }
     if (ec) {
       return on_attempt_error(j, c, ec);
@@ -484,9 +492,8 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
 
   void on_read(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
                beast::error_code ec) {
-    if (j->finished) {
-      discard(c);
-      return pump();
+    if (abandoned(j, c)) {
+      return;
     }
     if (ec) {
       return on_attempt_error(j, c, ec);
