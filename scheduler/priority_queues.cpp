@@ -74,14 +74,4 @@ bool priority_queues::remove(task_id id) {
   return true;
 }
 
-std::vector<std::string> priority_queues::waiting_capabilities(size_t cls) const {
-  std::vector<std::string> result;
-  for (const auto& [capability, tasks] : classes_.at(cls).by_capability) {
-    if (!tasks.empty()) {
-      result.push_back(capability);
-    }
-  }
-  return result;
-}
-
 } // namespace arbiter::scheduler

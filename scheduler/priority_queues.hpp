@@ -71,9 +71,6 @@ public:
   /// Removes the task `id` wherever it waits. Returns false when it is not queued.
   bool remove(task_id id);
 
-  /// The capabilities that have tasks waiting in `cls`.
-  std::vector<std::string> waiting_capabilities(size_t cls) const;
-
   /// Calls `fn(capability)` for each capability with tasks waiting in `cls`, without copying.
   /// `fn` may pop tasks, but must not push.
   template <class F>

@@ -149,7 +149,7 @@ std::vector<dispatch_batch> scheduler_core::dispatch() {
   return out;
 }
 
-void scheduler_core::release_batch(batch_id, const inflight_batch& batch) {
+void scheduler_core::release_batch(const inflight_batch& batch) {
   sources_.on_complete(batch.source);
   if (auto gauge = inflight_gauges_.find(batch.source); gauge != inflight_gauges_.end()) {
     gauge->second->Decrement();
@@ -164,7 +164,7 @@ void scheduler_core::settle(batch_id id, Fill&& fill) {
   }
   auto batch = std::move(found->second);
   batches_.erase(found);
-  release_batch(id, batch);
+  release_batch(batch);
   std::vector<request_id> done;
   for (size_t i = 0; i < batch.items.size(); ++i) {
     auto [rid, index] = batch.items[i];

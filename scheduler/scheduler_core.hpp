@@ -68,11 +68,6 @@ public:
   /// Removes a source. Its in-flight items fail with `worker_failed`.
   void remove_source(source_id id, const std::string& reason);
 
-  /// The index of the priority class called `name`.
-  std::optional<size_t> find_priority(std::string_view name) const {
-    return queues_.find_class(name);
-  }
-
   /// Admits or refuses a request. On admission the core owns the items and will finish the
   /// request (see `take_finished`); on refusal nothing was queued and the caller answers the
   /// client with the result's reason and Retry-After. Items whose capability no source serves
@@ -145,7 +140,7 @@ private:
   /// Ends every item of `id` that has not ended, with `code`.
   void fail_remaining(request_id id, errc code, const std::string& reason);
   void finish(request_id id);
-  void release_batch(batch_id id, const inflight_batch& batch);
+  void release_batch(const inflight_batch& batch);
   /// Ends every still-running item of `batch` with the result `fill(result, position,
   /// item)` writes, then finishes the requests that completed.
   template <class Fill>
