@@ -86,6 +86,16 @@ def reward_of(body, i=0):
     return float(m.group(1))
 
 
+def go_seconds(text):
+    """Seconds in a Go-style duration such as `20ms`, `1.5s` or `6m0s`."""
+    m = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m(?!s))?(?:(\d+(?:\.\d+)?)s)?|(\d+)ms", text)
+    assert m and text, text
+    if m.group(4):
+        return int(m.group(4)) / 1000
+    h, mi, sec = (float(g) if g else 0.0 for g in m.groups()[:3])
+    return h * 3600 + mi * 60 + sec
+
+
 def cosine(a, b):
     return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
@@ -150,6 +160,103 @@ def test_chat_content_parts_and_plain_prompt(fp):
     _, _, body = fp.post_json("/v1/chat/completions",
                               {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 5})
     assert len(body["choices"][0]["message"]["content"].split()) == 5
+
+
+def test_models_lists_the_model_and_costs_nothing(start):
+    fp = start("--rpm", "1")
+    status, _, text = fp.request("GET", "/v1/models")
+    assert status == 200
+    assert json.loads(text) == {"object": "list", "data": [
+        {"id": "fake-model", "object": "model", "owned_by": "arbiter-fake-provider"}]}
+    assert fp.post("/embed", {"inputs": "a"})[0] == 200
+    assert fp.post("/embed", {"inputs": "a"})[0] == 429
+    # Not rate limited, not counted, GET only.
+    assert fp.request("GET", "/v1/models")[0] == 200
+    assert fp.request("POST", "/v1/models", raw="{}")[0] == 405
+    stats = json.loads(fp.request("GET", "/stats")[2])
+    assert stats["requests_total"] == 2 and "/v1/models" not in stats["requests"]
+    named = start("--model", "judge-x")
+    assert json.loads(named.request("GET", "/v1/models")[2])["data"][0]["id"] == "judge-x"
+    _, _, body = named.post_json("/v1/chat/completions",
+                                 {"messages": [{"role": "user", "content": "hi"}]})
+    assert body["model"] == "judge-x"
+    _, _, body = named.post_json("/v1/chat/completions",
+                                 {"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert body["model"] == "m"
+
+
+def chat_text(fp, **extra):
+    req = {"messages": [{"role": "user", "content": "tell me more"}], "max_tokens": 12, **extra}
+    status, _, body = fp.post_json("/v1/chat/completions", req)
+    assert status == 200, body
+    return body
+
+
+def test_chat_stop_cuts_before_the_first_stop_string(fp):
+    full = chat_text(fp)
+    text = full["choices"][0]["message"]["content"]
+    assert full["choices"][0]["finish_reason"] == "length"
+    words = text.split()
+    assert len(words) == 12
+    # A word that first occurs in the middle: cut just before its first occurrence.
+    stop_word = next(w for w in words[3:] if text.find(" " + w) > 0)
+    cut = text[: text.find(" " + stop_word)]
+    body = chat_text(fp, stop=" " + stop_word, logprobs=True, n=2)
+    for c in body["choices"]:
+        assert c["message"]["content"] == cut and c["finish_reason"] == "stop"
+        assert "".join(t["token"] for t in c["logprobs"]["content"]) == cut
+    assert body["usage"]["completion_tokens"] == 2 * len(cut.split())
+    # A list: the earliest occurrence of any of them wins; a stop string never found and
+    # null change nothing; empty strings are ignored.
+    first_two = " ".join(words[:2])
+    body = chat_text(fp, stop=["never-generated", " " + words[2], " " + stop_word])
+    assert body["choices"][0]["message"]["content"] == first_two
+    for stop in (None, "never-generated", [], [""]):
+        body = chat_text(fp, stop=stop)
+        assert body["choices"][0]["message"]["content"] == text
+        assert body["choices"][0]["finish_reason"] == "length"
+
+
+def test_judge_honours_stop(fp):
+    _, _, body = fp.post_json("/v1/chat/completions", judge("the cat sat down", "the cat sat",
+                                                            stop="\n"))
+    assert reward_of(body) == 0.75 and body["choices"][0]["finish_reason"] == "stop"
+    _, _, body = fp.post_json("/v1/chat/completions", judge("the cat sat down", "the cat sat",
+                                                            stop=["5", "."]))
+    assert body["choices"][0]["message"]["content"] == "REWARD: 0"
+    assert body["choices"][0]["finish_reason"] == "stop"
+
+
+def test_completions_stop(fp):
+    req = {"prompt": ["one", "two"], "max_tokens": 6}
+    _, _, full = fp.post_json("/v1/completions", req)
+    text = full["choices"][0]["text"]
+    stop_word = text.split()[2]
+    cut = text[: text.find(" " + stop_word)]
+    _, _, body = fp.post_json("/v1/completions", {**req, "stop": [" " + stop_word], "logprobs": 0})
+    first = body["choices"][0]
+    assert first["text"] == cut and first["finish_reason"] == "stop"
+    assert "".join(first["logprobs"]["tokens"]) == cut
+    # Each prompt's text is cut on its own.
+    other = full["choices"][1]["text"]
+    if " " + stop_word in other:
+        want = (other[: other.find(" " + stop_word)], "stop")
+    else:
+        want = (other, "length")
+    assert (body["choices"][1]["text"], body["choices"][1]["finish_reason"]) == want
+    # The whole text goes when it starts with the stop string.
+    _, _, body = fp.post_json("/v1/completions", {**req, "stop": " "})
+    assert [c["text"] for c in body["choices"]] == ["", ""]
+    assert body["usage"]["completion_tokens"] == 0
+
+
+@pytest.mark.parametrize("stop", [3, [1], {"a": 1}, True])
+def test_bad_stop_is_400(fp, stop):
+    for path, req in [("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]}),
+                      ("/v1/completions", {"prompt": "x"})]:
+        status, _, text = fp.post(path, {**req, "stop": stop})
+        assert status == 400, (path, text)
+        assert json.loads(text)["error"]["param"].startswith("stop")
 
 
 def test_completions_with_logprobs(fp):
@@ -267,6 +374,74 @@ def test_tpm_limit(start):
     status, headers, text = fp.post("/v1/embeddings", {"input": "one two three four five"})
     assert status == 429 and json.loads(text)["error"]["type"] == "tokens"
     assert int(headers["retry-after"]) >= 1 and "x-ratelimit-reset-tokens" in headers
+
+
+def test_burst_seconds_caps_the_request_bucket(start):
+    # 60 rpm = 1 request/s; a 5 s burst holds 5 requests.
+    fp = start("--rpm", "60", "--burst-seconds", "5")
+    remaining = []
+    for _ in range(5):
+        status, headers, _ = fp.post("/v1/embeddings", {"input": "x"})
+        assert status == 200
+        assert headers["x-ratelimit-limit-requests"] == "60"
+        remaining.append(int(headers["x-ratelimit-remaining-requests"]))
+    assert remaining == [4, 3, 2, 1, 0]
+    status, headers, _ = fp.post("/v1/embeddings", {"input": "x"})
+    assert status == 429
+    wait_ms = int(headers["retry-after-ms"])
+    assert 0 < wait_ms <= 1000 and headers["retry-after"] == "1"
+    # Time until full: about 5 s (1 request per second, the bucket nearly empty).
+    assert 4.0 <= go_seconds(headers["x-ratelimit-reset-requests"]) <= 5.0
+    # Refill stays limit/60 per second: one more request after the advertised wait.
+    time.sleep(wait_ms / 1000 + 0.05)
+    status, headers, _ = fp.post("/v1/embeddings", {"input": "x"})
+    assert status == 200 and headers["x-ratelimit-remaining-requests"] == "0"
+    assert fp.post("/v1/embeddings", {"input": "x"})[0] == 429
+
+
+def test_burst_seconds_caps_the_token_bucket(start):
+    # 600 tpm over a 1 s burst: the bucket holds 10 tokens.
+    fp = start("--tpm", "600", "--burst-seconds", "1")
+    status, headers, _ = fp.post("/v1/embeddings", {"input": "one two three four five six"})
+    assert status == 200
+    assert headers["x-ratelimit-limit-tokens"] == "600"
+    assert headers["x-ratelimit-remaining-tokens"] == "4"
+    assert go_seconds(headers["x-ratelimit-reset-tokens"]) <= 0.6
+    status, headers, text = fp.post("/v1/embeddings", {"input": "one two three four five"})
+    assert status == 429 and json.loads(text)["error"]["type"] == "tokens"
+    assert int(headers["retry-after-ms"]) <= 100
+    # More than the bucket can ever hold: told to wait a full minute.
+    status, headers, _ = fp.post("/v1/embeddings", {"input": " ".join(["w"] * 11)})
+    assert status == 429 and headers["retry-after"] == "60"
+
+
+def test_burst_smaller_than_one_request_still_admits_one(start):
+    fp = start("--rpm", "30", "--burst-seconds", "1")  # 0.5 requests: the bucket holds 1
+    assert fp.post("/embed", {"inputs": "a"})[0] == 200
+    status, headers, _ = fp.post("/embed", {"inputs": "a"})
+    assert status == 429 and 1000 < int(headers["retry-after-ms"]) <= 2000
+
+
+def test_burst_sixty_is_the_default(start):
+    fp = start("--rpm", "120")
+    status, headers, _ = fp.post("/embed", {"inputs": "a"})
+    assert status == 200 and headers["x-ratelimit-remaining-requests"] == "119"
+    fp = start("--rpm", "120", "--burst-seconds", "60")
+    assert fp.post("/embed", {"inputs": "a"})[1]["x-ratelimit-remaining-requests"] == "119"
+    fp = start("--rpm", "120", "--burst-seconds", "90")
+    assert fp.post("/embed", {"inputs": "a"})[1]["x-ratelimit-remaining-requests"] == "179"
+
+
+@pytest.mark.parametrize("args", [["--burst-seconds", "0"], ["--burst-seconds", "-1"],
+                                  ["--burst-seconds", "abc"], ["--burst-seconds", "nan"],
+                                  ["--burst-seconds", "inf"], ["--burst-seconds", "2s"],
+                                  ["--burst-seconds"], ["--rpm", "-5"], ["--no-such-flag"]])
+def test_bad_flags_exit_2(args):
+    proc = subprocess.run([BIN, "--port", "0", *args], capture_output=True, text=True, timeout=5)
+    assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+    assert proc.stdout == "" and proc.stderr.strip()
+    if args[0] == "--burst-seconds" and len(args) == 2:
+        assert "--burst-seconds" in proc.stderr and repr(args[1]) in proc.stderr
 
 
 def test_max_concurrency(start):

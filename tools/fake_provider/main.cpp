@@ -58,6 +58,9 @@ struct options {
   unsigned threads = 1;
   double rpm = 0;
   double tpm = 0;
+  /// Seconds of the per-minute limit a bucket holds (60 = a full minute, OpenAI's default).
+  double burst_seconds = 60;
+  std::string model = "fake-model";
   std::size_t max_concurrency = 0;
   double latency_median_ms = 0;
   double latency_p99_ms = 0;
@@ -71,12 +74,18 @@ struct options {
   std::vector<outage_window> outages;
 };
 
-/// Continuous-refill token bucket; capacity is the per-minute limit. Not thread-safe: the
-/// provider holds its mutex around every call.
+/// Continuous-refill token bucket: it refills at `per_minute` / 60 per second and holds at
+/// most `per_minute` * `burst_seconds` / 60 (at least `min_capacity`), starting full. Not
+/// thread-safe: the provider holds its mutex around every call.
 class token_bucket {
 public:
-  token_bucket(double per_minute, steady::time_point now)
-    : capacity_(per_minute), tokens_(per_minute), per_ms_(per_minute / 60000.0), last_(now) {
+  token_bucket(double per_minute, double burst_seconds, double min_capacity,
+               steady::time_point now)
+    : per_minute_(per_minute),
+      capacity_(std::max(min_capacity, per_minute * burst_seconds / 60.0)),
+      tokens_(capacity_),
+      per_ms_(per_minute / 60000.0),
+      last_(now) {
   }
 
   void refill(steady::time_point now) {
@@ -89,7 +98,7 @@ public:
 
   void take(double n) { tokens_ -= n; }
 
-  /// How long until `n` tokens are available (a full window when `n` exceeds capacity).
+  /// How long until `n` tokens are available (a full minute when `n` exceeds capacity).
   [[nodiscard]] std::chrono::milliseconds time_until(double n) const {
     if (n > capacity_) {
       return std::chrono::milliseconds{60000};
@@ -108,9 +117,11 @@ public:
     return static_cast<long long>(std::floor(std::max(0.0, tokens_)));
   }
 
-  [[nodiscard]] long long limit() const { return static_cast<long long>(capacity_); }
+  /// The per-minute limit (what x-ratelimit-limit-* report), not the bucket's capacity.
+  [[nodiscard]] long long limit() const { return static_cast<long long>(per_minute_); }
 
 private:
+  double per_minute_;
   double capacity_;
   double tokens_;
   double per_ms_;
@@ -147,13 +158,14 @@ struct bad_request {
 
 /// Decoded request fields the endpoints need; the tokens count is for the TPM limit.
 struct decoded {
-  std::string model = "fake-model";
+  std::string model;
   std::string prompt_text;                // judge / completion source text
   std::vector<std::string> inputs;        // prompts, embedding inputs
   bool inputs_is_list = false;
   std::vector<std::pair<std::string, std::string>> pairs;  // NLI
   bool pairs_is_list = true;
   json info_items = json::array();        // decoded /compute_info_gain items
+  std::vector<std::string> stop;          // chat/completions stop sequences (non-empty ones)
   std::size_t n = 1;
   std::size_t max_tokens = 16;
   bool max_tokens_set = false;
@@ -315,9 +327,58 @@ json read_info_item(ondemand::value value, const std::string& field) {
   return item;
 }
 
-/// Decodes the body of an API endpoint; throws `bad_request`.
-decoded decode(const std::string& endpoint, const std::string& body) {
+/// Stop sequences: null, a string or a list of strings. Empty strings are dropped (they
+/// would match before the first character).
+std::vector<std::string> read_stop(ondemand::value value) {
+  ondemand::json_type type;
+  if (value.type().get(type)) {
+    throw bad_request{"stop: malformed value", "stop"};
+  }
+  std::vector<std::string> out;
+  if (type == ondemand::json_type::null) {
+    return out;
+  }
+  if (type == ondemand::json_type::string) {
+    out.push_back(need_string(value, "stop"));
+  } else if (type == ondemand::json_type::array) {
+    ondemand::array items;
+    if (value.get_array().get(items)) {
+      throw bad_request{"stop: malformed list", "stop"};
+    }
+    std::size_t i = 0;
+    for (auto item : items) {
+      auto sub = "stop[" + std::to_string(i++) + "]";
+      ondemand::value v;
+      if (item.get(v)) {
+        throw bad_request{sub + ": malformed value", sub};
+      }
+      out.push_back(need_string(v, sub));
+    }
+  } else {
+    throw bad_request{"stop: expected a string or a list of strings", "stop"};
+  }
+  out.erase(std::remove(out.begin(), out.end(), std::string{}), out.end());
+  return out;
+}
+
+/// Cuts `text` before the first occurrence of any of `stop`; true when it cut.
+bool apply_stop(std::string& text, const std::vector<std::string>& stop) {
+  auto cut = std::string::npos;
+  for (const auto& s : stop) {
+    cut = std::min(cut, text.find(s));
+  }
+  if (cut == std::string::npos) {
+    return false;
+  }
+  text.resize(cut);
+  return true;
+}
+
+/// Decodes the body of an API endpoint; throws `bad_request`. `model` is the reply's model
+/// when the request names none.
+decoded decode(const std::string& endpoint, const std::string& body, const std::string& model) {
   decoded d;
+  d.model = model;
   simdjson::padded_string padded{body};
   ondemand::parser parser;
   ondemand::document doc;
@@ -374,6 +435,9 @@ decoded decode(const std::string& endpoint, const std::string& body) {
       } else if (type != ondemand::json_type::null) {
         throw bad_request{"logprobs: expected a boolean or a number", key};
       }
+    } else if (key == "stop"
+               && (endpoint == "/v1/chat/completions" || endpoint == "/v1/completions")) {
+      d.stop = read_stop(value);
     } else if (key == "dimensions") {
       auto dim = need_number(value, key);
       if (dim < 1 || dim > 4096) {
@@ -563,11 +627,13 @@ class provider {
 public:
   explicit provider(options opts)
     : opts_(std::move(opts)), rng_(opts_.seed), start_(steady::now()) {
+    // The request bucket holds at least one request, so a tiny rpm × burst still admits
+    // requests (one at a time) instead of refusing all of them forever.
     if (opts_.rpm > 0) {
-      requests_.emplace(opts_.rpm, start_);
+      requests_.emplace(opts_.rpm, opts_.burst_seconds, 1.0, start_);
     }
     if (opts_.tpm > 0) {
-      tokens_.emplace(opts_.tpm, start_);
+      tokens_.emplace(opts_.tpm, opts_.burst_seconds, 0.0, start_);
     }
   }
 
@@ -585,6 +651,21 @@ public:
     if (path == "/stats") {
       act.response = json_reply(200, stats_json());
       act.endpoint.clear();
+      return act;
+    }
+    if (path == "/v1/models") {
+      act.endpoint.clear();
+      if (method != "GET") {
+        act.response = json_reply(405, error_body("use GET for " + path,
+                                                  "invalid_request_error",
+                                                  "method_not_allowed"));
+        return act;
+      }
+      act.response = json_reply(
+        200, {{"object", "list"},
+              {"data", json::array({{{"id", opts_.model},
+                                     {"object", "model"},
+                                     {"owned_by", "arbiter-fake-provider"}}})}});
       return act;
     }
     static const std::set<std::string> api{"/v1/chat/completions", "/v1/completions",
@@ -619,7 +700,7 @@ public:
     }
     decoded d;
     try {
-      d = decode(path, body);
+      d = decode(path, body, opts_.model);
     } catch (const bad_request& e) {
       return finish_now(act, json_reply(400, error_body(e.message, "invalid_request_error",
                                                         "invalid_request", e.param)));
@@ -768,11 +849,16 @@ private:
     if (path == "/v1/chat/completions") {
       auto sections = find_sections(d.prompt_text);
       std::string content;
+      const char* finish = "stop";
       if (sections.has_reference && sections.has_candidate) {
         content = format_reward(jaccard(sections.candidate, sections.reference));
       } else {
         auto text = join_words(completion_words(d.prompt_text, d.max_tokens));
         content = text.empty() ? text : text.substr(1);
+        finish = "length";
+      }
+      if (apply_stop(content, d.stop)) {
+        finish = "stop";
       }
       auto per_choice = split_tokens(content).size();
       json choices = json::array();
@@ -781,7 +867,7 @@ private:
           {{"index", i},
            {"message", {{"role", "assistant"}, {"content", content}}},
            {"logprobs", d.logprobs ? chat_logprobs(d.prompt_text, content) : json(nullptr)},
-           {"finish_reason", "stop"}});
+           {"finish_reason", finish}});
       }
       output_tokens = per_choice * d.n;
       return json_reply(200, {{"id", next_id("chatcmpl-fake-")},
@@ -795,13 +881,15 @@ private:
       json choices = json::array();
       for (const auto& prompt : d.inputs) {
         auto text = join_words(completion_words(prompt, d.max_tokens));
+        bool stopped = apply_stop(text, d.stop);
+        auto tokens = stopped ? split_tokens(text).size() : d.max_tokens;
         for (std::size_t i = 0; i < d.n; ++i) {
           choices.push_back(
             {{"index", choices.size()},
              {"text", text},
              {"logprobs", d.logprobs ? completion_logprobs(prompt, text) : json(nullptr)},
-             {"finish_reason", "length"}});
-          output_tokens += d.max_tokens;
+             {"finish_reason", stopped ? "stop" : "length"}});
+          output_tokens += tokens;
         }
       }
       return json_reply(200, {{"id", next_id("cmpl-fake-")},
@@ -1056,6 +1144,7 @@ int main(int argc, char** argv) {
   using namespace arbiter::fake_provider;
   options opts;
   std::vector<std::string> outages;
+  std::string burst_seconds = "60";
   CLI::App app{"arbiter-fake-provider: deterministic stand-in for remote model APIs"};
   app.add_option("--host", opts.host, "address to bind")->capture_default_str();
   app.add_option("--port", opts.port, "port to bind (0 = any free port)")->capture_default_str();
@@ -1066,6 +1155,11 @@ int main(int argc, char** argv) {
     ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--tpm", opts.tpm, "tokens per minute (0 = unlimited)")
     ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--burst-seconds", burst_seconds,
+                 "seconds of the per-minute limits a bucket holds (positive; 60 = a minute)")
+    ->capture_default_str();
+  app.add_option("--model", opts.model, "model id of GET /v1/models and of replies to requests "
+                 "that name none")->capture_default_str();
   app.add_option("--max-concurrency", opts.max_concurrency,
                  "requests in flight at once; more get 429 (0 = unlimited)")
     ->capture_default_str();
@@ -1089,7 +1183,25 @@ int main(int argc, char** argv) {
   app.add_option("--embedding-dim", opts.embedding_dim, "default embedding dimension")
     ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--outage", outages, "START_S:END_S window of 503s (repeatable)");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; every bad flag exits 2, like the checks below.
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  try {
+    std::size_t used = 0;
+    opts.burst_seconds = std::stod(burst_seconds, &used);
+    if (used != burst_seconds.size() || !std::isfinite(opts.burst_seconds)
+        || opts.burst_seconds <= 0) {
+      throw std::invalid_argument{burst_seconds};
+    }
+  } catch (const std::exception&) {
+    std::cerr << "--burst-seconds: expected a positive number of seconds, got '" << burst_seconds
+              << "'\n";
+    return 2;
+  }
 
   for (const auto& spec : outages) {
     auto colon = spec.find(':');
