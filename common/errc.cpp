@@ -22,6 +22,10 @@ std::string_view to_string(errc code) noexcept {
       return "worker_failed";
     case errc::internal:
       return "internal";
+    case errc::upstream_failed:
+      return "upstream_failed";
+    case errc::upstream_rejected:
+      return "upstream_rejected";
   }
   return "internal";
 }
@@ -30,6 +34,7 @@ bool is_retryable(errc code) noexcept {
   switch (code) {
     case errc::overloaded:
     case errc::worker_failed:
+    case errc::upstream_failed:
       return true;
     default:
       return false;

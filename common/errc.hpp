@@ -29,6 +29,12 @@ enum class errc : uint8_t {
   worker_failed = 7,
   /// A bug: an invariant did not hold. Counted and reported, never expected.
   internal = 8,
+  /// Remote sources failed (5xx, timeouts, broken connections, unusable bodies, 429s) on every
+  /// attempt the retry policy allowed.
+  upstream_failed = 9,
+  /// A remote source refused the call itself (400, 401, 403, 404, 413, 422): the same call
+  /// fails the same way anywhere, so it is not retried.
+  upstream_rejected = 10,
 };
 
 /// The stable name of `code`, e.g. "deadline_exceeded".

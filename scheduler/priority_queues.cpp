@@ -61,6 +61,15 @@ std::optional<queued_task> priority_queues::pop(size_t cls, const std::string& c
   return task;
 }
 
+const queued_task* priority_queues::peek(size_t cls, const std::string& capability) const {
+  const auto& c = classes_.at(cls);
+  auto q = c.by_capability.find(capability);
+  if (q == c.by_capability.end() || q->second.empty()) {
+    return nullptr;
+  }
+  return &index_.at(q->second.begin()->second).task;
+}
+
 bool priority_queues::remove(task_id id) {
   auto e = index_.find(id);
   if (e == index_.end()) {

@@ -68,6 +68,8 @@ public:
   /// Removes and returns the next task of `cls` needing `capability`.
   std::optional<queued_task> pop(size_t cls, const std::string& capability);
 
+  /// The task `pop(cls, capability)` would return, left in place; nullptr when none waits.
+  const queued_task* peek(size_t cls, const std::string& capability) const;
   /// Removes the task `id` wherever it waits. Returns false when it is not queued.
   bool remove(task_id id);
 

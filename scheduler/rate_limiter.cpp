@@ -208,7 +208,7 @@ const char* to_string(acquire_decision_kind k) noexcept {
 }
 
 double rate_limiter::bucket::rate_per_ns() const noexcept {
-  return capacity / ns_per_minute;
+  return per_minute / ns_per_minute;
 }
 
 void rate_limiter::bucket::refill(nanoseconds elapsed) noexcept {
@@ -234,7 +234,7 @@ void rate_limiter::bucket::correct(std::optional<uint64_t> limit,
     return;
   }
   if (limit && *limit > 0) {
-    capacity = std::min(configured, static_cast<double>(*limit));
+    set_limit(std::min(configured, static_cast<double>(*limit)));
     level = std::min(level, capacity);
   }
   if (remaining) {
@@ -254,10 +254,22 @@ rate_limiter::rate_limiter(const rate_limit_config& cfg, const time_source& cloc
     max_retry_after_(std::max(cfg.max_retry_after, nanoseconds{0})),
     backoff_(cfg.backoff_base, cfg.backoff_cap),
     last_refill_(clock.now()) {
+  auto burst = std::chrono::duration<double>(cfg.burst).count() / 60.0;
+  burst = std::clamp(burst, 1e-6, 1.0);
   requests_.configured = static_cast<double>(cfg.requests_per_minute);
-  requests_.capacity = requests_.level = requests_.configured;
+  requests_.burst_fraction = burst;
+  requests_.floor = 1.0;
+  requests_.set_limit(requests_.configured);
+  requests_.level = requests_.capacity;
   tokens_.configured = static_cast<double>(cfg.tokens_per_minute);
-  tokens_.capacity = tokens_.level = tokens_.configured;
+  tokens_.burst_fraction = burst;
+  tokens_.set_limit(tokens_.configured);
+  tokens_.level = tokens_.capacity;
+}
+
+void rate_limiter::bucket::set_limit(double limit) noexcept {
+  per_minute = limit;
+  capacity = std::max(limit * burst_fraction, floor);
 }
 
 void rate_limiter::refill() {
@@ -269,8 +281,37 @@ void rate_limiter::refill() {
   }
 }
 
+acquire_decision rate_limiter::peek(uint64_t tokens) {
+  refill();
+  return decide(tokens);
+}
+
 acquire_decision rate_limiter::try_acquire(uint64_t tokens) {
   refill();
+  auto d = decide(tokens);
+  if (!d.admitted()) {
+    return d;
+  }
+  if (requests_.limited()) {
+    requests_.level = std::max(0.0, requests_.level - 1.0);
+  }
+  if (tokens_.limited()) {
+    tokens_.level = std::max(0.0, tokens_.level - static_cast<double>(tokens));
+  }
+  return d;
+}
+
+void rate_limiter::take(uint64_t tokens) {
+  refill();
+  if (requests_.limited()) {
+    requests_.level -= 1.0;
+  }
+  if (tokens_.limited()) {
+    tokens_.level -= static_cast<double>(tokens);
+  }
+}
+
+acquire_decision rate_limiter::decide(uint64_t tokens) {
   acquire_decision d;
   auto amount = static_cast<double>(tokens);
   if (tokens_.limited() && amount > tokens_.capacity) {
@@ -290,13 +331,6 @@ acquire_decision rate_limiter::try_acquire(uint64_t tokens) {
   wait_for(now + tokens_.time_to(amount), rate_limit_wait_reason::tokens);
   if (d.reason != rate_limit_wait_reason::none) {
     d.kind = acquire_decision_kind::wait;
-    return d;
-  }
-  if (requests_.limited()) {
-    requests_.level = std::max(0.0, requests_.level - 1.0);
-  }
-  if (tokens_.limited()) {
-    tokens_.level = std::max(0.0, tokens_.level - amount);
   }
   return d;
 }

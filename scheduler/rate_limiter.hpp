@@ -18,6 +18,11 @@ struct rate_limit_config {
   /// Tokens per minute (prompt plus `max_tokens`, as the provider counts them); 0 means the
   /// endpoint is not paced by tokens.
   uint64_t tokens_per_minute = 0;
+  /// How much of a minute's allowance may be spent at once: the buckets hold limit × burst /
+  /// 1 min (at least one request). Providers often enforce per-minute limits over shorter
+  /// windows (OpenAI: 60,000 RPM may be enforced as 1,000 per second); one minute is OpenAI's
+  /// stated semantics.
+  nanoseconds burst = std::chrono::minutes{1};
   /// The longest Retry-After the endpoint is allowed to impose (longer values are cut to this).
   nanoseconds max_retry_after = std::chrono::seconds{60};
   /// The pause after the first 429 that carries no Retry-After; it doubles with each
@@ -122,6 +127,12 @@ public:
   /// hold enough, and answers `admit`. Otherwise takes nothing and answers when to ask again
   /// (`wait`), or `reject_too_large` when `tokens` exceeds the token limit.
   acquire_decision try_acquire(uint64_t tokens = 0);
+  /// Takes one request and `tokens` tokens whatever the buckets hold; a level may go below
+  /// zero, which delays later requests until the refill has paid it back. For a batch
+  /// admitted on a peek at its first item.
+  void take(uint64_t tokens);
+  /// What `try_acquire(tokens)` would answer now, taking nothing.
+  acquire_decision peek(uint64_t tokens = 0);
 
   /// Corrects the buckets from a response's `x-ratelimit-*` headers (those of a 429 too). A
   /// reported limit replaces the configured one when lower (never raises above it); a
@@ -156,9 +167,15 @@ public:
 private:
   /// One continuously refilling bucket. `capacity` 0 means off (always enough).
   struct bucket {
-    double capacity = 0.0;
-    /// What the configuration allows; a header can lower `capacity` below it.
+    /// The per-minute limit in force; sets the refill rate.
+    double per_minute = 0.0;
+    /// What the configuration allows; a header can lower `per_minute` below it.
     double configured = 0.0;
+    /// The share of a minute's allowance the bucket holds (burst / 1 min, at most 1).
+    double burst_fraction = 1.0;
+    /// The most the bucket holds: per_minute × burst_fraction (at least `floor`).
+    double capacity = 0.0;
+    double floor = 0.0;
     double level = 0.0;
 
     bool limited() const noexcept {
@@ -167,6 +184,7 @@ private:
     /// Units added per nanosecond.
     double rate_per_ns() const noexcept;
     void refill(nanoseconds elapsed) noexcept;
+    void set_limit(double limit) noexcept;
     /// Time until the level reaches `amount` (0 when it already has).
     nanoseconds time_to(double amount) const noexcept;
     void correct(std::optional<uint64_t> limit, std::optional<uint64_t> remaining,
@@ -174,6 +192,8 @@ private:
   };
 
   void refill();
+  /// The decision for `tokens` now, without taking anything.
+  acquire_decision decide(uint64_t tokens);
 
   const time_source& clock_;
   nanoseconds max_retry_after_;

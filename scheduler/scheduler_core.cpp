@@ -1,6 +1,7 @@
 #include "scheduler/scheduler_core.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace arbiter::scheduler {
 
@@ -10,11 +11,69 @@ double seconds_between(time_point from, time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
 
+/// Prompt tokens an item costs a provider, estimated high: the larger of its words and a
+/// third of its bytes over every text, plus a template's worth.
+uint64_t estimate_tokens(const score_item& item) {
+  uint64_t bytes = 0;
+  uint64_t words = 0;
+  auto count = [&](const std::string& text) {
+    bytes += text.size();
+    bool in_word = false;
+    for (char c : text) {
+      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+      if (!space && !in_word) {
+        ++words;
+      }
+      in_word = !space;
+    }
+  };
+  count(item.solution_str);
+  for (const auto& gt : item.ground_truth) {
+    count(gt);
+  }
+  count(item.extra_info);
+  return std::max(words, (bytes + 2) / 3) + 64;
+}
+
+retry_budget_config budget_of(double ratio, uint32_t min_retries) {
+  retry_budget_config cfg;
+  cfg.retry_ratio = ratio;
+  cfg.min_retries = min_retries;
+  return cfg;
+}
+
+retry_policy_config policy_of(const config::routing_config& r) {
+  retry_policy_config cfg;
+  cfg.max_attempts = std::max<uint32_t>(r.max_attempts, 1);
+  cfg.backoff_base = r.retry_backoff_base;
+  cfg.backoff_cap = r.retry_backoff_cap;
+  cfg.max_retry_after = r.max_retry_after;
+  return cfg;
+}
+
+double breaker_gauge(const std::string& state) {
+  if (state == "open") {
+    return 2.0;
+  }
+  return state == "half_open" ? 1.0 : 0.0;
+}
+
 } // namespace
 
 scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_source& clock,
-                               scheduler_metrics& metrics)
-  : cfg_(cfg), clock_(clock), metrics_(metrics), queues_(cfg.priorities) {
+                               scheduler_metrics& metrics, const config::routing_config& routing,
+                               uint64_t seed)
+  : cfg_(cfg),
+    routing_(routing),
+    clock_(clock),
+    metrics_(metrics),
+    queues_(cfg.priorities),
+    sources_(clock),
+    random_(seed),
+    retry_budget_(budget_of(routing.retry_budget_ratio, routing.retry_budget_min), clock),
+    retry_policy_(policy_of(routing), retry_budget_, random_),
+    hedge_budget_(budget_of(routing.hedge_budget_ratio, 1), clock),
+    cache_(routing.cache_capacity, routing.cache_ttl, clock) {
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     depth_gauges_.push_back(&metrics_.depth_of(queues_.class_name(i)));
     wait_histograms_.push_back(&metrics_.wait_of(queues_.class_name(i)));
@@ -23,9 +82,27 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
   schedule_histogram_ = &metrics_.stage("schedule");
 }
 
+scheduler_core::~scheduler_core() = default;
+
 source_id scheduler_core::add_source(std::string name, std::vector<std::string> capabilities) {
-  auto id = sources_.add(name, std::move(capabilities), cfg_.max_inflight_batches_per_source);
-  inflight_gauges_[id] = &metrics_.source_inflight.Add({{"source", name}});
+  source_spec spec;
+  spec.name = std::move(name);
+  spec.capabilities = std::move(capabilities);
+  spec.max_batch_items = cfg_.dispatch_batch_items;
+  spec.max_inflight = cfg_.max_inflight_batches_per_source;
+  return add_source(std::move(spec));
+}
+
+source_id scheduler_core::add_source(source_spec spec) {
+  if (spec.remote) {
+    remote_capabilities_.insert(spec.capabilities.begin(), spec.capabilities.end());
+  }
+  auto name = spec.name;
+  auto id = sources_.add(std::move(spec));
+  auto info = sources_.describe(id);
+  metrics_.source_inflight.Add({{"source", name}}).Set(0);
+  metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
+  metrics_.source_breaker.Add({{"source", name}}).Set(0);
   return id;
 }
 
@@ -40,7 +117,20 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
     fail_batch(bid, errc::worker_failed, reason);
   }
   sources_.remove(id);
-  inflight_gauges_.erase(id);
+}
+
+bool scheduler_core::remote_capability(const std::string& capability) const {
+  return remote_capabilities_.count(capability) > 0;
+}
+
+std::string scheduler_core::cache_key(const score_item& item) const {
+  std::string references;
+  for (const auto& gt : item.ground_truth) {
+    references += std::to_string(gt.size());
+    references += ':';
+    references += gt;
+  }
+  return make_cache_key({item.reward, item.kind, item.solution_str, references, item.extra_info});
 }
 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
@@ -74,9 +164,12 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.states.assign(n, item_state::queued);
   req.tasks.assign(n, 0);
   req.enqueued.assign(n, now);
+  req.keys.assign(n, std::string{});
+  req.running_in.assign(n, {0, 0});
   req.remaining = n;
   deadlines_.emplace(deadline, id);
   metrics_.requests_pending.Increment();
+  bool use_cache = routing_.cache_capacity > 0;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& item = *req.items[i];
     if (!sources_.serves(item.capability)) {
@@ -86,6 +179,34 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
                 + "')";
       end_item(id, req, i, std::move(r));
       continue;
+    }
+    if ((use_cache || routing_.coalesce) && remote_capability(item.capability)) {
+      auto key = cache_key(item);
+      if (use_cache) {
+        auto hit = cache_.lookup(key);
+        metrics_.cache_lookups.Add({{"result", hit ? "hit" : "miss"}}).Increment();
+        if (hit) {
+          item_result r;
+          r.score = hit->score;
+          r.status = item_status::ok;
+          r.source = hit->source;
+          r.cached = true;
+          end_item(id, req, i, std::move(r));
+          continue;
+        }
+      }
+      if (routing_.coalesce) {
+        auto [f, fresh] = flights_.try_emplace(key);
+        if (!fresh) {
+          f->second.followers.emplace_back(id, i);
+          req.states[i] = item_state::following;
+          req.keys[i] = std::move(key);
+          metrics_.coalesced_items.Increment();
+          continue;
+        }
+        f->second.leader = {id, i};
+      }
+      req.keys[i] = std::move(key);
     }
     queued_task task{next_task_++, id, i, deadline, now};
     req.tasks[i] = task.id;
@@ -98,119 +219,372 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     }
   }
   depth_gauges_[priority]->Set(static_cast<double>(queues_.depth(priority)));
-  if (req.remaining == 0) {
-    finish(id);
-  }
+  flush();
   return decision;
+}
+
+void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens,
+                                 bool hedge, std::vector<dispatch_batch>& out) {
+  auto now = clock_.now();
+  dispatch_batch batch;
+  batch.id = next_batch_++;
+  batch.source = source;
+  batch.hedge = hedge;
+  inflight_batch record;
+  record.source = source;
+  record.source_name = sources_.name(source);
+  record.dispatched = now;
+  record.hedge = hedge;
+  for (auto [rid, index] : items) {
+    auto& req = requests_.at(rid);
+    if (req.states[index] != item_state::running) {
+      req.results[index].queue_ms = ms_between(req.enqueued[index], now);
+      wait_histograms_[req.priority]->Observe(seconds_between(req.enqueued[index], now));
+    }
+    req.states[index] = item_state::running;
+    req.results[index].attempts += 1;
+    auto& slots = req.running_in[index];
+    (slots[0] == 0 ? slots[0] : slots[1]) = batch.id;
+    batch.items.push_back(req.items[index]);
+    retry_budget_.on_request();
+    hedge_budget_.on_request();
+  }
+  record.items = std::move(items);
+  if (routing_.hedge && !hedge && sources_.remote(source)) {
+    if (auto p95 = sources_.straggler_after(source)) {
+      record.hedge_at = now + std::max<nanoseconds>(*p95, routing_.hedge_min_delay);
+    }
+  }
+  sources_.acquire(source, tokens, batch.items.size());
+  metrics_.source_inflight.Add({{"source", record.source_name}}).Increment();
+  metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
+  if (hedge) {
+    metrics_.source_hedges.Add({{"source", record.source_name}}).Increment();
+  }
+  batches_.emplace(batch.id, std::move(record));
+  out.push_back(std::move(batch));
+}
+
+void scheduler_core::note_wait(const pick_result& pick, const std::string& capability) {
+  if (!pick.retry_at) {
+    return;
+  }
+  metrics_.source_pacing_waits.Add({{"capability", capability}, {"reason", pick.waiting_on}})
+    .Increment();
+  if (!pacing_wakeup_ || *pick.retry_at < *pacing_wakeup_) {
+    pacing_wakeup_ = pick.retry_at;
+  }
 }
 
 std::vector<dispatch_batch> scheduler_core::dispatch() {
   std::vector<dispatch_batch> out;
+  pacing_wakeup_.reset();
+  dispatch_retries(out);
+  dispatch_queues(out);
+  dispatch_hedges(out);
+  return out;
+}
+
+void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
   auto now = clock_.now();
+  std::vector<retry_entry> waiting;
+  for (auto& entry : retries_) {
+    auto req = requests_.find(entry.item.first);
+    if (req == requests_.end() || req->second.states[entry.item.second] != item_state::retrying) {
+      continue; // Ended meanwhile (deadline, drain).
+    }
+    if (entry.ready_at > now) {
+      if (!pacing_wakeup_ || entry.ready_at < *pacing_wakeup_) {
+        pacing_wakeup_ = entry.ready_at;
+      }
+      waiting.push_back(entry);
+      continue;
+    }
+    const auto& item = *req->second.items[entry.item.second];
+    auto tokens = estimate_tokens(item);
+    auto pick = sources_.pick(item.capability, tokens, entry.avoid);
+    if (!pick.source) {
+      note_wait(pick, item.capability);
+      waiting.push_back(entry);
+      continue;
+    }
+    start_batch(*pick.source, {entry.item}, tokens, false, out);
+  }
+  retries_ = std::move(waiting);
+}
+
+void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
   for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
     if (queues_.depth(cls) == 0) {
       continue;
     }
     queues_.for_each_waiting(cls, [&](const std::string& capability) {
-      while (auto source = sources_.pick(capability)) {
-        dispatch_batch batch;
-        inflight_batch record;
-        while (batch.items.size() < cfg_.dispatch_batch_items) {
-          auto task = queues_.pop(cls, capability);
-          if (!task) {
-            break;
-          }
-          auto& req = requests_.at(task->request);
-          req.states[task->index] = item_state::running;
-          req.results[task->index].queue_ms = ms_between(task->enqueued, now);
-          req.results[task->index].attempts += 1;
-          wait_histograms_[cls]->Observe(seconds_between(task->enqueued, now));
-          batch.items.push_back(req.items[task->index]);
-          record.items.emplace_back(task->request, task->index);
-        }
-        if (batch.items.empty()) {
+      while (const auto* head = queues_.peek(cls, capability)) {
+        const auto& first = *requests_.at(head->request).items[head->index];
+        auto head_tokens = estimate_tokens(first);
+        auto pick = sources_.pick(capability, head_tokens);
+        if (!pick.source) {
+          note_wait(pick, capability);
           break;
         }
-        batch.id = next_batch_++;
-        batch.source = *source;
-        const auto* info = sources_.find(*source);
-        record.source = *source;
-        record.source_name = info->name;
-        record.dispatched = now;
-        sources_.on_dispatch(*source);
-        inflight_gauges_.at(*source)->Increment();
-        metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
-        batches_.emplace(batch.id, std::move(record));
-        out.push_back(std::move(batch));
+        auto source = *pick.source;
+        auto limit = sources_.max_batch_items(source);
+        bool count_tokens = sources_.paces_tokens(source);
+        double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
+        std::vector<item_ref> items;
+        uint64_t tokens = 0;
+        while (items.size() < limit) {
+          const auto* next = queues_.peek(cls, capability);
+          if (next == nullptr) {
+            break;
+          }
+          uint64_t t = items.empty() ? head_tokens
+                                     : (count_tokens ? estimate_tokens(
+                                          *requests_.at(next->request).items[next->index])
+                                                     : 0);
+          if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
+            break;
+          }
+          auto task = queues_.pop(cls, capability);
+          tokens += t;
+          items.emplace_back(task->request, task->index);
+        }
+        start_batch(source, std::move(items), tokens, false, out);
       }
     });
     depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
   }
-  return out;
 }
 
-void scheduler_core::release_batch(const inflight_batch& batch) {
-  sources_.on_complete(batch.source);
-  if (auto gauge = inflight_gauges_.find(batch.source); gauge != inflight_gauges_.end()) {
-    gauge->second->Decrement();
+void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
+  if (!routing_.hedge) {
+    return;
+  }
+  auto now = clock_.now();
+  std::vector<std::pair<batch_id, inflight_batch*>> due;
+  for (auto& [bid, batch] : batches_) {
+    if (batch.hedge_at && *batch.hedge_at <= now) {
+      due.emplace_back(bid, &batch);
+    }
+  }
+  // Oldest first, so that the budget goes to the longest stragglers.
+  std::sort(due.begin(), due.end());
+  for (auto& [bid, batch] : due) {
+    batch->hedge_at.reset();
+    auto avoid = batch->source;
+    auto items = batch->items; // start_batch may rehash batches_.
+    for (auto ref : items) {
+      auto req = requests_.find(ref.first);
+      if (req == requests_.end()) {
+        continue;
+      }
+      auto& r = req->second;
+      auto n = r.items.size();
+      bool tail = static_cast<double>(n - r.remaining) + 1.0
+                  >= routing_.hedge_tail_fraction * static_cast<double>(n);
+      if (r.states[ref.second] != item_state::running || r.running_in[ref.second][1] != 0
+          || !tail || !hedge_budget_.can_retry()) {
+        continue;
+      }
+      const auto& item = *r.items[ref.second];
+      if (!sources_.has_alternative(item.capability, avoid)) {
+        continue;
+      }
+      auto tokens = estimate_tokens(item);
+      auto pick = sources_.pick(item.capability, tokens, avoid);
+      if (!pick.source || *pick.source == avoid) {
+        continue;
+      }
+      hedge_budget_.on_retry();
+      start_batch(*pick.source, {ref}, tokens, true, out);
+    }
   }
 }
 
-template <class Fill>
-void scheduler_core::settle(batch_id id, Fill&& fill) {
+std::optional<scheduler_core::inflight_batch>
+scheduler_core::take_batch(batch_id id, const attempt_report& report) {
+  auto found = batches_.find(id);
+  if (found == batches_.end()) {
+    return std::nullopt;
+  }
+  auto batch = std::move(found->second);
+  batches_.erase(found);
+  sources_.release(batch.source, report, routing_.auth_ejection);
+  const auto& name = batch.source_name;
+  metrics_.source_inflight.Add({{"source", name}}).Decrement();
+  metrics_.source_attempts
+    .Add({{"source", name}, {"outcome", report.cancelled ? "cancelled" : to_string(report.kind)}})
+    .Increment();
+  if (!report.cancelled) {
+    metrics_.source_latency.Add({{"source", name}}, latency_buckets())
+      .Observe(std::chrono::duration<double>(report.latency).count());
+    if (report.kind == attempt_outcome_kind::rate_limited) {
+      metrics_.source_rate_limited.Add({{"source", name}}).Increment();
+    }
+  }
+  auto info = sources_.describe(batch.source);
+  metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
+  metrics_.source_breaker.Add({{"source", name}}).Set(breaker_gauge(info.breaker));
+  return batch;
+}
+
+void scheduler_core::detach(item_ref ref, batch_id batch, bool item_done) {
+  auto req = requests_.find(ref.first);
+  if (req == requests_.end()) {
+    return;
+  }
+  auto& slots = req->second.running_in[ref.second];
+  batch_id other = slots[0] == batch ? slots[1] : slots[0];
+  slots = {0, 0};
+  if (!item_done) {
+    slots[0] = other;
+    return;
+  }
+  if (other == 0) {
+    return;
+  }
+  // The item is answered; the other attempt at it is a loser unless it carries other items
+  // still waiting for an answer.
+  auto found = batches_.find(other);
+  if (found == batches_.end()) {
+    return;
+  }
+  for (auto [rid, index] : found->second.items) {
+    auto r = requests_.find(rid);
+    if (r != requests_.end() && r->second.states[index] == item_state::running) {
+      return;
+    }
+  }
+  attempt_report cancelled;
+  cancelled.cancelled = true;
+  auto source = found->second.source;
+  take_batch(other, cancelled);
+  cancelled_.push_back({other, source});
+}
+
+void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
   auto found = batches_.find(id);
   if (found == batches_.end()) {
     return;
   }
-  auto batch = std::move(found->second);
-  batches_.erase(found);
-  release_batch(batch);
-  std::vector<request_id> done;
-  for (size_t i = 0; i < batch.items.size(); ++i) {
-    auto [rid, index] = batch.items[i];
-    auto req = requests_.find(rid);
-    if (req == requests_.end() || req->second.states[index] != item_state::running) {
-      continue; // The item already ended (deadline, drain): a late answer.
-    }
-    item_result r = req->second.results[index];
-    r.source = batch.source_name;
-    fill(r, i, *req->second.items[index]);
-    if (end_item(rid, req->second, index, std::move(r))) {
-      done.push_back(rid);
-    }
-  }
-  for (auto rid : done) {
-    finish(rid);
-  }
+  attempt_report report;
+  report.latency = clock_.now() - found->second.dispatched;
+  complete(id, report, outcomes);
 }
 
-void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
-  settle(id, [&](item_result& r, size_t i, const score_item& item) {
+void scheduler_core::complete(batch_id id, const attempt_report& report,
+                              const std::vector<item_outcome>& outcomes) {
+  auto taken = take_batch(id, report);
+  if (!taken) {
+    return;
+  }
+  const auto& batch = *taken;
+  bool ok = report.kind == attempt_outcome_kind::ok;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    auto ref = batch.items[i];
+    auto req = requests_.find(ref.first);
+    if (req == requests_.end() || req->second.states[ref.second] != item_state::running) {
+      continue; // The item already ended (deadline, drain, a hedge won): a late answer.
+    }
+    if (!ok) {
+      detach(ref, id, false);
+      if (req->second.running_in[ref.second][0] != 0) {
+        continue; // Another attempt at it (a hedge) is still out.
+      }
+      after_failure(ref, batch, report);
+      continue;
+    }
+    auto& r = req->second;
+    item_result result = r.results[ref.second];
+    result.source = batch.source_name;
+    const auto& item = *r.items[ref.second];
     if (i >= outcomes.size()) {
-      r.code = errc::internal;
-      r.error = "the source answered " + std::to_string(outcomes.size())
-                + " outcomes for a larger batch";
-      return;
-    }
-    const auto& o = outcomes[i];
-    r.run_ms = o.run_ms;
-    run_histogram_->Observe(o.run_ms / 1000.0);
-    estimates_[item.capability].record(o.run_ms);
-    if (o.code == errc::none) {
-      r.score = o.score;
-      r.status = item_status::ok;
+      result.code = errc::internal;
+      result.error = "the source answered " + std::to_string(outcomes.size())
+                     + " outcomes for a larger batch";
     } else {
-      r.code = o.code;
-      r.error = o.error;
+      const auto& o = outcomes[i];
+      result.run_ms = o.run_ms > 0.0 ? o.run_ms
+                                     : std::chrono::duration<double, std::milli>(report.latency)
+                                         .count();
+      run_histogram_->Observe(result.run_ms / 1000.0);
+      estimates_[item.capability].record(result.run_ms);
+      if (o.code == errc::none) {
+        result.score = o.score;
+        result.status = item_status::ok;
+      } else {
+        result.code = o.code;
+        result.error = o.error;
+      }
     }
-  });
+    end_item(ref.first, r, ref.second, std::move(result));
+    detach(ref, id, true);
+  }
+  flush();
+}
+
+void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
+                                   const attempt_report& report) {
+  auto& req = requests_.at(ref.first);
+  const auto& item = *req.items[ref.second];
+  auto now = clock_.now();
+  auto attempts = req.results[ref.second].attempts;
+  auto others = sources_.has_alternative(item.capability, batch.source) ? other_sources::available
+                                                                        : other_sources::none;
+  auto d = retry_policy_.decide(report.kind, attempts, req.deadline - now, others,
+                                report.retry_after);
+  metrics_.source_retries
+    .Add({{"source", batch.source_name}, {"decision", to_string(d.kind)}, {"reason", d.reason}})
+    .Increment();
+  switch (d.kind) {
+    case retry_decision_kind::retry_elsewhere:
+      req.states[ref.second] = item_state::retrying;
+      retries_.push_back({now, ref, batch.source});
+      return;
+    case retry_decision_kind::retry_here:
+      req.states[ref.second] = item_state::retrying;
+      retries_.push_back({now + d.delay, ref, std::nullopt});
+      return;
+    case retry_decision_kind::no_retry:
+      break;
+  }
+  item_result r = req.results[ref.second];
+  r.source = batch.source_name;
+  r.code = is_retryable(report.kind) ? errc::upstream_failed : errc::upstream_rejected;
+  std::string why = d.reason == "max_attempts"       ? "no attempts left"
+                    : d.reason == "deadline"         ? "no time left before the deadline"
+                    : d.reason == "budget_exhausted" ? "the retry budget is spent"
+                                                     : "not retryable";
+  r.error = "source '" + batch.source_name + "' failed (" + to_string(report.kind)
+            + (report.detail.empty() ? "" : ": " + report.detail) + ") on attempt "
+            + std::to_string(attempts) + "; " + why;
+  end_item(ref.first, req, ref.second, std::move(r));
 }
 
 void scheduler_core::fail_batch(batch_id id, errc code, const std::string& reason) {
-  settle(id, [&](item_result& r, size_t, const score_item&) {
+  attempt_report report;
+  report.kind = attempt_outcome_kind::connect_failure;
+  report.detail = reason;
+  auto taken = take_batch(id, report);
+  if (!taken) {
+    return;
+  }
+  for (auto ref : taken->items) {
+    auto req = requests_.find(ref.first);
+    if (req == requests_.end() || req->second.states[ref.second] != item_state::running) {
+      continue;
+    }
+    detach(ref, id, false);
+    if (req->second.running_in[ref.second][0] != 0) {
+      continue;
+    }
+    item_result r = req->second.results[ref.second];
+    r.source = taken->source_name;
     r.code = code;
     r.error = reason;
-  });
+    end_item(ref.first, req->second, ref.second, std::move(r));
+  }
+  flush();
 }
 
 void scheduler_core::on_timer() {
@@ -222,6 +596,7 @@ void scheduler_core::on_timer() {
     fail_remaining(id, errc::deadline_exceeded,
                    "the request's deadline (" + std::to_string(budget_ms)
                      + " ms after admission) passed before this item was scored");
+    flush();
   }
   if (draining_ && now >= drain_deadline_) {
     std::vector<request_id> ids;
@@ -232,16 +607,38 @@ void scheduler_core::on_timer() {
       fail_remaining(id, errc::shutting_down,
                      "the server shut down before this item was scored (drain deadline)");
     }
+    flush();
   }
 }
 
 std::optional<time_point> scheduler_core::next_wakeup() const {
   std::optional<time_point> next;
+  auto consider = [&](time_point t) {
+    if (!next || t < *next) {
+      next = t;
+    }
+  };
   if (!deadlines_.empty()) {
-    next = deadlines_.begin()->first;
+    consider(deadlines_.begin()->first);
   }
   if (draining_ && !requests_.empty()) {
-    next = next ? std::min(*next, drain_deadline_) : drain_deadline_;
+    consider(drain_deadline_);
+  }
+  if (pacing_wakeup_) {
+    consider(*pacing_wakeup_);
+  }
+  // Retries that are due wait for a slot (a completion wakes the scheduler) or for pacing
+  // (`pacing_wakeup_`).
+  auto now = clock_.now();
+  for (const auto& entry : retries_) {
+    if (entry.ready_at > now) {
+      consider(entry.ready_at);
+    }
+  }
+  for (const auto& [bid, batch] : batches_) {
+    if (batch.hedge_at) {
+      consider(*batch.hedge_at);
+    }
   }
   return next;
 }
@@ -257,7 +654,13 @@ std::vector<finished_request> scheduler_core::take_finished() {
   return out;
 }
 
-scheduler_snapshot scheduler_core::snapshot() const {
+std::vector<cancelled_batch> scheduler_core::take_cancelled() {
+  std::vector<cancelled_batch> out;
+  out.swap(cancelled_);
+  return out;
+}
+
+scheduler_snapshot scheduler_core::snapshot() {
   scheduler_snapshot snap;
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     snap.queues.push_back({queues_.class_name(i), queues_.depth(i), cfg_.priorities[i].capacity});
@@ -268,17 +671,67 @@ scheduler_snapshot scheduler_core::snapshot() const {
   return snap;
 }
 
-bool scheduler_core::end_item(request_id, pending_request& req, uint32_t index,
-                              item_result result) {
+void scheduler_core::end_item(request_id id, pending_request& req, uint32_t index,
+                              item_result result, bool shareable) {
   if (result.code != errc::none) {
     result.status = item_status::failed;
     failure_counter(result.code).Increment();
   }
   items_counter(req.items[index]->reward, result.status).Increment();
+  auto was = req.states[index];
   req.results[index] = std::move(result);
   req.states[index] = item_state::done;
-  --req.remaining;
-  return req.remaining == 0;
+  if (--req.remaining == 0) {
+    finishing_.push_back(id);
+  }
+  if (!req.keys[index].empty() && was != item_state::following) {
+    // Copy: settling may end other items of this request and touch `req`.
+    auto key = req.keys[index];
+    auto copy = req.results[index];
+    settle_flight(key, {id, index}, copy, shareable);
+  }
+}
+
+void scheduler_core::settle_flight(const std::string& key, item_ref leader,
+                                   const item_result& result, bool shareable) {
+  if (shareable && result.code == errc::none && routing_.cache_capacity > 0) {
+    cache_.insert(key, cached_result{result.score, result.source});
+  }
+  auto f = flights_.find(key);
+  if (f == flights_.end() || f->second.leader != leader) {
+    return;
+  }
+  auto followers = std::move(f->second.followers);
+  flights_.erase(f);
+  auto now = clock_.now();
+  for (size_t k = 0; k < followers.size(); ++k) {
+    auto [rid, index] = followers[k];
+    auto req = requests_.find(rid);
+    if (req == requests_.end() || req->second.states[index] != item_state::following) {
+      continue; // Ended by its own request's deadline meanwhile.
+    }
+    auto& r = req->second;
+    if (!shareable) {
+      // The leader ended for reasons of its own request: this follower leads now.
+      auto& next = flights_[key];
+      next.leader = {rid, index};
+      next.followers.assign(followers.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                            followers.end());
+      r.states[index] = item_state::queued;
+      queued_task task{next_task_++, rid, index, r.deadline, r.enqueued[index]};
+      r.tasks[index] = task.id;
+      if (!queues_.push(r.priority, r.items[index]->capability, task)) {
+        // The class is full: retry it through the retry lane instead.
+        r.states[index] = item_state::retrying;
+        retries_.push_back({now, {rid, index}, std::nullopt});
+      }
+      return;
+    }
+    item_result copy = result;
+    copy.queue_ms = ms_between(r.enqueued[index], now);
+    copy.attempts = 0;
+    end_item(rid, r, index, std::move(copy));
+  }
 }
 
 void scheduler_core::fail_remaining(request_id id, errc code, const std::string& reason) {
@@ -299,10 +752,19 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
     }
     r.code = code;
     r.error = reason;
-    end_item(id, req, i, std::move(r));
+    end_item(id, req, i, std::move(r), false);
   }
   depth_gauges_[req.priority]->Set(static_cast<double>(queues_.depth(req.priority)));
-  finish(id);
+}
+
+void scheduler_core::flush() {
+  while (!finishing_.empty()) {
+    auto ids = std::move(finishing_);
+    finishing_.clear();
+    for (auto id : ids) {
+      finish(id);
+    }
+  }
 }
 
 void scheduler_core::finish(request_id id) {

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -13,8 +15,11 @@
 #include "common/time_source.hpp"
 #include "config/config.hpp"
 #include "scheduler/admission.hpp"
+#include "scheduler/backoff.hpp"
 #include "scheduler/ids.hpp"
 #include "scheduler/priority_queues.hpp"
+#include "scheduler/result_cache.hpp"
+#include "scheduler/retry_policy.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 #include "scheduler/source_registry.hpp"
 
@@ -25,6 +30,14 @@ struct dispatch_batch {
   batch_id id = 0;
   source_id source = 0;
   std::vector<shared_item> items;
+  /// A second attempt at a straggler (see `routing_config::hedge`).
+  bool hedge = false;
+};
+
+/// A batch the scheduler gave up on (a hedge that lost): the caller tells its source to stop.
+struct cancelled_batch {
+  batch_id id = 0;
+  source_id source = 0;
 };
 
 /// A request whose every item has an answer.
@@ -47,23 +60,31 @@ struct scheduler_snapshot {
   bool draining = false;
 };
 
-/// The scheduler's state machine, without actors: admission, priority queues, dispatch to
-/// sources, deadlines and draining. The scheduler actor translates messages into these calls;
-/// tests drive it with a `manual_time_source`.
+/// The scheduler's state machine, without actors: admission, priority queues, routing to
+/// sources with pacing, retries, circuit breakers, hedging, coalescing and a result cache,
+/// deadlines and draining. The scheduler actor translates messages into these calls; tests
+/// drive it with a `manual_time_source`.
 ///
-/// Every admitted item ends exactly once: scored by a source, or failed with a reason
-/// (`deadline_exceeded`, `shutting_down`, `worker_failed`, `no_eligible_source`). A request is
-/// finished when all of its items have ended; `take_finished` hands it out.
+/// Every admitted item ends exactly once: scored by a source (or the cache, or an identical
+/// item in flight), or failed with a reason (`deadline_exceeded`, `shutting_down`,
+/// `worker_failed`, `no_eligible_source`, `upstream_failed`, `upstream_rejected`, ...). A
+/// request is finished when all of its items have ended; `take_finished` hands it out.
 class scheduler_core {
 public:
   scheduler_core(const config::scheduler_config& cfg, const time_source& clock,
-                 scheduler_metrics& metrics);
+                 scheduler_metrics& metrics, const config::routing_config& routing = {},
+                 uint64_t seed = 1);
+  ~scheduler_core();
 
   scheduler_core(const scheduler_core&) = delete;
   scheduler_core& operator=(const scheduler_core&) = delete;
 
-  /// Registers a source serving `capabilities` and returns its id.
+  /// Registers a local worker serving `capabilities` (batches of `dispatch_batch_items`,
+  /// `max_inflight_batches_per_source` at once, no pacing or breaker) and returns its id.
   source_id add_source(std::string name, std::vector<std::string> capabilities);
+
+  /// Registers a source with its own policy (remote endpoints) and returns its id.
+  source_id add_source(source_spec spec);
 
   /// Removes a source. Its in-flight items fail with `worker_failed`.
   void remove_source(source_id id, const std::string& reason);
@@ -71,27 +92,36 @@ public:
   /// Admits or refuses a request. On admission the core owns the items and will finish the
   /// request (see `take_finished`); on refusal nothing was queued and the caller answers the
   /// client with the result's reason and Retry-After. Items whose capability no source serves
-  /// fail at once with `no_eligible_source`.
+  /// fail at once with `no_eligible_source`; items of remote rewards found in the cache end
+  /// at once, and those identical to one in flight wait for its answer.
   [[nodiscard]] admission_result submit(request_id id, size_t priority, time_point deadline,
                                         std::vector<score_item> items);
 
-  /// Takes every batch that can be sent now: for each class in priority order and each
-  /// capability waiting in it, as long as a source serving it has a free slot. The caller
-  /// must send each batch and later report it with `complete` or `fail_batch`.
+  /// Takes every batch that can be sent now: retries that are due, then for each class in
+  /// priority order and each capability waiting in it, batches for the source expected to
+  /// finish first among those with a free slot and pacing room, then hedges for stragglers.
+  /// The caller must send each batch and later report it with `complete` or `fail_batch`.
   std::vector<dispatch_batch> dispatch();
 
-  /// Records a source's answer for `batch`: one outcome per item, in the batch's order.
-  /// Late answers (the item already ended) are ignored.
+  /// Records a source's answer for `batch`: how the attempt went and, when it went well, one
+  /// outcome per item in the batch's order. A failed attempt is retried here, elsewhere or
+  /// not at all as the retry policy decides. Late answers (the item already ended, the batch
+  /// was cancelled) are ignored.
+  void complete(batch_id batch, const attempt_report& report,
+                const std::vector<item_outcome>& outcomes);
+
+  /// A local worker's answer: a successful attempt with these outcomes.
   void complete(batch_id batch, const std::vector<item_outcome>& outcomes);
 
-  /// Fails every item of `batch` with `code` (the source failed or did not answer).
+  /// Fails every item of `batch` with `code` (a local worker failed or died); not retried.
   void fail_batch(batch_id batch, errc code, const std::string& reason);
 
   /// Fails what has run out of time: items past their request's deadline and, once the drain
-  /// deadline has passed, everything. Call it at `next_wakeup()`.
+  /// deadline has passed, everything. Call it at `next_wakeup()`, then `dispatch`.
   void on_timer();
 
-  /// The earliest time `on_timer` has something to do, if any.
+  /// The earliest time something is due: a deadline, the drain deadline, a retry, pacing room
+  /// at a source, a hedge.
   std::optional<time_point> next_wakeup() const;
 
   /// Stops admitting. Queued and running work may finish until `drain_deadline`; then what
@@ -110,10 +140,14 @@ public:
   /// Hands out the requests finished since the last call.
   std::vector<finished_request> take_finished();
 
-  scheduler_snapshot snapshot() const;
+  /// Hands out the batches given up on since the last call (their sources should stop).
+  std::vector<cancelled_batch> take_cancelled();
+
+  scheduler_snapshot snapshot();
 
 private:
-  enum class item_state : uint8_t { queued, running, done };
+  enum class item_state : uint8_t { queued, retrying, following, running, done };
+  using item_ref = std::pair<request_id, uint32_t>;
 
   struct pending_request {
     size_t priority = 0;
@@ -124,6 +158,10 @@ private:
     std::vector<item_state> states;
     std::vector<task_id> tasks;
     std::vector<time_point> enqueued;
+    /// Cache / coalescing key per item (empty: neither applies).
+    std::vector<std::string> keys;
+    /// The batches an item runs in now (two while hedged; 0 = none).
+    std::vector<std::array<batch_id, 2>> running_in;
     size_t remaining = 0;
   };
 
@@ -131,35 +169,80 @@ private:
     source_id source = 0;
     std::string source_name;
     time_point dispatched;
-    std::vector<std::pair<request_id, uint32_t>> items;
+    std::vector<item_ref> items;
+    /// When its items become stragglers worth hedging (unset: never).
+    std::optional<time_point> hedge_at;
+    bool hedge = false;
   };
 
-  /// Ends item `index` of `req` with `result`. Returns true when it was the request's last
-  /// open item; the caller then calls `finish`.
-  bool end_item(request_id id, pending_request& req, uint32_t index, item_result result);
+  struct retry_entry {
+    time_point ready_at;
+    item_ref item;
+    std::optional<source_id> avoid;
+  };
+
+  struct flight {
+    item_ref leader;
+    std::vector<item_ref> followers;
+  };
+
+  /// Starts a batch of `items` on `source` and appends it to `out`.
+  void start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens, bool hedge,
+                   std::vector<dispatch_batch>& out);
+  void dispatch_retries(std::vector<dispatch_batch>& out);
+  void dispatch_queues(std::vector<dispatch_batch>& out);
+  void dispatch_hedges(std::vector<dispatch_batch>& out);
+  /// Remembers the earliest time a source that was waiting could take work.
+  void note_wait(const pick_result& pick, const std::string& capability);
+  /// Queues item `ref` again (its state is set by the caller).
+  void requeue(item_ref ref);
+  /// Ends item `index` of `req` with `result`; a request whose last item this was is
+  /// finished by the next `flush`. `shareable`: followers of the item's flight may take the
+  /// same result (false when the item ended for reasons of its own request).
+  void end_item(request_id id, pending_request& req, uint32_t index, item_result result,
+                bool shareable = true);
+  /// Answers or re-leads the followers of a flight whose leader ended.
+  void settle_flight(const std::string& key, item_ref leader, const item_result& result,
+                     bool shareable);
+  /// Forgets `batch` on item `ref`; cancels any other batch left with nothing to do.
+  void detach(item_ref ref, batch_id batch, bool item_done);
   /// Ends every item of `id` that has not ended, with `code`.
   void fail_remaining(request_id id, errc code, const std::string& reason);
+  /// Finishes the requests whose last item ended.
+  void flush();
   void finish(request_id id);
-  void release_batch(const inflight_batch& batch);
-  /// Ends every still-running item of `batch` with the result `fill(result, position,
-  /// item)` writes, then finishes the requests that completed.
-  template <class Fill>
-  void settle(batch_id batch, Fill&& fill);
+  /// Removes `id` from the in-flight batches and frees its source's slot with `report`.
+  std::optional<inflight_batch> take_batch(batch_id id, const attempt_report& report);
+  /// Decides, after a failed attempt, what happens to item `ref`.
+  void after_failure(item_ref ref, const inflight_batch& batch, const attempt_report& report);
+  std::string cache_key(const score_item& item) const;
+  bool remote_capability(const std::string& capability) const;
   prometheus::Counter& items_counter(const std::string& reward, item_status status);
   prometheus::Counter& failure_counter(errc code);
 
   config::scheduler_config cfg_;
+  config::routing_config routing_;
   const time_source& clock_;
   scheduler_metrics& metrics_;
   priority_queues queues_;
   source_registry sources_;
+  seeded_random_source random_;
+  retry_budget retry_budget_;
+  retry_policy retry_policy_;
+  retry_budget hedge_budget_;
+  result_cache cache_;
   std::unordered_map<std::string, service_estimator> estimates_;
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;
+  std::vector<retry_entry> retries_;
+  std::unordered_map<std::string, flight> flights_;
+  std::set<std::string> remote_capabilities_;
+  std::optional<time_point> pacing_wakeup_;
+  std::vector<request_id> finishing_;
   std::vector<finished_request> finished_;
+  std::vector<cancelled_batch> cancelled_;
   std::vector<prometheus::Gauge*> depth_gauges_;
-  std::unordered_map<source_id, prometheus::Gauge*> inflight_gauges_;
   std::vector<prometheus::Histogram*> wait_histograms_;
   prometheus::Histogram* run_histogram_;
   prometheus::Histogram* schedule_histogram_;

@@ -30,7 +30,40 @@ scheduler_metrics::scheduler_metrics(metrics_registry& registry,
     requests_pending(registry.add(prometheus::BuildGauge()
                        .Name("arbiter_requests_pending")
                        .Help("Admitted requests not yet answered"))
-                       .Add({})) {
+                       .Add({})),
+    source_attempts(registry.add(prometheus::BuildCounter()
+                      .Name("arbiter_source_attempts_total")
+                      .Help("Attempts at a source ended, by source and outcome"))),
+    source_rate_limited(registry.add(prometheus::BuildCounter()
+                          .Name("arbiter_source_rate_limited_total")
+                          .Help("429 answers, by source"))),
+    source_retries(registry.add(prometheus::BuildCounter()
+                     .Name("arbiter_source_retries_total")
+                     .Help("Decisions after a failed attempt, by source, decision (retry_here, "
+                           "retry_elsewhere, no_retry) and reason"))),
+    source_latency(registry.add(prometheus::BuildHistogram()
+                     .Name("arbiter_source_latency_seconds")
+                     .Help("Time per attempt at a source, from dispatch to answer"))),
+    source_limit(registry.add(prometheus::BuildGauge()
+                   .Name("arbiter_source_concurrency_limit")
+                   .Help("Batches a source may have in flight now (adaptive or fixed)"))),
+    source_breaker(registry.add(prometheus::BuildGauge()
+                     .Name("arbiter_source_breaker_state")
+                     .Help("Circuit breaker per source: 0 closed, 1 half-open, 2 open"))),
+    source_pacing_waits(registry.add(prometheus::BuildCounter()
+                          .Name("arbiter_source_pacing_waits_total")
+                          .Help("Times work waited because every eligible source was paced, "
+                                "backing off or ejected, by capability and reason"))),
+    source_hedges(registry.add(prometheus::BuildCounter()
+                    .Name("arbiter_source_hedges_total")
+                    .Help("Hedge attempts sent, by the source they went to"))),
+    cache_lookups(registry.add(prometheus::BuildCounter()
+                    .Name("arbiter_cache_lookups_total")
+                    .Help("Result-cache lookups, by result (hit, miss)"))),
+    coalesced_items(registry.add(prometheus::BuildCounter()
+                      .Name("arbiter_coalesced_items_total")
+                      .Help("Items answered by an identical item's call already in flight"))
+                      .Add({})) {
   for (const auto& p : priorities) {
     depth_of(p);
     wait_of(p);

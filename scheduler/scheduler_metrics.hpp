@@ -29,6 +29,31 @@ struct scheduler_metrics {
   prometheus::Family<prometheus::Gauge>& source_inflight;
   /// arbiter_requests_pending: admitted requests not yet answered.
   prometheus::Gauge& requests_pending;
+  /// arbiter_source_attempts_total{source,outcome}: attempts (batches) ended, by how
+  /// ("ok", "rate_limited", "server_error", "timeout", "connect_failure", "bad_response",
+  /// "bad_request", "unauthorized", "not_found", "cancelled").
+  prometheus::Family<prometheus::Counter>& source_attempts;
+  /// arbiter_source_rate_limited_total{source}: 429 answers.
+  prometheus::Family<prometheus::Counter>& source_rate_limited;
+  /// arbiter_source_retries_total{source,decision,reason}: what followed a failed attempt
+  /// ("retry_here", "retry_elsewhere", "no_retry"), with the outcome or the reason not to.
+  prometheus::Family<prometheus::Counter>& source_retries;
+  /// arbiter_source_latency_seconds{source}: time per attempt, dispatch to answer.
+  prometheus::Family<prometheus::Histogram>& source_latency;
+  /// arbiter_source_concurrency_limit{source}: batches the source may have in flight now.
+  prometheus::Family<prometheus::Gauge>& source_limit;
+  /// arbiter_source_breaker_state{source}: 0 closed, 1 half-open, 2 open (ejected).
+  prometheus::Family<prometheus::Gauge>& source_breaker;
+  /// arbiter_source_pacing_waits_total{capability,reason}: times work waited because every
+  /// eligible source was paced ("requests", "tokens"), backing off after a 429 ("backoff")
+  /// or ejected ("breaker").
+  prometheus::Family<prometheus::Counter>& source_pacing_waits;
+  /// arbiter_source_hedges_total{source}: hedge attempts sent to a source.
+  prometheus::Family<prometheus::Counter>& source_hedges;
+  /// arbiter_cache_lookups_total{result}: result-cache lookups, "hit" or "miss".
+  prometheus::Family<prometheus::Counter>& cache_lookups;
+  /// arbiter_coalesced_items_total: items answered by an identical item's call in flight.
+  prometheus::Counter& coalesced_items;
 
   prometheus::Gauge& depth_of(const std::string& priority);
   prometheus::Histogram& wait_of(const std::string& priority);

@@ -1,40 +1,138 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/time_source.hpp"
+#include "scheduler/adaptive_concurrency.hpp"
+#include "scheduler/circuit_breaker.hpp"
 #include "scheduler/ids.hpp"
+#include "scheduler/rate_limiter.hpp"
+#include "scheduler/retry_policy.hpp"
 
 namespace arbiter::scheduler {
 
-/// What the registry knows of one source.
+/// How a source is to be treated, from configuration (remote endpoints) or from the process
+/// that spawned it (local workers).
+struct source_spec {
+  /// The name results report in `source`, e.g. "cpu" or "provider-a".
+  std::string name;
+  /// What it serves, e.g. {"cpu"}, {"chat"}, {"embed"}.
+  std::vector<std::string> capabilities;
+  /// Items per batch (a chat endpoint takes one prompt per call: 1).
+  uint32_t max_batch_items = 32;
+  /// Batches in flight at once. With `adaptive`, the AIMD limit moves below this.
+  uint32_t max_inflight = 2;
+  bool adaptive = false;
+  /// The AIMD settings when `adaptive` (its max_limit is `max_inflight`).
+  adaptive_concurrency_config concurrency;
+  /// Pacing by requests and tokens per minute (remote endpoints with known limits).
+  std::optional<rate_limit_config> rate_limit;
+  /// A circuit breaker with timed ejection, for sources that can fail (remote endpoints).
+  std::optional<circuit_breaker_config> breaker;
+  /// Output tokens one item asks of this source (a judge's max_tokens), for token pacing.
+  uint64_t completion_tokens = 0;
+  /// Whether the source is a remote endpoint (hedging and caching apply to its items).
+  bool remote = false;
+};
+
+/// How one attempt at a source ended, as the source reports it.
+struct attempt_report {
+  attempt_outcome_kind kind = attempt_outcome_kind::ok;
+  /// The server's Retry-After / retry-after-ms, when it sent one.
+  std::optional<nanoseconds> retry_after;
+  /// `x-ratelimit-*` headers of the answer (all absent for local workers).
+  rate_limit_headers headers;
+  /// From dispatch to answer.
+  nanoseconds latency{0};
+  /// What went wrong, for item errors, e.g. "HTTP 503: model overloaded" (empty on `ok`).
+  std::string detail;
+  /// The attempt was cancelled by the scheduler (a hedge that lost); it says nothing about
+  /// the source.
+  bool cancelled = false;
+};
+
+/// What /info and tests see of one source.
 struct source_info {
   source_id id = 0;
-  /// The name results report in `source`, e.g. "cpu".
   std::string name;
-  /// What it serves, e.g. {"cpu"}; later "embed", "nli", "generate", "chat".
   std::vector<std::string> capabilities;
-  /// Batches it may have in flight at once.
+  /// Batches it may have in flight now (the adaptive limit, or the fixed one).
   uint32_t max_inflight = 1;
   uint32_t inflight = 0;
   /// Dispatches so far (also breaks ties fairly).
   uint64_t dispatched = 0;
+  bool remote = false;
+  /// "closed", "open" or "half_open" ("closed" when the source has no breaker).
+  std::string breaker = "closed";
+  /// Why the breaker last opened (kept after it closes).
+  std::string breaker_reason;
+  /// Smoothed latency of successful attempts (0 before the first).
+  double latency_ms = 0.0;
+  /// Requests the pacing buckets allow now (-1 when not paced by requests).
+  double available_requests = -1.0;
 };
 
-/// The sources that can run work, by capability. Picks the least-loaded eligible source.
+/// Why `pick` found no source for a capability.
+struct pick_result {
+  std::optional<source_id> source;
+  /// When no source could take the batch only because of pacing, a 429 backoff or an open
+  /// breaker: the earliest time one could. Empty when sources are just busy (a completion
+  /// will free a slot) or none serves the capability.
+  std::optional<time_point> retry_at;
+  /// Why the nearest one waits: "requests", "tokens", "backoff", "breaker" (empty otherwise).
+  std::string waiting_on;
+};
+
+/// The sources that can run work, by capability, with each source's policy: pacing, adaptive
+/// concurrency, circuit breaker, latency. Picks the eligible source expected to finish a batch
+/// first. Not thread-safe: one owner (the scheduler core).
 class source_registry {
 public:
+  /// Reads time from `clock` (owned by the caller, outliving the registry).
+  explicit source_registry(const time_source& clock);
+  ~source_registry();
+
+  source_registry(const source_registry&) = delete;
+  source_registry& operator=(const source_registry&) = delete;
+
   /// Adds a source and returns its id (never reused).
-  source_id add(std::string name, std::vector<std::string> capabilities, uint32_t max_inflight);
+  source_id add(source_spec spec);
 
   /// Removes a source. Returns false when it is unknown.
   bool remove(source_id id);
 
-  /// The source with a free slot serving `capability` that has the fewest batches in flight
-  /// (ties: the one dispatched to least), or nullopt when every one is busy or none exists.
-  std::optional<source_id> pick(const std::string& capability) const;
+  /// The source to send a batch needing `capability` whose first item needs `tokens` prompt
+  /// tokens: among sources serving it that are eligible now (breaker not open, a free slot
+  /// under the concurrency limit, the pacing buckets holding a request and the tokens), the
+  /// one with the earliest expected completion (smoothed latency × (1 + in flight ÷ limit));
+  /// ties go to the fewest in flight, then the fewest dispatched. `avoid` is skipped when
+  /// another source serving the capability is not ejected. Takes nothing; `acquire` does.
+  pick_result pick(const std::string& capability, uint64_t tokens,
+                   std::optional<source_id> avoid = std::nullopt);
+
+  /// Prompt tokens the source's token bucket allows now (unbounded when not paced by tokens).
+  double token_allowance(source_id id);
+
+  /// Whether the source paces by tokens (callers then count the tokens of each item).
+  bool paces_tokens(source_id id) const;
+
+  /// Records a batch sent to `id` with `tokens` prompt tokens over `items` items: takes its
+  /// request and tokens (prompt plus the source's completion tokens per item) from the
+  /// buckets, a probe slot when half-open, and a concurrency slot.
+  void acquire(source_id id, uint64_t tokens, size_t items);
+
+  /// Records how an attempt at `id` ended and frees its slot: corrects the buckets from its
+  /// headers, honours a 429's Retry-After as one backoff for the endpoint, feeds the breaker
+  /// (5xx, timeouts, connection failures and unusable bodies count against it; 401/403/404
+  /// eject it for `eject_for` with the reason) and the concurrency limit, and the latency.
+  void release(source_id id, const attempt_report& report, nanoseconds eject_for);
+
+  /// Whether a source other than `except` serves `capability` and is not ejected.
+  bool has_alternative(const std::string& capability, source_id except);
 
   /// Whether any source serves `capability`, busy or not.
   bool serves(const std::string& capability) const;
@@ -42,20 +140,30 @@ public:
   /// How many sources serve `capability`.
   size_t count(const std::string& capability) const;
 
-  /// Records a batch sent to / finished by `id`.
-  void on_dispatch(source_id id);
-  void on_complete(source_id id);
+  /// Items per batch for `id` (1 when unknown).
+  uint32_t max_batch_items(source_id id) const;
 
-  const source_info* find(source_id id) const;
+  /// The latency past which an attempt at `id` is a straggler worth hedging: the 95th
+  /// percentile of its recent successful attempts; nullopt until 20 have been seen.
+  std::optional<nanoseconds> straggler_after(source_id id) const;
 
-  const std::vector<source_info>& sources() const noexcept {
-    return sources_;
-  }
+  /// The source's name ("" when unknown).
+  const std::string& name(source_id id) const;
+  bool remote(source_id id) const;
+
+  /// Every source as /info shows it.
+  std::vector<source_info> sources();
+
+  /// One source as /info shows it (default-constructed when unknown).
+  source_info describe(source_id id);
 
 private:
-  source_info* find_mutable(source_id id);
+  struct state;
 
-  std::vector<source_info> sources_;
+  state* find(source_id id) const;
+
+  const time_source& clock_;
+  std::vector<std::unique_ptr<state>> sources_;
   source_id next_id_ = 1;
 };
 

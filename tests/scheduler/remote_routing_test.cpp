@@ -1,0 +1,388 @@
+// The scheduler core with remote-style sources: retries, pacing, ejection, hedging,
+// coalescing and the result cache, driven by a manual clock.
+
+#include <gtest/gtest.h>
+
+#include "scheduler/scheduler_core.hpp"
+#include "test_support.hpp"
+
+using namespace arbiter;
+using namespace arbiter::scheduler;
+using namespace arbiter::scheduler::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+score_item judge_item(std::string text) {
+  score_item item;
+  item.reward = "judge";
+  item.kind = "judge";
+  item.capability = "chat";
+  item.solution_str = std::move(text);
+  item.ground_truth = {"reference"};
+  return item;
+}
+
+std::vector<score_item> judge_items(size_t n, const std::string& prefix = "answer ") {
+  std::vector<score_item> items;
+  for (size_t i = 0; i < n; ++i) {
+    items.push_back(judge_item(prefix + std::to_string(i)));
+  }
+  return items;
+}
+
+source_spec endpoint(std::string name, uint32_t rpm = 0) {
+  source_spec s;
+  s.name = std::move(name);
+  s.capabilities = {"chat"};
+  s.max_batch_items = 1;
+  s.max_inflight = 8;
+  s.remote = true;
+  rate_limit_config rl;
+  rl.requests_per_minute = rpm;
+  rl.burst = 1s;
+  s.rate_limit = rl;
+  s.breaker = circuit_breaker_config{};
+  return s;
+}
+
+attempt_report outcome(attempt_outcome_kind kind, nanoseconds latency = 100ms) {
+  attempt_report r;
+  r.kind = kind;
+  r.latency = latency;
+  if (kind != attempt_outcome_kind::ok) {
+    r.detail = "HTTP 503: overloaded";
+  }
+  return r;
+}
+
+config::routing_config routing() {
+  config::routing_config r;
+  r.retry_backoff_base = 100ms;
+  r.retry_backoff_cap = 100ms;
+  r.hedge = false;
+  return r;
+}
+
+class RemoteRouting : public ::testing::Test {
+protected:
+  explicit RemoteRouting(config::routing_config r = routing())
+    : metrics_(cfg_), core_(cfg_, clock_, metrics_.metrics, r) {
+  }
+
+  void ok(const dispatch_batch& b, double score) {
+    std::vector<item_outcome> outcomes(b.items.size(), ok_outcome(score));
+    core_.complete(b.id, outcome(attempt_outcome_kind::ok), outcomes);
+  }
+
+  void fail(const dispatch_batch& b, attempt_outcome_kind kind) {
+    core_.complete(b.id, outcome(kind), {});
+  }
+
+  std::string metrics_text() {
+    return metrics_.registry.render();
+  }
+
+  config::scheduler_config cfg_;
+  manual_time_source clock_;
+  metrics_fixture metrics_;
+  scheduler_core core_;
+};
+
+class RemoteRoutingWithHedges : public RemoteRouting {
+protected:
+  static config::routing_config with_hedges() {
+    auto r = routing();
+    r.hedge = true;
+    r.hedge_min_delay = 50ms;
+    r.hedge_budget_ratio = 0.5;
+    return r;
+  }
+  RemoteRoutingWithHedges() : RemoteRouting(with_hedges()) {
+  }
+};
+
+} // namespace
+
+TEST_F(RemoteRouting, A5xxIsRetriedElsewhereAndTheItemSaysWhere) {
+  auto a = core_.add_source(endpoint("a"));
+  auto b = core_.add_source(endpoint("b"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  auto failed_at = first[0].source;
+  fail(first[0], attempt_outcome_kind::server_error);
+  auto second = core_.dispatch();
+  ASSERT_EQ(second.size(), 1u) << "retried at once, elsewhere";
+  EXPECT_NE(second[0].source, failed_at);
+  EXPECT_TRUE(second[0].source == a || second[0].source == b);
+  ok(second[0], 0.7);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.status, item_status::ok);
+  EXPECT_EQ(r.attempts, 2u);
+  EXPECT_EQ(r.source, second[0].source == a ? "a" : "b");
+  EXPECT_NE(metrics_text().find("decision=\"retry_elsewhere\""), std::string::npos);
+}
+
+TEST_F(RemoteRouting, WithOneSourceA5xxIsRetriedThereAfterABackoff) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  fail(core_.dispatch().at(0), attempt_outcome_kind::server_error);
+  EXPECT_TRUE(core_.dispatch().empty()) << "backing off";
+  ASSERT_TRUE(core_.next_wakeup().has_value());
+  EXPECT_LE(*core_.next_wakeup(), clock_.now() + 100ms);
+  clock_.advance(100ms);
+  auto again = core_.dispatch();
+  ASSERT_EQ(again.size(), 1u);
+  ok(again[0], 0.5);
+  EXPECT_EQ(core_.take_finished().at(0).results[0].attempts, 2u);
+}
+
+TEST_F(RemoteRouting, ABadRequestIsNotRetried) {
+  core_.add_source(endpoint("a"));
+  core_.add_source(endpoint("b"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  fail(core_.dispatch().at(0), attempt_outcome_kind::bad_request);
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.code, errc::upstream_rejected);
+  EXPECT_EQ(r.attempts, 1u);
+  EXPECT_NE(r.error.find("bad_request"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("not retryable"), std::string::npos) << r.error;
+}
+
+TEST_F(RemoteRouting, AttemptsRunOutWithAnExplicitFailure) {
+  core_.add_source(endpoint("a"));
+  core_.add_source(endpoint("b"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto batches = core_.dispatch();
+    ASSERT_EQ(batches.size(), 1u) << "attempt " << attempt;
+    fail(batches[0], attempt_outcome_kind::timeout);
+  }
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].code, errc::upstream_failed);
+  EXPECT_EQ(done[0].results[0].attempts, 3u);
+  EXPECT_NE(done[0].results[0].error.find("no attempts left"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, WhenEverySourceIsDownItemsFailByTheirDeadline) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 2s, judge_items(4)).admitted());
+  // Five failures in a row open the breaker: nothing more is sent.
+  for (int round = 0; round < 10 && !core_.idle(); ++round) {
+    for (auto& b : core_.dispatch()) {
+      fail(b, attempt_outcome_kind::connect_failure);
+    }
+    clock_.advance(200ms);
+    core_.on_timer();
+  }
+  clock_.advance(2s);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.status, item_status::failed);
+    EXPECT_TRUE(r.code == errc::upstream_failed || r.code == errc::deadline_exceeded)
+      << to_string(r.code);
+  }
+  EXPECT_TRUE(core_.idle());
+}
+
+TEST_F(RemoteRouting, PacingSpreadsAStepOverTimeWithoutOverdrawing) {
+  // 60 RPM, one-second burst: one call per second at most.
+  core_.add_source(endpoint("a", 60));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(5)).admitted());
+  int sent = 0;
+  for (int second = 0; second < 5; ++second) {
+    auto batches = core_.dispatch();
+    EXPECT_EQ(batches.size(), 1u) << "second " << second;
+    for (auto& b : batches) {
+      ok(b, 1.0);
+      ++sent;
+    }
+    auto wake = core_.next_wakeup();
+    if (sent < 5) {
+      ASSERT_TRUE(wake.has_value());
+      EXPECT_LE(*wake, clock_.now() + 1s) << "the scheduler wakes when the bucket refills";
+    }
+    clock_.advance(1s);
+  }
+  EXPECT_EQ(sent, 5);
+  EXPECT_NE(metrics_text().find("arbiter_source_pacing_waits_total{capability=\"chat\","
+                                "reason=\"requests\"}"),
+            std::string::npos);
+}
+
+TEST_F(RemoteRouting, A429WithRetryAfterMovesWorkToTheOtherSource) {
+  auto a = core_.add_source(endpoint("a"));
+  auto b = core_.add_source(endpoint("b"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1)).admitted());
+  auto first = core_.dispatch().at(0);
+  auto report = outcome(attempt_outcome_kind::rate_limited);
+  report.retry_after = 5s;
+  core_.complete(first.id, report, {});
+  auto other = first.source == a ? b : a;
+  auto second = core_.dispatch();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].source, other);
+  // New work also avoids the rate-limited endpoint until its Retry-After has passed.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(3, "new ")).admitted());
+  for (auto& batch : core_.dispatch()) {
+    EXPECT_EQ(batch.source, other);
+  }
+  EXPECT_NE(metrics_text().find("arbiter_source_rate_limited_total"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, IdenticalItemsInFlightAreSentOnce) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "same")).admitted());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "same")).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u) << "the second item follows the first";
+  ok(batches[0], 0.25);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  for (const auto& d : done) {
+    EXPECT_DOUBLE_EQ(d.results[0].score, 0.25);
+    EXPECT_EQ(d.results[0].source, "a");
+  }
+  EXPECT_NE(metrics_text().find("arbiter_coalesced_items_total 1"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, AFollowerTakesOverWhenTheLeadersRequestTimesOut) {
+  core_.add_source(endpoint("a", 60));
+  // The bucket holds one call: the first request's item waits behind an unrelated one.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "other")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 500ms, judge_items(1, "same")).admitted());
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, judge_items(1, "same")).admitted());
+  clock_.advance(500ms);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 2u);
+  EXPECT_EQ(done[0].results[0].code, errc::deadline_exceeded);
+  clock_.advance(1s);
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u) << "request 3's item leads now and is sent";
+  EXPECT_EQ(batches[0].items[0]->solution_str, "same0");
+  ok(batches[0], 0.5);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 3u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+}
+
+TEST_F(RemoteRouting, CachedResultsAnswerAtOnce) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "x")).admitted());
+  ok(core_.dispatch().at(0), 0.9);
+  core_.take_finished();
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "x")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].results[0].cached);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.9);
+  EXPECT_EQ(done[0].results[0].source, "a");
+  EXPECT_NE(metrics_text().find("arbiter_cache_lookups_total{result=\"hit\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(RemoteRouting, FailuresAreNotCached) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "x")).admitted());
+  fail(core_.dispatch().at(0), attempt_outcome_kind::bad_request);
+  core_.take_finished();
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "x")).admitted());
+  EXPECT_EQ(core_.dispatch().size(), 1u);
+}
+
+TEST(RemoteRoutingCache, EntriesExpireAfterTheTtl) {
+  config::scheduler_config cfg;
+  manual_time_source clock;
+  metrics_fixture metrics{cfg};
+  auto r = routing();
+  r.cache_ttl = 1s;
+  scheduler_core core{cfg, clock, metrics.metrics, r};
+  core.add_source(endpoint("a"));
+  ASSERT_TRUE(core.submit(1, 1, clock.now() + 10s, judge_items(1, "x")).admitted());
+  auto b = core.dispatch().at(0);
+  core.complete(b.id, outcome(attempt_outcome_kind::ok), {ok_outcome(0.3)});
+  clock.advance(2s);
+  ASSERT_TRUE(core.submit(2, 1, clock.now() + 10s, judge_items(1, "x")).admitted());
+  EXPECT_EQ(core.dispatch().size(), 1u) << "expired: asked again";
+}
+
+TEST_F(RemoteRoutingWithHedges, AStragglerIsHedgedAndTheLoserCancelled) {
+  auto a = core_.add_source(endpoint("a"));
+  auto b = core_.add_source(endpoint("b"));
+  // Teach both sources their latency: 20 quick calls each.
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(core_.submit(100 + static_cast<request_id>(i), 1, clock_.now() + 10s,
+                             judge_items(1, "warm" + std::to_string(i) + "-"))
+                  .admitted());
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 100ms), {ok_outcome(1.0)});
+    }
+  }
+  core_.take_finished();
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "slow")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_FALSE(first[0].hedge);
+  ASSERT_TRUE(core_.next_wakeup().has_value());
+  EXPECT_LE(*core_.next_wakeup(), clock_.now() + 100ms) << "wakes to hedge at the p95";
+  clock_.advance(100ms);
+  core_.on_timer();
+  auto hedge = core_.dispatch();
+  ASSERT_EQ(hedge.size(), 1u);
+  EXPECT_TRUE(hedge[0].hedge);
+  EXPECT_NE(hedge[0].source, first[0].source);
+  EXPECT_TRUE(hedge[0].source == a || hedge[0].source == b);
+  ok(hedge[0], 0.4);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].attempts, 2u);
+  auto cancelled = core_.take_cancelled();
+  ASSERT_EQ(cancelled.size(), 1u);
+  EXPECT_EQ(cancelled[0].id, first[0].id);
+  // The loser's late answer changes nothing.
+  ok(first[0], 0.9);
+  EXPECT_TRUE(core_.take_finished().empty());
+  EXPECT_NE(metrics_text().find("arbiter_source_hedges_total"), std::string::npos);
+}
+
+TEST_F(RemoteRoutingWithHedges, AFailedOriginalLeavesTheHedgeToAnswer) {
+  core_.add_source(endpoint("a"));
+  core_.add_source(endpoint("b"));
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(core_.submit(100 + static_cast<request_id>(i), 1, clock_.now() + 10s,
+                             judge_items(1, "warm" + std::to_string(i) + "-"))
+                  .admitted());
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 100ms), {ok_outcome(1.0)});
+    }
+  }
+  core_.take_finished();
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "slow")).admitted());
+  auto first = core_.dispatch().at(0);
+  clock_.advance(100ms);
+  core_.on_timer();
+  auto hedge = core_.dispatch().at(0);
+  fail(first, attempt_outcome_kind::server_error);
+  EXPECT_TRUE(core_.dispatch().empty()) << "no retry while the hedge is out";
+  EXPECT_TRUE(core_.take_finished().empty());
+  ok(hedge, 0.6);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.6);
+}
