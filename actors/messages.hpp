@@ -30,6 +30,11 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
 /// main -> scheduler: register a worker actor as a source; answered with its source id.
 using add_source_atom = caf::atom_constant<caf::atom("addsource")>;
+/// scheduler -> source: stop working on a batch (a hedge that lost); no answer expected
+/// beyond the batch's own `work_result`, which the scheduler ignores.
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+/// I/O thread -> remote source: an HTTP exchange finished.
+using http_done_atom = caf::atom_constant<caf::atom("httpdone")>;
 
 /// A request as the ingress hands it to the scheduler.
 struct score_request {
@@ -70,6 +75,8 @@ struct work_batch {
 /// A worker's answer: one outcome per item of the batch, in order.
 struct work_result {
   scheduler::batch_id id = 0;
+  /// How the attempt went; `ok` unless the source itself failed (remote sources).
+  scheduler::attempt_report report;
   std::vector<item_outcome> outcomes;
 };
 
@@ -85,4 +92,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_batch)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::reply_callback)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::scheduler::source_spec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<arbiter::actors::score_submission>)

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <optional>
+#include <random>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -91,7 +92,12 @@ void pump(scheduler_actor* self) {
                   work_batch{id, std::move(batch.items)})
       .then(
         [self](work_result& result) {
-          self->state.core->complete(result.id, result.outcomes);
+          if (result.report.kind == scheduler::attempt_outcome_kind::ok
+              && !result.report.cancelled && result.report.latency.count() == 0) {
+            self->state.core->complete(result.id, result.outcomes);
+          } else {
+            self->state.core->complete(result.id, result.report, result.outcomes);
+          }
           pump(self);
         },
         [self, id](caf::error& err) {
@@ -99,6 +105,11 @@ void pump(scheduler_actor* self) {
                                        "the worker failed: " + self->system().render(err));
           pump(self);
         });
+  }
+  for (auto& gone : st.core->take_cancelled()) {
+    if (auto worker = st.workers.find(gone.source); worker != st.workers.end()) {
+      self->send(worker->second, cancel_atom::value, gone.id);
+    }
   }
   deliver_finished(self);
   arm_timer(self);
@@ -123,9 +134,10 @@ void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
 }
 
 caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
-                        scheduler::scheduler_metrics* metrics) {
+                        scheduler::scheduler_metrics* metrics, config::routing_config routing) {
   auto& st = self->state;
-  st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics);
+  st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics, routing,
+                                                        std::random_device{}());
   // A bug that throws must not leave requests without an answer: fail every pending request,
   // then stop.
   self->set_exception_handler([self](std::exception_ptr& eptr) -> caf::error {
@@ -194,6 +206,15 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       pump(self);
       return id;
     },
+    [self](add_source_atom, scheduler::source_spec& spec, caf::actor worker) {
+      auto& s = self->state;
+      auto id = s.core->add_source(std::move(spec));
+      self->monitor(worker);
+      s.source_of.emplace(worker.address(), id);
+      s.workers.emplace(id, std::move(worker));
+      pump(self);
+      return id;
+    },
     [self](tick_atom) {
       self->state.timer_at.reset();
       self->state.core->on_timer();
@@ -217,8 +238,9 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
 } // namespace
 
 caf::actor spawn_scheduler(caf::actor_system& sys, const config::scheduler_config& cfg,
-                           scheduler::scheduler_metrics& metrics) {
-  return sys.spawn(scheduler, cfg, &metrics);
+                           scheduler::scheduler_metrics& metrics,
+                           const config::routing_config& routing) {
+  return sys.spawn(scheduler, cfg, &metrics, routing);
 }
 
 } // namespace arbiter::actors

@@ -10,6 +10,7 @@ namespace arbiter::actors {
 /// Spawns the scheduler actor: it owns a `scheduler::scheduler_core` and turns messages into
 /// calls on it (see actors/messages.hpp for the protocol). `metrics` must outlive the actor.
 caf::actor spawn_scheduler(caf::actor_system& sys, const config::scheduler_config& cfg,
-                           scheduler::scheduler_metrics& metrics);
+                           scheduler::scheduler_metrics& metrics,
+                           const config::routing_config& routing = {});
 
 } // namespace arbiter::actors

@@ -6,6 +6,15 @@ std::string capability_of(std::string_view kind) {
   if (kind == "lexical" || kind == "exact_match") {
     return "cpu";
   }
+  if (kind == "judge") {
+    return "chat";
+  }
+  if (kind == "embedding") {
+    return "embed";
+  }
+  if (kind == "info_gain") {
+    return "ig";
+  }
   return std::string{kind};
 }
 

@@ -4,7 +4,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <limits>
 #include <string_view>
 #include <utility>
@@ -26,6 +28,10 @@ constexpr int64_t max_i64 = std::numeric_limits<int64_t>::max();
 enum class field_type : uint8_t {
   string,
   integer,
+  /// A float (an integer is accepted too); bounds are `min_num`/`max_num`.
+  number,
+  /// true or false (environment: true, false, 1, 0).
+  boolean,
 };
 
 /// One scalar configuration field: where it lives in TOML, what it accepts, how to read and
@@ -44,6 +50,11 @@ struct field_descriptor {
   void (*set_str)(arbiter_config&, std::string);
   /// One-line description (docs/configuration.md says the same at more length).
   std::string_view doc;
+  /// Number and boolean fields (a boolean is 0 or 1).
+  double (*get_num)(const arbiter_config&) = nullptr;
+  void (*set_num)(arbiter_config&, double) = nullptr;
+  double min_num = 0.0;
+  double max_num = 0.0;
 };
 
 /// Shorthand for an integer field descriptor.
@@ -61,6 +72,28 @@ constexpr field_descriptor str_field(std::string_view path, int64_t min_length,
                                      std::string_view doc) {
   return field_descriptor{path, field_type::string, min_length, 0, nullptr, nullptr, get, set,
                           doc};
+}
+
+/// Shorthand for a float field descriptor.
+field_descriptor num_field(std::string_view path, double min, double max,
+                           double (*get)(const arbiter_config&),
+                           void (*set)(arbiter_config&, double), std::string_view doc) {
+  field_descriptor f{path, field_type::number, 0, 0, nullptr, nullptr, nullptr, nullptr, doc};
+  f.get_num = get;
+  f.set_num = set;
+  f.min_num = min;
+  f.max_num = max;
+  return f;
+}
+
+/// Shorthand for a boolean field descriptor.
+field_descriptor bool_field(std::string_view path, double (*get)(const arbiter_config&),
+                            void (*set)(arbiter_config&, double), std::string_view doc) {
+  field_descriptor f{path, field_type::boolean, 0, 1, nullptr, nullptr, nullptr, nullptr, doc};
+  f.get_num = get;
+  f.set_num = set;
+  f.max_num = 1.0;
+  return f;
 }
 
 /// Every scalar field, in documentation order.
@@ -172,6 +205,113 @@ const std::vector<field_descriptor>& scalar_fields() {
             c.cpu.max_lexical_chars = static_cast<uint32_t>(v);
           },
           "Longest text, in code points, lexical accepts per side"),
+      // [routing]
+      int_field(
+          "routing.max_attempts", 1, 100,
+          [](const arbiter_config& c) -> int64_t { return c.routing.max_attempts; },
+          [](arbiter_config& c, int64_t v) { c.routing.max_attempts = static_cast<uint32_t>(v); },
+          "Attempts per item at remote sources, the first included"),
+      num_field(
+          "routing.retry_budget_ratio", 0.0, 10.0,
+          [](const arbiter_config& c) { return c.routing.retry_budget_ratio; },
+          [](arbiter_config& c, double v) { c.routing.retry_budget_ratio = v; },
+          "Retries may be at most this share of recent attempts"),
+      int_field(
+          "routing.retry_budget_min", 0, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.routing.retry_budget_min; },
+          [](arbiter_config& c, int64_t v) {
+            c.routing.retry_budget_min = static_cast<uint32_t>(v);
+          },
+          "Retries always allowed per 10 s window"),
+      int_field(
+          "routing.retry_backoff_base_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.retry_backoff_base.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.retry_backoff_base = ms{v}; },
+          "First backoff before retrying on the same source"),
+      int_field(
+          "routing.retry_backoff_cap_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.retry_backoff_cap.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.retry_backoff_cap = ms{v}; },
+          "Longest backoff before retrying on the same source"),
+      int_field(
+          "routing.max_retry_after_ms", 0, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.max_retry_after.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.max_retry_after = ms{v}; },
+          "Longest Retry-After honoured; longer ones are cut to this"),
+      int_field(
+          "routing.auth_ejection_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.auth_ejection.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.auth_ejection = ms{v}; },
+          "How long a source answering 401/403/404 stays ejected"),
+      int_field(
+          "routing.breaker_consecutive_failures", 0, max_u32,
+          [](const arbiter_config& c) -> int64_t {
+            return c.routing.breaker_consecutive_failures;
+          },
+          [](arbiter_config& c, int64_t v) {
+            c.routing.breaker_consecutive_failures = static_cast<uint32_t>(v);
+          },
+          "Failures in a row that open a source's breaker (0: never)"),
+      num_field(
+          "routing.breaker_failure_ratio", 0.0, 1.0,
+          [](const arbiter_config& c) { return c.routing.breaker_failure_ratio; },
+          [](arbiter_config& c, double v) { c.routing.breaker_failure_ratio = v; },
+          "Share of failed calls in 10 s that opens the breaker (0: never)"),
+      int_field(
+          "routing.breaker_minimum_volume", 1, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.routing.breaker_minimum_volume; },
+          [](arbiter_config& c, int64_t v) {
+            c.routing.breaker_minimum_volume = static_cast<uint32_t>(v);
+          },
+          "Calls in the window before the failure ratio counts"),
+      int_field(
+          "routing.breaker_ejection_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.breaker_ejection.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.breaker_ejection = ms{v}; },
+          "First ejection of a failing source; doubles while it keeps failing"),
+      int_field(
+          "routing.breaker_max_ejection_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t {
+            return c.routing.breaker_max_ejection.count();
+          },
+          [](arbiter_config& c, int64_t v) { c.routing.breaker_max_ejection = ms{v}; },
+          "Longest ejection"),
+      bool_field(
+          "routing.hedge", [](const arbiter_config& c) { return c.routing.hedge ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.routing.hedge = v != 0.0; },
+          "Hedge stragglers at the tail of a request on a second source"),
+      num_field(
+          "routing.hedge_tail_fraction", 0.0, 1.0,
+          [](const arbiter_config& c) { return c.routing.hedge_tail_fraction; },
+          [](arbiter_config& c, double v) { c.routing.hedge_tail_fraction = v; },
+          "Share of a request answered before its stragglers are hedged"),
+      int_field(
+          "routing.hedge_min_delay_ms", 0, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.hedge_min_delay.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.hedge_min_delay = ms{v}; },
+          "Shortest run time before an item counts as a straggler"),
+      num_field(
+          "routing.hedge_budget_ratio", 0.0, 1.0,
+          [](const arbiter_config& c) { return c.routing.hedge_budget_ratio; },
+          [](arbiter_config& c, double v) { c.routing.hedge_budget_ratio = v; },
+          "Hedges may be at most this share of recent attempts"),
+      bool_field(
+          "routing.coalesce",
+          [](const arbiter_config& c) { return c.routing.coalesce ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.routing.coalesce = v != 0.0; },
+          "Send identical remote items in flight at once only once"),
+      int_field(
+          "routing.cache_capacity", 0, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.routing.cache_capacity; },
+          [](arbiter_config& c, int64_t v) {
+            c.routing.cache_capacity = static_cast<uint32_t>(v);
+          },
+          "Results of remote rewards cached (0: no cache)"),
+      int_field(
+          "routing.cache_ttl_ms", 0, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.routing.cache_ttl.count(); },
+          [](arbiter_config& c, int64_t v) { c.routing.cache_ttl = ms{v}; },
+          "How long a cached result stays valid (0: until evicted)"),
   };
   return fields;
 }
@@ -264,6 +404,19 @@ void set_int_checked(const field_descriptor& field, int64_t value, const std::st
   field.set_int(cfg, value);
 }
 
+/// Checks `value` against a number field's bounds; sets it when it fits.
+void set_num_checked(const field_descriptor& field, double value, const std::string& where,
+                     arbiter_config& cfg, problem_list& problems) {
+  if (!(value >= field.min_num && value <= field.max_num)) {
+    std::ostringstream out;
+    out << "must be between " << field.min_num << " and " << field.max_num << " (got " << value
+        << ")";
+    problems.push_back({where, out.str()});
+    return;
+  }
+  field.set_num(cfg, value);
+}
+
 /// Checks `value` against a string field's minimum length; sets it when it fits.
 void set_str_checked(const field_descriptor& field, std::string value, const std::string& where,
                      arbiter_config& cfg, problem_list& problems) {
@@ -278,6 +431,26 @@ void set_str_checked(const field_descriptor& field, std::string value, const std
 void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_config& cfg,
                  problem_list& problems) {
   const std::string where(field.path);
+  if (field.type == field_type::number || field.type == field_type::boolean) {
+    double v = 0.0;
+    if (field.type == field_type::boolean) {
+      const auto* b = node.as_boolean();
+      if (b == nullptr) {
+        problems.push_back({where, wrong_type("a boolean", node)});
+        return;
+      }
+      v = b->get() ? 1.0 : 0.0;
+    } else if (const auto* f = node.as_floating_point()) {
+      v = f->get();
+    } else if (const auto* i = node.as_integer()) {
+      v = static_cast<double>(i->get());
+    } else {
+      problems.push_back({where, wrong_type("a number", node)});
+      return;
+    }
+    set_num_checked(field, v, where, cfg, problems);
+    return;
+  }
   if (field.type == field_type::integer) {
     const auto* value = node.as_integer();
     if (value == nullptr) {
@@ -442,16 +615,154 @@ void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list
   cfg.data_sources = std::move(sources);
 }
 
+/// Reads one `[[sources]]` element.
+source_config load_source(const toml::node& node, const std::string& where,
+                          problem_list& problems) {
+  source_config src;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return src;
+  }
+  using ms = std::chrono::milliseconds;
+  auto text = [&](const toml::node& v, const std::string& field, std::string& out) {
+    if (const auto* t = v.as_string()) {
+      out = t->get();
+    } else {
+      problems.push_back({field, wrong_type("a string", v)});
+    }
+  };
+  auto integer = [&](const toml::node& v, const std::string& field, int64_t min, int64_t max,
+                     auto&& set) {
+    const auto* i = v.as_integer();
+    if (i == nullptr) {
+      problems.push_back({field, wrong_type("an integer", v)});
+    } else if (i->get() < min || i->get() > max) {
+      problems.push_back({field, range_reason(min, max, std::to_string(i->get()))});
+    } else {
+      set(i->get());
+    }
+  };
+  auto boolean = [&](const toml::node& v, const std::string& field, bool& out) {
+    if (const auto* b = v.as_boolean()) {
+      out = b->get();
+    } else {
+      problems.push_back({field, wrong_type("a boolean", v)});
+    }
+  };
+  auto number = [&](const toml::node& v, const std::string& field, double min, double max,
+                    double& out) {
+    double got = 0.0;
+    if (const auto* f = v.as_floating_point()) {
+      got = f->get();
+    } else if (const auto* i = v.as_integer()) {
+      got = static_cast<double>(i->get());
+    } else {
+      problems.push_back({field, wrong_type("a number", v)});
+      return;
+    }
+    if (!(got >= min && got <= max)) {
+      std::ostringstream out_text;
+      out_text << "must be between " << min << " and " << max << " (got " << got << ")";
+      problems.push_back({field, out_text.str()});
+      return;
+    }
+    out = got;
+  };
+  for (const auto& [key, value] : *table) {
+    const std::string k(key.str());
+    const std::string field = where + "." + k;
+    if (k == "name") {
+      text(value, field, src.name);
+    } else if (k == "kind") {
+      text(value, field, src.kind);
+    } else if (k == "url") {
+      text(value, field, src.url);
+    } else if (k == "model") {
+      text(value, field, src.model);
+    } else if (k == "api_key") {
+      text(value, field, src.api_key);
+    } else if (k == "api_key_env") {
+      text(value, field, src.api_key_env);
+    } else if (k == "enable_thinking") {
+      bool b = false;
+      boolean(value, field, b);
+      src.enable_thinking = b ? "true" : "false";
+    } else if (k == "capabilities") {
+      const auto* list = value.as_array();
+      if (list == nullptr) {
+        problems.push_back({field, wrong_type("an array of strings", value)});
+        continue;
+      }
+      for (size_t i = 0; i < list->size(); ++i) {
+        std::string cap;
+        text(*list->get(i), field + "[" + std::to_string(i) + "]", cap);
+        src.capabilities.push_back(std::move(cap));
+      }
+    } else if (k == "timeout_ms") {
+      integer(value, field, 1, max_duration_ms, [&](int64_t v) { src.timeout = ms{v}; });
+    } else if (k == "connect_timeout_ms") {
+      integer(value, field, 1, max_duration_ms, [&](int64_t v) { src.connect_timeout = ms{v}; });
+    } else if (k == "requests_per_minute") {
+      integer(value, field, 0, max_u32,
+              [&](int64_t v) { src.requests_per_minute = static_cast<uint32_t>(v); });
+    } else if (k == "tokens_per_minute") {
+      integer(value, field, 0, max_u32,
+              [&](int64_t v) { src.tokens_per_minute = static_cast<uint32_t>(v); });
+    } else if (k == "burst_ms") {
+      integer(value, field, 1, 60000, [&](int64_t v) { src.burst = ms{v}; });
+    } else if (k == "max_concurrency") {
+      integer(value, field, 1, 100000,
+              [&](int64_t v) { src.max_concurrency = static_cast<uint32_t>(v); });
+    } else if (k == "initial_concurrency") {
+      integer(value, field, 0, 100000,
+              [&](int64_t v) { src.initial_concurrency = static_cast<uint32_t>(v); });
+    } else if (k == "max_batch_items") {
+      integer(value, field, 0, 100000,
+              [&](int64_t v) { src.max_batch_items = static_cast<uint32_t>(v); });
+    } else if (k == "max_tokens") {
+      integer(value, field, 1, max_u32,
+              [&](int64_t v) { src.max_tokens = static_cast<uint32_t>(v); });
+    } else if (k == "temperature") {
+      number(value, field, 0.0, 2.0, src.temperature);
+    } else if (k == "top_p") {
+      number(value, field, 0.0, 1.0, src.top_p);
+    } else if (k == "insecure_skip_verify") {
+      boolean(value, field, src.insecure_skip_verify);
+    } else if (k == "use_completions") {
+      boolean(value, field, src.use_completions);
+    } else {
+      problems.push_back({field, "unknown field"});
+    }
+  }
+  return src;
+}
+
+/// Reads `[[sources]]`.
+void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({"sources", wrong_type("an array of tables ([[sources]])", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    cfg.sources.push_back(
+      load_source(*list->get(i), "sources[" + std::to_string(i) + "]", problems));
+  }
+}
+
 /// Walks the parsed document over the defaults.
 void load_root(const toml::table& root, arbiter_config& cfg, problem_list& problems) {
   for (const auto& [key, value] : root) {
     const std::string_view name = key.str();
-    if (name == "server" || name == "scheduler" || name == "cpu") {
+    if (name == "server" || name == "scheduler" || name == "cpu" || name == "routing") {
       load_section(name, value, cfg, problems);
     } else if (name == "rewards") {
       load_rewards(value, cfg, problems);
     } else if (name == "data_sources") {
       load_data_sources(value, cfg, problems);
+    } else if (name == "sources") {
+      load_sources(value, cfg, problems);
     } else {
       problems.push_back({std::string(name), "unknown field"});
     }
@@ -525,7 +836,8 @@ std::optional<int64_t> parse_integer(const std::string& text, bool& overflow) {
 } // namespace
 
 const std::vector<std::string>& builtin_reward_kinds() {
-  static const std::vector<std::string> kinds = {"lexical", "exact_match"};
+  static const std::vector<std::string> kinds = {"lexical", "exact_match", "judge", "embedding",
+                                                 "info_gain"};
   return kinds;
 }
 
@@ -590,6 +902,99 @@ arbiter_config load_file(const std::string& path, std::vector<config_problem>& p
   return load_string(text, path, problems);
 }
 
+namespace {
+
+/// One of today's reward-script variables that names a remote service.
+struct source_shorthand {
+  const char* url;
+  const char* name;
+  const char* kind;
+  const char* capability;
+  std::vector<const char*> api_key;
+  std::vector<const char*> timeout_s;
+  std::vector<const char*> model;
+  const char* batch_size;
+};
+
+const std::vector<source_shorthand>& shorthands() {
+  static const std::vector<source_shorthand> list = {
+      {"EMBEDDING_SERVER_URL", "embedding_server", "openai", "embed",
+       {"EMBEDDING_SERVER_API_KEY", "EMBEDDING_API_KEY"},
+       {"EMBEDDING_SERVER_TIMEOUT", "EMBEDDING_TIMEOUT"},
+       {"EMBEDDING_MODEL", "EMBEDDING_MODEL_NAME"}, nullptr},
+      {"LLM_JUDGE_SERVER_URL", "llm_judge_server", "openai", "chat",
+       {"LLM_JUDGE_SERVER_API_KEY", "LLM_JUDGE_API_KEY"},
+       {"LLM_JUDGE_SERVER_TIMEOUT", "LLM_JUDGE_TIMEOUT"},
+       {"LLM_JUDGE_MODEL", "LLM_JUDGE_MODEL_NAME"}, nullptr},
+      {"IG_SERVICE_URL", "ig_service", "ig_service", "ig",
+       {"IG_SERVICE_API_KEY", "IG_API_KEY"},
+       {"IG_SERVICE_TIMEOUT", "IG_TIMEOUT"},
+       {},
+       "IG_BATCH_SIZE"},
+  };
+  return list;
+}
+
+} // namespace
+
+void apply_source_shorthands(
+  arbiter_config& cfg, const std::function<std::optional<std::string>(const std::string&)>& env,
+  std::vector<config_problem>& problems) {
+  for (const auto& sh : shorthands()) {
+    auto url = env(sh.url);
+    if (!url || url->empty()) {
+      continue;
+    }
+    bool exists = std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                              [&](const source_config& s) { return s.name == sh.name; });
+    if (exists) {
+      continue; // The file's table of that name wins.
+    }
+    source_config src;
+    src.name = sh.name;
+    src.kind = sh.kind;
+    src.url = *url;
+    src.capabilities = {sh.capability};
+    auto first = [&](const std::vector<const char*>& names) -> std::optional<std::string> {
+      for (const auto* n : names) {
+        if (auto v = env(n); v && !v->empty()) {
+          return v;
+        }
+      }
+      return std::nullopt;
+    };
+    if (auto key = first(sh.api_key)) {
+      src.api_key = *key;
+    }
+    if (auto model = first(sh.model)) {
+      src.model = *model;
+    }
+    if (auto t = first(sh.timeout_s)) {
+      char* end = nullptr;
+      double seconds = std::strtod(t->c_str(), &end);
+      if (end != t->c_str() + t->size() || !(seconds > 0.0) || seconds > 86400.0) {
+        problems.push_back({sh.timeout_s.front(),
+                            "expected a positive number of seconds, got " + quoted(*t)});
+      } else {
+        src.timeout = std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000.0)};
+      }
+    }
+    if (sh.batch_size != nullptr) {
+      if (auto b = env(sh.batch_size); b && !b->empty()) {
+        bool overflow = false;
+        auto n = parse_integer(*b, overflow);
+        if (!n || *n < 1 || *n > 100000) {
+          problems.push_back({sh.batch_size, "expected a batch size of 1 to 100000, got "
+                                               + quoted(*b)});
+        } else {
+          src.max_batch_items = static_cast<uint32_t>(*n);
+        }
+      }
+    }
+    cfg.sources.push_back(std::move(src));
+  }
+}
+
 void apply_environment(arbiter_config& cfg,
                        const std::function<std::optional<std::string>(const std::string&)>& env,
                        std::vector<config_problem>& problems) {
@@ -603,6 +1008,26 @@ void apply_environment(arbiter_config& cfg,
       set_str_checked(field, std::move(*value), name, cfg, problems);
       continue;
     }
+    if (field.type == field_type::boolean) {
+      if (*value == "true" || *value == "1") {
+        field.set_num(cfg, 1.0);
+      } else if (*value == "false" || *value == "0") {
+        field.set_num(cfg, 0.0);
+      } else {
+        problems.push_back({name, "expected true or false, got " + quoted(*value)});
+      }
+      continue;
+    }
+    if (field.type == field_type::number) {
+      char* end = nullptr;
+      double v = std::strtod(value->c_str(), &end);
+      if (value->empty() || end != value->c_str() + value->size()) {
+        problems.push_back({name, "expected a number, got " + quoted(*value)});
+      } else {
+        set_num_checked(field, v, name, cfg, problems);
+      }
+      continue;
+    }
     bool overflow = false;
     const std::optional<int64_t> number = parse_integer(*value, overflow);
     if (overflow) {
@@ -613,13 +1038,19 @@ void apply_environment(arbiter_config& cfg,
       set_int_checked(field, *number, name, cfg, problems);
     }
   }
+  apply_source_shorthands(cfg, env, problems);
 }
 
 void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) {
   // Field-level bounds, for configurations built in code or changed after loading.
   for (const auto& field : scalar_fields()) {
     const std::string where(field.path);
-    if (field.type == field_type::integer) {
+    if (field.type == field_type::number || field.type == field_type::boolean) {
+      const double value = field.get_num(cfg);
+      if (!(value >= field.min_num && value <= field.max_num)) {
+        problems.push_back({where, "out of range (got " + std::to_string(value) + ")"});
+      }
+    } else if (field.type == field_type::integer) {
       const int64_t value = field.get_int(cfg);
       if (value < field.min || value > field.max) {
         problems.push_back({where, range_reason(field.min, field.max, std::to_string(value))});
@@ -696,6 +1127,46 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({where + ".kind", "unknown kind " + quoted(reward.kind) +
                                                "; expected one of " +
                                                join(builtin_reward_kinds())});
+    }
+  }
+
+  // Remote sources.
+  std::vector<std::string> source_names;
+  for (size_t i = 0; i < cfg.sources.size(); ++i) {
+    const auto& src = cfg.sources[i];
+    const std::string where = "sources[" + std::to_string(i) + "]";
+    if (src.name.empty()) {
+      problems.push_back({where + ".name", "missing required field"});
+    } else if (std::find(source_names.begin(), source_names.end(), src.name)
+               != source_names.end()) {
+      problems.push_back({where + ".name", "duplicate source name " + quoted(src.name)});
+    } else if (src.name == "cpu" || src.name == "cache") {
+      problems.push_back({where + ".name", quoted(src.name) + " is reserved"});
+    }
+    source_names.push_back(src.name);
+    static const std::vector<std::string> kinds = {"openai", "tei", "ig_service"};
+    if (std::find(kinds.begin(), kinds.end(), src.kind) == kinds.end()) {
+      problems.push_back({where + ".kind", "unknown kind " + quoted(src.kind)
+                                             + "; expected one of " + join(kinds)});
+    }
+    if (src.url.rfind("http://", 0) != 0 && src.url.rfind("https://", 0) != 0) {
+      problems.push_back({where + ".url", "must start with http:// or https:// (got "
+                                            + quoted(src.url) + ")"});
+    }
+    static const std::vector<std::string> capabilities = {"chat", "embed", "ig"};
+    for (size_t c = 0; c < src.capabilities.size(); ++c) {
+      if (std::find(capabilities.begin(), capabilities.end(), src.capabilities[c])
+          == capabilities.end()) {
+        problems.push_back({where + ".capabilities[" + std::to_string(c) + "]",
+                            "unknown capability " + quoted(src.capabilities[c])
+                              + "; expected one of " + join(capabilities)});
+      }
+    }
+    if (src.initial_concurrency > src.max_concurrency) {
+      problems.push_back({where + ".initial_concurrency",
+                          "must not exceed max_concurrency ("
+                            + std::to_string(src.initial_concurrency) + " > "
+                            + std::to_string(src.max_concurrency) + ")"});
     }
   }
 

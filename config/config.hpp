@@ -76,6 +76,90 @@ struct scheduler_config {
   };
 };
 
+/// How the scheduler treats sources that can fail: retries, ejection, hedging, caching and
+/// coalescing (docs/architecture.md, "Routing, pacing, retries and hedging").
+struct routing_config {
+  /// Attempts per item, the first included.
+  uint32_t max_attempts = 3;
+  /// Retries may be at most this share of recent attempts (a 10 s window)...
+  double retry_budget_ratio = 0.2;
+  /// ...but this many per window are always allowed.
+  uint32_t retry_budget_min = 10;
+  /// Full-jitter backoff before retrying on the same source: base doubling to cap.
+  std::chrono::milliseconds retry_backoff_base{500};
+  std::chrono::milliseconds retry_backoff_cap{8000};
+  /// The longest Retry-After honoured; longer ones are cut to this.
+  std::chrono::milliseconds max_retry_after{60000};
+  /// How long a source answering 401, 403 or 404 stays ejected.
+  std::chrono::milliseconds auth_ejection{300000};
+  /// The circuit breaker opens after this many failures in a row...
+  uint32_t breaker_consecutive_failures = 5;
+  /// ...or when this share of the calls in its 10 s window failed (with at least
+  /// `breaker_minimum_volume` calls).
+  double breaker_failure_ratio = 0.5;
+  uint32_t breaker_minimum_volume = 20;
+  /// The first ejection's length; each one in a row doubles it, up to the max.
+  std::chrono::milliseconds breaker_ejection{5000};
+  std::chrono::milliseconds breaker_max_ejection{300000};
+  /// Hedge stragglers: an item still running past its source's recent 95th-percentile latency
+  /// (and at least `hedge_min_delay`), once `hedge_tail_fraction` of its request is done, is
+  /// sent to a second source; the first answer wins and the other attempt is cancelled.
+  bool hedge = true;
+  double hedge_tail_fraction = 0.75;
+  std::chrono::milliseconds hedge_min_delay{200};
+  /// Hedges may be at most this share of recent attempts.
+  double hedge_budget_ratio = 0.05;
+  /// Identical items of remote rewards in flight at once are sent once.
+  bool coalesce = true;
+  /// Results of remote rewards kept, keyed on the reward and its inputs (0: no cache).
+  uint32_t cache_capacity = 65536;
+  /// How long a cached result stays valid (0: until evicted).
+  std::chrono::milliseconds cache_ttl{0};
+};
+
+/// One remote model endpoint (a `[[sources]]` table, or an environment shorthand such as
+/// `LLM_JUDGE_SERVER_URL`).
+struct source_config {
+  /// Unique; results report it in `source`.
+  std::string name;
+  /// The API it speaks: "openai" (chat/completions, embeddings), "tei" (/embed) or
+  /// "ig_service" (/compute_info_gain).
+  std::string kind;
+  /// Base URL, http or https; the API's paths are appended.
+  std::string url;
+  /// What it serves: "chat" (the judge reward), "embed" (embedding), "ig" (info_gain).
+  /// Empty: the kind's default ("openai": chat, "tei": embed, "ig_service": ig).
+  std::vector<std::string> capabilities;
+  /// Sent as "model" (openai).
+  std::string model;
+  /// The API key itself (prefer `api_key_env`); sent as a bearer token, never logged.
+  std::string api_key;
+  /// The environment variable holding the API key.
+  std::string api_key_env;
+  /// Bound on one attempt (request sent to whole answer read), and on connecting.
+  std::chrono::milliseconds timeout{60000};
+  std::chrono::milliseconds connect_timeout{5000};
+  /// The provider's limits (0: not paced); the pacing buckets hold `burst` worth of them.
+  uint32_t requests_per_minute = 0;
+  uint32_t tokens_per_minute = 0;
+  std::chrono::milliseconds burst{60000};
+  /// Calls in flight at once at most; the adaptive limit starts at `initial_concurrency`
+  /// (0: at the maximum) and moves under this.
+  uint32_t max_concurrency = 64;
+  uint32_t initial_concurrency = 0;
+  /// Items per call (0: the kind's default: 1 for chat, 32 for embed, 8 for ig).
+  uint32_t max_batch_items = 0;
+  /// https: skip certificate verification (never in production).
+  bool insecure_skip_verify = false;
+  /// Judge calls: new tokens, sampling, Qwen3 thinking ("" leaves the server's default),
+  /// and /v1/completions instead of chat.
+  uint32_t max_tokens = 1024;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  std::string enable_thinking;
+  bool use_completions = false;
+};
+
 /// The CPU rewards (`lexical`, `exact_match`).
 struct cpu_config {
   /// CPU worker actors. 0 means one per core.
@@ -96,6 +180,9 @@ struct reward_config {
 struct arbiter_config {
   server_config server;
   scheduler_config scheduler;
+  routing_config routing;
+  /// Remote model endpoints.
+  std::vector<source_config> sources;
   cpu_config cpu;
   /// Configured rewards, by name. The built-in kinds are always available under their own
   /// names (`lexical`, `exact_match`); entries here add names or override those.
@@ -105,6 +192,9 @@ struct arbiter_config {
   std::map<std::string, std::string> data_sources = {
       {"lexical", "lexical"},
       {"exact_match", "exact_match"},
+      {"embedding_remote", "embedding"},
+      {"llm_judge_remote", "judge"},
+      {"info_gain", "info_gain"},
   };
 };
 
@@ -135,6 +225,16 @@ arbiter_config load_string(const std::string& toml_text, const std::string& orig
 void apply_environment(arbiter_config& cfg,
                        const std::function<std::optional<std::string>(const std::string&)>& env,
                        std::vector<config_problem>& problems);
+
+/// Adds remote sources from the variables today's reward scripts use, unless the
+/// configuration already has a source of that name: `EMBEDDING_SERVER_URL` (source
+/// "embedding_server", OpenAI /v1/embeddings, capability embed), `LLM_JUDGE_SERVER_URL`
+/// ("llm_judge_server", OpenAI chat, capability chat), `IG_SERVICE_URL` ("ig_service",
+/// capability ig), each with `_API_KEY`, `_TIMEOUT` (seconds) and `_MODEL` variants (see
+/// docs/configuration.md). `apply_environment` calls it.
+void apply_source_shorthands(
+  arbiter_config& cfg, const std::function<std::optional<std::string>(const std::string&)>& env,
+  std::vector<config_problem>& problems);
 
 /// Checks cross-field rules (default priority exists, rewards name known kinds, prefixes map
 /// to known rewards, unique class names ...). Appends what it finds to `problems`.

@@ -19,6 +19,7 @@
 
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/messages.hpp"
+#include "actors/remote_source_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "arbiter/version.hpp"
 #include "backends/reward_catalog.hpp"
@@ -118,7 +119,7 @@ int serve(const serve_options& options) {
   boost::asio::io_context ioc;
   caf::actor_system sys{caf_cfg};
 
-  auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics);
+  auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing);
   std::vector<caf::actor> workers;
   {
     caf::scoped_actor self{sys};
@@ -130,6 +131,21 @@ int serve(const serve_options& options) {
         .receive([](scheduler::source_id) {},
                  [&](caf::error& e) { log::error("cannot add a cpu worker: ", sys.render(e)); });
       workers.push_back(worker);
+    }
+    for (const auto& src : cfg.sources) {
+      if (!src.api_key_env.empty() && actors::resolve_api_key(src).empty()) {
+        log::warn("source '", src.name, "': ", src.api_key_env,
+                  " is not set; calling it without an API key");
+      }
+      auto actor = actors::spawn_remote_source(sys, ioc, src);
+      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
+                    actors::remote_source_spec(src, cfg.routing), actor)
+        .receive([](scheduler::source_id) {},
+                 [&](caf::error& e) {
+                   log::error("cannot add source '", src.name, "': ", sys.render(e));
+                 });
+      workers.push_back(actor);
+      log::info("source '", src.name, "': ", src.kind, " at ", src.url);
     }
   }
 

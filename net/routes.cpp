@@ -238,7 +238,11 @@ void router::info(reply_fn reply) {
                                {"capabilities", s.capabilities},
                                {"inflight_batches", s.inflight},
                                {"max_inflight_batches", s.max_inflight},
-                               {"dispatched_batches", s.dispatched}});
+                               {"dispatched_batches", s.dispatched},
+                               {"remote", s.remote},
+                               {"breaker", s.breaker},
+                               {"breaker_reason", s.breaker_reason},
+                               {"latency_ms", s.latency_ms}});
           }
           doc["sources"] = sources;
           doc["limits"] = {{"max_body_bytes", cfg.server.max_body_bytes},

@@ -472,7 +472,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_MAX_INFLIGHT_BATCHES_PER_SOURCE"),
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
-  EXPECT_EQ(vars.size(), 17u);
+  EXPECT_EQ(vars.size(), 36u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();

@@ -1,0 +1,269 @@
+#include "actors/remote_source_actor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "backends/http_client.hpp"
+#include "backends/remote/remote_codec.hpp"
+#include "common/log.hpp"
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::backends::http_result)
+
+namespace arbiter::actors {
+
+namespace remote = backends::remote;
+using scheduler::attempt_outcome_kind;
+
+namespace {
+
+struct pending_call {
+  caf::response_promise promise;
+  remote::prepared_call call;
+  std::vector<shared_item> items;
+  time_point started;
+  uint64_t http_id = 0;
+};
+
+struct remote_source_state {
+  std::string source_name;
+  remote::api_kind api = remote::api_kind::openai;
+  remote::endpoint_options options;
+  std::shared_ptr<backends::http_client_pool> pool;
+  std::unordered_map<scheduler::batch_id, pending_call> pending;
+  steady_time_source clock;
+};
+
+using remote_source_actor = caf::stateful_actor<remote_source_state>;
+
+/// How a transport failure counts.
+attempt_outcome_kind outcome_of(backends::http_error e) {
+  switch (e) {
+    case backends::http_error::timeout:
+      return attempt_outcome_kind::timeout;
+    case backends::http_error::protocol_error:
+      return attempt_outcome_kind::bad_response;
+    case backends::http_error::bad_url:
+      return attempt_outcome_kind::not_found;
+    default:
+      return attempt_outcome_kind::connect_failure;
+  }
+}
+
+/// Turns one HTTP exchange into the scheduler's report and the items' outcomes.
+work_result interpret(remote_source_state& st, scheduler::batch_id id, pending_call& p,
+                      backends::http_result& r) {
+  work_result out;
+  out.id = id;
+  auto& report = out.report;
+  report.latency = st.clock.now() - p.started;
+  if (report.latency.count() == 0) {
+    report.latency = nanoseconds{1};
+  }
+  if (r.error == backends::http_error::cancelled) {
+    report.cancelled = true;
+    report.kind = attempt_outcome_kind::connect_failure;
+    report.detail = "cancelled";
+    return out;
+  }
+  if (r.error != backends::http_error::none) {
+    report.kind = outcome_of(r.error);
+    report.detail = std::string{to_string(r.error)} + ": " + r.error_message;
+    return out;
+  }
+  scheduler::header_lookup lookup = [&r](std::string_view name) -> std::optional<std::string_view> {
+    if (const auto* v = r.header(name)) {
+      return std::string_view{*v};
+    }
+    return std::nullopt;
+  };
+  report.headers = scheduler::parse_rate_limit_headers(lookup);
+  report.kind = scheduler::classify_http_status(r.status);
+  if (report.kind != attempt_outcome_kind::ok) {
+    if (report.kind == attempt_outcome_kind::rate_limited
+        || report.kind == attempt_outcome_kind::server_error) {
+      report.retry_after = scheduler::retry_after_from_headers(lookup);
+    }
+    report.detail = "HTTP " + std::to_string(r.status) + ": " + remote::error_message(r.body);
+    return out;
+  }
+  try {
+    out.outcomes = remote::parse_reply(st.api, st.options, p.call, p.items, r.body);
+  } catch (const remote::bad_reply& e) {
+    report.kind = attempt_outcome_kind::bad_response;
+    report.detail = e.what();
+    out.outcomes.clear();
+    return out;
+  }
+  auto ms = std::chrono::duration<double, std::milli>(report.latency).count();
+  for (auto& o : out.outcomes) {
+    o.run_ms = ms;
+  }
+  return out;
+}
+
+caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* io,
+                            config::source_config cfg) {
+  auto& st = self->state;
+  st.source_name = cfg.name;
+  if (auto api = remote::parse_api_kind(cfg.kind)) {
+    st.api = *api;
+  }
+  st.options.model = cfg.model;
+  st.options.max_tokens = cfg.max_tokens;
+  st.options.temperature = cfg.temperature;
+  st.options.top_p = cfg.top_p;
+  st.options.use_completions = cfg.use_completions;
+  if (cfg.enable_thinking == "true") {
+    st.options.enable_thinking = true;
+  } else if (cfg.enable_thinking == "false") {
+    st.options.enable_thinking = false;
+  }
+  backends::http_client_options http;
+  http.max_connections = std::max<uint32_t>(cfg.max_concurrency, 1);
+  http.connect_timeout = cfg.connect_timeout;
+  http.attempt_timeout = cfg.timeout;
+  http.insecure_skip_verify = cfg.insecure_skip_verify;
+  http.api_key = resolve_api_key(cfg);
+  st.pool = std::make_shared<backends::http_client_pool>(cfg.url, *io, http);
+  self->attach_functor([pool = st.pool] { pool->shutdown(); });
+  return {
+    [self](work_atom, work_batch& batch) -> caf::result<work_result> {
+      auto& s = self->state;
+      pending_call p;
+      p.items = std::move(batch.items);
+      try {
+        p.call = remote::prepare_call(s.api, s.options, p.items);
+      } catch (const std::exception& e) {
+        // The reward cannot be computed by this API at all: the items fail, the source is fine.
+        work_result result;
+        result.id = batch.id;
+        for (size_t i = 0; i < p.items.size(); ++i) {
+          item_outcome o;
+          o.code = errc::reward_failed;
+          o.error = "source '" + s.source_name + "': " + e.what();
+          result.outcomes.push_back(std::move(o));
+        }
+        return result;
+      }
+      p.promise = self->make_response_promise();
+      p.started = s.clock.now();
+      auto id = batch.id;
+      auto hdl = caf::actor_cast<caf::actor>(self);
+      p.http_id = s.pool->async_post(p.call.path, p.call.body, {},
+                                     [hdl, id](backends::http_result r) {
+                                       caf::anon_send(hdl, http_done_atom::value, id, std::move(r));
+                                     });
+      s.pending.emplace(id, std::move(p));
+      return caf::delegated<work_result>{};
+    },
+    [self](http_done_atom, scheduler::batch_id id, backends::http_result& r) {
+      auto& s = self->state;
+      auto found = s.pending.find(id);
+      if (found == s.pending.end()) {
+        return;
+      }
+      auto p = std::move(found->second);
+      s.pending.erase(found);
+      p.promise.deliver(interpret(s, id, p, r));
+    },
+    [self](cancel_atom, scheduler::batch_id id) {
+      auto& s = self->state;
+      if (auto found = s.pending.find(id); found != s.pending.end()) {
+        // The pool completes it with `cancelled`; the promise is answered then.
+        s.pool->cancel(found->second.http_id);
+      }
+    },
+  };
+}
+
+} // namespace
+
+std::vector<std::string> default_capabilities(const std::string& kind) {
+  if (kind == "openai") {
+    return {"chat"};
+  }
+  if (kind == "tei") {
+    return {"embed"};
+  }
+  if (kind == "ig_service") {
+    return {"ig"};
+  }
+  return {};
+}
+
+std::string resolve_api_key(const config::source_config& cfg) {
+  if (!cfg.api_key.empty()) {
+    return cfg.api_key;
+  }
+  if (!cfg.api_key_env.empty()) {
+    if (const char* v = std::getenv(cfg.api_key_env.c_str())) {
+      return v;
+    }
+  }
+  return {};
+}
+
+scheduler::source_spec remote_source_spec(const config::source_config& cfg,
+                                          const config::routing_config& routing) {
+  scheduler::source_spec spec;
+  spec.name = cfg.name;
+  spec.capabilities = cfg.capabilities.empty() ? default_capabilities(cfg.kind)
+                                               : cfg.capabilities;
+  spec.remote = true;
+  if (cfg.max_batch_items > 0) {
+    spec.max_batch_items = cfg.max_batch_items;
+  } else {
+    bool chat = std::find(spec.capabilities.begin(), spec.capabilities.end(), "chat")
+                != spec.capabilities.end();
+    spec.max_batch_items = chat ? 1 : (cfg.kind == "ig_service" ? 8 : 32);
+  }
+  spec.max_inflight = std::max<uint32_t>(cfg.max_concurrency, 1);
+  spec.adaptive = true;
+  spec.concurrency.initial_limit = cfg.initial_concurrency == 0 ? spec.max_inflight
+                                                                 : cfg.initial_concurrency;
+  spec.concurrency.min_limit = 1;
+  // Latency alone does not cut the limit: pacing keeps a provider under its rate, and latency
+  // spreads of 3× are normal for LLM calls. 429s, 503s and timeouts do.
+  spec.concurrency.growth_tolerance = 1e9;
+  spec.concurrency.blowup_tolerance = 1e9;
+  if (cfg.requests_per_minute > 0 || cfg.tokens_per_minute > 0) {
+    scheduler::rate_limit_config rl;
+    rl.requests_per_minute = cfg.requests_per_minute;
+    rl.tokens_per_minute = cfg.tokens_per_minute;
+    rl.burst = cfg.burst;
+    rl.max_retry_after = routing.max_retry_after;
+    spec.rate_limit = rl;
+  } else {
+    // Unpaced endpoints still honour Retry-After as one shared backoff.
+    scheduler::rate_limit_config rl;
+    rl.max_retry_after = routing.max_retry_after;
+    spec.rate_limit = rl;
+  }
+  scheduler::circuit_breaker_config breaker;
+  breaker.consecutive_failures = routing.breaker_consecutive_failures;
+  breaker.failure_ratio = routing.breaker_failure_ratio;
+  breaker.minimum_volume = routing.breaker_minimum_volume;
+  breaker.base_ejection = routing.breaker_ejection;
+  breaker.max_ejection = routing.breaker_max_ejection;
+  spec.breaker = breaker;
+  bool chat = std::find(spec.capabilities.begin(), spec.capabilities.end(), "chat")
+              != spec.capabilities.end();
+  spec.completion_tokens = chat ? cfg.max_tokens : 0;
+  return spec;
+}
+
+caf::actor spawn_remote_source(caf::actor_system& sys, boost::asio::io_context& io,
+                               const config::source_config& cfg) {
+  return sys.spawn(remote_source, &io, cfg);
+}
+
+} // namespace arbiter::actors

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <caf/fwd.hpp>
+
+#include "config/config.hpp"
+#include "scheduler/source_registry.hpp"
+
+namespace arbiter::actors {
+
+/// What the scheduler needs to know of a configured remote source: its capabilities, batch
+/// size, pacing, concurrency and breaker, from `cfg` and the routing settings.
+scheduler::source_spec remote_source_spec(const config::source_config& cfg,
+                                          const config::routing_config& routing);
+
+/// The kind's default capabilities ("openai" → chat, "tei" → embed, "ig_service" → ig).
+std::vector<std::string> default_capabilities(const std::string& kind);
+
+/// The API key of `cfg`: `api_key`, else the value of the variable `api_key_env` (empty when
+/// neither is set).
+std::string resolve_api_key(const config::source_config& cfg);
+
+/// Spawns the actor for one remote endpoint. It answers `(work_atom, work_batch)` with a
+/// `work_result` whose report says how the one HTTP attempt went (status class, Retry-After,
+/// `x-ratelimit-*` headers, latency) and, when it went well, one outcome per item; it never
+/// retries on its own (the scheduler decides). `(cancel_atom, batch_id)` abandons a batch.
+/// HTTP runs on `io`, which the caller runs and keeps alive while the actor lives.
+caf::actor spawn_remote_source(caf::actor_system& sys, boost::asio::io_context& io,
+                               const config::source_config& cfg);
+
+} // namespace arbiter::actors
