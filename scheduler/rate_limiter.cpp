@@ -231,7 +231,13 @@ void rate_limiter::bucket::correct(std::optional<uint64_t> limit,
                                    std::optional<uint64_t> remaining,
                                    std::optional<nanoseconds> reset) noexcept {
   if (!limited()) {
-    return;
+    // Not configured: the endpoint's own word is the best limit there is.
+    if (!limit || *limit == 0) {
+      return;
+    }
+    configured = static_cast<double>(*limit);
+    set_limit(configured);
+    level = remaining ? static_cast<double>(*remaining) : capacity;
   }
   if (limit && *limit > 0) {
     set_limit(std::min(configured, static_cast<double>(*limit)));

@@ -138,7 +138,9 @@ public:
   /// reported limit replaces the configured one when lower (never raises above it); a
   /// reported remaining count, or a reset time later than the bucket's own refill would
   /// allow, lowers the bucket's level. Headers never raise a level: in-flight requests the
-  /// provider had not counted yet would make that optimistic. Turned-off buckets ignore them.
+  /// provider had not counted yet would make that optimistic. A bucket turned off by
+  /// configuration adopts a limit the endpoint reports (and its remaining count), so an
+  /// endpoint whose limits nobody configured is paced from its own headers.
   void on_headers(const rate_limit_headers& headers);
 
   /// Records a 429 from the endpoint and blocks it: until now + `retry_after` (cut to

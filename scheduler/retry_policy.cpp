@@ -185,10 +185,17 @@ retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t attem
   if (needed >= time_left) {
     return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "deadline"};
   }
-  if (!budget_.can_retry()) {
+  // The budget guards backends that did work for nothing. A 429 waits out the endpoint's one
+  // shared backoff instead of adding load, and a connection that failed never reached the
+  // backend, so neither spends it.
+  bool spends_budget = outcome != attempt_outcome_kind::rate_limited
+                       && outcome != attempt_outcome_kind::connect_failure;
+  if (spends_budget && !budget_.can_retry()) {
     return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "budget_exhausted"};
   }
-  budget_.on_retry();
+  if (spends_budget) {
+    budget_.on_retry();
+  }
   d.reason = to_string(outcome);
   return d;
 }

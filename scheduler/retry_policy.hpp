@@ -156,7 +156,9 @@ public:
   ///   or a jittered backoff;
   /// - a wait (or a server Retry-After) not shorter than `time_left` → no_retry ("deadline");
   /// - no room in the budget → no_retry ("budget_exhausted").
-  /// A retry decision is charged to the budget.
+  /// A retry decision is charged to the budget, except after `rate_limited` (the endpoint's
+  /// shared backoff holds it) and `connect_failure` (the backend never saw the request),
+  /// which neither spend nor need budget.
   retry_decision decide(attempt_outcome_kind outcome, uint32_t attempts_so_far,
                         nanoseconds time_left, other_sources others,
                         std::optional<nanoseconds> retry_after);

@@ -165,6 +165,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.tasks.assign(n, 0);
   req.enqueued.assign(n, now);
   req.keys.assign(n, std::string{});
+  req.last_failure.assign(n, std::string{});
   req.running_in.assign(n, {0, 0});
   req.remaining = n;
   deadlines_.emplace(deadline, id);
@@ -536,12 +537,18 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
   metrics_.source_retries
     .Add({{"source", batch.source_name}, {"decision", to_string(d.kind)}, {"reason", d.reason}})
     .Increment();
+  std::string failure = "source '" + batch.source_name + "' failed ("
+                        + to_string(report.kind)
+                        + (report.detail.empty() ? "" : ": " + report.detail) + ") on attempt "
+                        + std::to_string(attempts);
   switch (d.kind) {
     case retry_decision_kind::retry_elsewhere:
+      req.last_failure[ref.second] = std::move(failure);
       req.states[ref.second] = item_state::retrying;
       retries_.push_back({now, ref, batch.source});
       return;
     case retry_decision_kind::retry_here:
+      req.last_failure[ref.second] = std::move(failure);
       req.states[ref.second] = item_state::retrying;
       retries_.push_back({now + d.delay, ref, std::nullopt});
       return;
@@ -555,9 +562,7 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
                     : d.reason == "deadline"         ? "no time left before the deadline"
                     : d.reason == "budget_exhausted" ? "the retry budget is spent"
                                                      : "not retryable";
-  r.error = "source '" + batch.source_name + "' failed (" + to_string(report.kind)
-            + (report.detail.empty() ? "" : ": " + report.detail) + ") on attempt "
-            + std::to_string(attempts) + "; " + why;
+  r.error = failure + "; " + why;
   end_item(ref.first, req, ref.second, std::move(r));
 }
 
@@ -752,6 +757,9 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
     }
     r.code = code;
     r.error = reason;
+    if (req.states[i] == item_state::retrying && !req.last_failure[i].empty()) {
+      r.error += " (it was waiting to be retried; last attempt: " + req.last_failure[i] + ")";
+    }
     end_item(id, req, i, std::move(r), false);
   }
   depth_gauges_[req.priority]->Set(static_cast<double>(queues_.depth(req.priority)));

@@ -160,6 +160,8 @@ private:
     std::vector<time_point> enqueued;
     /// Cache / coalescing key per item (empty: neither applies).
     std::vector<std::string> keys;
+    /// Why an item waiting to be retried failed last (empty when it never failed).
+    std::vector<std::string> last_failure;
     /// The batches an item runs in now (two while hedged; 0 = none).
     std::vector<std::array<batch_id, 2>> running_in;
     size_t remaining = 0;

@@ -310,14 +310,28 @@ TEST(RateLimiter, ZeroRetryAfterFallsBackToBackoff) {
   EXPECT_EQ(limiter.blocked_until(), clock.now() + 500ms);
 }
 
+TEST(RateLimiter, AdoptsALimitTheEndpointReportsWhenNoneIsConfigured) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 0), clock};
+  rate_limit_headers h;
+  h.limit_requests = 600;
+  h.remaining_requests = 1;
+  limiter.on_headers(h);
+  EXPECT_TRUE(limiter.try_acquire().admitted());
+  auto d = limiter.try_acquire();
+  ASSERT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.reason, rate_limit_wait_reason::requests);
+  EXPECT_EQ(d.until, clock.now() + 100ms) << "600 per minute: one per 100 ms";
+  EXPECT_TRUE(std::isinf(limiter.available_tokens())) << "no token limit reported";
+}
+
 TEST(RateLimiter, UnlimitedWhenLimitsAreZero) {
   manual_time_source clock;
   rate_limiter limiter{limits(0, 0), clock};
   rate_limit_headers h;
   h.remaining_requests = 0;
   h.remaining_tokens = 0;
-  h.limit_requests = 1;
-  limiter.on_headers(h); // no bucket to correct
+  limiter.on_headers(h); // no limit reported: nothing to adopt
   for (int i = 0; i < 10000; ++i) {
     ASSERT_TRUE(limiter.try_acquire(1'000'000'000).admitted()) << i;
   }

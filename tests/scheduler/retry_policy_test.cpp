@@ -124,6 +124,19 @@ TEST(RetryPolicy, RateLimitedGoesElsewhereWhenAnotherSourceExists) {
   EXPECT_EQ(d.kind, retry_decision_kind::retry_elsewhere);
   EXPECT_EQ(d.delay, 0ns);
   EXPECT_EQ(d.reason, "rate_limited");
+  EXPECT_EQ(f.budget.retries_in_window(), 0u) << "a 429 waits; it does not spend the budget";
+}
+
+TEST(RetryPolicy, OnlyFailuresTheBackendWorkedForSpendTheBudget) {
+  fixture f;
+  for (int i = 0; i < 100; ++i) {
+    auto d = f.policy.decide(attempt_outcome_kind::connect_failure, 1, 10s,
+                             other_sources::available, std::nullopt);
+    EXPECT_EQ(d.kind, retry_decision_kind::retry_elsewhere);
+  }
+  EXPECT_EQ(f.budget.retries_in_window(), 0u);
+  f.policy.decide(attempt_outcome_kind::server_error, 1, 10s, other_sources::available,
+                  std::nullopt);
   EXPECT_EQ(f.budget.retries_in_window(), 1u);
 }
 

@@ -1,0 +1,227 @@
+"""Arbiter routing to remote sources: real fake-provider processes on loopback, real faults."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_PROVIDER_BIN = os.environ.get(
+    "FAKE_PROVIDER_BIN", str(ROOT / "build" / "arbiter-fake-provider"))
+
+
+class Provider:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([FAKE_PROVIDER_BIN, "--port", "0", *args],
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        m = re.match(r"listening on (http://127\.0\.0\.1:\d+)$", line.strip())
+        assert m, f"unexpected first line {line!r}"
+        self.url = m.group(1)
+
+    def stats(self):
+        with urllib.request.urlopen(self.url + "/stats", timeout=5) as r:
+            return json.loads(r.read())
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.fixture
+def provider():
+    started = []
+
+    def start(*args):
+        p = Provider(*args)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.kill()
+
+
+def source_toml(name, p, **extra):
+    lines = ["[[sources]]", f'name = "{name}"', 'kind = "openai"', f'url = "{p.url}"',
+             'capabilities = ["chat"]']
+    for k, v in extra.items():
+        lines.append(f"{k} = {json.dumps(v)}")
+    return "\n".join(lines) + "\n"
+
+
+def config(*sources, routing=""):
+    return "[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n" + routing + \
+        "\n" + "".join(sources)
+
+
+def words(text):
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def jaccard(a, b):
+    wa, wb = words(a), words(b)
+    if not wa and not wb:
+        return 1.0
+    return round(len(wa & wb) / len(wa | wb), 3)
+
+
+def judge_items(n, prefix="cand"):
+    return [{"reward": "judge", "solution_str": f"{prefix} {i} shared words here",
+             "ground_truth": f"reference {i} shared words", "extra_info": {"problem": "p"}}
+            for i in range(n)]
+
+
+def test_judge_embedding_and_ig_scores_come_from_the_provider(make_server, provider):
+    p = provider()
+    s = make_server(env={"LLM_JUDGE_SERVER_URL": p.url, "EMBEDDING_SERVER_URL": p.url,
+                         "IG_SERVICE_URL": p.url})
+    items = judge_items(3) + [
+        {"reward": "embedding", "solution_str": "hello world", "ground_truth": ["hello world"]},
+        {"reward": "embedding", "solution_str": "abc", "ground_truth": ["xyz qqq"]},
+        {"reward": "info_gain", "solution_str": "paris is big", "ground_truth": ["paris"],
+         "extra_info": {"question": "capital?"}},
+        {"reward": "judge", "data_source": "x", "solution_str": "only", "ground_truth": "only"},
+    ]
+    status, _, body = s.score({"items": items})
+    assert status == 200, body
+    r = body["results"]
+    for i in range(3):
+        assert r[i]["status"] == "ok" and r[i]["source"] == "llm_judge_server"
+        assert r[i]["score"] == pytest.approx(
+            jaccard(items[i]["solution_str"], items[i]["ground_truth"]))
+    assert r[3]["score"] == pytest.approx(1.0) and r[3]["source"] == "embedding_server"
+    assert r[4]["status"] == "ok" and r[4]["score"] < 0.5
+    assert r[5]["status"] == "ok" and r[5]["source"] == "ig_service"
+    assert r[6]["score"] == pytest.approx(1.0)
+
+
+def test_a_provider_dying_mid_batch_loses_no_item(make_server, provider):
+    a = provider("--latency-median-ms", "300", "--latency-p99-ms", "400", "--seed", "1")
+    b = provider("--latency-median-ms", "300", "--latency-p99-ms", "400", "--seed", "2")
+    s = make_server(config(source_toml("a", a, max_concurrency=8),
+                           source_toml("b", b, max_concurrency=8)))
+    result = {}
+    t = threading.Thread(target=lambda: result.update(r=s.score({"items": judge_items(40)})))
+    t.start()
+    time.sleep(0.4)
+    a.kill()
+    t.join(60)
+    status, _, body = result["r"]
+    assert status == 200
+    assert all(r["status"] == "ok" for r in body["results"]), body["results"]
+    # Some items were on the dead provider and finished elsewhere.
+    assert any(r["source"] == "b" and r["attempts"] >= 2 for r in body["results"])
+
+
+def test_every_provider_down_fails_every_item_explicitly_by_its_deadline(make_server, provider):
+    a = provider()
+    s = make_server(config(source_toml("a", a)))
+    a.kill()
+    start = time.monotonic()
+    status, _, body = s.score({"items": judge_items(10), "deadline_ms": 3000})
+    elapsed = time.monotonic() - start
+    assert status == 200
+    assert elapsed < 5
+    for r in body["results"]:
+        assert r["status"] == "failed"
+        assert r["error"], r
+    # Health and other rewards are unharmed.
+    status, _, body = s.score({"items": [{"reward": "lexical", "solution_str": "a",
+                                          "ground_truth": "a"}]})
+    assert status == 200 and body["results"][0]["score"] == 1.0
+
+
+def test_pacing_keeps_a_provider_under_its_limit(make_server, provider):
+    # 600 RPM enforced per second: 10 calls per second.
+    p = provider("--rpm", "600", "--burst-seconds", "1", "--latency-median-ms", "20",
+                 "--latency-p99-ms", "40")
+    s = make_server(config(source_toml("a", p, requests_per_minute=600, burst_ms=1000)))
+    start = time.monotonic()
+    status, _, body = s.score({"items": judge_items(30), "deadline_ms": 30000})
+    elapsed = time.monotonic() - start
+    assert status == 200
+    assert all(r["status"] == "ok" for r in body["results"])
+    assert p.stats()["rate_limited_total"] == 0
+    assert elapsed >= 1.5, "30 calls at 10/s after a burst of 10 take about 2 s"
+
+
+def test_a_429_storm_is_met_with_one_shared_backoff_not_a_retry_storm(make_server, provider):
+    # Arbiter does not know the limit: the provider's 429s and Retry-After teach it.
+    p = provider("--rpm", "600", "--burst-seconds", "1", "--latency-median-ms", "20",
+                 "--latency-p99-ms", "40")
+    s = make_server(config(source_toml("a", p), routing="max_attempts = 10\nretry_budget_min = 1000\n"))
+    status, _, body = s.score({"items": judge_items(40), "deadline_ms": 30000})
+    assert status == 200
+    assert all(r["status"] == "ok" for r in body["results"]), body["results"]
+    stats = p.stats()
+    # 40 items need 40 good calls; every 429 blocks the endpoint for everyone, so the 429s
+    # stay a fraction of the work instead of multiplying it.
+    assert stats["rate_limited_total"] < 40, stats
+
+
+def test_traffic_shifts_to_the_faster_provider(make_server, provider):
+    slow = provider("--latency-median-ms", "400", "--latency-p99-ms", "500", "--seed", "3")
+    fast = provider("--latency-median-ms", "10", "--latency-p99-ms", "20", "--seed", "4")
+    s = make_server(config(source_toml("slow", slow, max_concurrency=4),
+                           source_toml("fast", fast, max_concurrency=4)))
+    status, _, body = s.score({"items": judge_items(120)})
+    assert status == 200
+    by = {"slow": 0, "fast": 0}
+    for r in body["results"]:
+        assert r["status"] == "ok"
+        by[r["source"]] += 1
+    assert by["fast"] > 3 * by["slow"], by
+
+
+def test_malformed_bodies_fail_explicitly_or_go_elsewhere(make_server, provider):
+    bad = provider("--error-rate-malformed", "1.0")
+    s = make_server(config(source_toml("bad", bad)))
+    status, _, body = s.score({"items": judge_items(3), "deadline_ms": 4000})
+    assert status == 200
+    for r in body["results"]:
+        assert r["status"] == "failed"
+        # Either out of attempts, or out of time while the ejected source waited: both say
+        # what the source did.
+        assert "bad_response" in r["error"]["message"], r["error"]
+    good = provider()
+    s2 = make_server(config(source_toml("bad", bad), source_toml("good", good)))
+    status, _, body = s2.score({"items": judge_items(10), "deadline_ms": 10000})
+    assert status == 200
+    assert all(r["status"] == "ok" and r["source"] == "good" for r in body["results"])
+    status, _, _ = s2.request("GET", "/health")
+    assert status == 200
+
+
+def test_identical_items_are_sent_once_and_then_cached(make_server, provider):
+    p = provider("--latency-median-ms", "100", "--latency-p99-ms", "150")
+    cfg = "[routing]\nhedge = false\n\n" + source_toml("a", p)
+    s = make_server(cfg)
+    items = [{"reward": "judge", "solution_str": "same answer", "ground_truth": "same"}] * 8
+    status, _, body = s.score({"items": items})
+    assert status == 200
+    assert len({r["score"] for r in body["results"]}) == 1
+    assert p.stats()["requests_total"] == 1
+    status, _, body = s.score({"items": items[:1]})
+    assert body["results"][0]["cached"] is True
+    assert p.stats()["requests_total"] == 1
+
+
+def test_bad_source_config_names_the_field(tmp_path):
+    from conftest import ARBITER_BIN
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[[sources]]\nname = "x"\nkind = "grpc"\nurl = "ftp://h"\n'
+                   'capabilities = ["chat", "telepathy"]\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert "sources[0].kind" in out.stdout
+    assert "sources[0].url" in out.stdout
+    assert "sources[0].capabilities[1]" in out.stdout
