@@ -429,11 +429,11 @@ def start_providers(binary: Path, specs: Dict[str, List[str]], model: str, out: 
 
 def arbiter_config_toml(providers: Dict[str, Child], settings: Dict[str, Dict[str, float]],
                         args: argparse.Namespace) -> str:
-    """Arbiter's configuration: the three providers as [[sources]] serving the judge."""
+    """Arbiter's configuration: the three providers as [[sources]] serving the judge.
 
-    def num(v: float) -> str:
-        return str(int(v)) if float(v).is_integer() else repr(float(v))
-
+    In the format config/config.cpp reads (docs/configuration.md): `[rewards.NAME] kind`
+    tables, integer `requests_per_minute`, the burst as `burst_ms` (1..60000).
+    """
     lines = [
         "# Written by bench/grpo_step.py: three fake providers serving the `judge` reward.",
         "[server]",
@@ -443,11 +443,16 @@ def arbiter_config_toml(providers: Dict[str, Child], settings: Dict[str, Dict[st
         f"default_deadline_ms = {args.deadline_ms}",
         f"max_deadline_ms = {args.deadline_ms}",
         "",
-        "[rewards]",
-        'judge = "judge"',
+        "# `judge` is a built-in kind (capability \"chat\"); named here to be explicit.",
+        "[rewards.judge]",
+        'kind = "judge"',
     ]
     for name, child in providers.items():
         s = settings[name]
+        burst_ms = min(60000, max(1, round(s["burst_seconds"] * 1000)))
+        if burst_ms != s["burst_seconds"] * 1000:
+            log(f"  note: provider {name}: burst {s['burst_seconds']:g} s written as "
+                f"burst_ms = {burst_ms} (Arbiter takes 1..60000)")
         lines += [
             "",
             "[[sources]]",
@@ -456,13 +461,13 @@ def arbiter_config_toml(providers: Dict[str, Child], settings: Dict[str, Dict[st
             f"url = {json.dumps(child.url)}",
             'capabilities = ["chat"]',
             f"model = {json.dumps(args.model)}",
-            f"requests_per_minute = {num(s['rpm'])}",
-            f"burst_seconds = {num(s['burst_seconds'])}",
+            f"requests_per_minute = {round(s['rpm'])}",
+            f"burst_ms = {burst_ms}",
             f"max_concurrency = {args.source_max_concurrency}",
             f"timeout_ms = {args.source_timeout_ms}",
         ]
         if s["tpm"] > 0:
-            lines.append(f"tokens_per_minute = {num(s['tpm'])}")
+            lines.append(f"tokens_per_minute = {round(s['tpm'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -559,7 +564,8 @@ async def run_naive(items: List[Dict[str, Any]], urls: List[str],
             return "retry", f"{type(e).__name__}: {e}"
 
     async def score(session: aiohttp.ClientSession, i: int) -> None:
-        body = {"model": args.model, "temperature": 0.0,
+        # What Arbiter's openai source sends (backends/remote/remote_codec.cpp).
+        body = {"model": args.model, "temperature": 0.0, "max_tokens": 1024,
                 "messages": [{"role": "user", "content": judge_prompt(items[i])}]}
         for k in range(1, args.naive_attempts + 1):
             async with sem:
@@ -733,8 +739,7 @@ def run_once(run: str, items: List[Dict[str, Any]], specs: Dict[str, List[str]],
                 log(f"  request error: {err}")
             # Stop Arbiter before reading the providers' counters, so every attempt it made
             # (hedges and retries still in flight included) has landed.
-            children.items.remove(arbiter)
-            arbiter.stop()
+            arbiter.stop()  # idempotent: stop_all() below finds it stopped
         else:
             urls = [c.url or "" for c in providers.values()]
             log(f"  {len(items)} items, semaphore {args.naive_concurrency}, round robin over "

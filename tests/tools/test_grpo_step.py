@@ -104,22 +104,40 @@ class _FakeChild:
         self.url = url
 
 
-def test_arbiter_config_is_the_agreed_toml():
+def test_arbiter_config_is_the_toml_arbiter_reads():
     tomllib = pytest.importorskip("tomllib")
-    args = grpo.parse_args(["--provider-b=--rpm 1200 --burst-seconds 0.5 --tpm 9000"])
+    args = grpo.parse_args(["--provider-b=--rpm 1200 --burst-seconds 0.5 --tpm 9000",
+                            "--provider-c=--rpm 60 --burst-seconds 90"])
     settings = {name: grpo.provider_settings(f) for name, f in args.specs.items()}
     providers = {name: _FakeChild(f"http://127.0.0.1:{9000 + i}")
                  for i, name in enumerate(settings)}
     cfg = tomllib.loads(grpo.arbiter_config_toml(providers, settings, args))
     assert cfg["server"] == {"port": 0}
     assert cfg["scheduler"] == {"default_deadline_ms": 600000, "max_deadline_ms": 600000}
-    assert cfg["rewards"] == {"judge": "judge"}
+    assert cfg["rewards"] == {"judge": {"kind": "judge"}}
     assert [s["name"] for s in cfg["sources"]] == ["provider-a", "provider-b", "provider-c"]
-    a, b, _ = cfg["sources"]
+    a, b, c = cfg["sources"]
     assert a == {"name": "provider-a", "kind": "openai", "url": "http://127.0.0.1:9000",
                  "capabilities": ["chat"], "model": "fake-judge", "requests_per_minute": 600,
-                 "burst_seconds": 1, "max_concurrency": 64, "timeout_ms": 30000}
-    assert b["burst_seconds"] == 0.5 and b["tokens_per_minute"] == 9000
+                 "burst_ms": 1000, "max_concurrency": 64, "timeout_ms": 30000}
+    assert b["burst_ms"] == 500 and b["tokens_per_minute"] == 9000
+    assert c["burst_ms"] == 60000  # Arbiter's maximum
+
+
+def test_arbiter_accepts_the_config(tmp_path):
+    # The arbiter of the same build as the fake provider (both go to the build directory).
+    arbiter = Path(os.environ.get("ARBITER_BIN", Path(BIN).parent / "arbiter"))
+    if not arbiter.exists():
+        pytest.skip(f"{arbiter} not built")
+    args = grpo.parse_args([])
+    settings = {name: grpo.provider_settings(f) for name, f in args.specs.items()}
+    providers = {name: _FakeChild(f"http://127.0.0.1:{9000 + i}")
+                 for i, name in enumerate(settings)}
+    path = tmp_path / "arbiter.toml"
+    path.write_text(grpo.arbiter_config_toml(providers, settings, args))
+    proc = subprocess.run([str(arbiter), "check-config", str(path)], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_bad_arguments_exit_2():
