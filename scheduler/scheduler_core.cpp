@@ -423,9 +423,12 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
       metrics_.source_rate_limited.Add({{"source", name}}).Increment();
     }
   }
-  auto info = sources_.describe(batch.source);
-  metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
-  metrics_.source_breaker.Add({{"source", name}}).Set(breaker_gauge(info.breaker));
+  if (sources_.remote(batch.source)) {
+    // Local workers have a fixed limit and no breaker: nothing changes there per batch.
+    auto info = sources_.describe(batch.source);
+    metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
+    metrics_.source_breaker.Add({{"source", name}}).Set(breaker_gauge(info.breaker));
+  }
   return batch;
 }
 
