@@ -219,11 +219,11 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   spec.capabilities = cfg.capabilities.empty() ? default_capabilities(cfg.kind)
                                                : cfg.capabilities;
   spec.remote = true;
+  bool chat = std::find(spec.capabilities.begin(), spec.capabilities.end(), "chat")
+              != spec.capabilities.end();
   if (cfg.max_batch_items > 0) {
     spec.max_batch_items = cfg.max_batch_items;
   } else {
-    bool chat = std::find(spec.capabilities.begin(), spec.capabilities.end(), "chat")
-                != spec.capabilities.end();
     spec.max_batch_items = chat ? 1 : (cfg.kind == "ig_service" ? 8 : 32);
   }
   spec.max_inflight = std::max<uint32_t>(cfg.max_concurrency, 1);
@@ -232,7 +232,7 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
                                                                  : cfg.initial_concurrency;
   spec.concurrency.min_limit = 1;
   // Latency alone does not cut the limit: pacing keeps a provider under its rate, and latency
-  // spreads of 3× are normal for LLM calls. 429s, 503s and timeouts do.
+  // spreads of 3× are normal for LLM calls. 429s and timeouts do.
   spec.concurrency.growth_tolerance = 1e9;
   spec.concurrency.blowup_tolerance = 1e9;
   if (cfg.requests_per_minute > 0 || cfg.tokens_per_minute > 0) {
@@ -255,8 +255,6 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   breaker.base_ejection = routing.breaker_ejection;
   breaker.max_ejection = routing.breaker_max_ejection;
   spec.breaker = breaker;
-  bool chat = std::find(spec.capabilities.begin(), spec.capabilities.end(), "chat")
-              != spec.capabilities.end();
   spec.completion_tokens = chat ? cfg.max_tokens : 0;
   return spec;
 }

@@ -92,12 +92,7 @@ void pump(scheduler_actor* self) {
                   work_batch{id, std::move(batch.items)})
       .then(
         [self](work_result& result) {
-          if (result.report.kind == scheduler::attempt_outcome_kind::ok
-              && !result.report.cancelled && result.report.latency.count() == 0) {
-            self->state.core->complete(result.id, result.outcomes);
-          } else {
-            self->state.core->complete(result.id, result.report, result.outcomes);
-          }
+          self->state.core->complete(result.id, std::move(result.report), result.outcomes);
           pump(self);
         },
         [self, id](caf::error& err) {

@@ -320,9 +320,11 @@ void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
       continue;
     }
     queues_.for_each_waiting(cls, [&](const std::string& capability) {
+      // Only remote endpoints are paced by tokens; local workers need no estimate.
+      bool remote = remote_capability(capability);
       while (const auto* head = queues_.peek(cls, capability)) {
-        const auto& first = *requests_.at(head->request).items[head->index];
-        auto head_tokens = estimate_tokens(first);
+        auto head_tokens =
+          remote ? estimate_tokens(*requests_.at(head->request).items[head->index]) : 0;
         auto pick = sources_.pick(capability, head_tokens);
         if (!pick.source) {
           note_wait(pick, capability);
@@ -467,17 +469,14 @@ void scheduler_core::detach(item_ref ref, batch_id batch, bool item_done) {
 }
 
 void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
-  auto found = batches_.find(id);
-  if (found == batches_.end()) {
-    return;
-  }
-  attempt_report report;
-  report.latency = clock_.now() - found->second.dispatched;
-  complete(id, report, outcomes);
+  complete(id, attempt_report{}, outcomes);
 }
 
-void scheduler_core::complete(batch_id id, const attempt_report& report,
+void scheduler_core::complete(batch_id id, attempt_report report,
                               const std::vector<item_outcome>& outcomes) {
+  if (auto found = batches_.find(id); found != batches_.end() && report.latency.count() == 0) {
+    report.latency = clock_.now() - found->second.dispatched;
+  }
   auto taken = take_batch(id, report);
   if (!taken) {
     return;

@@ -104,13 +104,13 @@ public:
   std::vector<dispatch_batch> dispatch();
 
   /// Records a source's answer for `batch`: how the attempt went and, when it went well, one
-  /// outcome per item in the batch's order. A failed attempt is retried here, elsewhere or
-  /// not at all as the retry policy decides. Late answers (the item already ended, the batch
-  /// was cancelled) are ignored.
-  void complete(batch_id batch, const attempt_report& report,
+  /// outcome per item in the batch's order. A report without a latency is timed from the
+  /// dispatch. A failed attempt is retried here, elsewhere or not at all as the retry policy
+  /// decides. Late answers (the item already ended, the batch was cancelled) are ignored.
+  void complete(batch_id batch, attempt_report report,
                 const std::vector<item_outcome>& outcomes);
 
-  /// A local worker's answer: a successful attempt with these outcomes.
+  /// A successful attempt with these outcomes (a local worker's answer).
   void complete(batch_id batch, const std::vector<item_outcome>& outcomes);
 
   /// Fails every item of `batch` with `code` (a local worker failed or died); not retried.
