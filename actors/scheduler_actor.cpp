@@ -95,9 +95,17 @@ void pump(scheduler_actor* self) {
           self->state.core->complete(result.id, std::move(result.report), result.outcomes);
           pump(self);
         },
-        [self, id](caf::error& err) {
-          self->state.core->fail_batch(id, errc::worker_failed,
-                                       "the worker failed: " + self->system().render(err));
+        [self, id, source = batch.source](caf::error& err) {
+          auto& s = self->state;
+          auto why = "the worker failed: " + self->system().render(err);
+          s.core->fail_batch(id, errc::worker_failed, why);
+          // Workers answer every batch, failures included; an error means the actor itself
+          // is gone. Stop routing to it now rather than when its down message arrives.
+          if (auto gone = s.workers.find(source); gone != s.workers.end()) {
+            s.source_of.erase(gone->second.address());
+            s.workers.erase(gone);
+            s.core->remove_source(source, why);
+          }
           pump(self);
         });
   }

@@ -172,11 +172,14 @@ pick_result source_registry::pick(const std::string& capability, uint64_t tokens
       // thinks, and its answer is classified like any other.
     }
     double eta = s.latency_ns * (1.0 + static_cast<double>(s.info.inflight) / s.limit());
-    bool better = best == nullptr || eta < best_eta
-                  || (eta == best_eta
-                      && (s.info.inflight < best->info.inflight
-                          || (s.info.inflight == best->info.inflight
-                              && s.info.dispatched < best->info.dispatched)));
+    // Expected completion compares only sources with a measured latency; a source without
+    // one (new, or only failing) is not taken for the fastest, it competes on load.
+    bool timed = best != nullptr && s.has_latency && best->has_latency;
+    bool less_loaded = best == nullptr || s.info.inflight < best->info.inflight
+                       || (s.info.inflight == best->info.inflight
+                           && s.info.dispatched < best->info.dispatched);
+    bool better = best == nullptr || (timed && eta < best_eta)
+                  || ((!timed || eta == best_eta) && less_loaded);
     if (better) {
       best = &s;
       best_eta = eta;
