@@ -42,6 +42,9 @@ struct score_request {
   size_t priority = 0;
   time_point deadline;
   std::vector<score_item> items;
+  /// A reward graph's model calls: part of admitted work, so never refused (see
+  /// `scheduler_core::submit`).
+  bool internal = false;
 };
 
 /// The scheduler's answer: either every item's result, or a refusal.
@@ -70,6 +73,10 @@ struct score_submission {
 struct work_batch {
   scheduler::batch_id id = 0;
   std::vector<shared_item> items;
+  /// Its items' most urgent priority class and earliest deadline (a reward graph gives them
+  /// to its model calls).
+  size_t priority = 0;
+  time_point deadline;
 };
 
 /// A worker's answer: one outcome per item of the batch, in order.

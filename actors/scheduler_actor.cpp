@@ -89,7 +89,7 @@ void pump(scheduler_actor* self) {
     // worker that dies is seen through its down message. (A timeout would cost a round trip
     // through CAF's clock thread per batch.)
     self->request(worker->second, caf::infinite, work_atom::value,
-                  work_batch{id, std::move(batch.items)})
+                  work_batch{id, std::move(batch.items), batch.priority, batch.deadline})
       .then(
         [self](work_result& result) {
           self->state.core->complete(result.id, std::move(result.report), result.outcomes);
@@ -123,7 +123,8 @@ void pump(scheduler_actor* self) {
 void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
   auto& s = self->state;
   auto id = s.next_request++;
-  auto decision = s.core->submit(id, req.priority, req.deadline, std::move(req.items));
+  auto decision = s.core->submit(id, req.priority, req.deadline, std::move(req.items),
+                                 req.internal);
   if (!decision.admitted()) {
     score_reply reply;
     reply.admitted = false;
@@ -137,10 +138,12 @@ void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
 }
 
 caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
-                        scheduler::scheduler_metrics* metrics, config::routing_config routing) {
+                        scheduler::scheduler_metrics* metrics, config::routing_config routing,
+                        scheduler::fallback_fn fallback) {
   auto& st = self->state;
   st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics, routing,
                                                         std::random_device{}());
+  st.core->set_fallback(std::move(fallback));
   // A bug that throws must not leave requests without an answer: fail every pending request,
   // then stop.
   self->set_exception_handler([self](std::exception_ptr& eptr) -> caf::error {
@@ -242,8 +245,9 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
 
 caf::actor spawn_scheduler(caf::actor_system& sys, const config::scheduler_config& cfg,
                            scheduler::scheduler_metrics& metrics,
-                           const config::routing_config& routing) {
-  return sys.spawn(scheduler, cfg, &metrics, routing);
+                           const config::routing_config& routing,
+                           scheduler::fallback_fn fallback) {
+  return sys.spawn(scheduler, cfg, &metrics, routing, std::move(fallback));
 }
 
 } // namespace arbiter::actors

@@ -7,7 +7,10 @@ std::string capability_of(std::string_view kind) {
     return "cpu";
   }
   if (kind == "judge") {
-    return "chat";
+    return "judge";
+  }
+  if (kind == "em_info_gain") {
+    return "em_ig";
   }
   if (kind == "embedding") {
     return "embed";
@@ -18,13 +21,37 @@ std::string capability_of(std::string_view kind) {
   return std::string{kind};
 }
 
+std::string default_fallback(std::string_view kind) {
+  return kind == "embedding" ? "lexical" : "";
+}
+
+bool graph_kind(std::string_view kind) {
+  return kind == "judge" || kind == "info_gain" || kind == "em_info_gain";
+}
+
 reward_catalog::reward_catalog(const config::arbiter_config& cfg)
   : data_sources_(cfg.data_sources) {
   for (const auto& kind : config::builtin_reward_kinds()) {
-    rewards_[kind] = reward_entry{kind, kind, capability_of(kind)};
+    reward_entry entry;
+    entry.name = kind;
+    entry.kind = kind;
+    entry.capability = capability_of(kind);
+    entry.fallback = default_fallback(kind);
+    rewards_[kind] = std::move(entry);
   }
   for (const auto& [name, reward] : cfg.rewards) {
-    rewards_[name] = reward_entry{name, reward.kind, capability_of(reward.kind)};
+    reward_entry entry;
+    entry.name = name;
+    entry.kind = reward.kind;
+    entry.sources = reward.sources;
+    if (!reward.sources.empty()) {
+      entry.route_suffix = "@" + name;
+    }
+    entry.capability = capability_of(reward.kind) + entry.route_suffix;
+    entry.fallback = reward.fallback ? (*reward.fallback == "none" ? "" : *reward.fallback)
+                                     : default_fallback(reward.kind);
+    entry.options = reward.options;
+    rewards_[name] = std::move(entry);
   }
 }
 

@@ -14,8 +14,18 @@ struct reward_entry {
   std::string name;
   /// The built-in kind that computes it, e.g. "lexical".
   std::string kind;
-  /// What a source must serve to run it, e.g. "cpu".
+  /// What a source must serve to run it, e.g. "cpu"; with `route_suffix` appended when the
+  /// reward names its sources.
   std::string capability;
+  /// The sources its model calls may use (empty: any).
+  std::vector<std::string> sources;
+  /// "@NAME" when `sources` is not empty: sources listed get every capability they serve
+  /// again under this suffix, and the reward's items and model calls ask for those.
+  std::string route_suffix;
+  /// The CPU kind that scores its items when no source can (empty: none).
+  std::string fallback;
+  /// Its configured options (a JSON object's text, or empty).
+  std::string options;
 };
 
 /// The rewards this server offers: the built-in kinds under their own names plus the ones the
@@ -43,7 +53,16 @@ private:
   std::map<std::string, std::string> data_sources_;
 };
 
-/// The capability a built-in kind needs ("cpu" for lexical and exact_match).
+/// The capability a built-in kind needs: "cpu" (lexical, exact_match), "embed" (embedding),
+/// "ig" (info_gain: the IG service, or the local graph over generate and nli sources),
+/// "judge" and "em_ig" (graphs: judge over chat sources, em_info_gain over an info_gain call).
 std::string capability_of(std::string_view kind);
+
+/// The fallback a kind has unless configured: "lexical" for embedding (as the seeds do),
+/// none for the others.
+std::string default_fallback(std::string_view kind);
+
+/// Whether items of `kind` are computed by a reward graph (judge, info_gain, em_info_gain).
+bool graph_kind(std::string_view kind);
 
 } // namespace arbiter::backends

@@ -2,12 +2,52 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/errc.hpp"
 
 namespace arbiter {
+
+/// A model call that a reward graph makes: an item of kind "chat" (a judge prompt), "generate"
+/// (a raw completion prompt with per-token log-probabilities) or "nli" (one premise/hypothesis
+/// pair). Unset fields take the source's settings.
+struct model_call {
+  /// chat: the user message; generate: the prompt; nli: the premise.
+  std::string prompt;
+  /// nli: the hypothesis.
+  std::string hypothesis;
+  /// Sent as "model" when not empty.
+  std::string model;
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  std::optional<uint32_t> max_tokens;
+  /// Completions wanted from the one call (judge votes, IG samples).
+  uint32_t n = 1;
+  std::optional<bool> enable_thinking;
+  std::vector<std::string> stop;
+  /// Sent as "seed" when set, so sampling is reproducible where the provider supports it.
+  std::optional<uint64_t> seed;
+};
+
+/// One text a chat or generate call produced.
+struct generated_text {
+  std::string text;
+  /// generate: the mean log-probability of its tokens, and how many there were.
+  double mean_logprob = 0.0;
+  uint32_t tokens = 0;
+};
+
+/// What a model call returned.
+struct model_output {
+  /// chat, generate: one entry per completion, in order.
+  std::vector<generated_text> texts;
+  /// nli: class probabilities.
+  double entailment = 0.0;
+  double neutral = 0.0;
+  double contradiction = 0.0;
+};
 
 /// One item to score, as the ingress decoded it. Field names follow verl's `compute_score`.
 struct score_item {
@@ -25,6 +65,16 @@ struct score_item {
   std::string data_source;
   /// The raw JSON text of `extra_info` (an object), or empty when absent.
   std::string extra_info;
+  /// The reward's configured options (a JSON object's text, or empty); `extra_info` keys
+  /// override them.
+  std::string options;
+  /// The kind that scores the item, flagged `fallback`, when no source can (empty: none).
+  std::string fallback;
+  /// Restricts routing to the sources configured for the reward: appended to every
+  /// capability the item and its model calls need ("@NAME"), empty when any source may serve.
+  std::string route_suffix;
+  /// Set on model calls (see `model_call`); null on rewards.
+  std::shared_ptr<const model_call> call;
 };
 
 /// An item shared, read-only, between the scheduler (which keeps it for metrics and retries)
@@ -62,14 +112,26 @@ struct item_outcome {
   std::string error;
   /// Time the worker spent on this item.
   double run_ms = 0.0;
+  /// Model calls: what the model returned. Null for rewards.
+  std::shared_ptr<const model_output> output;
+  /// Rewards computed from several model calls (graphs): the sources they ran on, whether
+  /// every call came from the cache, and the attempts all calls took. Empty/0 otherwise.
+  std::vector<std::string> sources;
+  bool cached = false;
+  uint32_t attempts = 0;
+  /// Optional details as JSON text (info_gain: samples, weights, entailment matrices).
+  std::string detail;
 };
 
 /// The answer for one item, as the ingress writes it.
 struct item_result {
   double score = 0.0;
   item_status status = item_status::failed;
-  /// The source that produced the score ("cpu", later an endpoint or a GPU worker).
+  /// The source that produced the score: a worker or endpoint name; for a fallback, the
+  /// fallback kind (e.g. "lexical").
   std::string source;
+  /// Every source a reward graph's model calls ran on (empty for single-call rewards).
+  std::vector<std::string> sources;
   bool cached = false;
   uint32_t attempts = 0;
   /// `errc::none` unless the item failed.
@@ -78,6 +140,12 @@ struct item_result {
   std::string error;
   double queue_ms = 0.0;
   double run_ms = 0.0;
+  /// For a fallback: why the reward asked for could not score it.
+  std::string fallback_reason;
+  /// Model calls: what the model returned (for the graph that asked).
+  std::shared_ptr<const model_output> output;
+  /// Optional details as JSON text (see item_outcome::detail).
+  std::string detail;
 };
 
 } // namespace arbiter

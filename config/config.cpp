@@ -559,6 +559,23 @@ void load_section(std::string_view section, const toml::node& node, arbiter_conf
   }
 }
 
+/// Reads an array of strings at `field` into `out`.
+void read_string_list(const toml::node& node, const std::string& field,
+                      std::vector<std::string>& out, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({field, wrong_type("an array of strings", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    if (const auto* text = list->get(i)->as_string()) {
+      out.push_back(text->get());
+    } else {
+      problems.push_back({field + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
+    }
+  }
+}
+
 /// Reads `[rewards.NAME]` tables.
 void load_rewards(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
   const auto* table = node.as_table();
@@ -569,17 +586,35 @@ void load_rewards(const toml::node& node, arbiter_config& cfg, problem_list& pro
   for (const auto& [key, value] : *table) {
     const std::string name(key.str());
     const std::string where = "rewards." + name;
-    reward_config reward{name, ""};
+    reward_config reward;
+    reward.name = name;
     if (const auto* body = value.as_table()) {
       bool has_kind = false;
       for (const auto& [inner_key, inner] : *body) {
-        const std::string field = where + "." + std::string(inner_key.str());
-        if (inner_key.str() == "kind") {
+        const std::string_view k = inner_key.str();
+        const std::string field = where + "." + std::string(k);
+        if (k == "kind") {
           has_kind = true;
           if (const auto* text = inner.as_string()) {
             reward.kind = text->get();
           } else {
             problems.push_back({field, wrong_type("a string", inner)});
+          }
+        } else if (k == "fallback") {
+          if (const auto* text = inner.as_string()) {
+            reward.fallback = text->get();
+          } else {
+            problems.push_back({field, wrong_type("a string", inner)});
+          }
+        } else if (k == "sources") {
+          read_string_list(inner, field, reward.sources, problems);
+        } else if (k == "options") {
+          if (const auto* options = inner.as_table()) {
+            std::ostringstream json;
+            json << toml::json_formatter{*options};
+            reward.options = json.str();
+          } else {
+            problems.push_back({field, wrong_type("a table", inner)});
           }
         } else {
           problems.push_back({field, "unknown field"});
@@ -837,7 +872,7 @@ std::optional<int64_t> parse_integer(const std::string& text, bool& overflow) {
 
 const std::vector<std::string>& builtin_reward_kinds() {
   static const std::vector<std::string> kinds = {"lexical", "exact_match", "judge", "embedding",
-                                                 "info_gain"};
+                                                 "info_gain", "em_info_gain"};
   return kinds;
 }
 
@@ -1128,6 +1163,21 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                                                "; expected one of " +
                                                join(builtin_reward_kinds())});
     }
+    static const std::vector<std::string> fallbacks = {"lexical", "exact_match", "none"};
+    if (reward.fallback
+        && std::find(fallbacks.begin(), fallbacks.end(), *reward.fallback) == fallbacks.end()) {
+      problems.push_back({where + ".fallback", "unknown fallback " + quoted(*reward.fallback)
+                                                 + "; expected one of " + join(fallbacks)});
+    }
+    for (size_t i = 0; i < reward.sources.size(); ++i) {
+      const auto& wanted = reward.sources[i];
+      bool known = std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                               [&wanted](const source_config& s) { return s.name == wanted; });
+      if (!known) {
+        problems.push_back({where + ".sources[" + std::to_string(i) + "]",
+                            "no source is named " + quoted(wanted)});
+      }
+    }
   }
 
   // Remote sources.
@@ -1153,7 +1203,8 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({where + ".url", "must start with http:// or https:// (got "
                                             + quoted(src.url) + ")"});
     }
-    static const std::vector<std::string> capabilities = {"chat", "embed", "ig"};
+    static const std::vector<std::string> capabilities = {"chat", "generate", "embed", "nli",
+                                                          "ig"};
     for (size_t c = 0; c < src.capabilities.size(); ++c) {
       if (std::find(capabilities.begin(), capabilities.end(), src.capabilities[c])
           == capabilities.end()) {

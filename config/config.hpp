@@ -127,8 +127,9 @@ struct source_config {
   std::string kind;
   /// Base URL, http or https; the API's paths are appended.
   std::string url;
-  /// What it serves: "chat" (the judge reward), "embed" (embedding), "ig" (info_gain).
-  /// Empty: the kind's default ("openai": chat, "tei": embed, "ig_service": ig).
+  /// What it serves: "chat" (judge prompts), "generate" (completions with log-probabilities,
+  /// for info_gain graphs), "embed" (embedding), "nli" (entailment, TEI /predict), "ig" (the IG
+  /// service). Empty: the kind's default ("openai": chat, "tei": embed, "ig_service": ig).
   std::vector<std::string> capabilities;
   /// Sent as "model" (openai).
   std::string model;
@@ -151,11 +152,12 @@ struct source_config {
   uint32_t max_batch_items = 0;
   /// https: skip certificate verification (never in production).
   bool insecure_skip_verify = false;
-  /// Judge calls: new tokens, sampling, Qwen3 thinking ("" leaves the server's default),
-  /// and /v1/completions instead of chat.
-  uint32_t max_tokens = 1024;
-  double temperature = 0.0;
-  double top_p = 1.0;
+  /// Judge calls unless the reward's options say otherwise: new tokens, sampling (the seeds'
+  /// defaults), Qwen3 thinking ("" leaves the server's default), and /v1/completions
+  /// instead of chat.
+  uint32_t max_tokens = 512;
+  double temperature = 0.7;
+  double top_p = 0.8;
   std::string enable_thinking;
   bool use_completions = false;
 };
@@ -169,11 +171,21 @@ struct cpu_config {
   uint32_t max_lexical_chars = 100000;
 };
 
-/// A named reward: what clients put in `reward`, and the kind that computes it.
+/// A named reward: what clients put in `reward`, the kind that computes it, the sources it may
+/// use, its options and its fallback.
 struct reward_config {
   std::string name;
-  /// A built-in kind: "lexical" or "exact_match".
+  /// A built-in kind (see `builtin_reward_kinds`).
   std::string kind;
+  /// The sources (by name) its model calls may go to; empty: any source with the capability.
+  std::vector<std::string> sources;
+  /// The CPU kind ("lexical", "exact_match") that scores an item, flagged `fallback`, when no
+  /// source can answer in time; "none" for no fallback; unset: the kind's default
+  /// (`embedding`: lexical, as the seeds do; others: none).
+  std::optional<std::string> fallback;
+  /// `[rewards.NAME.options]` as a JSON object's text (empty: none); items' `extra_info`
+  /// overrides them key by key.
+  std::string options;
 };
 
 /// The whole configuration. Every field has a default, so an empty file is valid.
@@ -185,7 +197,7 @@ struct arbiter_config {
   std::vector<source_config> sources;
   cpu_config cpu;
   /// Configured rewards, by name. The built-in kinds are always available under their own
-  /// names (`lexical`, `exact_match`); entries here add names or override those.
+  /// names (`lexical`, `embedding`, ...); entries here add names or override those.
   std::map<std::string, reward_config> rewards;
   /// `data_source` prefix -> reward name, used when an item names no `reward`. The longest
   /// matching prefix wins.

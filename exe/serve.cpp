@@ -20,9 +20,12 @@
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/remote_source_actor.hpp"
+#include "actors/reward_graph_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "arbiter/version.hpp"
+#include "backends/cpu/cpu_rewards.hpp"
 #include "backends/reward_catalog.hpp"
+#include "backends/reward_options.hpp"
 #include "config/config.hpp"
 #include "net/http_metrics.hpp"
 #include "net/http_server.hpp"
@@ -48,6 +51,20 @@ uint32_t or_cores(uint32_t n) {
   return cores == 0 ? 2 : cores;
 }
 
+/// Checks each configured reward's options as the ingress checks an item's extra_info.
+void check_reward_options(const config::arbiter_config& cfg,
+                          std::vector<config::config_problem>& problems) {
+  for (const auto& [name, reward] : cfg.rewards) {
+    if (reward.options.empty()) {
+      continue;
+    }
+    auto options = backends::merged_options(reward.options, "");
+    if (auto problem = backends::check_options(reward.kind, options)) {
+      problems.push_back({"rewards." + name + ".options." + problem->key, problem->reason});
+    }
+  }
+}
+
 /// Loads the file (or the embedded default), then the environment, then the flags.
 bool load_configuration(const serve_options& options, config::arbiter_config& cfg) {
   std::vector<config::config_problem> problems;
@@ -69,6 +86,7 @@ bool load_configuration(const serve_options& options, config::arbiter_config& cf
   }
   if (problems.empty()) {
     config::validate(cfg, problems);
+    check_reward_options(cfg, problems);
   }
   if (!problems.empty()) {
     std::cerr << "arbiter: invalid configuration"
@@ -85,6 +103,9 @@ bool load_configuration(const serve_options& options, config::arbiter_config& cf
 int check_config(const std::string& path) {
   std::vector<config::config_problem> problems;
   auto cfg = config::load_file(path, problems);
+  if (problems.empty()) {
+    check_reward_options(cfg, problems);
+  }
   if (!problems.empty()) {
     std::cout << config::describe(problems);
     std::cerr << "arbiter: " << problems.size() << " problem(s) in " << path << "\n";
@@ -119,7 +140,11 @@ int serve(const serve_options& options) {
   boost::asio::io_context ioc;
   caf::actor_system sys{caf_cfg};
 
-  auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing);
+  auto fallback = [cpu = cfg.cpu](const score_item& item) {
+    return backends::cpu::evaluate_fallback(item, cpu);
+  };
+  auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing,
+                                       fallback);
   std::vector<caf::actor> workers;
   {
     caf::scoped_actor self{sys};
@@ -138,14 +163,25 @@ int serve(const serve_options& options) {
                   " is not set; calling it without an API key");
       }
       auto actor = actors::spawn_remote_source(sys, ioc, src);
+      auto spec = actors::remote_source_spec(src, cfg.routing);
+      spec.capabilities = actors::routed_capabilities(src, cfg);
       self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
-                    actors::remote_source_spec(src, cfg.routing), actor)
+                    std::move(spec), actor)
         .receive([](scheduler::source_id) {},
                  [&](caf::error& e) {
                    log::error("cannot add source '", src.name, "': ", sys.render(e));
                  });
       workers.push_back(actor);
       log::info("source '", src.name, "': ", src.kind, " at ", src.url);
+    }
+    auto graph_spec = actors::reward_graph_spec(cfg, catalog);
+    if (!graph_spec.capabilities.empty()) {
+      auto graph = actors::spawn_reward_graph(sys, sched, catalog);
+      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
+                    std::move(graph_spec), graph)
+        .receive([](scheduler::source_id) {},
+                 [&](caf::error& e) { log::error("cannot add the reward graphs: ", sys.render(e)); });
+      workers.push_back(graph);
     }
   }
 

@@ -66,6 +66,10 @@ void router::handle(std::string_view method, std::string_view target, std::strin
     if (expect("POST", "/v1/score")) {
       score(std::move(body), std::move(reply), std::move(defer));
     }
+  } else if (path == "/compute_info_gain") {
+    if (expect("POST", "/compute_info_gain")) {
+      compute_info_gain(std::move(body), std::move(reply), std::move(defer));
+    }
   } else if (path == "/health") {
     if (expect("GET", "/health")) {
       http_reply r;
@@ -113,13 +117,7 @@ void router::refuse(const std::string& route, unsigned status, const std::string
 void router::score(std::string body, reply_fn reply, defer_fn defer) {
   auto start = steady_clock::now();
   const std::string route = "/v1/score";
-  if (draining_) {
-    http_reply r;
-    r.status = 503;
-    r.headers.emplace_back("Retry-After", "1");
-    r.body = encode_error("shutting_down", "the server is shutting down");
-    ctx_.metrics->reject("draining");
-    respond(route, std::move(r), reply);
+  if (refuse_while_draining(route, reply)) {
     return;
   }
   score_request_body decoded;
@@ -137,14 +135,66 @@ void router::score(std::string body, reply_fn reply, defer_fn defer) {
   req.priority = decoded.priority;
   req.deadline = start + decoded.deadline;
   req.items = std::move(decoded.items);
-  auto sched = ctx_.scheduler;
-  // The bridge: asks the scheduler, hands the answer to `reply`, then terminates.
+  run(route, start, std::move(req), encode_score_response, std::move(reply), std::move(defer));
+}
+
+void router::compute_info_gain(std::string body, reply_fn reply, defer_fn defer) {
+  auto start = steady_clock::now();
+  const std::string route = "/compute_info_gain";
+  if (refuse_while_draining(route, reply)) {
+    return;
+  }
+  auto decoded = std::make_shared<info_gain_request_body>();
+  codec_error err;
+  bool ok = decode_info_gain_request(body, codec_, *decoded, err);
+  parse_histogram_->Observe(seconds_since(start));
+  if (!ok) {
+    refuse(route, err.status, err.status == 413 ? "payload_too_large" : "bad_request",
+           err.status == 413 ? "payload_too_large" : "invalid_request", err.message, err.field,
+           reply);
+    return;
+  }
+  ctx_.metrics->request_items.Observe(static_cast<double>(decoded->positions.size()));
+  actors::score_request req;
+  req.priority = decoded->priority;
+  req.deadline = start + decoded->deadline;
+  req.items = std::move(decoded->items);
+  decoded->items.clear();
+  if (req.items.empty()) {
+    // Nothing to schedule: every item was answered with its error.
+    http_reply r;
+    r.body = encode_info_gain_response(*decoded, {});
+    respond(route, std::move(r), reply);
+    return;
+  }
+  auto encode = [decoded](const std::vector<item_result>& results) {
+    return encode_info_gain_response(*decoded, results);
+  };
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+}
+
+bool router::refuse_while_draining(const std::string& route, const reply_fn& reply) {
+  if (!draining_) {
+    return false;
+  }
+  http_reply r;
+  r.status = 503;
+  r.headers.emplace_back("Retry-After", "1");
+  r.body = encode_error("shutting_down", "the server is shutting down");
+  ctx_.metrics->reject("draining");
+  respond(route, std::move(r), reply);
+  return true;
+}
+
+void router::run(const std::string& route, steady_clock::time_point start,
+                 actors::score_request req, encode_fn encode, reply_fn reply, defer_fn defer) {
   // The scheduler answers every admitted request by its deadline (and fails pending ones if it
   // ever fails itself), calling this on its own thread; the encoding and the write happen on
   // the connection's strand.
-  actors::reply_callback reply_to = [this, start, route, reply = std::move(reply),
+  actors::reply_callback reply_to = [this, start, route, encode = std::move(encode),
+                                     reply = std::move(reply),
                                      defer = std::move(defer)](actors::score_reply&& answer) {
-    defer([this, start, route, reply, answer = std::move(answer)] {
+    defer([this, start, route, encode, reply, answer = std::move(answer)] {
       if (!answer.admitted) {
         http_reply r;
         bool draining = answer.rejection == "draining";
@@ -160,7 +210,7 @@ void router::score(std::string body, reply_fn reply, defer_fn defer) {
         return;
       }
       http_reply r;
-      r.body = encode_score_response(answer.results);
+      r.body = encode(answer.results);
       request_histogram_->Observe(seconds_since(start));
       respond(route, std::move(r), reply);
     });

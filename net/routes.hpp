@@ -16,6 +16,7 @@
 #include "common/metrics.hpp"
 #include "config/config.hpp"
 #include "net/http_metrics.hpp"
+#include "net/info_gain_codec.hpp"
 #include "net/score_codec.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 
@@ -50,10 +51,10 @@ struct router_context {
   std::function<void(std::function<void()>)> post;
 };
 
-/// Maps method and path to a handler. `POST /v1/score` sends the decoded request to the
-/// scheduler actor with a callback that `defer`s the encoding and the reply to the
-/// connection's strand; `GET /info` asks through a short-lived bridge actor. No thread waits
-/// on an actor. Every other route answers at once.
+/// Maps method and path to a handler. `POST /v1/score` and `POST /compute_info_gain` send the
+/// decoded request to the scheduler actor with a callback that `defer`s the encoding and the
+/// reply to the connection's strand; `GET /info` asks through a short-lived bridge actor. No
+/// thread waits on an actor. Every other route answers at once.
 class router {
 public:
   explicit router(router_context ctx);
@@ -75,7 +76,16 @@ public:
   void count_protocol_error(const std::string& reason, unsigned status);
 
 private:
+  /// Turns a request's results into the response body.
+  using encode_fn = std::function<std::string(const std::vector<item_result>&)>;
+
   void score(std::string body, reply_fn reply, defer_fn defer);
+  void compute_info_gain(std::string body, reply_fn reply, defer_fn defer);
+  /// Answers 503 while draining; true when it did.
+  bool refuse_while_draining(const std::string& route, const reply_fn& reply);
+  /// Submits `req` and answers with `encode` of its results (or the refusal).
+  void run(const std::string& route, steady_clock::time_point start, actors::score_request req,
+           encode_fn encode, reply_fn reply, defer_fn defer);
   /// Hands a request to the scheduler, coalescing it with others arriving at the same time.
   void submit(actors::score_request req, actors::reply_callback reply_to);
   /// Sends what `submit` collected.

@@ -5,6 +5,8 @@
 
 #include <simdjson.h>
 
+#include "backends/reward_options.hpp"
+
 namespace arbiter::net {
 
 namespace ondemand = simdjson::ondemand;
@@ -148,6 +150,18 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
   item.reward = reward->name;
   item.kind = reward->kind;
   item.capability = reward->capability;
+  item.options = reward->options;
+  item.fallback = reward->fallback;
+  item.route_suffix = reward->route_suffix;
+  if (!backends::option_keys(item.kind).empty()) {
+    auto options = backends::merged_options(item);
+    if (auto problem = backends::check_options(item.kind, options)) {
+      // Configured options were checked at start-up, so a bad value came with the item.
+      err = {400, prefix + ".extra_info." + problem->key,
+             prefix + ".extra_info." + problem->key + ": " + problem->reason};
+      return false;
+    }
+  }
   return true;
 }
 
@@ -371,6 +385,20 @@ std::string encode_score_response(const std::vector<item_result>& results) {
       out += "null";
     } else {
       append_json_string(out, r.source);
+    }
+    if (!r.sources.empty()) {
+      out += ",\"sources\":[";
+      for (size_t k = 0; k < r.sources.size(); ++k) {
+        if (k > 0) {
+          out.push_back(',');
+        }
+        append_json_string(out, r.sources[k]);
+      }
+      out += "]";
+    }
+    if (r.status == item_status::fallback) {
+      out += ",\"fallback_reason\":";
+      append_json_string(out, r.fallback_reason);
     }
     out += r.cached ? ",\"cached\":true" : ",\"cached\":false";
     out += ",\"attempts\":";

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/score_types.hpp"
 #include "common/time_source.hpp"
 
 namespace arbiter::scheduler {
@@ -26,6 +28,10 @@ struct cached_result {
   double score = 0.0;
   /// The source that produced the score, reported with the cached answer.
   std::string source;
+  /// Model calls: what the model returned; rewards: their details and graph sources.
+  std::shared_ptr<const model_output> output;
+  std::string detail;
+  std::vector<std::string> sources;
 };
 
 /// An LRU cache of scores by key, bounded in entries, with an optional time to live. A lookup
@@ -56,7 +62,9 @@ public:
 
   /// Stores a score without a source.
   void insert(std::string key, double score) {
-    insert(std::move(key), cached_result{score, {}});
+    cached_result value;
+    value.score = score;
+    insert(std::move(key), std::move(value));
   }
 
   /// Drops `key`. Returns false when it was not there.

@@ -124,17 +124,66 @@ bool scheduler_core::remote_capability(const std::string& capability) const {
 }
 
 std::string scheduler_core::cache_key(const score_item& item) const {
-  std::string references;
-  for (const auto& gt : item.ground_truth) {
-    references += std::to_string(gt.size());
-    references += ':';
-    references += gt;
+  auto joined = [](const std::vector<std::string>& texts) {
+    std::string out;
+    for (const auto& text : texts) {
+      out += std::to_string(text.size());
+      out += ':';
+      out += text;
+    }
+    return out;
+  };
+  if (item.call) {
+    // Model calls: the same call to the same sources gives the same answer, whatever reward
+    // asked (the capability carries the reward's route suffix, hence its sources).
+    const auto& c = *item.call;
+    auto number = [](const auto& value) {
+      return value ? std::to_string(*value) : std::string{"-"};
+    };
+    auto thinking = c.enable_thinking ? (*c.enable_thinking ? "1" : "0") : "-";
+    auto params = number(c.temperature) + "/" + number(c.top_p) + "/" + number(c.max_tokens)
+                  + "/" + std::to_string(c.n) + "/" + thinking + "/" + number(c.seed);
+    return make_cache_key({item.kind, item.capability, c.model, c.prompt, c.hypothesis, params,
+                           joined(c.stop)});
   }
-  return make_cache_key({item.reward, item.kind, item.solution_str, references, item.extra_info});
+  return make_cache_key({item.reward, item.kind, item.solution_str, joined(item.ground_truth),
+                         item.extra_info, item.options});
+}
+
+item_result scheduler_core::maybe_fall_back(const score_item& item, item_result result) {
+  if (item.fallback.empty() || !fallback_) {
+    return result;
+  }
+  switch (result.code) {
+    case errc::deadline_exceeded:
+    case errc::no_eligible_source:
+    case errc::upstream_failed:
+    case errc::upstream_rejected:
+    case errc::worker_failed:
+    case errc::overloaded:
+    case errc::shutting_down:
+      break;
+    default:
+      return result; // The item's own problem: the fallback would not fix it.
+  }
+  auto why = std::string{to_string(result.code)} + ": " + result.error;
+  auto outcome = fallback_(item);
+  if (outcome.code != errc::none) {
+    result.error += "; the fallback '" + item.fallback + "' failed too: " + outcome.error;
+    return result;
+  }
+  result.code = errc::none;
+  result.error.clear();
+  result.status = item_status::fallback;
+  result.score = outcome.score;
+  result.source = item.fallback;
+  result.sources.clear();
+  result.fallback_reason = std::move(why);
+  return result;
 }
 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
-                                        std::vector<score_item> items) {
+                                        std::vector<score_item> items, bool internal) {
   auto now = clock_.now();
   std::string capability = items.empty() ? std::string{} : items.front().capability;
   auto estimate = estimates_.find(capability);
@@ -147,7 +196,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   in.parallel_sources = sources_.count(capability);
   in.estimate = estimate == estimates_.end() ? nullptr : &estimate->second;
   in.time_left = deadline - now;
-  auto decision = decide_admission(in);
+  auto decision = internal ? admission_result{} : decide_admission(in);
   if (!decision.admitted()) {
     return decision;
   }
@@ -192,6 +241,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           r.status = item_status::ok;
           r.source = hit->source;
           r.cached = true;
+          r.output = hit->output;
+          r.detail = hit->detail;
+          r.sources = hit->sources;
           end_item(id, req, i, std::move(r));
           continue;
         }
@@ -231,6 +283,8 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   batch.id = next_batch_++;
   batch.source = source;
   batch.hedge = hedge;
+  batch.priority = queues_.class_count();
+  batch.deadline = time_point::max();
   inflight_batch record;
   record.source = source;
   record.source_name = sources_.name(source);
@@ -247,6 +301,8 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     auto& slots = req.running_in[index];
     (slots[0] == 0 ? slots[0] : slots[1]) = batch.id;
     batch.items.push_back(req.items[index]);
+    batch.priority = std::min(batch.priority, req.priority);
+    batch.deadline = std::min(batch.deadline, req.deadline);
     retry_budget_.on_request();
     hedge_budget_.on_request();
   }
@@ -515,9 +571,20 @@ void scheduler_core::complete(batch_id id, attempt_report report,
       if (o.code == errc::none) {
         result.score = o.score;
         result.status = item_status::ok;
+        result.output = o.output;
+        result.detail = o.detail;
       } else {
         result.code = o.code;
         result.error = o.error;
+      }
+      if (!o.sources.empty()) {
+        // A reward graph: its model calls' provenance replaces the graph's own.
+        result.sources = o.sources;
+        result.cached = o.cached;
+        result.attempts = o.attempts;
+        if (o.sources.size() == 1) {
+          result.source = o.sources.front();
+        }
       }
     }
     end_item(ref.first, r, ref.second, std::move(result));
@@ -681,6 +748,9 @@ scheduler_snapshot scheduler_core::snapshot() {
 void scheduler_core::end_item(request_id id, pending_request& req, uint32_t index,
                               item_result result, bool shareable) {
   if (result.code != errc::none) {
+    result = maybe_fall_back(*req.items[index], std::move(result));
+  }
+  if (result.code != errc::none) {
     result.status = item_status::failed;
     failure_counter(result.code).Increment();
   }
@@ -701,8 +771,14 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
 
 void scheduler_core::settle_flight(const std::string& key, item_ref leader,
                                    const item_result& result, bool shareable) {
-  if (shareable && result.code == errc::none && routing_.cache_capacity > 0) {
-    cache_.insert(key, cached_result{result.score, result.source});
+  if (shareable && result.status == item_status::ok && routing_.cache_capacity > 0) {
+    cached_result value;
+    value.score = result.score;
+    value.source = result.source;
+    value.output = result.output;
+    value.detail = result.detail;
+    value.sources = result.sources;
+    cache_.insert(key, std::move(value));
   }
   auto f = flights_.find(key);
   if (f == flights_.end() || f->second.leader != leader) {

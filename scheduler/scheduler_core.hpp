@@ -1,6 +1,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,7 +33,14 @@ struct dispatch_batch {
   std::vector<shared_item> items;
   /// A second attempt at a straggler (see `routing_config::hedge`).
   bool hedge = false;
+  /// The most urgent priority class and the earliest deadline among its items' requests
+  /// (a reward graph gives its model calls the same).
+  size_t priority = 0;
+  time_point deadline;
 };
+
+/// Scores an item with its reward's fallback kind (see `score_item::fallback`).
+using fallback_fn = std::function<item_outcome(const score_item&)>;
 
 /// A batch the scheduler gave up on (a hedge that lost): the caller tells its source to stop.
 struct cancelled_batch {
@@ -86,6 +94,13 @@ public:
   /// Registers a source with its own policy (remote endpoints) and returns its id.
   source_id add_source(source_spec spec);
 
+  /// Sets how items whose reward has a fallback are scored when no source can: when such an
+  /// item would fail for want of a source (deadline, no eligible source, upstream failures,
+  /// worker failure, overload, shutdown), `fallback` scores it and it ends `fallback`.
+  void set_fallback(fallback_fn fallback) {
+    fallback_ = std::move(fallback);
+  }
+
   /// Removes a source. Its in-flight items fail with `worker_failed`.
   void remove_source(source_id id, const std::string& reason);
 
@@ -94,8 +109,10 @@ public:
   /// client with the result's reason and Retry-After. Items whose capability no source serves
   /// fail at once with `no_eligible_source`; items of remote rewards found in the cache end
   /// at once, and those identical to one in flight wait for its answer.
+  /// `internal` requests (a reward graph's model calls, part of work already admitted) skip
+  /// admission: they are queued even while draining.
   [[nodiscard]] admission_result submit(request_id id, size_t priority, time_point deadline,
-                                        std::vector<score_item> items);
+                                        std::vector<score_item> items, bool internal = false);
 
   /// Takes every batch that can be sent now: retries that are due, then for each class in
   /// priority order and each capability waiting in it, batches for the source expected to
@@ -218,6 +235,8 @@ private:
   /// Decides, after a failed attempt, what happens to item `ref`.
   void after_failure(item_ref ref, const inflight_batch& batch, const attempt_report& report);
   std::string cache_key(const score_item& item) const;
+  /// `result` turned into the fallback's answer when item `item` may fall back; else as is.
+  item_result maybe_fall_back(const score_item& item, item_result result);
   bool remote_capability(const std::string& capability) const;
   prometheus::Counter& items_counter(const std::string& reward, item_status status);
   prometheus::Counter& failure_counter(errc code);
@@ -244,6 +263,7 @@ private:
   std::vector<request_id> finishing_;
   std::vector<finished_request> finished_;
   std::vector<cancelled_batch> cancelled_;
+  fallback_fn fallback_;
   std::vector<prometheus::Gauge*> depth_gauges_;
   std::vector<prometheus::Histogram*> wait_histograms_;
   prometheus::Histogram* run_histogram_;

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <chrono>
 
+#include <utf8proc.h>
+
 #include "backends/cpu/exact_match.hpp"
 #include "backends/cpu/lexical.hpp"
+#include "backends/reward_options.hpp"
+#include "backends/rewards/text_similarity.hpp"
 
 namespace arbiter::backends::cpu {
 
@@ -46,7 +50,35 @@ item_outcome score_exact_match(const score_item& item) {
   return out;
 }
 
+/// `text` lower-cased code point by code point (UTF-8 in, UTF-8 out).
+std::string lower(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char32_t c : decode_utf8(text)) {
+    utf8proc_uint8_t buf[4];
+    auto n = utf8proc_encode_char(utf8proc_tolower(static_cast<utf8proc_int32_t>(c)), buf);
+    out.append(reinterpret_cast<const char*>(buf), static_cast<size_t>(n));
+  }
+  return out;
+}
+
 } // namespace
+
+item_outcome evaluate_fallback(const score_item& item, const config::cpu_config& cfg) {
+  try {
+    score_item copy;
+    copy.reward = item.reward;
+    copy.kind = item.fallback;
+    copy.solution_str = lower(item.solution_str);
+    auto options = merged_options(item);
+    for (auto i : rewards::filter_references(item.ground_truth, options)) {
+      copy.ground_truth.push_back(lower(item.ground_truth[i]));
+    }
+    return evaluate(copy, cfg);
+  } catch (const std::exception& e) {
+    return failure(std::string{"fallback failed: "} + e.what());
+  }
+}
 
 item_outcome evaluate(const score_item& item, const config::cpu_config& cfg) {
   auto start = std::chrono::steady_clock::now();

@@ -10,4 +10,9 @@ namespace arbiter::backends::cpu {
 /// fails with `errc::reward_failed` and says why. Never throws.
 item_outcome evaluate(const score_item& item, const config::cpu_config& cfg);
 
+/// Scores `item` with its reward's fallback kind (`item.fallback`), as the seeds' fallback
+/// does: against the references its options keep (target_gt, filter_gt_by_prompt_token), with
+/// both texts lower-cased (Python `str.lower()` per code point). Never throws.
+item_outcome evaluate_fallback(const score_item& item, const config::cpu_config& cfg);
+
 } // namespace arbiter::backends::cpu

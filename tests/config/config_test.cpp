@@ -361,6 +361,51 @@ num = 3
   EXPECT_EQ(cfg.data_sources.count("lexical"), 0u) << "a given map replaces the default";
 }
 
+TEST(LoadConfig, RewardSourcesOptionsAndFallback) {
+  const std::string text = R"(
+[[sources]]
+name = "tei-a"
+kind = "tei"
+url = "http://127.0.0.1:1"
+capabilities = ["embed", "nli"]
+
+[rewards.strict_embed]
+kind = "embedding"
+sources = ["tei-a"]
+fallback = "none"
+[rewards.strict_embed.options]
+length_penalty = "sqrt"
+length_threshold = 2.0
+
+[rewards.plain]
+kind = "embedding"
+
+[rewards.broken]
+kind = "judge"
+sources = ["tei-a", "ghost", 3]
+fallback = "cosine"
+options = "detailed"
+)";
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string(text, "rewards.toml", problems);
+  const std::vector<std::string> expected = {
+      "rewards.broken.fallback",
+      "rewards.broken.options",
+      "rewards.broken.sources[1]",
+      "rewards.broken.sources[2]",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "rewards.broken.sources[1]"), "no source is named \"ghost\"");
+  const auto& strict = cfg.rewards.at("strict_embed");
+  EXPECT_EQ(strict.sources, std::vector<std::string>{"tei-a"});
+  ASSERT_TRUE(strict.fallback.has_value());
+  EXPECT_EQ(*strict.fallback, "none");
+  EXPECT_NE(strict.options.find("\"length_penalty\""), std::string::npos) << strict.options;
+  EXPECT_NE(strict.options.find("\"sqrt\""), std::string::npos) << strict.options;
+  EXPECT_FALSE(cfg.rewards.at("plain").fallback.has_value());
+  EXPECT_TRUE(cfg.rewards.at("plain").options.empty());
+}
+
 TEST(LoadConfig, DefaultDeadlineMustNotExceedMax) {
   std::vector<config_problem> problems;
   load_string("[scheduler]\ndefault_deadline_ms = 5000\nmax_deadline_ms = 1000\n", "d.toml",
@@ -394,7 +439,10 @@ TEST(Validate, CatchesProblemsInConfigsBuiltInCode) {
   cfg.server.read_timeout = 0ms;
   cfg.scheduler.priorities[2].name = "high";
   cfg.scheduler.default_priority = "none";
-  cfg.rewards["x"] = reward_config{"x", "gpu"};
+  reward_config x;
+  x.name = "x";
+  x.kind = "gpu";
+  cfg.rewards["x"] = x;
   cfg.data_sources[""] = "x";
   std::vector<config_problem> problems;
   validate(cfg, problems);

@@ -99,7 +99,8 @@ def test_judge_embedding_and_ig_scores_come_from_the_provider(make_server, provi
         assert r[i]["score"] == pytest.approx(
             jaccard(items[i]["solution_str"], items[i]["ground_truth"]))
     assert r[3]["score"] == pytest.approx(1.0) and r[3]["source"] == "embedding_server"
-    assert r[4]["status"] == "ok" and r[4]["score"] < 0.5
+    # Cosine mapped to [0, 1] as the seeds do: unrelated texts (cosine near 0) score 0.5.
+    assert r[4]["status"] == "ok" and r[4]["score"] == pytest.approx(0.5, abs=0.1)
     assert r[5]["status"] == "ok" and r[5]["source"] == "ig_service"
     assert r[6]["score"] == pytest.approx(1.0)
 

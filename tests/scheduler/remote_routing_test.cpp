@@ -386,3 +386,188 @@ TEST_F(RemoteRoutingWithHedges, AFailedOriginalLeavesTheHedgeToAnswer) {
   ASSERT_EQ(done.size(), 1u);
   EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.6);
 }
+
+// ---- fallbacks, model calls and reward graphs -------------------------------------------
+
+namespace {
+
+/// An item whose reward falls back to `lexical`.
+score_item falling_back(std::string text) {
+  auto item = judge_item(std::move(text));
+  item.fallback = "lexical";
+  return item;
+}
+
+/// A fallback that scores every item 0.25 and remembers what it was asked.
+struct recording_fallback {
+  std::vector<std::string> asked;
+  scheduler::fallback_fn fn() {
+    return [this](const score_item& item) {
+      asked.push_back(item.solution_str + "->" + item.fallback);
+      return ok_outcome(0.25);
+    };
+  }
+};
+
+score_item nli_call(std::string premise) {
+  score_item item;
+  item.reward = "info_gain/nli";
+  item.kind = "nli";
+  item.capability = "chat"; // the test endpoints serve "chat"
+  model_call call;
+  call.prompt = std::move(premise);
+  call.hypothesis = "h";
+  item.call = std::make_shared<const model_call>(std::move(call));
+  return item;
+}
+
+} // namespace
+
+TEST_F(RemoteRouting, AnItemWhoseSourcesFailFallsBackFlaggedWithTheReason) {
+  recording_fallback fallback;
+  core_.set_fallback(fallback.fn());
+  core_.add_source(endpoint("a"));
+  std::vector<score_item> items{falling_back("x"), judge_item("y")};
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, std::move(items)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 2u);
+  // A 401 is fatal: both items end at once, one of them by its fallback.
+  for (const auto& b : batches) {
+    core_.complete(b.id, outcome(attempt_outcome_kind::unauthorized), {});
+  }
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& fell = done[0].results[0];
+  EXPECT_EQ(fell.status, item_status::fallback);
+  EXPECT_DOUBLE_EQ(fell.score, 0.25);
+  EXPECT_EQ(fell.source, "lexical");
+  EXPECT_EQ(fell.code, errc::none);
+  EXPECT_NE(fell.fallback_reason.find("upstream_rejected"), std::string::npos)
+    << fell.fallback_reason;
+  EXPECT_EQ(done[0].results[1].status, item_status::failed) << "no fallback configured";
+  EXPECT_EQ(fallback.asked, std::vector<std::string>{"x->lexical"});
+  EXPECT_NE(metrics_text().find(R"(arbiter_items_total{reward="judge",status="fallback"} 1)"),
+            std::string::npos)
+    << metrics_text();
+}
+
+TEST_F(RemoteRouting, AnItemPastItsDeadlineFallsBackAtTheDeadline) {
+  recording_fallback fallback;
+  core_.set_fallback(fallback.fn());
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, {falling_back("slow")}).admitted());
+  ASSERT_EQ(core_.dispatch().size(), 1u);
+  clock_.advance(1s);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::fallback);
+  EXPECT_NE(done[0].results[0].fallback_reason.find("deadline_exceeded"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, AFallbackThatFailsLeavesTheItemFailedWithBothReasons) {
+  core_.set_fallback([](const score_item&) {
+    item_outcome o;
+    o.code = errc::reward_failed;
+    o.error = "too long";
+    return o;
+  });
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, {falling_back("x")}).admitted());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "no source serves chat: the item ends at once";
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.status, item_status::failed);
+  EXPECT_EQ(r.code, errc::no_eligible_source);
+  EXPECT_NE(r.error.find("the fallback 'lexical' failed too: too long"), std::string::npos)
+    << r.error;
+}
+
+TEST_F(RemoteRouting, ItemsFailingForTheirOwnReasonDoNotFallBack) {
+  recording_fallback fallback;
+  core_.set_fallback(fallback.fn());
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {falling_back("x")}).admitted());
+  auto batches = core_.dispatch();
+  item_outcome bad;
+  bad.code = errc::reward_failed;
+  bad.error = "judge reply has no REWARD score";
+  core_.complete(batches[0].id, outcome(attempt_outcome_kind::ok), {bad});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::failed);
+  EXPECT_TRUE(fallback.asked.empty());
+}
+
+TEST_F(RemoteRouting, InternalRequestsAreAdmittedWhileDraining) {
+  core_.add_source(endpoint("a"));
+  core_.begin_drain(clock_.now() + 5s);
+  EXPECT_FALSE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  EXPECT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1), /*internal=*/true)
+                .admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].priority, 1u);
+  EXPECT_EQ(batches[0].deadline, clock_.now() + 10s);
+}
+
+TEST_F(RemoteRouting, ModelOutputsReachCoalescedFollowersAndTheCache) {
+  core_.add_source(endpoint("a"));
+  std::vector<score_item> items{nli_call("p"), nli_call("p"), nli_call("q")};
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, std::move(items)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 2u) << "the identical pair is sent once";
+  for (const auto& b : batches) {
+    auto output = std::make_shared<model_output>();
+    output->entailment = b.items[0]->call->prompt == "p" ? 0.9 : 0.1;
+    item_outcome o;
+    o.output = output;
+    core_.complete(b.id, outcome(attempt_outcome_kind::ok), {o});
+  }
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_TRUE(done[0].results[1].output);
+  EXPECT_DOUBLE_EQ(done[0].results[0].output->entailment, 0.9);
+  EXPECT_DOUBLE_EQ(done[0].results[1].output->entailment, 0.9);
+  EXPECT_DOUBLE_EQ(done[0].results[2].output->entailment, 0.1);
+  // Asked again: answered from the cache, output included.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {nli_call("p")}).admitted());
+  auto again = core_.take_finished();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(again[0].results[0].cached);
+  ASSERT_TRUE(again[0].results[0].output);
+  EXPECT_DOUBLE_EQ(again[0].results[0].output->entailment, 0.9);
+  // A different hypothesis is a different call.
+  auto other = nli_call("p");
+  auto changed = *other.call;
+  changed.hypothesis = "other";
+  other.call = std::make_shared<const model_call>(changed);
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, {other}).admitted());
+  EXPECT_TRUE(core_.take_finished().empty());
+  EXPECT_EQ(core_.dispatch().size(), 1u);
+}
+
+TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
+  source_spec graph;
+  graph.name = "reward-graph";
+  graph.capabilities = {"judge"};
+  graph.max_batch_items = 16;
+  graph.max_inflight = 100;
+  core_.add_source(graph);
+  auto item = judge_item("x");
+  item.capability = "judge";
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {item}).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  item_outcome o = ok_outcome(0.5);
+  o.sources = {"judge-a"};
+  o.attempts = 3;
+  o.cached = true;
+  core_.complete(batches[0].id, {o});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.source, "judge-a") << "one source: named as the source";
+  EXPECT_EQ(r.sources, std::vector<std::string>{"judge-a"});
+  EXPECT_EQ(r.attempts, 3u);
+  EXPECT_TRUE(r.cached);
+}

@@ -11,7 +11,10 @@ using namespace std::chrono_literals;
 TEST(ResultCache, MissThenHit) {
   result_cache cache(4);
   EXPECT_FALSE(cache.lookup("k").has_value());
-  cache.insert("k", cached_result{0.75, "cpu"});
+  cached_result value;
+  value.score = 0.75;
+  value.source = "cpu";
+  cache.insert("k", value);
   auto hit = cache.lookup("k");
   ASSERT_TRUE(hit.has_value());
   EXPECT_EQ(hit->score, 0.75);

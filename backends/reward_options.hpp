@@ -1,0 +1,105 @@
+#pragma once
+
+// The options a reward takes: from its `[rewards.NAME.options]` table, overridden key by key
+// by the item's `extra_info` (the seeds read them from extra_info). Known keys are checked
+// (type and range) at the ingress, so a bad value is a 400 naming the field; unknown keys are
+// ignored, since extra_info carries the trainer's own data too.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/rewards/info_gain_math.hpp"
+#include "backends/rewards/text_similarity.hpp"
+#include "common/score_types.hpp"
+
+namespace arbiter::backends {
+
+/// A bad option: its key (e.g. "length_penalty") and why.
+struct option_problem {
+  std::string key;
+  std::string reason;
+};
+
+/// `options` (the reward's, a JSON object's text or empty) with every key of `extra_info` (a
+/// JSON object's text or empty) laid over it. Text that is not a JSON object counts as empty.
+nlohmann::json merged_options(std::string_view options, std::string_view extra_info);
+
+/// The item's merged options (see above).
+nlohmann::json merged_options(const score_item& item);
+
+/// The known option keys of `kind`, checked in `check_options`; empty for kinds without
+/// options.
+const std::vector<std::string>& option_keys(std::string_view kind);
+
+/// Checks the known keys of `options` for `kind`; nullopt when they are fine.
+std::optional<option_problem> check_options(std::string_view kind,
+                                            const nlohmann::json& options);
+
+/// The embedding reward's options.
+struct embedding_options {
+  /// `length_penalty` (default none) and `length_threshold` (default 1.5, > 0).
+  rewards::length_penalty_kind length_penalty = rewards::length_penalty_kind::none;
+  double length_threshold = rewards::default_length_threshold;
+  /// `instruction`: the task for instruction-following embedding models (Qwen3-Embedding):
+  /// the candidate is sent as "Instruct: {instruction}\nQuery:{candidate}". Unset: the
+  /// default task when the source's model asks for it (its name contains "qwen3-embedding",
+  /// any case), else none; "" turns it off.
+  std::optional<std::string> instruction;
+  /// `dimensions`: keep the first d dimensions and re-normalize (Matryoshka); 0 = all.
+  uint32_t dimensions = 0;
+};
+
+/// The default task of instruction-following embedding models.
+inline constexpr std::string_view default_embedding_instruction =
+  "Retrieve semantically similar text";
+
+/// The judge reward's options. Unset fields leave the source's settings.
+struct judge_options {
+  /// `prompt_template`: "default", "detailed" or a custom template string (resolved).
+  std::string prompt_template;
+  /// `model_name` (or `model`).
+  std::string model;
+  std::optional<double> temperature;
+  std::optional<double> top_p;
+  /// `max_new_tokens` (or `max_tokens`).
+  std::optional<uint32_t> max_tokens;
+  std::optional<bool> enable_thinking;
+  /// `n`: votes per reference, averaged (1..16).
+  uint32_t votes = 1;
+};
+
+/// The info_gain reward's options (defaults: InfoReasoner's service).
+struct info_gain_options {
+  rewards::ig_variant variant = rewards::ig_variant::soft;
+  rewards::ig_clustering clustering = rewards::ig_clustering::strict;
+  double threshold = rewards::default_ig_threshold;
+  /// `num_samples` per side (1..64).
+  uint32_t samples = rewards::default_ig_samples;
+  double temperature = rewards::default_ig_temperature;
+  uint32_t max_new_tokens = rewards::default_ig_max_new_tokens;
+  size_t max_context_words = rewards::default_ig_max_context_words;
+  std::optional<uint64_t> seed;
+};
+
+/// The em_info_gain composite's options.
+struct em_info_gain_options {
+  /// `info_gain_weight`: ΔIG's weight (InfoReasoner: 0.6).
+  double weight = 0.6;
+  /// `info_gain_reward`: the reward that computes ΔIG (default "info_gain").
+  std::string info_gain_reward = "info_gain";
+  /// `validation`: true scores EM only (InfoReasoner drops ΔIG in validation).
+  bool validation = false;
+};
+
+/// Typed options; they assume `check_options` passed (a bad value falls back to the default).
+embedding_options parse_embedding_options(const nlohmann::json& options);
+judge_options parse_judge_options(const nlohmann::json& options);
+info_gain_options parse_info_gain_options(const nlohmann::json& options);
+em_info_gain_options parse_em_info_gain_options(const nlohmann::json& options);
+
+} // namespace arbiter::backends
