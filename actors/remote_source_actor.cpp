@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -185,7 +186,30 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   };
 }
 
+/// Whether `capabilities` holds `name`, alone or with a route suffix ("chat", "chat@judge").
+bool serves(const std::vector<std::string>& capabilities, std::string_view name) {
+  return std::any_of(capabilities.begin(), capabilities.end(), [name](const std::string& c) {
+    return c.size() >= name.size() && c.compare(0, name.size(), name) == 0
+           && (c.size() == name.size() || c[name.size()] == '@');
+  });
+}
+
 } // namespace
+
+uint32_t default_max_batch_items(const std::vector<std::string>& capabilities) {
+  // A chat or completions call carries one prompt; TEI takes 32 inputs a call by default
+  // (--max-client-batch-size); the IG service's items are heavy (2 × N generations each).
+  if (serves(capabilities, "chat") || serves(capabilities, "generate")) {
+    return 1;
+  }
+  if (serves(capabilities, "nli") || serves(capabilities, "embed")) {
+    return 32;
+  }
+  if (serves(capabilities, "ig")) {
+    return 8;
+  }
+  return 32;
+}
 
 std::vector<std::string> default_capabilities(const std::string& kind) {
   if (kind == "openai") {
@@ -219,13 +243,9 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   spec.capabilities = cfg.capabilities.empty() ? default_capabilities(cfg.kind)
                                                : cfg.capabilities;
   spec.remote = true;
-  bool chat = std::find(spec.capabilities.begin(), spec.capabilities.end(), "chat")
-              != spec.capabilities.end();
-  if (cfg.max_batch_items > 0) {
-    spec.max_batch_items = cfg.max_batch_items;
-  } else {
-    spec.max_batch_items = chat ? 1 : (cfg.kind == "ig_service" ? 8 : 32);
-  }
+  bool chat = serves(spec.capabilities, "chat");
+  spec.max_batch_items =
+    cfg.max_batch_items > 0 ? cfg.max_batch_items : default_max_batch_items(spec.capabilities);
   spec.max_inflight = std::max<uint32_t>(cfg.max_concurrency, 1);
   spec.adaptive = true;
   spec.concurrency.initial_limit = cfg.initial_concurrency == 0 ? spec.max_inflight

@@ -1,7 +1,9 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <caf/fwd.hpp>
@@ -15,6 +17,10 @@ namespace arbiter::actors {
 /// size, pacing, concurrency and breaker, from `cfg` and the routing settings.
 scheduler::source_spec remote_source_spec(const config::source_config& cfg,
                                           const config::routing_config& routing);
+
+/// Items per call when the source's config sets none, from what it serves: 1 when it serves
+/// "chat" or "generate" (one prompt a call), else 32 for "nli" or "embed", else 8 for "ig".
+uint32_t default_max_batch_items(const std::vector<std::string>& capabilities);
 
 /// The kind's default capabilities ("openai" → chat, "tei" → embed, "ig_service" → ig).
 std::vector<std::string> default_capabilities(const std::string& kind);

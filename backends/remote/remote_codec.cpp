@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <initializer_list>
 #include <limits>
 #include <utility>
 
 #include <nlohmann/json.hpp>
+
+#include "backends/reward_options.hpp"
+#include "backends/rewards/text_similarity.hpp"
 
 namespace arbiter::backends::remote {
 
@@ -16,7 +18,9 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view judge_kind = "judge";
+constexpr std::string_view chat_kind = "chat";
+constexpr std::string_view generate_kind = "generate";
+constexpr std::string_view nli_kind = "nli";
 constexpr std::string_view embedding_kind = "embedding";
 constexpr std::string_view info_gain_kind = "info_gain";
 
@@ -94,13 +98,6 @@ std::string quote_opening(std::string_view text, size_t max_bytes) {
   return out;
 }
 
-/// A number for a message: "0.25", "8", "1e+300".
-std::string format_number(double value) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", value);
-  return buf;
-}
-
 /// `value` serialized; invalid UTF-8 (which the ingress should already have refused) becomes
 /// U+FFFD instead of an exception.
 std::string dump(const json& value) {
@@ -143,7 +140,7 @@ const std::string& batch_kind(const std::vector<shared_item>& items) {
   const std::string& kind = items.front()->kind;
   for (const auto& item : items) {
     if (item->kind != kind) {
-      throw std::invalid_argument{"remote batch mixes reward kinds '" + kind + "' and '"
+      throw std::invalid_argument{"remote batch mixes item kinds '" + kind + "' and '"
                                   + item->kind + "'"};
     }
   }
@@ -153,18 +150,9 @@ const std::string& batch_kind(const std::vector<shared_item>& items) {
 /// Throws std::invalid_argument unless `api` computes `kind`.
 void require_support(api_kind api, const std::string& kind) {
   if (!supports(api, kind)) {
-    throw std::invalid_argument{"reward kind '" + kind + "' is not served by api '"
+    throw std::invalid_argument{"item kind '" + kind + "' is not served by api '"
                                 + to_string(api) + "'"};
   }
-}
-
-/// extra_info as an object; empty when absent or not a JSON object.
-json parse_extra_info(const std::string& text) {
-  if (text.empty()) {
-    return json::object();
-  }
-  auto parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  return parsed.is_object() ? parsed : json::object();
 }
 
 /// The first of `keys` that holds a string in `object`, else `fallback`.
@@ -179,38 +167,145 @@ std::string first_string(const json& object, std::initializer_list<const char*> 
   return std::string{fallback};
 }
 
+/// Throws std::invalid_argument unless `items` holds exactly one item (chat and generate calls
+/// carry one prompt).
+void require_one(const std::string& kind, const std::vector<shared_item>& items) {
+  if (items.size() != 1) {
+    throw std::invalid_argument{"a " + kind + " call carries one item, not "
+                                + std::to_string(items.size())};
+  }
+}
+
+/// The model call of a chat, generate or nli item; throws std::invalid_argument when it has
+/// none or asks for no completions.
+const model_call& call_of(const score_item& item) {
+  if (!item.call) {
+    throw std::invalid_argument{"a " + item.kind + " item carries no model call"};
+  }
+  if (item.call->n == 0) {
+    throw std::invalid_argument{"a " + item.kind + " call asks for n = 0 completions"};
+  }
+  return *item.call;
+}
+
 // ---- requests ---------------------------------------------------------------------------
 
-prepared_call prepare_judge(const endpoint_options& opts, const score_item& item) {
-  auto prompt = judge_prompt(item);
-  json body = json::object();
-  if (!opts.model.empty()) {
-    body["model"] = opts.model;
+/// "model": the call's, else the source's, else none.
+void put_model(json& body, const model_call& c, const endpoint_options& opts) {
+  const std::string& model = c.model.empty() ? opts.model : c.model;
+  if (!model.empty()) {
+    body["model"] = model;
   }
+}
+
+prepared_call prepare_chat(const endpoint_options& opts, const score_item& item) {
+  const auto& c = call_of(item);
+  json body = json::object();
+  put_model(body, c, opts);
+  uint32_t max_tokens = c.max_tokens.value_or(opts.max_tokens);
   prepared_call call;
-  call.estimated_tokens = estimate_prompt_tokens(prompt) + opts.max_tokens;
+  call.estimated_tokens = estimate_prompt_tokens(c.prompt) + uint64_t{max_tokens} * c.n;
   if (opts.use_completions) {
     call.path = "/v1/completions";
-    body["prompt"] = std::move(prompt);
+    body["prompt"] = c.prompt;
   } else {
     call.path = "/v1/chat/completions";
-    json message = {{"role", "user"}, {"content", std::move(prompt)}};
+    json message = {{"role", "user"}, {"content", c.prompt}};
     body["messages"] = json::array();
     body["messages"].push_back(std::move(message));
     call.estimated_tokens += chat_message_overhead_tokens;
   }
-  body["temperature"] = opts.temperature;
-  body["top_p"] = opts.top_p;
-  body["max_tokens"] = opts.max_tokens;
-  body["n"] = 1;
-  if (!opts.stop.empty()) {
-    body["stop"] = opts.stop;
+  body["temperature"] = c.temperature.value_or(opts.temperature);
+  body["top_p"] = c.top_p.value_or(opts.top_p);
+  body["max_tokens"] = max_tokens;
+  body["n"] = c.n;
+  if (const auto& stop = c.stop.empty() ? opts.stop : c.stop; !stop.empty()) {
+    body["stop"] = stop;
   }
-  if (opts.enable_thinking && !opts.use_completions) {
-    body["chat_template_kwargs"] = {{"enable_thinking", *opts.enable_thinking}};
+  if (c.seed) {
+    body["seed"] = *c.seed;
+  }
+  auto thinking = c.enable_thinking ? c.enable_thinking : opts.enable_thinking;
+  if (thinking && !opts.use_completions) {
+    body["chat_template_kwargs"] = {{"enable_thinking", *thinking}};
   }
   call.body = dump(body);
   return call;
+}
+
+prepared_call prepare_generate(const endpoint_options& opts, const score_item& item) {
+  const auto& c = call_of(item);
+  json body = json::object();
+  put_model(body, c, opts);
+  uint32_t max_tokens = c.max_tokens.value_or(opts.max_tokens);
+  prepared_call call;
+  call.path = "/v1/completions";
+  call.estimated_tokens = estimate_prompt_tokens(c.prompt) + uint64_t{max_tokens} * c.n;
+  body["prompt"] = c.prompt;
+  body["n"] = c.n;
+  body["temperature"] = c.temperature.value_or(opts.temperature);
+  if (c.top_p) {
+    body["top_p"] = *c.top_p;
+  }
+  body["max_tokens"] = max_tokens;
+  if (!c.stop.empty()) {
+    body["stop"] = c.stop;
+  }
+  if (c.seed) {
+    body["seed"] = *c.seed;
+  }
+  body["logprobs"] = 1;
+  call.body = dump(body);
+  return call;
+}
+
+prepared_call prepare_nli(const std::vector<shared_item>& items) {
+  prepared_call call;
+  call.path = "/predict";
+  json pairs = json::array();
+  for (const auto& item : items) {
+    const auto& c = call_of(*item);
+    call.estimated_tokens += estimate_prompt_tokens(c.prompt) + estimate_prompt_tokens(c.hypothesis);
+    pairs.push_back(json::array({c.prompt, c.hypothesis}));
+  }
+  json body = json::object();
+  body["inputs"] = std::move(pairs);
+  call.body = dump(body);
+  return call;
+}
+
+/// What one embedding item sends and how it is scored: built the same way by prepare_call
+/// and parse_reply from the item and the source's options.
+struct embedding_plan {
+  embedding_options options;
+  /// The references it is scored against: indices into ground_truth.
+  std::vector<size_t> references;
+  /// The candidate as sent (with the instruction, when there is one).
+  std::string candidate;
+};
+
+embedding_plan plan_embedding(const endpoint_options& opts, const score_item& item) {
+  auto merged = merged_options(item);
+  embedding_plan plan;
+  plan.options = parse_embedding_options(merged);
+  plan.references = rewards::filter_references(item.ground_truth, merged);
+  std::optional<std::string_view> instruction;
+  if (plan.options.instruction) {
+    if (!plan.options.instruction->empty()) {
+      instruction = *plan.options.instruction;
+    }
+  } else if (ascii_lower(opts.model).find("qwen3-embedding") != std::string::npos) {
+    instruction = default_embedding_instruction;
+  }
+  if (instruction) {
+    plan.candidate = "Instruct: ";
+    plan.candidate += *instruction;
+    plan.candidate += "\nQuery:";
+    plan.candidate += item.solution_str;
+  } else {
+    plan.candidate = item.solution_str;
+  }
+  return plan;
 }
 
 prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
@@ -222,12 +317,13 @@ prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
     call.estimated_tokens += estimate_prompt_tokens(text);
   };
   for (const auto& item : items) {
+    auto plan = plan_embedding(opts, *item);
     input_span span;
     span.first = static_cast<uint32_t>(inputs.size());
-    span.references = static_cast<uint32_t>(item->ground_truth.size());
-    add(item->solution_str);
-    for (const auto& reference : item->ground_truth) {
-      add(reference);
+    span.references = static_cast<uint32_t>(plan.references.size());
+    add(plan.candidate);
+    for (size_t r : plan.references) {
+      add(item->ground_truth[r]);
     }
     call.spans.push_back(span);
   }
@@ -247,14 +343,29 @@ prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
   return call;
 }
 
+/// Why the IG service cannot score `item` (a variant it does not compute), or nullopt.
+std::optional<std::string> info_gain_refusal(const score_item& item) {
+  auto variant = parse_info_gain_options(merged_options(item)).variant;
+  if (variant == rewards::ig_variant::soft) {
+    return std::nullopt;
+  }
+  return std::string{"the IG service computes only variant soft; ask for variant '"}
+         + rewards::to_string(variant) + "' from a reward with generate and nli sources";
+}
+
 prepared_call prepare_info_gain(const std::vector<shared_item>& items) {
   prepared_call call;
   call.path = "/compute_info_gain";
   json list = json::array();
+  std::optional<std::string> refused;
   for (const auto& item : items) {
-    auto extra = parse_extra_info(item->extra_info);
-    auto question = first_string(extra, {"question", "problem"}, "");
-    auto context = first_string(extra, {"context"}, item->solution_str);
+    if (auto reason = info_gain_refusal(*item)) {
+      refused = std::move(reason);
+      continue;
+    }
+    auto options = merged_options(*item);
+    auto question = first_string(options, {"question", "problem"}, "");
+    auto context = first_string(options, {"context"}, item->solution_str);
     call.estimated_tokens += estimate_prompt_tokens(question) + estimate_prompt_tokens(context);
     for (const auto& answer : item->ground_truth) {
       call.estimated_tokens += estimate_prompt_tokens(answer);
@@ -265,6 +376,9 @@ prepared_call prepare_info_gain(const std::vector<shared_item>& items) {
     entry["answers"] = item->ground_truth;
     list.push_back(std::move(entry));
   }
+  if (list.empty()) {
+    throw std::invalid_argument{*refused};
+  }
   json body = json::object();
   body["items"] = std::move(list);
   call.body = dump(body);
@@ -273,59 +387,226 @@ prepared_call prepare_info_gain(const std::vector<shared_item>& items) {
 
 // ---- replies ----------------------------------------------------------------------------
 
-item_outcome parse_judge(const json& doc, const endpoint_options& opts, std::string_view body) {
+/// The reply's choices, ordered by "index" when every choice carries one (a repeated index is
+/// a bad reply). `what` names the reply in messages ("chat", "completion").
+std::vector<const json*> ordered_choices(const json& doc, const std::string& what,
+                                         std::string_view body) {
   if (!doc.is_object()) {
-    reject("judge reply is not a JSON object", body);
+    reject(what + " reply is not a JSON object", body);
   }
   auto choices = doc.find("choices");
   if (choices == doc.end() || !choices->is_array() || choices->empty()) {
-    reject("judge reply has no choices", body);
+    reject(what + " reply has no choices", body);
   }
-  const json& choice = choices->front();
-  if (!choice.is_object()) {
-    reject("judge reply's choices[0] is not an object", body);
-  }
-  const json* holder = &choice;
-  const char* field = "text";
-  if (!opts.use_completions) {
-    auto message = choice.find("message");
-    if (message == choice.end() || !message->is_object()) {
-      reject("judge reply's choices[0] has no message object", body);
+  std::vector<const json*> out;
+  bool indexed = true;
+  for (const auto& choice : *choices) {
+    if (!choice.is_object()) {
+      reject(what + " reply's choices[" + std::to_string(out.size()) + "] is not an object", body);
     }
-    holder = &*message;
-    field = "content";
+    auto index = choice.find("index");
+    indexed = indexed && index != choice.end() && index->is_number_integer();
+    out.push_back(&choice);
   }
-  auto content = holder->find(field);
-  if (content == holder->end()) {
-    reject(std::string{"judge reply's choices[0] has no "} + field, body);
+  if (!indexed) {
+    return out;
   }
-  if (content->is_null()) {
-    auto refusal = holder->find("refusal");
-    if (refusal != holder->end() && refusal->is_string()) {
-      return failure("judge refused: " + quote_opening(refusal->get_ref<const std::string&>(),
-                                                       reply_quote_bytes));
+  auto index_of = [](const json* choice) { return choice->at("index").get<int64_t>(); };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const json* a, const json* b) { return index_of(a) < index_of(b); });
+  for (size_t i = 1; i < out.size(); ++i) {
+    if (index_of(out[i]) == index_of(out[i - 1])) {
+      reject(what + " reply repeats choice index " + std::to_string(index_of(out[i])), body);
     }
-    std::string reason = "judge reply has no " + std::string{field};
-    auto finish = choice.find("finish_reason");
-    if (finish != choice.end() && finish->is_string()) {
-      reason += " (finish_reason " + finish->get<std::string>() + ")";
+  }
+  return out;
+}
+
+item_outcome parse_chat(const json& doc, const endpoint_options& opts, const score_item& item,
+                        std::string_view body) {
+  const auto& c = call_of(item);
+  auto choices = ordered_choices(doc, "chat", body);
+  if (choices.size() < c.n) {
+    reject("chat reply has " + std::to_string(choices.size()) + " choices for n = "
+             + std::to_string(c.n),
+           body);
+  }
+  auto output = std::make_shared<model_output>();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const json& choice = *choices[i];
+    std::string where = "choices[" + std::to_string(i) + "]";
+    const json* holder = &choice;
+    const char* field = "text";
+    if (!opts.use_completions) {
+      auto message = choice.find("message");
+      if (message == choice.end() || !message->is_object()) {
+        reject("chat reply's " + where + " has no message object", body);
+      }
+      holder = &*message;
+      field = "content";
     }
-    return failure(std::move(reason));
+    auto content = holder->find(field);
+    if (content == holder->end()) {
+      reject("chat reply's " + where + " has no " + field, body);
+    }
+    if (content->is_null()) {
+      auto refusal = holder->find("refusal");
+      if (refusal != holder->end() && refusal->is_string()) {
+        return failure("judge refused: "
+                       + quote_opening(refusal->get_ref<const std::string&>(), reply_quote_bytes));
+      }
+      std::string reason = "judge reply has no " + std::string{field};
+      if (choices.size() > 1) {
+        reason += " in " + where;
+      }
+      auto finish = choice.find("finish_reason");
+      if (finish != choice.end() && finish->is_string()) {
+        reason += " (finish_reason " + finish->get<std::string>() + ")";
+      }
+      return failure(std::move(reason));
+    }
+    if (!content->is_string()) {
+      reject("chat reply's " + where + " " + field + " is not a string", body);
+    }
+    generated_text text;
+    text.text = content->get<std::string>();
+    output->texts.push_back(std::move(text));
   }
-  if (!content->is_string()) {
-    reject(std::string{"judge reply's "} + field + " is not a string", body);
+  item_outcome out;
+  out.output = std::move(output);
+  return out;
+}
+
+item_outcome parse_generate(const json& doc, const score_item& item, std::string_view body) {
+  const auto& c = call_of(item);
+  auto choices = ordered_choices(doc, "completion", body);
+  if (choices.size() != c.n) {
+    reject("completion reply has " + std::to_string(choices.size()) + " choices for n = "
+             + std::to_string(c.n),
+           body);
   }
-  const auto& text = content->get_ref<const std::string&>();
-  auto score = extract_judge_score(text);
-  if (!score) {
-    return failure("judge reply has no REWARD score: "
-                   + quote_opening(text, reply_quote_bytes));
+  auto output = std::make_shared<model_output>();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const json& choice = *choices[i];
+    std::string where = "completion choice " + std::to_string(i);
+    if (auto index = choice.find("index");
+        index != choice.end() && index->is_number_integer()
+        && index->get<int64_t>() != static_cast<int64_t>(i)) {
+      reject(where + " has index " + dump(*index) + " (a one-prompt call numbers its choices 0 to n-1)",
+             body);
+    }
+    auto text = choice.find("text");
+    if (text == choice.end() || !text->is_string()) {
+      reject(where + " has no text", body);
+    }
+    const json* values = nullptr;
+    if (auto logprobs = choice.find("logprobs"); logprobs != choice.end() && logprobs->is_object()) {
+      if (auto found = logprobs->find("token_logprobs");
+          found != logprobs->end() && found->is_array()) {
+        values = &*found;
+      }
+    }
+    double sum = 0.0;
+    uint32_t tokens = 0;
+    if (values != nullptr) {
+      for (const auto& v : *values) {
+        if (v.is_null()) {
+          continue;
+        }
+        if (!v.is_number()) {
+          reject(where + " has a token_logprob that is neither a number nor null", body);
+        }
+        sum += v.get<double>();
+        ++tokens;
+      }
+    }
+    if (tokens == 0) {
+      reject(where + " has no token_logprobs (does the server return logprobs?)", body);
+    }
+    generated_text out;
+    out.text = std::string{rewards::python_strip(text->get_ref<const std::string&>())};
+    out.mean_logprob = sum / tokens;
+    out.tokens = tokens;
+    output->texts.push_back(std::move(out));
   }
-  if (!(*score >= 0.0 && *score <= 1.0)) {
-    return failure("judge score " + format_number(*score) + " outside [0, 1]: "
-                   + quote_opening(text, reply_quote_bytes));
+  item_outcome out;
+  out.output = std::move(output);
+  return out;
+}
+
+/// The class probabilities in the TEI /predict result for pair `index`: a list of
+/// {"label","score"} objects. Throws bad_reply when it has another shape or no entailment.
+std::shared_ptr<model_output> nli_output(const json& labels, size_t index, std::string_view body) {
+  std::string where = "NLI result " + std::to_string(index);
+  if (!labels.is_array()) {
+    reject(where + " is not a list of labels", body);
   }
-  return success(*score);
+  auto output = std::make_shared<model_output>();
+  bool entailment = false;
+  std::string seen;
+  bool unnamed = false;
+  for (const auto& entry : labels) {
+    if (!entry.is_object()) {
+      reject(where + " holds an entry that is not an object", body);
+    }
+    auto label = entry.find("label");
+    if (label == entry.end() || !label->is_string()) {
+      continue;
+    }
+    const auto& name = label->get_ref<const std::string&>();
+    seen += seen.empty() ? name : ", " + name;
+    auto low = ascii_lower(name);
+    unnamed = unnamed || low.rfind("label_", 0) == 0;
+    double* slot = nullptr;
+    if (low == "entailment" || low == "entail") {
+      slot = &output->entailment;
+      entailment = true;
+    } else if (low == "neutral") {
+      slot = &output->neutral;
+    } else if (low == "contradiction" || low == "contradict") {
+      slot = &output->contradiction;
+    } else {
+      continue;
+    }
+    auto score = entry.find("score");
+    if (score == entry.end() || !score->is_number()) {
+      reject(where + "'s " + name + " entry has no numeric score", body);
+    }
+    *slot = score->get<double>();
+  }
+  if (!entailment) {
+    std::string problem = where + " has no entailment label (labels: "
+                          + (seen.empty() ? std::string{"none"} : seen) + ")";
+    if (unnamed) {
+      problem += "; LABEL_n names mean the server's model config has no id2label";
+    }
+    reject(problem, body);
+  }
+  return output;
+}
+
+std::vector<item_outcome> parse_nli(const json& doc, const std::vector<shared_item>& items,
+                                    std::string_view body) {
+  if (!doc.is_array()) {
+    reject("NLI reply is not a list", body);
+  }
+  // One pair may come back as its bare list of labels.
+  const json* results = &doc;
+  json wrapped;
+  if (items.size() == 1 && !doc.empty() && doc.front().is_object()) {
+    wrapped = json::array({doc});
+    results = &wrapped;
+  }
+  if (results->size() != items.size()) {
+    reject("NLI reply has " + std::to_string(results->size()) + " results for "
+             + std::to_string(items.size()) + " pairs",
+           body);
+  }
+  std::vector<item_outcome> outcomes(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    outcomes[i].output = nli_output((*results)[i], i, body);
+  }
+  return outcomes;
 }
 
 /// `value` as a vector of numbers; throws bad_reply naming input `index` otherwise.
@@ -398,62 +679,100 @@ std::vector<std::vector<double>> read_vectors(api_kind api, const json& doc, uin
   return vectors;
 }
 
-double norm(const std::vector<double>& v) {
+/// The L2 norm of the first `dims` values of `v`.
+double norm(const std::vector<double>& v, size_t dims) {
   double sum = 0.0;
-  for (double x : v) {
-    sum += x * x;
+  for (size_t i = 0; i < dims; ++i) {
+    sum += v[i] * v[i];
   }
   return std::sqrt(sum);
 }
 
-std::vector<item_outcome> parse_embedding(api_kind api, const json& doc,
-                                          const prepared_call& call,
+/// Scores one embedding item from its vectors (see `parse_reply`).
+item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
+                             const input_span& span,
+                             const std::vector<std::vector<double>>& vectors,
+                             std::string_view body) {
+  if (span.references == 0) {
+    return failure("embedding needs at least one reference in ground_truth");
+  }
+  const auto& candidate = vectors[span.first];
+  for (uint32_t r = 1; r <= span.references; ++r) {
+    const auto& reference = vectors[span.first + r];
+    if (reference.size() != candidate.size()) {
+      reject("embeddings have different dimensions (" + std::to_string(candidate.size())
+               + " and " + std::to_string(reference.size()) + ")",
+             body);
+    }
+  }
+  // Keeping the first d values and re-normalizing (Matryoshka) leaves the cosine of the
+  // prefixes, so the cosine is taken over the prefix directly.
+  size_t dims = candidate.size();
+  if (plan.options.dimensions > 0) {
+    if (plan.options.dimensions > dims) {
+      return failure("dimensions " + std::to_string(plan.options.dimensions)
+                     + " is more than the embedding's " + std::to_string(dims));
+    }
+    dims = plan.options.dimensions;
+  }
+  double candidate_norm = norm(candidate, dims);
+  if (candidate_norm == 0.0) {
+    return failure("the embedding of solution_str is a zero vector");
+  }
+  std::optional<double> best;
+  size_t best_reference = 0;
+  for (uint32_t r = 1; r <= span.references; ++r) {
+    const auto& reference = vectors[span.first + r];
+    double reference_norm = norm(reference, dims);
+    if (reference_norm == 0.0) {
+      continue;
+    }
+    double dot = 0.0;
+    for (size_t i = 0; i < dims; ++i) {
+      dot += candidate[i] * reference[i];
+    }
+    double cosine = std::clamp(dot / (candidate_norm * reference_norm), -1.0, 1.0);
+    if (!best || cosine > *best) {
+      best = cosine;
+      best_reference = plan.references[r - 1];
+    }
+  }
+  if (!best) {
+    return failure("the embedding of every reference is a zero vector");
+  }
+  double penalty = rewards::length_penalty(item.ground_truth[best_reference], item.solution_str,
+                                           plan.options.length_penalty,
+                                           plan.options.length_threshold);
+  return success(rewards::cosine_to_unit(*best) * penalty);
+}
+
+std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& opts,
+                                          const json& doc, const prepared_call& call,
                                           const std::vector<shared_item>& items,
                                           std::string_view body) {
   if (call.spans.size() != items.size()) {
     throw std::invalid_argument{"embedding call has " + std::to_string(call.spans.size())
                                 + " spans for " + std::to_string(items.size()) + " items"};
   }
-  for (const auto& span : call.spans) {
+  std::vector<embedding_plan> plans;
+  plans.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& span = call.spans[i];
     if (uint64_t{span.first} + span.references >= call.input_count) {
       throw std::invalid_argument{"embedding call span lies outside its input list"};
+    }
+    plans.push_back(plan_embedding(opts, *items[i]));
+    if (plans.back().references.size() != span.references) {
+      throw std::invalid_argument{"embedding call span " + std::to_string(i) + " has "
+                                  + std::to_string(span.references) + " references, its item "
+                                  + std::to_string(plans.back().references.size())};
     }
   }
   auto vectors = read_vectors(api, doc, call.input_count, body);
   std::vector<item_outcome> outcomes;
   outcomes.reserve(items.size());
-  for (const auto& span : call.spans) {
-    if (span.references == 0) {
-      outcomes.push_back(failure("embedding needs at least one reference in ground_truth"));
-      continue;
-    }
-    const auto& candidate = vectors[span.first];
-    double candidate_norm = norm(candidate);
-    if (candidate_norm == 0.0) {
-      outcomes.push_back(failure("the embedding of solution_str is a zero vector"));
-      continue;
-    }
-    std::optional<double> best;
-    for (uint32_t r = 1; r <= span.references; ++r) {
-      const auto& reference = vectors[span.first + r];
-      if (reference.size() != candidate.size()) {
-        reject("embeddings have different dimensions (" + std::to_string(candidate.size())
-                 + " and " + std::to_string(reference.size()) + ")",
-               body);
-      }
-      double reference_norm = norm(reference);
-      if (reference_norm == 0.0) {
-        continue;
-      }
-      double dot = 0.0;
-      for (size_t i = 0; i < candidate.size(); ++i) {
-        dot += candidate[i] * reference[i];
-      }
-      double cosine = std::clamp(dot / (candidate_norm * reference_norm), -1.0, 1.0);
-      best = best ? std::max(*best, cosine) : cosine;
-    }
-    outcomes.push_back(best ? success(*best)
-                            : failure("the embedding of every reference is a zero vector"));
+  for (size_t i = 0; i < items.size(); ++i) {
+    outcomes.push_back(score_embedding(*items[i], plans[i], call.spans[i], vectors, body));
   }
   return outcomes;
 }
@@ -467,31 +786,50 @@ std::vector<item_outcome> parse_info_gain(const json& doc, const std::vector<sha
   if (scores == doc.end() || !scores->is_array()) {
     reject("info gain reply has no scores list", body);
   }
-  if (scores->size() != items.size()) {
+  // Items prepare_call left out fail here; the others take the reply's entries in order.
+  std::vector<std::optional<std::string>> refusals;
+  size_t sent = 0;
+  for (const auto& item : items) {
+    refusals.push_back(info_gain_refusal(*item));
+    sent += refusals.back() ? 0 : 1;
+  }
+  if (scores->size() != sent) {
     reject("info gain reply has " + std::to_string(scores->size()) + " scores for "
-             + std::to_string(items.size()) + " items",
+             + std::to_string(sent) + " items",
            body);
   }
-  const json* errors = nullptr;
-  if (auto found = doc.find("errors"); found != doc.end() && found->is_array()) {
-    errors = &*found;
-  }
+  auto list = [&doc](const char* key) -> const json* {
+    auto found = doc.find(key);
+    return found != doc.end() && found->is_array() ? &*found : nullptr;
+  };
+  const json* errors = list("errors");
+  const json* details = list("details");
   std::vector<item_outcome> outcomes;
   outcomes.reserve(items.size());
-  for (size_t i = 0; i < scores->size(); ++i) {
-    const json& score = (*scores)[i];
+  size_t k = 0;
+  for (auto& refusal : refusals) {
+    if (refusal) {
+      outcomes.push_back(failure(std::move(*refusal)));
+      continue;
+    }
+    const json& score = (*scores)[k];
     if (score.is_number()) {
-      outcomes.push_back(success(score.get<double>()));
+      auto outcome = success(score.get<double>());
+      if (details != nullptr && k < details->size() && (*details)[k].is_object()) {
+        outcome.detail = dump((*details)[k]);
+      }
+      outcomes.push_back(std::move(outcome));
     } else if (score.is_null()) {
       std::string reason = "info gain service returned no score";
-      if (errors != nullptr && i < errors->size() && (*errors)[i].is_string()) {
-        reason += ": " + quote_opening((*errors)[i].get_ref<const std::string&>(),
+      if (errors != nullptr && k < errors->size() && (*errors)[k].is_string()) {
+        reason += ": " + quote_opening((*errors)[k].get_ref<const std::string&>(),
                                        service_error_bytes);
       }
       outcomes.push_back(failure(std::move(reason)));
     } else {
-      reject("info gain score " + std::to_string(i) + " is neither a number nor null", body);
+      reject("info gain score " + std::to_string(k) + " is neither a number nor null", body);
     }
+    ++k;
   }
   return outcomes;
 }
@@ -650,15 +988,6 @@ std::string message_of(const json& doc) {
 
 } // namespace
 
-const std::string_view default_judge_template =
-  "You are grading a candidate solution against a reference solution.\n"
-  "Reply with your reasoning, then a final line of the form \"REWARD: <score>\" where <score> "
-  "is a number between 0 and 1 (1 = fully correct).\n"
-  "\n"
-  "Problem: {PROBLEM}\n"
-  "Reference: {REFERENCE_SOLUTION}\n"
-  "Candidate: {CANDIDATE_SOLUTION}";
-
 std::optional<api_kind> parse_api_kind(std::string_view name) {
   for (auto k : {api_kind::openai, api_kind::tei, api_kind::ig_service}) {
     if (name == to_string(k)) {
@@ -694,30 +1023,14 @@ uint64_t estimate_prompt_tokens(std::string_view text) noexcept {
   return std::max(words, thirds);
 }
 
-std::string judge_prompt(const score_item& item) {
-  auto extra = parse_extra_info(item.extra_info);
-  // Fill from the last placeholder to the first, so each `find` hits the template's own
-  // placeholder and never one inside an item's text.
-  std::string prompt{default_judge_template};
-  auto fill = [&prompt](std::string_view placeholder, std::string_view value) {
-    auto pos = prompt.find(placeholder);
-    prompt.replace(pos, placeholder.size(), value);
-  };
-  fill("{CANDIDATE_SOLUTION}", item.solution_str);
-  fill("{REFERENCE_SOLUTION}", item.ground_truth.empty() ? std::string_view{}
-                                                          : item.ground_truth.front());
-  fill("{PROBLEM}", first_string(extra, {"problem", "question"}, ""));
-  return prompt;
-}
-
-bool supports(api_kind api, std::string_view reward_kind) noexcept {
+bool supports(api_kind api, std::string_view item_kind) noexcept {
   switch (api) {
     case api_kind::openai:
-      return reward_kind == judge_kind || reward_kind == embedding_kind;
+      return item_kind == chat_kind || item_kind == generate_kind || item_kind == embedding_kind;
     case api_kind::tei:
-      return reward_kind == embedding_kind;
+      return item_kind == embedding_kind || item_kind == nli_kind;
     case api_kind::ig_service:
-      return reward_kind == info_gain_kind;
+      return item_kind == info_gain_kind;
   }
   return false;
 }
@@ -726,12 +1039,16 @@ prepared_call prepare_call(api_kind api, const endpoint_options& opts,
                            const std::vector<shared_item>& items) {
   const std::string& kind = batch_kind(items);
   require_support(api, kind);
-  if (kind == judge_kind) {
-    if (items.size() != 1) {
-      throw std::invalid_argument{"a judge call carries one item, not "
-                                  + std::to_string(items.size())};
-    }
-    return prepare_judge(opts, *items.front());
+  if (kind == chat_kind) {
+    require_one(kind, items);
+    return prepare_chat(opts, *items.front());
+  }
+  if (kind == generate_kind) {
+    require_one(kind, items);
+    return prepare_generate(opts, *items.front());
+  }
+  if (kind == nli_kind) {
+    return prepare_nli(items);
   }
   if (kind == embedding_kind) {
     return prepare_embedding(api, opts, items);
@@ -745,6 +1062,9 @@ std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts
                                       std::string_view body) {
   const std::string& kind = batch_kind(items);
   require_support(api, kind);
+  if (kind == chat_kind || kind == generate_kind) {
+    require_one(kind, items);
+  }
   auto doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     reject(std::string{"reply to "} + (call.path.empty() ? "the call" : call.path)
@@ -752,15 +1072,17 @@ std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts
            body);
   }
   try {
-    if (kind == judge_kind) {
-      if (items.size() != 1) {
-        throw std::invalid_argument{"a judge call carries one item, not "
-                                    + std::to_string(items.size())};
-      }
-      return {parse_judge(doc, opts, body)};
+    if (kind == chat_kind) {
+      return {parse_chat(doc, opts, *items.front(), body)};
+    }
+    if (kind == generate_kind) {
+      return {parse_generate(doc, *items.front(), body)};
+    }
+    if (kind == nli_kind) {
+      return parse_nli(doc, items, body);
     }
     if (kind == embedding_kind) {
-      return parse_embedding(api, doc, call, items, body);
+      return parse_embedding(api, opts, doc, call, items, body);
     }
     return parse_info_gain(doc, items, body);
   } catch (const json::exception& e) {
@@ -802,31 +1124,6 @@ std::optional<double> extract_judge_score(std::string_view reply) {
     }
   }
   return std::nullopt;
-}
-
-double entailment_probability(const nlohmann::json& labels) {
-  if (!labels.is_array()) {
-    reject("NLI result is not a list of labels", dump(labels));
-  }
-  for (const auto& entry : labels) {
-    if (!entry.is_object()) {
-      reject("NLI result holds an entry that is not an object", dump(labels));
-    }
-    auto label = entry.find("label");
-    if (label == entry.end() || !label->is_string()) {
-      continue;
-    }
-    auto name = ascii_lower(label->get_ref<const std::string&>());
-    if (name != "entailment" && name != "entail") {
-      continue;
-    }
-    auto score = entry.find("score");
-    if (score == entry.end() || !score->is_number()) {
-      reject("NLI entailment entry has no numeric score", dump(labels));
-    }
-    return score->get<double>();
-  }
-  reject("NLI result has no entailment label", dump(labels));
 }
 
 } // namespace arbiter::backends::remote

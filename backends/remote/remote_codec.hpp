@@ -11,8 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "common/score_types.hpp"
 
 namespace arbiter::backends::remote {
@@ -34,20 +32,25 @@ std::optional<api_kind> parse_api_kind(std::string_view name);
 /// "openai", "tei" or "ig_service".
 const char* to_string(api_kind k) noexcept;
 
-/// Per-source settings from config.
+/// Per-source settings from config: what chat and generate calls send for the fields their
+/// `model_call` leaves unset.
 struct endpoint_options {
-  /// Sent as "model" (openai) when not empty; never sent to tei or ig_service.
+  /// Sent as "model" (openai) when the call names none and this is not empty; never sent to
+  /// tei or ig_service. Embedding: a name containing "qwen3-embedding" (any case) turns the
+  /// default instruction on (see `embedding_options::instruction`).
   std::string model;
-  /// Judge: max new tokens.
+  /// chat, generate: max new tokens.
   uint32_t max_tokens = 1024;
+  /// chat, generate: sampling.
   double temperature = 0.0;
+  /// chat only (generate sends top_p only when its call sets it).
   double top_p = 1.0;
   /// When set, chat calls carry "chat_template_kwargs": {"enable_thinking": b}. Completions
   /// calls have no chat template and never carry it.
   std::optional<bool> enable_thinking;
-  /// Judge via POST /v1/completions with "prompt" instead of /v1/chat/completions.
+  /// chat via POST /v1/completions with "prompt" instead of /v1/chat/completions.
   bool use_completions = false;
-  /// Sent as "stop" (judge) when not empty.
+  /// chat: sent as "stop" when the call has none and this is not empty.
   std::vector<std::string> stop;
 };
 
@@ -60,15 +63,15 @@ struct input_span {
 
 /// One HTTP call for a batch.
 struct prepared_call {
-  /// The request path, e.g. "/v1/chat/completions", "/v1/embeddings", "/embed",
-  /// "/compute_info_gain".
+  /// The request path, e.g. "/v1/chat/completions", "/v1/completions", "/v1/embeddings",
+  /// "/embed", "/predict", "/compute_info_gain".
   std::string path;
   /// The JSON request body.
   std::string body;
-  /// Tokens an OpenAI-style provider will count for this call (prompt + max_tokens × n), for
-  /// tokens-per-minute pacing. Never lower than what a provider counts: every text sent counts
-  /// `estimate_prompt_tokens`, a chat message adds `chat_message_overhead_tokens`, and a judge
-  /// call adds `max_tokens`.
+  /// Tokens an OpenAI-style provider will count for this call, for tokens-per-minute pacing.
+  /// Never lower than what a provider counts: every text sent counts `estimate_prompt_tokens`,
+  /// a chat message adds `chat_message_overhead_tokens`, and chat and generate calls add
+  /// max_tokens × n.
   uint64_t estimated_tokens = 0;
   /// Embedding calls: one span per item, in item order. Empty for other kinds.
   std::vector<input_span> spans;
@@ -83,28 +86,30 @@ inline constexpr uint64_t chat_message_overhead_tokens = 8;
 /// Generous token estimate of `text`: max(whitespace-separated words, ceil(UTF-8 bytes / 3)).
 uint64_t estimate_prompt_tokens(std::string_view text) noexcept;
 
-/// The default judge prompt; `judge_prompt` fills its {PROBLEM}, {REFERENCE_SOLUTION} and
-/// {CANDIDATE_SOLUTION}. The candidate comes last, and the instructions never write a label
-/// word followed by ':', so a grader that splits on the last "Reference:" and "Candidate:"
-/// (the fake provider) sees exactly the item's texts.
-extern const std::string_view default_judge_template;
+/// Which item kinds an API serves: openai → "chat", "generate", "embedding"; tei →
+/// "embedding", "nli"; ig_service → "info_gain".
+bool supports(api_kind api, std::string_view item_kind) noexcept;
 
-/// `default_judge_template` filled from `item`: the problem is extra_info's "problem" string,
-/// else its "question" string, else empty; the reference is ground_truth[0] (empty when there
-/// is none); the candidate is solution_str. extra_info that is not a JSON object counts as
-/// absent.
-std::string judge_prompt(const score_item& item);
-
-/// Which reward kinds an API can compute: openai → "judge", "embedding"; tei → "embedding";
-/// ig_service → "info_gain".
-bool supports(api_kind api, std::string_view reward_kind) noexcept;
-
-/// Builds the one call that scores `items` (all of the same reward kind, non-empty; exactly
-/// one for "judge", since a chat call carries one prompt) on an endpoint speaking `api`.
+/// Builds the one call that serves `items` (all of the same kind, non-empty) on an endpoint
+/// speaking `api`:
+/// - "chat" (one item): the item's `call` as one user message to /v1/chat/completions (or a
+///   "prompt" to /v1/completions with `use_completions`), with "n", and "seed" when set;
+///   unset fields take `opts`.
+/// - "generate" (one item): the call's prompt to /v1/completions with "n", "temperature",
+///   "max_tokens", "stop" and "logprobs": 1; "top_p" and "seed" only when the call sets them.
+/// - "nli" (tei): every item's (call.prompt, call.hypothesis) pair to /predict.
+/// - "embedding": each item's candidate, then its references (`rewards::filter_references` of
+///   its merged options), to /v1/embeddings or /embed; with an instruction (see
+///   `embedding_options`) the candidate is sent as "Instruct: {instruction}\nQuery:{text}".
+/// - "info_gain" (ig_service): question, context and answers per item to /compute_info_gain;
+///   items whose options ask for a variant other than "soft" are left out (the service
+///   computes only soft) and `parse_reply` fails them.
 /// Throws std::invalid_argument naming the problem when `items` is empty or holds a null
-/// item, the kind is not supported by the API, the kinds are mixed, or a judge batch holds
-/// more than one item. An embedding item without references still sends its candidate (so
-/// every call has a non-empty input list); `parse_reply` fails it.
+/// item, the kind is not served by the API, the kinds are mixed, a chat or generate batch
+/// holds more than one item, a model-call item has no `call` (or asks for n = 0), or no
+/// info_gain item of the batch can be sent (the reason says which variant it asked for). An
+/// embedding item without references still sends its candidate (so every call has a
+/// non-empty input list); `parse_reply` fails it.
 prepared_call prepare_call(api_kind api, const endpoint_options& opts,
                            const std::vector<shared_item>& items);
 
@@ -118,10 +123,21 @@ struct bad_reply : std::runtime_error {
 
 /// Parses a 2xx reply `body` to `call` (built by `prepare_call` from the same `api`, `opts` and
 /// `items`) into one outcome per item, in order; `run_ms` is left 0 for the caller to fill.
-/// A per-item problem (a judge answer with no extractable score or null content, a score out
-/// of range, an embedding item without references or with a zero vector, an IG service
-/// per-item error) is an outcome with code errc::reward_failed and a reason that quotes the
-/// opening (≤ 80 bytes) of the model's reply where there is one — never a silent 0.
+/// - chat: `output.texts` holds every choice's content (choices ordered by "index" when they
+///   carry one); fewer choices than n is a bad reply.
+/// - generate: exactly n choices, ordered by index; each text Python-`strip()`ped, with the
+///   mean of its non-null `logprobs.token_logprobs` and their count.
+/// - nli: `output`'s entailment, neutral and contradiction from the labels (any case;
+///   "entail" and "contradict" too; a missing neutral or contradiction is 0).
+/// - embedding: `score` = (cos + 1) / 2 of the reference with the highest cosine (the first
+///   on ties) times `rewards::length_penalty(that reference, candidate, ...)`.
+/// - info_gain: `score` is the service's, `detail` its "details" entry (compact JSON) when
+///   that is an object.
+/// A per-item problem (null chat content or a refusal, an embedding item without references,
+/// with a zero vector or asking for more dimensions than the model returns, an IG service
+/// per-item error, an info_gain variant the service does not compute) is an outcome with
+/// code errc::reward_failed and a reason that quotes the opening (≤ 80 bytes) of the model's
+/// reply where there is one — never a silent 0.
 /// Throws bad_reply when the body is unusable, and std::invalid_argument when `call` and
 /// `items` do not belong together (a bug in the caller).
 std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts,
@@ -143,11 +159,9 @@ std::string error_message(std::string_view body) noexcept;
 /// in the prompt). Then takes the LAST place where "REWARD" (any case, not preceded by a
 /// letter) is followed by optional '*' / whitespace, ':' or '=', optional '*' / whitespace /
 /// '[', and a decimal number (sign, fraction and exponent allowed; no inf, nan or hex).
+/// Whatever follows the number is ignored: "REWARD: 0.85/1" is 0.85 and "REWARD: 8/10" is 8
+/// (the caller's range check refuses it rather than this function guessing a scale). The
+/// number is returned as written, in range or not: the caller checks the range.
 std::optional<double> extract_judge_score(std::string_view reply);
-
-/// The entailment probability in the TEI /predict result for one pair: `labels` is a list of
-/// {"label","score"} objects and the entry whose label is "entailment" or "entail" (any case)
-/// gives the score. Throws bad_reply when `labels` has another shape or no such entry.
-double entailment_probability(const nlohmann::json& labels);
 
 } // namespace arbiter::backends::remote

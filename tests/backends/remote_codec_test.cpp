@@ -1,6 +1,5 @@
 #include "backends/remote/remote_codec.hpp"
 
-#include <cctype>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -20,7 +19,7 @@ using ::testing::Not;
 namespace {
 
 shared_item make_item(std::string kind, std::string solution, std::vector<std::string> truth,
-                      std::string extra_info = {}) {
+                      std::string extra_info = {}, std::string options = {}) {
   auto item = std::make_shared<score_item>();
   item->reward = kind;
   item->kind = std::move(kind);
@@ -28,28 +27,52 @@ shared_item make_item(std::string kind, std::string solution, std::vector<std::s
   item->solution_str = std::move(solution);
   item->ground_truth = std::move(truth);
   item->extra_info = std::move(extra_info);
+  item->options = std::move(options);
   return item;
 }
 
-std::vector<shared_item> one_judge_item() {
-  return {make_item("judge", "x = 4", {"x = 4"}, R"({"problem":"Solve 2x = 8."})")};
+/// A model-call item of `kind` ("chat", "generate", "nli").
+shared_item call_item(std::string kind, model_call call) {
+  auto item = std::make_shared<score_item>();
+  item->reward = "graph";
+  item->kind = std::move(kind);
+  item->capability = item->kind;
+  item->call = std::make_shared<const model_call>(std::move(call));
+  return item;
 }
 
-/// A chat completion whose message content is `content` (a JSON value).
-std::string chat_reply(const json& content) {
-  json message = {{"role", "assistant"}, {"content", content}};
-  json choice = {{"index", 0}, {"message", message}, {"finish_reason", "stop"}};
-  return json{{"object", "chat.completion"}, {"choices", json::array({choice})}}.dump();
+model_call prompt_call(std::string prompt, uint32_t n = 1) {
+  model_call call;
+  call.prompt = std::move(prompt);
+  call.n = n;
+  return call;
 }
 
-/// The outcome of a judge call whose reply says `content`.
-item_outcome judge(const std::string& content) {
-  endpoint_options opts;
-  auto items = one_judge_item();
-  auto call = prepare_call(api_kind::openai, opts, items);
-  auto outcomes = parse_reply(api_kind::openai, opts, call, items, chat_reply(content));
-  EXPECT_EQ(outcomes.size(), 1u);
-  return outcomes.at(0);
+std::vector<shared_item> one_chat_item(uint32_t n = 1) {
+  return {call_item("chat", prompt_call("Grade this.\nReference: 4\nCandidate: 4", n))};
+}
+
+/// A chat completion whose choices' message contents are `contents` (JSON values), indexed
+/// in order.
+std::string chat_reply(const std::vector<json>& contents) {
+  json choices = json::array();
+  for (size_t i = 0; i < contents.size(); ++i) {
+    json message = {{"role", "assistant"}, {"content", contents[i]}};
+    choices.push_back({{"index", i}, {"message", message}, {"finish_reason", "stop"}});
+  }
+  return json{{"object", "chat.completion"}, {"choices", choices}}.dump();
+}
+
+/// A completions choice with `text` and `token_logprobs`.
+json completion_choice(int index, const std::string& text, const json& token_logprobs) {
+  return {{"index", index},
+          {"text", text},
+          {"logprobs", {{"tokens", json::array()}, {"token_logprobs", token_logprobs}}},
+          {"finish_reason", "stop"}};
+}
+
+std::string completion_reply(const json& choices) {
+  return json{{"object", "text_completion"}, {"choices", choices}}.dump();
 }
 
 /// The message of the bad_reply `f` throws, or "no throw".
@@ -58,6 +81,17 @@ std::string bad_reply_message(F&& f) {
   try {
     f();
   } catch (const bad_reply& e) {
+    return e.what();
+  }
+  return "no throw";
+}
+
+/// The message of the std::invalid_argument `f` throws, or "no throw".
+template <typename F>
+std::string invalid_argument_message(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
     return e.what();
   }
   return "no throw";
@@ -73,6 +107,42 @@ size_t whitespace_words(const std::string& text) {
   return n;
 }
 
+/// Cosine similarity of the first `dims` values (all when 0), computed here independently.
+double cosine(const std::vector<double>& a, const std::vector<double>& b, size_t dims = 0) {
+  if (dims == 0) {
+    dims = a.size();
+  }
+  double dot = 0;
+  double na = 0;
+  double nb = 0;
+  for (size_t i = 0; i < dims; ++i) {
+    dot += a[i] * b[i];
+    na += a[i] * a[i];
+    nb += b[i] * b[i];
+  }
+  return dot / std::sqrt(na * nb);
+}
+
+/// The seeds' mapping of a cosine to [0, 1].
+double unit(double cos) {
+  return (cos + 1.0) / 2.0;
+}
+
+/// The outcomes of an embedding batch on TEI whose reply is `vectors`.
+std::vector<item_outcome> embed_tei(const std::vector<shared_item>& items,
+                                    const std::vector<std::vector<double>>& vectors,
+                                    const endpoint_options& opts = {}) {
+  auto call = prepare_call(api_kind::tei, opts, items);
+  return parse_reply(api_kind::tei, opts, call, items, json(vectors).dump());
+}
+
+/// The inputs an embedding call sends.
+std::vector<std::string> embedding_inputs(const std::vector<shared_item>& items,
+                                          const endpoint_options& opts = {}) {
+  auto call = prepare_call(api_kind::tei, opts, items);
+  return json::parse(call.body)["inputs"].get<std::vector<std::string>>();
+}
+
 } // namespace
 
 // ---- api kinds -----------------------------------------------------------------------------
@@ -86,100 +156,565 @@ TEST(RemoteCodec, ApiKindNamesRoundTrip) {
 }
 
 TEST(RemoteCodec, SupportsTheDocumentedKinds) {
-  EXPECT_TRUE(supports(api_kind::openai, "judge"));
-  EXPECT_TRUE(supports(api_kind::openai, "embedding"));
-  EXPECT_FALSE(supports(api_kind::openai, "info_gain"));
-  EXPECT_TRUE(supports(api_kind::tei, "embedding"));
-  EXPECT_FALSE(supports(api_kind::tei, "judge"));
+  for (const char* kind : {"chat", "generate", "embedding"}) {
+    EXPECT_TRUE(supports(api_kind::openai, kind)) << kind;
+  }
+  for (const char* kind : {"nli", "info_gain", "judge", "lexical"}) {
+    EXPECT_FALSE(supports(api_kind::openai, kind)) << kind;
+  }
+  for (const char* kind : {"embedding", "nli"}) {
+    EXPECT_TRUE(supports(api_kind::tei, kind)) << kind;
+  }
+  for (const char* kind : {"chat", "generate", "judge", "info_gain"}) {
+    EXPECT_FALSE(supports(api_kind::tei, kind)) << kind;
+  }
   EXPECT_TRUE(supports(api_kind::ig_service, "info_gain"));
-  EXPECT_FALSE(supports(api_kind::ig_service, "embedding"));
-  EXPECT_FALSE(supports(api_kind::openai, "lexical"));
+  for (const char* kind : {"embedding", "nli", "generate", "chat"}) {
+    EXPECT_FALSE(supports(api_kind::ig_service, kind)) << kind;
+  }
 }
 
-// ---- requests ------------------------------------------------------------------------------
-
-TEST(RemoteCodec, JudgeChatRequestCarriesThePromptAndSampling) {
+TEST(RemoteCodec, PrepareRefusesBadBatches) {
   endpoint_options opts;
-  opts.model = "judge-model";
+  EXPECT_THROW(prepare_call(api_kind::openai, opts, {}), std::invalid_argument);
+  EXPECT_THROW(prepare_call(api_kind::openai, opts, {nullptr}), std::invalid_argument);
+  EXPECT_THROW(prepare_call(api_kind::tei, opts, one_chat_item()), std::invalid_argument);
+  // judge is a graph now; the codec serves its chat calls.
+  EXPECT_THAT(invalid_argument_message([&] {
+                prepare_call(api_kind::openai, opts, {make_item("judge", "a", {"b"})});
+              }),
+              HasSubstr("'judge' is not served by api 'openai'"));
+  EXPECT_THROW(prepare_call(api_kind::openai, opts,
+                            {make_item("embedding", "a", {"b"}), one_chat_item()[0]}),
+               std::invalid_argument);
+  for (const char* kind : {"chat", "generate"}) {
+    EXPECT_THAT(invalid_argument_message([&] {
+                  prepare_call(api_kind::openai, opts,
+                               {call_item(kind, prompt_call("a")), call_item(kind, prompt_call("b"))});
+                }),
+                HasSubstr("carries one item, not 2"))
+      << kind;
+    EXPECT_THAT(invalid_argument_message([&] {
+                  prepare_call(api_kind::openai, opts, {make_item(kind, "a", {})});
+                }),
+                HasSubstr("no model call"))
+      << kind;
+    EXPECT_THAT(invalid_argument_message([&] {
+                  prepare_call(api_kind::openai, opts, {call_item(kind, prompt_call("a", 0))});
+                }),
+                HasSubstr("n = 0"))
+      << kind;
+  }
+  EXPECT_THAT(invalid_argument_message([&] {
+                prepare_call(api_kind::tei, opts, {make_item("nli", "a", {})});
+              }),
+              HasSubstr("no model call"));
+  EXPECT_THAT(invalid_argument_message([&] {
+                prepare_call(api_kind::ig_service, opts, {make_item("embedding", "a", {"b"})});
+              }),
+              HasSubstr("'embedding' is not served by api 'ig_service'"));
+}
+
+TEST(RemoteCodec, ParseRefusesItemsThatDoNotMatchTheCall) {
+  endpoint_options opts;
+  auto items = one_chat_item();
+  auto call = prepare_call(api_kind::openai, opts, items);
+  std::vector<shared_item> two{items[0], items[0]};
+  EXPECT_THROW(parse_reply(api_kind::openai, opts, call, two, chat_reply({"REWARD: 1"})),
+               std::invalid_argument);
+  std::vector<shared_item> embeddings{make_item("embedding", "a", {"b"})};
+  EXPECT_THROW(parse_reply(api_kind::openai, opts, call, embeddings, R"({"data":[]})"),
+               std::invalid_argument);
+  // An embedding call whose spans do not match its items' references.
+  std::vector<shared_item> filtered{
+    make_item("embedding", "a", {"b", "c"}, R"({"target_gt":"c"})")};
+  auto unfiltered = prepare_call(api_kind::tei, opts, {make_item("embedding", "a", {"b", "c"})});
+  EXPECT_THROW(parse_reply(api_kind::tei, opts, unfiltered, filtered, "[[1],[1],[1]]"),
+               std::invalid_argument);
+}
+
+TEST(RemoteCodec, RequestBodiesSurviveInvalidUtf8) {
+  auto call = prepare_call(api_kind::tei, endpoint_options{},
+                           {make_item("embedding", "bad \xff byte", {"ok"})});
+  auto body = json::parse(call.body);
+  EXPECT_EQ(body["inputs"][1], "ok");
+}
+
+// ---- token estimates -----------------------------------------------------------------------
+
+TEST(RemoteCodec, PromptTokenEstimateIsTheLargerOfWordsAndThirds) {
+  EXPECT_EQ(estimate_prompt_tokens(""), 0u);
+  EXPECT_EQ(estimate_prompt_tokens("a b c d"), 4u);        // 4 words, 7 bytes -> 3
+  EXPECT_EQ(estimate_prompt_tokens("abcdefg"), 3u);        // 1 word, ceil(7 / 3)
+  EXPECT_EQ(estimate_prompt_tokens("\xe4\xbd\xa0\xe5\xa5\xbd"), 2u);  // 6 bytes of CJK
+  EXPECT_EQ(estimate_prompt_tokens(" \t\n "), 2u);         // no words, 4 bytes
+}
+
+TEST(RemoteCodec, EstimatedTokensNeverBelowWhatAProviderCounts) {
+  endpoint_options opts;
+  opts.max_tokens = 300;
+  const std::vector<std::string> texts{
+    "", "a", "a b c d e f g h i j", "word " + std::string(500, 'x'),
+    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87", "x\ny\tz  w"};
+  for (const auto& text : texts) {
+    for (const char* kind : {"chat", "generate"}) {
+      for (bool completions : {false, true}) {
+        opts.use_completions = completions;
+        std::vector<shared_item> items{call_item(kind, prompt_call(text, 3))};
+        auto call = prepare_call(api_kind::openai, opts, items);
+        auto body = json::parse(call.body);
+        auto prompt = body.contains("prompt") ? body["prompt"].get<std::string>()
+                                              : body["messages"][0]["content"].get<std::string>();
+        // The fake provider counts words + max_tokens * n; a BPE tokenizer rarely beats
+        // 3 bytes a token.
+        EXPECT_GE(call.estimated_tokens, whitespace_words(prompt) + 3 * opts.max_tokens) << text;
+        EXPECT_GE(call.estimated_tokens, (prompt.size() + 2) / 3 + 3 * opts.max_tokens) << text;
+      }
+    }
+    std::vector<shared_item> items{make_item("embedding", text, {text, "ref " + text}),
+                                   make_item("embedding", "other", {text})};
+    opts.model = "qwen3-embedding-0.6b";  // the instruction counts too
+    auto call = prepare_call(api_kind::openai, opts, items);
+    opts.model.clear();
+    size_t words = 0;
+    size_t thirds = 0;
+    for (const auto& input : json::parse(call.body)["input"]) {
+      words += whitespace_words(input.get<std::string>());
+      thirds += (input.get<std::string>().size() + 2) / 3;
+    }
+    EXPECT_GE(call.estimated_tokens, words) << text;
+    EXPECT_GE(call.estimated_tokens, thirds) << text;
+  }
+}
+
+TEST(RemoteCodec, ChatAndGenerateEstimatesArePromptPlusMaxTokensTimesN) {
+  endpoint_options opts;
+  opts.max_tokens = 100;
+  auto chat = prepare_call(api_kind::openai, opts, {call_item("chat", prompt_call("one two", 4))});
+  EXPECT_EQ(chat.estimated_tokens, 3u + 400u + chat_message_overhead_tokens);  // ceil(7 / 3)
+  opts.use_completions = true;
+  chat = prepare_call(api_kind::openai, opts, {call_item("chat", prompt_call("one two", 4))});
+  EXPECT_EQ(chat.estimated_tokens, 3u + 400u);
+  auto with_max = prompt_call("one two", 2);
+  with_max.max_tokens = 7;
+  auto generate = prepare_call(api_kind::openai, opts, {call_item("generate", with_max)});
+  EXPECT_EQ(generate.estimated_tokens, 3u + 14u);
+}
+
+TEST(RemoteCodec, InfoGainEstimateCountsEveryTextButNoOutput) {
+  auto call = prepare_call(api_kind::ig_service, endpoint_options{},
+                           {make_item("info_gain", "one two three", {"four", "five six"},
+                                      R"({"question":"seven"})")});
+  EXPECT_EQ(call.estimated_tokens, 2u + 5u + 2u + 3u);  // seven / one two three / four / five six
+}
+
+TEST(RemoteCodec, NliEstimateCountsBothTexts) {
+  model_call pair;
+  pair.prompt = "one two three";
+  pair.hypothesis = "four";
+  auto call = prepare_call(api_kind::tei, endpoint_options{},
+                           {call_item("nli", pair), call_item("nli", pair)});
+  EXPECT_EQ(call.estimated_tokens, 2u * (5u + 2u));
+}
+
+// ---- chat ----------------------------------------------------------------------------------
+
+TEST(RemoteCodec, ChatRequestTakesTheCallsSettingsOverTheSources) {
+  endpoint_options opts;
+  opts.model = "source-model";
   opts.max_tokens = 256;
   opts.temperature = 0.5;
   opts.top_p = 0.9;
-  opts.enable_thinking = false;
+  opts.enable_thinking = true;
   opts.stop = {"\n\n\n"};
-  auto call = prepare_call(api_kind::openai, opts, one_judge_item());
+  model_call c = prompt_call("Grade it.", 4);
+  c.model = "call-model";
+  c.temperature = 1.0;
+  c.top_p = 0.95;
+  c.max_tokens = 64;
+  c.enable_thinking = false;
+  c.stop = {"END"};
+  c.seed = 42;
+  auto call = prepare_call(api_kind::openai, opts, {call_item("chat", c)});
   EXPECT_EQ(call.path, "/v1/chat/completions");
   auto body = json::parse(call.body);
-  EXPECT_EQ(body["model"], "judge-model");
+  EXPECT_EQ(body["model"], "call-model");
   ASSERT_EQ(body["messages"].size(), 1u);
-  EXPECT_EQ(body["messages"][0]["role"], "user");
-  auto prompt = body["messages"][0]["content"].get<std::string>();
-  EXPECT_EQ(prompt, judge_prompt(*one_judge_item()[0]));
-  EXPECT_THAT(prompt, HasSubstr("Problem: Solve 2x = 8.\nReference: x = 4\nCandidate: x = 4"));
+  EXPECT_EQ(body["messages"][0], (json{{"role", "user"}, {"content", "Grade it."}}));
+  EXPECT_EQ(body["temperature"], 1.0);
+  EXPECT_EQ(body["top_p"], 0.95);
+  EXPECT_EQ(body["max_tokens"], 64);
+  EXPECT_EQ(body["n"], 4);
+  EXPECT_EQ(body["stop"], json::array({"END"}));
+  EXPECT_EQ(body["seed"], 42);
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", false}}));
+  EXPECT_FALSE(body.contains("prompt"));
+  EXPECT_FALSE(body.contains("logprobs"));
+}
+
+TEST(RemoteCodec, ChatRequestFallsBackToTheSourcesSettings) {
+  endpoint_options opts;
+  opts.model = "source-model";
+  opts.max_tokens = 256;
+  opts.temperature = 0.5;
+  opts.top_p = 0.9;
+  opts.enable_thinking = true;
+  opts.stop = {"\n\n\n"};
+  auto call = prepare_call(api_kind::openai, opts, one_chat_item());
+  auto body = json::parse(call.body);
+  EXPECT_EQ(body["model"], "source-model");
   EXPECT_EQ(body["temperature"], 0.5);
   EXPECT_EQ(body["top_p"], 0.9);
   EXPECT_EQ(body["max_tokens"], 256);
   EXPECT_EQ(body["n"], 1);
   EXPECT_EQ(body["stop"], json::array({"\n\n\n"}));
-  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", false}}));
-  EXPECT_FALSE(body.contains("prompt"));
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", true}}));
+  EXPECT_FALSE(body.contains("seed"));
 }
 
-TEST(RemoteCodec, JudgeChatRequestLeavesUnsetOptionsOut) {
-  auto call = prepare_call(api_kind::openai, endpoint_options{}, one_judge_item());
+TEST(RemoteCodec, ChatRequestLeavesUnsetOptionsOut) {
+  auto call = prepare_call(api_kind::openai, endpoint_options{}, one_chat_item());
   auto body = json::parse(call.body);
   EXPECT_FALSE(body.contains("model"));
   EXPECT_FALSE(body.contains("stop"));
+  EXPECT_FALSE(body.contains("seed"));
   EXPECT_FALSE(body.contains("chat_template_kwargs"));
   EXPECT_EQ(body["max_tokens"], 1024);
 }
 
-TEST(RemoteCodec, JudgeCompletionsRequestSendsAPrompt) {
+TEST(RemoteCodec, ChatViaCompletionsSendsAPromptAndNoChatTemplate) {
   endpoint_options opts;
   opts.model = "m";
   opts.use_completions = true;
-  opts.enable_thinking = true;
-  auto call = prepare_call(api_kind::openai, opts, one_judge_item());
+  model_call c = prompt_call("Grade it.", 2);
+  c.enable_thinking = true;
+  c.seed = 7;
+  auto call = prepare_call(api_kind::openai, opts, {call_item("chat", c)});
   EXPECT_EQ(call.path, "/v1/completions");
   auto body = json::parse(call.body);
-  EXPECT_EQ(body["prompt"], judge_prompt(*one_judge_item()[0]));
+  EXPECT_EQ(body["prompt"], "Grade it.");
   EXPECT_FALSE(body.contains("messages"));
   EXPECT_FALSE(body.contains("chat_template_kwargs"));
-  EXPECT_EQ(body["n"], 1);
+  EXPECT_EQ(body["n"], 2);
+  EXPECT_EQ(body["seed"], 7);
 }
 
-TEST(RemoteCodec, JudgePromptKeepsTheTemplateLabelsAndCandidateLast) {
-  auto prompt = judge_prompt(*make_item("judge", "cand", {"ref", "other"}));
-  EXPECT_EQ(prompt.rfind("Candidate: cand"), prompt.size() - std::string{"Candidate: cand"}.size());
-  EXPECT_THAT(prompt, HasSubstr("Reference: ref\n"));
-  EXPECT_THAT(prompt, HasSubstr("Problem: \n"));
-  // The instructions never write a label the fake provider splits on.
-  auto instructions = prompt.substr(0, prompt.find("Problem:"));
-  for (const char* label : {"reference:", "candidate:"}) {
-    std::string low = instructions;
-    for (char& c : low) {
-      c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    }
-    EXPECT_EQ(low.find(label), std::string::npos) << label;
+TEST(RemoteCodec, ChatReplyGivesEveryChoiceInIndexOrder) {
+  endpoint_options opts;
+  auto items = one_chat_item(3);
+  auto call = prepare_call(api_kind::openai, opts, items);
+  json choices = json::array();
+  for (int i : {2, 0, 1}) {
+    choices.push_back({{"index", i},
+                       {"message", {{"role", "assistant"}, {"content", "vote " + std::to_string(i)}}}});
+  }
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items,
+                              json{{"choices", choices}}.dump());
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].code, errc::none);
+  EXPECT_EQ(outcomes[0].score, 0.0);  // the graph scores; the codec only reads
+  ASSERT_NE(outcomes[0].output, nullptr);
+  ASSERT_EQ(outcomes[0].output->texts.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(outcomes[0].output->texts[i].text, "vote " + std::to_string(i));
   }
 }
 
-TEST(RemoteCodec, JudgePromptTakesProblemThenQuestionAndIgnoresBadExtraInfo) {
-  EXPECT_THAT(judge_prompt(*make_item("judge", "a", {}, R"({"question":"Q?"})")),
-              HasSubstr("Problem: Q?\nReference: \nCandidate: a"));
-  EXPECT_THAT(judge_prompt(*make_item("judge", "a", {"r"}, R"({"question":"Q","problem":"P"})")),
-              HasSubstr("Problem: P\n"));
-  EXPECT_THAT(judge_prompt(*make_item("judge", "a", {"r"}, R"({"problem":7})")),
-              HasSubstr("Problem: \n"));
-  EXPECT_THAT(judge_prompt(*make_item("judge", "a", {"r"}, "not json")), HasSubstr("Problem: \n"));
-  EXPECT_THAT(judge_prompt(*make_item("judge", "a", {"r"}, "[1,2]")), HasSubstr("Problem: \n"));
+TEST(RemoteCodec, ChatReplyKeepsTheTextsAsTheyAre) {
+  endpoint_options opts;
+  auto items = one_chat_item(2);
+  auto call = prepare_call(api_kind::openai, opts, items);
+  // No index: the reply's order. No stripping, no think removal, extra choices kept.
+  auto body = R"({"choices":[{"message":{"content":"<think>x</think>\nREWARD: 1 "}},)"
+              R"({"message":{"content":""}},{"message":{"content":"third"}}]})";
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items, body);
+  ASSERT_EQ(outcomes[0].code, errc::none);
+  ASSERT_EQ(outcomes[0].output->texts.size(), 3u);
+  EXPECT_EQ(outcomes[0].output->texts[0].text, "<think>x</think>\nREWARD: 1 ");
+  EXPECT_EQ(outcomes[0].output->texts[1].text, "");
+  EXPECT_EQ(outcomes[0].output->texts[2].text, "third");
 }
 
-TEST(RemoteCodec, JudgePromptLeavesPlaceholdersInsideItemTextsAlone) {
-  auto prompt = judge_prompt(*make_item("judge", "{PROBLEM} {REFERENCE_SOLUTION}",
-                                        {"{CANDIDATE_SOLUTION}"}, R"({"problem":"p"})"));
-  EXPECT_THAT(prompt, HasSubstr("Problem: p\nReference: {CANDIDATE_SOLUTION}\n"
-                                "Candidate: {PROBLEM} {REFERENCE_SOLUTION}"));
+TEST(RemoteCodec, ChatViaCompletionsReadsChoiceText) {
+  endpoint_options opts;
+  opts.use_completions = true;
+  auto items = one_chat_item();
+  auto call = prepare_call(api_kind::openai, opts, items);
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items,
+                              R"({"object":"text_completion","choices":[{"text":" REWARD: 1"}]})");
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].code, errc::none);
+  EXPECT_EQ(outcomes[0].output->texts.at(0).text, " REWARD: 1");
+  // A chat-shaped reply is unusable for a completions call.
+  EXPECT_THROW(parse_reply(api_kind::openai, opts, call, items, chat_reply({"REWARD: 1"})),
+               bad_reply);
 }
+
+TEST(RemoteCodec, ChatNullContentIsAnItemFailure) {
+  endpoint_options opts;
+  auto items = one_chat_item();
+  auto call = prepare_call(api_kind::openai, opts, items);
+  auto null_content = parse_reply(
+    api_kind::openai, opts, call, items,
+    R"({"choices":[{"message":{"role":"assistant","content":null},"finish_reason":"length"}]})");
+  EXPECT_EQ(null_content[0].code, errc::reward_failed);
+  EXPECT_EQ(null_content[0].error, "judge reply has no content (finish_reason length)");
+  EXPECT_EQ(null_content[0].output, nullptr);
+  auto refused = parse_reply(
+    api_kind::openai, opts, call, items,
+    R"({"choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't grade"}}]})");
+  EXPECT_EQ(refused[0].code, errc::reward_failed);
+  EXPECT_EQ(refused[0].error, "judge refused: \"I can't grade\"");
+  // The refusal is quoted up to 80 bytes, cut on a code point boundary.
+  std::string refusal = std::string(79, 'a') + "\xc3\xa9" + "tail";
+  auto long_refusal = parse_reply(
+    api_kind::openai, opts, call, items,
+    json{{"choices", {{{"message", {{"content", nullptr}, {"refusal", refusal}}}}}}}.dump());
+  EXPECT_THAT(long_refusal[0].error, HasSubstr("\"" + std::string(79, 'a') + "\"..."));
+  // With several choices, one null content fails the item and says which.
+  auto votes = one_chat_item(2);
+  auto votes_call = prepare_call(api_kind::openai, opts, votes);
+  auto partial = parse_reply(
+    api_kind::openai, opts, votes_call, votes,
+    R"({"choices":[{"index":0,"message":{"content":"REWARD: 1"}},)"
+    R"({"index":1,"message":{"content":null},"finish_reason":"length"}]})");
+  EXPECT_EQ(partial[0].code, errc::reward_failed);
+  EXPECT_EQ(partial[0].error, "judge reply has no content in choices[1] (finish_reason length)");
+}
+
+TEST(RemoteCodec, ChatUnusableBodiesThrowBadReply) {
+  endpoint_options opts;
+  auto items = one_chat_item(2);
+  auto call = prepare_call(api_kind::openai, opts, items);
+  auto parse = [&](std::string_view body) {
+    return bad_reply_message([&] { parse_reply(api_kind::openai, opts, call, items, body); });
+  };
+  EXPECT_THAT(parse("{\"choices\": [trunc"), HasSubstr("reply to /v1/chat/completions is not valid JSON"));
+  EXPECT_THAT(parse(""), HasSubstr("not valid JSON"));
+  EXPECT_THAT(parse("[]"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(parse("{}"), HasSubstr("no choices"));
+  EXPECT_THAT(parse(R"({"choices":[]})"), HasSubstr("no choices"));
+  EXPECT_THAT(parse(R"({"choices":[7]})"), HasSubstr("choices[0] is not an object"));
+  EXPECT_THAT(parse(chat_reply({"only one"})), HasSubstr("1 choices for n = 2"));
+  EXPECT_THAT(parse(R"({"choices":[{"text":"a"},{"text":"b"}]})"), HasSubstr("no message"));
+  EXPECT_THAT(parse(R"({"choices":[{"message":{"content":"a"}},{"message":{"content":[1]}}]})"),
+              HasSubstr("choices[1] content is not a string"));
+  EXPECT_THAT(parse(R"({"choices":[{"message":{"role":"assistant"}},{"message":{"content":"b"}}]})"),
+              HasSubstr("no content"));
+  EXPECT_THAT(parse(R"({"choices":[{"index":0,"message":{"content":"a"}},)"
+                    R"({"index":0,"message":{"content":"b"}}]})"),
+              HasSubstr("repeats choice index 0"));
+  // The body is quoted, cut at 120 characters, with unprintable bytes as '?'.
+  auto long_body = "<html>\x01" + std::string(300, 'h');
+  auto message = parse(long_body);
+  EXPECT_THAT(message, HasSubstr("\"<html>?hhh"));
+  EXPECT_THAT(message, Not(HasSubstr(std::string(120, 'h'))));
+  EXPECT_THAT(message, HasSubstr(std::string(113, 'h') + "\"..."));
+}
+
+// ---- generate ------------------------------------------------------------------------------
+
+TEST(RemoteCodec, GenerateRequestAsksForLogprobs) {
+  endpoint_options opts;
+  opts.model = "generator";
+  opts.max_tokens = 512;
+  opts.temperature = 0.3;
+  opts.top_p = 0.8;  // a source's judge sampling; generate sends top_p only when asked
+  opts.stop = {"judge stop"};
+  opts.enable_thinking = true;
+  model_call c = prompt_call("Answer the following question as briefly as possible.\n"
+                             "Question: who?\nAnswer:",
+                             10);
+  c.temperature = 1.0;
+  c.max_tokens = 128;
+  c.stop = {"\n", "Question:"};
+  auto call = prepare_call(api_kind::openai, opts, {call_item("generate", c)});
+  EXPECT_EQ(call.path, "/v1/completions");
+  auto body = json::parse(call.body);
+  EXPECT_EQ(body, (json{{"model", "generator"},
+                        {"prompt", c.prompt},
+                        {"n", 10},
+                        {"temperature", 1.0},
+                        {"max_tokens", 128},
+                        {"stop", {"\n", "Question:"}},
+                        {"logprobs", 1}}));
+
+  c.top_p = 0.95;
+  c.seed = 3;
+  c.model = "other";
+  c.temperature.reset();
+  c.max_tokens.reset();
+  c.stop.clear();
+  body = json::parse(prepare_call(api_kind::openai, opts, {call_item("generate", c)}).body);
+  EXPECT_EQ(body["model"], "other");
+  EXPECT_EQ(body["top_p"], 0.95);
+  EXPECT_EQ(body["seed"], 3);
+  EXPECT_EQ(body["temperature"], 0.3);
+  EXPECT_EQ(body["max_tokens"], 512);
+  EXPECT_FALSE(body.contains("stop"));  // the source's stop list is the judge's
+  EXPECT_FALSE(body.contains("chat_template_kwargs"));
+}
+
+TEST(RemoteCodec, GenerateReplyGivesStrippedTextsAndMeanLogprobs) {
+  endpoint_options opts;
+  std::vector<shared_item> items{call_item("generate", prompt_call("Q", 3))};
+  auto call = prepare_call(api_kind::openai, opts, items);
+  json choices = json::array();
+  choices.push_back(completion_choice(2, "\t\xc2\xa0Paris\xe3\x80\x80 ", {-0.25}));
+  choices.push_back(completion_choice(0, " London\n", {-0.5, nullptr, -1.5}));
+  choices.push_back(completion_choice(1, "  the  answer ", {nullptr, -0.1, -0.2, -0.3}));
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items, completion_reply(choices));
+  ASSERT_EQ(outcomes.size(), 1u);
+  ASSERT_EQ(outcomes[0].code, errc::none);
+  const auto& texts = outcomes[0].output->texts;
+  ASSERT_EQ(texts.size(), 3u);
+  EXPECT_EQ(texts[0].text, "London");
+  EXPECT_DOUBLE_EQ(texts[0].mean_logprob, -1.0);
+  EXPECT_EQ(texts[0].tokens, 2u);
+  EXPECT_EQ(texts[1].text, "the  answer");
+  EXPECT_DOUBLE_EQ(texts[1].mean_logprob, (-0.1 - 0.2 - 0.3) / 3);
+  EXPECT_EQ(texts[1].tokens, 3u);
+  EXPECT_EQ(texts[2].text, "Paris");  // NBSP and U+3000 are Python whitespace
+  EXPECT_DOUBLE_EQ(texts[2].mean_logprob, -0.25);
+  EXPECT_EQ(texts[2].tokens, 1u);
+}
+
+TEST(RemoteCodec, GenerateUnusableBodiesThrowBadReply) {
+  endpoint_options opts;
+  std::vector<shared_item> items{call_item("generate", prompt_call("Q", 2))};
+  auto call = prepare_call(api_kind::openai, opts, items);
+  auto parse = [&](const json& choices) {
+    return bad_reply_message([&] {
+      parse_reply(api_kind::openai, opts, call, items, completion_reply(choices));
+    });
+  };
+  auto good = completion_choice(0, "a", {-0.1});
+  EXPECT_THAT(parse(json::array({good})), HasSubstr("1 choices for n = 2"));
+  EXPECT_THAT(parse(json::array({good, completion_choice(1, "b", {}), completion_choice(2, "c", {-1})})),
+              HasSubstr("3 choices for n = 2"));
+  EXPECT_THAT(parse(json::array({good, completion_choice(1, "b", json::array())})),
+              HasSubstr("completion choice 1 has no token_logprobs (does the server return "
+                        "logprobs?)"));
+  EXPECT_THAT(parse(json::array({good, completion_choice(1, "b", {nullptr, nullptr})})),
+              HasSubstr("completion choice 1 has no token_logprobs"));
+  json no_logprobs = {{"index", 1}, {"text", "b"}, {"logprobs", nullptr}};
+  EXPECT_THAT(parse(json::array({good, no_logprobs})),
+              HasSubstr("completion choice 1 has no token_logprobs"));
+  EXPECT_THAT(parse(json::array({good, completion_choice(1, "b", {"x"})})),
+              HasSubstr("neither a number nor null"));
+  json no_text = {{"index", 1}, {"logprobs", {{"token_logprobs", {-1}}}}};
+  EXPECT_THAT(parse(json::array({good, no_text})), HasSubstr("completion choice 1 has no text"));
+  EXPECT_THAT(parse(json::array({good, completion_choice(0, "b", {-1})})),
+              HasSubstr("repeats choice index 0"));
+  EXPECT_THAT(parse(json::array({good, completion_choice(5, "b", {-1})})),
+              HasSubstr("completion choice 1 has index 5"));
+  EXPECT_THAT(bad_reply_message([&] {
+                parse_reply(api_kind::openai, opts, call, items, "{\"choices\":");
+              }),
+              HasSubstr("reply to /v1/completions is not valid JSON"));
+}
+
+// ---- nli -----------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<shared_item> nli_items(size_t count) {
+  std::vector<shared_item> items;
+  for (size_t i = 0; i < count; ++i) {
+    model_call pair;
+    pair.prompt = "premise " + std::to_string(i);
+    pair.hypothesis = "hypothesis " + std::to_string(i);
+    items.push_back(call_item("nli", pair));
+  }
+  return items;
+}
+
+std::vector<item_outcome> nli(const std::vector<shared_item>& items, std::string_view body) {
+  auto call = prepare_call(api_kind::tei, endpoint_options{}, items);
+  return parse_reply(api_kind::tei, endpoint_options{}, call, items, body);
+}
+
+std::string nli_error(const std::vector<shared_item>& items, std::string_view body) {
+  return bad_reply_message([&] { nli(items, body); });
+}
+
+} // namespace
+
+TEST(RemoteCodec, NliRequestSendsEveryPair) {
+  endpoint_options opts;
+  opts.model = "never-sent";
+  auto call = prepare_call(api_kind::tei, opts, nli_items(3));
+  EXPECT_EQ(call.path, "/predict");
+  EXPECT_EQ(json::parse(call.body).dump(),
+            R"({"inputs":[["premise 0","hypothesis 0"],["premise 1","hypothesis 1"],)"
+            R"(["premise 2","hypothesis 2"]]})");
+  // One pair is still a list of pairs.
+  EXPECT_EQ(json::parse(prepare_call(api_kind::tei, opts, nli_items(1)).body).dump(),
+            R"({"inputs":[["premise 0","hypothesis 0"]]})");
+}
+
+TEST(RemoteCodec, NliReplyMapsLabelsWhateverTheirCaseOrOrder) {
+  auto outcomes = nli(nli_items(3),
+                      R"([[{"label":"ENTAILMENT","score":0.7},{"label":"Neutral","score":0.2},)"
+                      R"({"label":"contradiction","score":0.1}],)"
+                      R"([{"label":"contradict","score":0.4},{"label":"entail","score":0.6}],)"
+                      R"([{"label":"Entailment","score":1}]])");
+  ASSERT_EQ(outcomes.size(), 3u);
+  for (const auto& o : outcomes) {
+    EXPECT_EQ(o.code, errc::none);
+    ASSERT_NE(o.output, nullptr);
+  }
+  EXPECT_DOUBLE_EQ(outcomes[0].output->entailment, 0.7);
+  EXPECT_DOUBLE_EQ(outcomes[0].output->neutral, 0.2);
+  EXPECT_DOUBLE_EQ(outcomes[0].output->contradiction, 0.1);
+  EXPECT_DOUBLE_EQ(outcomes[1].output->entailment, 0.6);
+  EXPECT_DOUBLE_EQ(outcomes[1].output->neutral, 0.0);
+  EXPECT_DOUBLE_EQ(outcomes[1].output->contradiction, 0.4);
+  EXPECT_DOUBLE_EQ(outcomes[2].output->entailment, 1.0);
+  EXPECT_DOUBLE_EQ(outcomes[2].output->contradiction, 0.0);
+}
+
+TEST(RemoteCodec, NliSinglePairMayComeBackAsABareList) {
+  auto outcomes = nli(nli_items(1), R"([{"label":"neutral","score":0.5},)"
+                                    R"({"label":"entailment","score":0.3},)"
+                                    R"({"label":"contradiction","score":0.2}])");
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_DOUBLE_EQ(outcomes[0].output->entailment, 0.3);
+  EXPECT_DOUBLE_EQ(outcomes[0].output->neutral, 0.5);
+  EXPECT_EQ(nli(nli_items(1), R"([[{"label":"entailment","score":0.3}]])")[0].output->entailment,
+            0.3);
+  // Two pairs must come back as two lists.
+  EXPECT_THAT(nli_error(nli_items(2), R"([{"label":"entailment","score":0.3},)"
+                                      R"({"label":"neutral","score":0.7}])"),
+              HasSubstr("NLI result 0 is not a list of labels"));
+}
+
+TEST(RemoteCodec, NliWithoutAnEntailmentLabelNamesTheLabelsSeen) {
+  auto message = nli_error(nli_items(1), R"([[{"label":"LABEL_0","score":0.1},)"
+                                         R"({"label":"LABEL_1","score":0.2},)"
+                                         R"({"label":"LABEL_2","score":0.7}]])");
+  EXPECT_THAT(message, HasSubstr("NLI result 0 has no entailment label (labels: LABEL_0, "
+                                 "LABEL_1, LABEL_2)"));
+  EXPECT_THAT(message, HasSubstr("id2label"));
+  auto plain = nli_error(nli_items(1), R"([[{"label":"neutral","score":1}]])");
+  EXPECT_THAT(plain, HasSubstr("(labels: neutral)"));
+  EXPECT_THAT(plain, Not(HasSubstr("id2label")));
+  EXPECT_THAT(nli_error(nli_items(1), "[[]]"), HasSubstr("(labels: none)"));
+}
+
+TEST(RemoteCodec, NliUnusableBodiesThrowBadReply) {
+  EXPECT_THAT(nli_error(nli_items(2), R"([[{"label":"entailment","score":1}]])"),
+              HasSubstr("1 results for 2 pairs"));
+  EXPECT_THAT(nli_error(nli_items(1), R"({"label":"entailment","score":1})"),
+              HasSubstr("NLI reply is not a list"));
+  EXPECT_THAT(nli_error(nli_items(1), R"([[{"label":"entailment"}]])"),
+              HasSubstr("entailment entry has no numeric score"));
+  EXPECT_THAT(nli_error(nli_items(1), "[[1]]"), HasSubstr("not an object"));
+  EXPECT_THAT(nli_error(nli_items(1), "[]"), HasSubstr("0 results for 1 pairs"));
+  EXPECT_THAT(nli_error(nli_items(1), "[[{\"label\""), HasSubstr("reply to /predict is not valid JSON"));
+}
+
+// ---- embedding -----------------------------------------------------------------------------
 
 TEST(RemoteCodec, EmbeddingRequestListsCandidateThenReferencesPerItem) {
   endpoint_options opts;
@@ -207,214 +742,332 @@ TEST(RemoteCodec, EmbeddingRequestListsCandidateThenReferencesPerItem) {
   EXPECT_EQ(tei_body, (json{{"inputs", body["input"]}}));
 }
 
-TEST(RemoteCodec, InfoGainRequestTakesFieldsFromExtraInfo) {
+TEST(RemoteCodec, EmbeddingSendsOnlyTheFilteredReferences) {
+  std::vector<shared_item> items{
+    // target_gt from extra_info.
+    make_item("embedding", "c0", {"Paris", "Lyon", "Nice"}, R"({"target_gt":["Nice","Lyon"]})"),
+    // filter_gt_by_prompt_token from the reward's options, the prompt from extra_info.
+    make_item("embedding", "c1", {"Paris is big", "Berlin, the capital", "berlin"},
+              R"({"prompt":"Tell me about Berlin"})", R"({"filter_gt_by_prompt_token":true})"),
+    // A filter that keeps nothing is ignored.
+    make_item("embedding", "c2", {"x", "y"}, R"({"target_gt":"z"})")};
+  endpoint_options opts;
+  auto call = prepare_call(api_kind::tei, opts, items);
+  EXPECT_EQ(json::parse(call.body)["inputs"],
+            json::array({"c0", "Lyon", "Nice", "c1", "Berlin, the capital", "berlin", "c2", "x",
+                         "y"}));
+  ASSERT_EQ(call.spans.size(), 3u);
+  EXPECT_EQ(call.spans[0].first, 0u);
+  EXPECT_EQ(call.spans[0].references, 2u);
+  EXPECT_EQ(call.spans[1].first, 3u);
+  EXPECT_EQ(call.spans[1].references, 2u);
+  EXPECT_EQ(call.spans[2].first, 6u);
+  EXPECT_EQ(call.spans[2].references, 2u);
+
+  // The spans lead each item to its own vectors.
+  std::vector<std::vector<double>> vectors{{1, 0}, {0, 1}, {1, 1},   // c0: best Nice
+                                           {0, 1}, {1, 0}, {-1, 0},  // c1: cos 0 and 0
+                                           {1, 0}, {-1, 0}, {1, 0}}; // c2: best y
+  auto outcomes = parse_reply(api_kind::tei, opts, call, items, json(vectors).dump());
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_NEAR(outcomes[0].score, unit(cosine({1, 0}, {1, 1})), 1e-12);
+  EXPECT_NEAR(outcomes[1].score, unit(0.0), 1e-12);
+  EXPECT_NEAR(outcomes[2].score, 1.0, 1e-12);
+}
+
+TEST(RemoteCodec, EmbeddingInstructionWrapsTheCandidateOnly) {
+  std::vector<shared_item> plain{make_item("embedding", "cand", {"ref"})};
+  endpoint_options qwen;
+  qwen.model = "Qwen/QWEN3-Embedding-0.6B";
+  EXPECT_EQ(embedding_inputs(plain, qwen),
+            (std::vector<std::string>{
+              "Instruct: Retrieve semantically similar text\nQuery:cand", "ref"}));
+  EXPECT_EQ(embedding_inputs(plain), (std::vector<std::string>{"cand", "ref"}));
+  std::vector<shared_item> custom{
+    make_item("embedding", "cand", {"ref"}, {}, R"({"instruction":"Find the same answer"})")};
+  EXPECT_EQ(embedding_inputs(custom),
+            (std::vector<std::string>{"Instruct: Find the same answer\nQuery:cand", "ref"}));
+  std::vector<shared_item> off{make_item("embedding", "cand", {"ref"}, R"({"instruction":""})",
+                                         R"({"instruction":"from options"})")};
+  EXPECT_EQ(embedding_inputs(off, qwen), (std::vector<std::string>{"cand", "ref"}));
+  // The length penalty compares the candidate's own words, not the instruction's.
+  std::vector<shared_item> penalized{
+    make_item("embedding", "a b", {"x y"}, {}, R"({"length_penalty":"ratio"})")};
+  auto outcomes = embed_tei(penalized, {{1, 0}, {1, 0}}, qwen);
+  EXPECT_DOUBLE_EQ(outcomes[0].score, 1.0);
+}
+
+TEST(RemoteCodec, EmbeddingScoreIsUnitCosineOfTheBestReferenceTimesItsLengthPenalty) {
+  const std::string ten_words = "one two three four five six seven eight nine ten";
+  const std::vector<double> c{1, 2, 0};
+  const std::vector<double> long_ref{1, 2, 1};   // the higher cosine
+  const std::vector<double> short_ref{2, 1, 0};  // lower cosine, no penalty
+  ASSERT_GT(cosine(c, long_ref), cosine(c, short_ref));
+  // ratio: 2 candidate words against 10: 0.2 (outside [1/1.5, 1.5]).
+  auto items = std::vector<shared_item>{
+    make_item("embedding", "a b", {"x y", ten_words}, {}, R"({"length_penalty":"ratio"})")};
+  auto outcomes = embed_tei(items, {c, short_ref, long_ref});
+  ASSERT_EQ(outcomes[0].code, errc::none);
+  EXPECT_NEAR(outcomes[0].score, unit(cosine(c, long_ref)) * 0.2, 1e-12);
+
+  // Each penalty kind, with 2 words against 10 (ratio 0.2).
+  const double r = 0.2;
+  const std::vector<std::pair<const char*, double>> kinds{
+    {"none", 1.0},
+    {"ratio", r},
+    {"sqrt", std::sqrt(r)},
+    {"log", std::log(3.0) / std::log(11.0)},
+    {"quadratic", r * r},
+    {"exponential", std::exp(-(1 - r))}};
+  for (const auto& [kind, factor] : kinds) {
+    auto one = std::vector<shared_item>{make_item(
+      "embedding", "a b", {ten_words}, json{{"length_penalty", kind}}.dump())};
+    EXPECT_NEAR(embed_tei(one, {c, long_ref})[0].score, unit(cosine(c, long_ref)) * factor, 1e-12)
+      << kind;
+  }
+  // length_threshold widens the band without penalty: 2/10 = 0.2 >= 1/5.
+  auto wide = std::vector<shared_item>{make_item(
+    "embedding", "a b", {ten_words}, R"({"length_penalty":"ratio","length_threshold":5})")};
+  EXPECT_NEAR(embed_tei(wide, {c, long_ref})[0].score, unit(cosine(c, long_ref)), 1e-12);
+}
+
+TEST(RemoteCodec, EmbeddingTiesGoToTheFirstReference) {
+  const std::string ten_words = "one two three four five six seven eight nine ten";
+  auto items = std::vector<shared_item>{make_item("embedding", "a b", {ten_words, "x y"}, {},
+                                                  R"({"length_penalty":"ratio"})")};
+  auto outcomes = embed_tei(items, {{1, 0}, {1, 1}, {2, 2}});
+  EXPECT_NEAR(outcomes[0].score, unit(std::sqrt(0.5)) * 0.2, 1e-12);
+}
+
+TEST(RemoteCodec, EmbeddingDimensionsKeepTheFirstValues) {
+  auto with_dims = [](uint32_t d) {
+    return std::vector<shared_item>{
+      make_item("embedding", "c", {"r"}, json{{"dimensions", d}}.dump())};
+  };
+  const std::vector<double> c{1, 0, 1, 0};
+  const std::vector<double> r{1, 0, -1, 5};
+  EXPECT_NEAR(embed_tei(with_dims(0), {c, r})[0].score, unit(cosine(c, r)), 1e-12);
+  EXPECT_NEAR(embed_tei(with_dims(4), {c, r})[0].score, unit(cosine(c, r)), 1e-12);
+  EXPECT_NEAR(embed_tei(with_dims(3), {c, r})[0].score, unit(cosine(c, r, 3)), 1e-12);
+  EXPECT_NEAR(embed_tei(with_dims(2), {c, r})[0].score, 1.0, 1e-12);
+  auto too_many = embed_tei(with_dims(5), {c, r})[0];
+  EXPECT_EQ(too_many.code, errc::reward_failed);
+  EXPECT_EQ(too_many.error, "dimensions 5 is more than the embedding's 4");
+  auto zero_prefix = embed_tei(with_dims(2), {{0, 0, 1, 1}, r})[0];
+  EXPECT_EQ(zero_prefix.code, errc::reward_failed);
+  EXPECT_THAT(zero_prefix.error, HasSubstr("solution_str is a zero vector"));
+}
+
+TEST(RemoteCodec, OpenAiEmbeddingReplyScoresByIndex) {
+  endpoint_options opts;
+  std::vector<shared_item> items{make_item("embedding", "c0", {"r0a", "r0b"}),
+                                 make_item("embedding", "c1", {"r1"})};
+  auto call = prepare_call(api_kind::openai, opts, items);
+  // Out of order on purpose; vectors not normalized.
+  json data = json::array();
+  auto add = [&](int index, json vec) {
+    data.push_back({{"object", "embedding"}, {"index", index}, {"embedding", vec}});
+  };
+  add(4, {0.0, 3.0});   // r1
+  add(0, {2.0, 0.0});   // c0
+  add(2, {1.0, 1.0});   // r0b: cos 0.7071
+  add(1, {0.0, 5.0});   // r0a: cos 0
+  add(3, {0.0, -1.0});  // c1: cos with r1 = -1
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items,
+                              json{{"object", "list"}, {"data", data}}.dump());
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0].code, errc::none);
+  EXPECT_NEAR(outcomes[0].score, (std::sqrt(0.5) + 1) / 2, 1e-12);
+  EXPECT_EQ(outcomes[1].code, errc::none);
+  EXPECT_NEAR(outcomes[1].score, 0.0, 1e-12);
+}
+
+TEST(RemoteCodec, TeiEmbeddingReplyIsAListInOrder) {
+  std::vector<shared_item> items{make_item("embedding", "same", {"same"}),
+                                 make_item("embedding", "none", {})};
+  auto outcomes = embed_tei(items, {{0.6, 0.8}, {0.6, 0.8}, {1, 0}});
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0].code, errc::none);
+  EXPECT_NEAR(outcomes[0].score, 1.0, 1e-12);
+  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
+  EXPECT_EQ(outcomes[1].error, "embedding needs at least one reference in ground_truth");
+}
+
+TEST(RemoteCodec, ZeroEmbeddingIsAnItemFailure) {
+  std::vector<shared_item> items{make_item("embedding", "a", {"b"}),
+                                 make_item("embedding", "c", {"d"})};
+  auto outcomes = embed_tei(items, {{0, 0}, {1, 0}, {1, 0}, {0, 0}});
+  EXPECT_EQ(outcomes[0].code, errc::reward_failed);
+  EXPECT_THAT(outcomes[0].error, HasSubstr("zero vector"));
+  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
+  EXPECT_THAT(outcomes[1].error, HasSubstr("every reference is a zero vector"));
+}
+
+TEST(RemoteCodec, EmbeddingUnusableBodiesThrowBadReply) {
+  endpoint_options opts;
+  std::vector<shared_item> items{make_item("embedding", "a", {"b"})};
+  auto openai = prepare_call(api_kind::openai, opts, items);
+  auto tei = prepare_call(api_kind::tei, opts, items);
+  auto parse_openai = [&](std::string_view body) {
+    return bad_reply_message([&] { parse_reply(api_kind::openai, opts, openai, items, body); });
+  };
+  auto parse_tei = [&](std::string_view body) {
+    return bad_reply_message([&] { parse_reply(api_kind::tei, opts, tei, items, body); });
+  };
+  EXPECT_THAT(parse_tei("[[1,0]]"), HasSubstr("1 vectors for 2 inputs"));
+  EXPECT_THAT(parse_tei("[[1,0],[1,0],[1,0]]"), HasSubstr("3 vectors for 2 inputs"));
+  EXPECT_THAT(parse_tei(R"({"data":[]})"), HasSubstr("not a list of vectors"));
+  EXPECT_THAT(parse_tei(R"([[1,"x"],[1,0]])"), HasSubstr("not a number"));
+  EXPECT_THAT(parse_tei("[[1,0],[]]"), HasSubstr("embedding 1"));
+  EXPECT_THAT(parse_tei("[[1,0],[1,0,0]]"), HasSubstr("different dimensions"));
+  EXPECT_THAT(parse_tei("[[1,0],7]"), HasSubstr("embedding 1"));
+  EXPECT_THAT(parse_openai("[[1,0],[1,0]]"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(parse_openai(R"({"object":"list"})"), HasSubstr("no data"));
+  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":[1]}]})"),
+              HasSubstr("1 vectors for 2 inputs"));
+  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[1]}]})"),
+              HasSubstr("repeated"));
+  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":[1]},{"index":2,"embedding":[1]}]})"),
+              HasSubstr("out of range"));
+  EXPECT_THAT(parse_openai(R"({"data":[{"embedding":[1]},{"index":1,"embedding":[1]}]})"),
+              HasSubstr("no integer index"));
+  EXPECT_THAT(parse_openai(R"({"data":[{"index":0},{"index":1,"embedding":[1]}]})"),
+              HasSubstr("no embedding"));
+  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":"AAAA"},{"index":1,"embedding":[1]}]})"),
+              HasSubstr("not a non-empty list of numbers"));
+  EXPECT_THAT(parse_openai("not json"), HasSubstr("not valid JSON"));
+}
+
+// ---- info gain -----------------------------------------------------------------------------
+
+TEST(RemoteCodec, InfoGainRequestTakesFieldsFromTheMergedOptions) {
   std::vector<shared_item> items{
     make_item("info_gain", "sol", {"a1", "a2"}, R"({"question":"q","context":"ctx"})"),
     make_item("info_gain", "sol2", {"b"}, R"({"problem":"p"})"),
-    make_item("info_gain", "sol3", {}, "")};
+    make_item("info_gain", "sol3", {}, ""),
+    make_item("info_gain", "sol4", {"d"}, R"({"context":"from extra_info"})",
+              R"({"question":"from options","context":"from options"})")};
   auto call = prepare_call(api_kind::ig_service, endpoint_options{}, items);
   EXPECT_EQ(call.path, "/compute_info_gain");
   auto body = json::parse(call.body);
-  ASSERT_EQ(body["items"].size(), 3u);
+  ASSERT_EQ(body["items"].size(), 4u);
   EXPECT_EQ(body["items"][0],
             (json{{"question", "q"}, {"context", "ctx"}, {"answers", {"a1", "a2"}}}));
   EXPECT_EQ(body["items"][1],
             (json{{"question", "p"}, {"context", "sol2"}, {"answers", {"b"}}}));
   EXPECT_EQ(body["items"][2],
             (json{{"question", ""}, {"context", "sol3"}, {"answers", json::array()}}));
+  EXPECT_EQ(body["items"][3], (json{{"question", "from options"},
+                                    {"context", "from extra_info"},
+                                    {"answers", {"d"}}}));
 }
 
-TEST(RemoteCodec, PrepareRefusesBadBatches) {
+TEST(RemoteCodec, InfoGainReplyGivesScoresDetailsAndPerItemErrors) {
   endpoint_options opts;
-  EXPECT_THROW(prepare_call(api_kind::openai, opts, {}), std::invalid_argument);
-  EXPECT_THROW(prepare_call(api_kind::openai, opts, {nullptr}), std::invalid_argument);
-  EXPECT_THROW(prepare_call(api_kind::tei, opts, one_judge_item()), std::invalid_argument);
-  EXPECT_THROW(prepare_call(api_kind::openai, opts,
-                            {make_item("embedding", "a", {"b"}), make_item("judge", "a", {"b"})}),
-               std::invalid_argument);
-  EXPECT_THROW(prepare_call(api_kind::openai, opts,
-                            {make_item("judge", "a", {"b"}), make_item("judge", "c", {"d"})}),
-               std::invalid_argument);
-  try {
-    prepare_call(api_kind::ig_service, opts, {make_item("embedding", "a", {"b"})});
-    FAIL() << "no throw";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_THAT(std::string{e.what()}, HasSubstr("embedding"));
-    EXPECT_THAT(std::string{e.what()}, HasSubstr("ig_service"));
-  }
-}
-
-TEST(RemoteCodec, RequestBodiesSurviveInvalidUtf8) {
-  auto call = prepare_call(api_kind::tei, endpoint_options{},
-                           {make_item("embedding", "bad \xff byte", {"ok"})});
-  auto body = json::parse(call.body);
-  EXPECT_EQ(body["inputs"][1], "ok");
-}
-
-// ---- token estimates -----------------------------------------------------------------------
-
-TEST(RemoteCodec, PromptTokenEstimateIsTheLargerOfWordsAndThirds) {
-  EXPECT_EQ(estimate_prompt_tokens(""), 0u);
-  EXPECT_EQ(estimate_prompt_tokens("a b c d"), 4u);        // 4 words, 7 bytes -> 3
-  EXPECT_EQ(estimate_prompt_tokens("abcdefg"), 3u);        // 1 word, ceil(7 / 3)
-  EXPECT_EQ(estimate_prompt_tokens("\xe4\xbd\xa0\xe5\xa5\xbd"), 2u);  // 6 bytes of CJK
-  EXPECT_EQ(estimate_prompt_tokens(" \t\n "), 2u);         // no words, 4 bytes
-}
-
-TEST(RemoteCodec, EstimatedTokensNeverBelowWhatAProviderCounts) {
-  endpoint_options opts;
-  opts.max_tokens = 300;
-  const std::vector<std::string> texts{
-    "", "a", "a b c d e f g h i j", "word " + std::string(500, 'x'),
-    "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87", "x\ny\tz  w"};
-  for (const auto& text : texts) {
-    for (bool completions : {false, true}) {
-      opts.use_completions = completions;
-      std::vector<shared_item> items{make_item("judge", text, {text})};
-      auto call = prepare_call(api_kind::openai, opts, items);
-      auto body = json::parse(call.body);
-      auto prompt = completions ? body["prompt"].get<std::string>()
-                                : body["messages"][0]["content"].get<std::string>();
-      // The fake provider counts words + max_tokens * n; a BPE tokenizer rarely beats
-      // 3 bytes a token.
-      EXPECT_GE(call.estimated_tokens, whitespace_words(prompt) + opts.max_tokens) << text;
-      EXPECT_GE(call.estimated_tokens, (prompt.size() + 2) / 3 + opts.max_tokens) << text;
-    }
-    std::vector<shared_item> items{make_item("embedding", text, {text, "ref " + text}),
-                                   make_item("embedding", "other", {text})};
-    auto call = prepare_call(api_kind::openai, opts, items);
-    size_t words = 0;
-    size_t thirds = 0;
-    for (const auto& input : json::parse(call.body)["input"]) {
-      words += whitespace_words(input.get<std::string>());
-      thirds += (input.get<std::string>().size() + 2) / 3;
-    }
-    EXPECT_GE(call.estimated_tokens, words) << text;
-    EXPECT_GE(call.estimated_tokens, thirds) << text;
-  }
-}
-
-TEST(RemoteCodec, InfoGainEstimateCountsEveryTextButNoOutput) {
-  auto call = prepare_call(api_kind::ig_service, endpoint_options{},
-                           {make_item("info_gain", "one two three", {"four", "five six"},
-                                      R"({"question":"seven"})")});
-  EXPECT_EQ(call.estimated_tokens, 2u + 5u + 2u + 3u);  // seven / one two three / four / five six
-}
-
-// ---- judge replies -------------------------------------------------------------------------
-
-TEST(RemoteCodec, JudgeChatReplyGivesTheScore) {
-  auto outcome = judge("The candidate matches.\nREWARD: 0.75");
-  EXPECT_EQ(outcome.code, errc::none);
-  EXPECT_DOUBLE_EQ(outcome.score, 0.75);
-  EXPECT_TRUE(outcome.error.empty());
-}
-
-TEST(RemoteCodec, JudgeCompletionsReplyReadsChoiceText) {
-  endpoint_options opts;
-  opts.use_completions = true;
-  auto items = one_judge_item();
-  auto call = prepare_call(api_kind::openai, opts, items);
-  auto outcomes = parse_reply(api_kind::openai, opts, call, items,
-                              R"({"object":"text_completion","choices":[{"text":" REWARD: 1"}]})");
-  ASSERT_EQ(outcomes.size(), 1u);
+  std::vector<shared_item> items{make_item("info_gain", "s", {"a"}, R"({"question":"q"})"),
+                                 make_item("info_gain", "s", {}),
+                                 make_item("info_gain", "s", {"a"})};
+  auto call = prepare_call(api_kind::ig_service, opts, items);
+  auto outcomes = parse_reply(
+    api_kind::ig_service, opts, call, items,
+    R"({"scores":[0.25,null,-0.5],"errors":[null,"items[1].answers: must not be empty",null],
+        "details":[{"with_context":0.5, "without_context":0.25,"samples":[{"text":"x"}]},null,7]})");
+  ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_EQ(outcomes[0].code, errc::none);
-  EXPECT_DOUBLE_EQ(outcomes[0].score, 1.0);
-  // A chat-shaped reply is unusable for a completions call.
-  EXPECT_THROW(parse_reply(api_kind::openai, opts, call, items, chat_reply("REWARD: 1")),
-               bad_reply);
+  EXPECT_DOUBLE_EQ(outcomes[0].score, 0.25);
+  EXPECT_EQ(outcomes[0].detail,
+            R"({"samples":[{"text":"x"}],"with_context":0.5,"without_context":0.25})");
+  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
+  EXPECT_THAT(outcomes[1].error, HasSubstr("items[1].answers: must not be empty"));
+  EXPECT_EQ(outcomes[1].detail, "");
+  EXPECT_EQ(outcomes[2].code, errc::none);
+  EXPECT_DOUBLE_EQ(outcomes[2].score, -0.5);
+  EXPECT_EQ(outcomes[2].detail, "");  // not an object
+  // Without errors or details lists the outcomes still say what happened.
+  auto bare = parse_reply(api_kind::ig_service, opts, call, items, R"({"scores":[0.5,null,0]})");
+  EXPECT_EQ(bare[0].detail, "");
+  EXPECT_EQ(bare[1].code, errc::reward_failed);
+  EXPECT_THAT(bare[1].error, HasSubstr("no score"));
 }
 
-TEST(RemoteCodec, JudgeReplyWithoutScoreQuotesTheReplyOpening) {
-  std::string reply = "I think the answer is right, but I will not give a number. " +
-                      std::string(200, 'z');
-  auto outcome = judge(reply);
-  EXPECT_EQ(outcome.code, errc::reward_failed);
-  EXPECT_EQ(outcome.score, 0.0);
-  EXPECT_THAT(outcome.error, HasSubstr("no REWARD"));
-  EXPECT_THAT(outcome.error, HasSubstr("\"I think the answer is right"));
-  EXPECT_THAT(outcome.error, Not(HasSubstr(std::string(100, 'z'))));
-}
-
-TEST(RemoteCodec, JudgeQuoteCutsOnACodePointBoundary) {
-  std::string reply = std::string(79, 'a') + "\xc3\xa9" + "tail";  // é straddles byte 80
-  auto outcome = judge(reply);
-  ASSERT_EQ(outcome.code, errc::reward_failed);
-  EXPECT_THAT(outcome.error, HasSubstr("\"" + std::string(79, 'a') + "\"..."));
-  EXPECT_NO_THROW(json(outcome.error).dump());
-}
-
-TEST(RemoteCodec, JudgeScoreInsideThinkIsNotAScore) {
-  auto outcome = judge("<think>REWARD: 1 seems right");
-  EXPECT_EQ(outcome.code, errc::reward_failed);
-  EXPECT_THAT(outcome.error, HasSubstr("<think>REWARD: 1"));
-  auto stripped = judge("<think>REWARD: 1</think>\nREWARD: 0.2");
-  EXPECT_EQ(stripped.code, errc::none);
-  EXPECT_DOUBLE_EQ(stripped.score, 0.2);
-}
-
-TEST(RemoteCodec, JudgeScoreOutOfRangeFails) {
-  for (const char* reply : {"REWARD: 8", "REWARD: -0.5", "REWARD: 1.0001"}) {
-    auto outcome = judge(reply);
-    EXPECT_EQ(outcome.code, errc::reward_failed) << reply;
-    EXPECT_THAT(outcome.error, HasSubstr("outside [0, 1]")) << reply;
-  }
-  EXPECT_THAT(judge("REWARD: 8").error, HasSubstr("judge score 8 outside [0, 1]"));
-  EXPECT_EQ(judge("REWARD: 0").code, errc::none);
-  EXPECT_EQ(judge("REWARD: 1.0").code, errc::none);
-}
-
-TEST(RemoteCodec, JudgeNullContentIsAnItemFailure) {
+TEST(RemoteCodec, InfoGainLeavesOutVariantsTheServiceDoesNotCompute) {
   endpoint_options opts;
-  auto items = one_judge_item();
-  auto call = prepare_call(api_kind::openai, opts, items);
-  auto null_content = parse_reply(
-    api_kind::openai, opts, call, items,
-    R"({"choices":[{"message":{"role":"assistant","content":null},"finish_reason":"length"}]})");
-  EXPECT_EQ(null_content[0].code, errc::reward_failed);
-  EXPECT_THAT(null_content[0].error, HasSubstr("no content"));
-  EXPECT_THAT(null_content[0].error, HasSubstr("length"));
-  auto refused = parse_reply(
-    api_kind::openai, opts, call, items,
-    R"({"choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't grade"}}]})");
-  EXPECT_EQ(refused[0].code, errc::reward_failed);
-  EXPECT_THAT(refused[0].error, HasSubstr("I can't grade"));
+  std::vector<shared_item> items{
+    make_item("info_gain", "s0", {"a"}),
+    make_item("info_gain", "s1", {"a"}, R"({"variant":"se_rao"})", R"({"variant":"soft"})"),
+    make_item("info_gain", "s2", {"a"}, R"({"variant":"soft"})", R"({"variant":"hard"})")};
+  auto call = prepare_call(api_kind::ig_service, opts, items);
+  auto body = json::parse(call.body);
+  ASSERT_EQ(body["items"].size(), 2u);
+  EXPECT_EQ(body["items"][0]["context"], "s0");
+  EXPECT_EQ(body["items"][1]["context"], "s2");
+  auto outcomes = parse_reply(api_kind::ig_service, opts, call, items,
+                              R"({"scores":[0.1,0.2],"details":[{"k":0},{"k":2}]})");
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_DOUBLE_EQ(outcomes[0].score, 0.1);
+  EXPECT_EQ(outcomes[0].detail, R"({"k":0})");
+  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
+  EXPECT_EQ(outcomes[1].error,
+            "the IG service computes only variant soft; ask for variant 'se_rao' from a reward "
+            "with generate and nli sources");
+  EXPECT_DOUBLE_EQ(outcomes[2].score, 0.2);
+  EXPECT_EQ(outcomes[2].detail, R"({"k":2})");
+  EXPECT_THAT(bad_reply_message([&] {
+                parse_reply(api_kind::ig_service, opts, call, items, R"({"scores":[0.1,0.2,0.3]})");
+              }),
+              HasSubstr("3 scores for 2 items"));
+  // A batch with nothing to send is refused whole.
+  EXPECT_THAT(invalid_argument_message([&] {
+                prepare_call(api_kind::ig_service, opts,
+                             {make_item("info_gain", "s", {"a"}, R"({"variant":"hard"})")});
+              }),
+              HasSubstr("computes only variant soft; ask for variant 'hard'"));
 }
 
-TEST(RemoteCodec, JudgeUnusableBodiesThrowBadReply) {
+TEST(RemoteCodec, InfoGainUnusableBodiesThrowBadReply) {
   endpoint_options opts;
-  auto items = one_judge_item();
-  auto call = prepare_call(api_kind::openai, opts, items);
+  std::vector<shared_item> items{make_item("info_gain", "s", {"a"})};
+  auto call = prepare_call(api_kind::ig_service, opts, items);
   auto parse = [&](std::string_view body) {
-    return bad_reply_message([&] { parse_reply(api_kind::openai, opts, call, items, body); });
+    return bad_reply_message([&] { parse_reply(api_kind::ig_service, opts, call, items, body); });
   };
-  EXPECT_THAT(parse("{\"choices\": [trunc"), HasSubstr("not valid JSON"));
-  EXPECT_THAT(parse(""), HasSubstr("not valid JSON"));
-  EXPECT_THAT(parse("[]"), HasSubstr("not a JSON object"));
-  EXPECT_THAT(parse("{}"), HasSubstr("no choices"));
-  EXPECT_THAT(parse(R"({"choices":[]})"), HasSubstr("no choices"));
-  EXPECT_THAT(parse(R"({"choices":[7]})"), HasSubstr("not an object"));
-  EXPECT_THAT(parse(R"({"choices":[{"text":"REWARD: 1"}]})"), HasSubstr("no message"));
-  EXPECT_THAT(parse(R"({"choices":[{"message":{"content":[1]}}]})"), HasSubstr("not a string"));
-  EXPECT_THAT(parse(R"({"choices":[{"message":{"role":"assistant"}}]})"), HasSubstr("no content"));
-  // The body is quoted, cut at 120 characters, with unprintable bytes as '?'.
-  auto long_body = "<html>\x01" + std::string(300, 'h');
-  auto message = parse(long_body);
-  EXPECT_THAT(message, HasSubstr("\"<html>?hhh"));
-  EXPECT_THAT(message, Not(HasSubstr(std::string(120, 'h'))));
-  EXPECT_THAT(message, HasSubstr(std::string(113, 'h') + "\"..."));
+  EXPECT_THAT(parse(R"({"scores":[0.1,0.2]})"), HasSubstr("2 scores for 1 items"));
+  EXPECT_THAT(parse(R"({"scores":[]})"), HasSubstr("0 scores for 1 items"));
+  EXPECT_THAT(parse(R"({"errors":[null]})"), HasSubstr("no scores"));
+  EXPECT_THAT(parse(R"({"scores":["0.1"]})"), HasSubstr("neither a number nor null"));
+  EXPECT_THAT(parse("[0.1]"), HasSubstr("not a JSON object"));
+  EXPECT_THAT(parse("{\"scores\":[0.1"), HasSubstr("not valid JSON"));
 }
 
-TEST(RemoteCodec, ParseRefusesItemsThatDoNotMatchTheCall) {
-  endpoint_options opts;
-  auto items = one_judge_item();
-  auto call = prepare_call(api_kind::openai, opts, items);
-  std::vector<shared_item> two{items[0], items[0]};
-  EXPECT_THROW(parse_reply(api_kind::openai, opts, call, two, chat_reply("REWARD: 1")),
-               std::invalid_argument);
-  std::vector<shared_item> embeddings{make_item("embedding", "a", {"b"})};
-  EXPECT_THROW(parse_reply(api_kind::openai, opts, call, embeddings, R"({"data":[]})"),
-               std::invalid_argument);
+// ---- error bodies --------------------------------------------------------------------------
+
+TEST(RemoteCodec, ErrorMessageReadsEveryProviderShape) {
+  EXPECT_EQ(error_message(R"({"error":{"message":"Rate limit reached","type":"tokens"}})"),
+            "Rate limit reached");
+  EXPECT_EQ(error_message(R"({"message":"flat message","code":400})"), "flat message");
+  EXPECT_EQ(error_message(R"({"error":"Input validation error","error_type":"Validation"})"),
+            "Input validation error");
+  EXPECT_EQ(error_message(R"({"detail":"Not Found"})"), "Not Found");
+  EXPECT_EQ(error_message(R"({"detail":[{"loc":["body","items",0,"question"],)"
+                          R"("msg":"field required","type":"value_error.missing"},)"
+                          R"({"msg":"second"}]})"),
+            "body.items.0.question: field required; second");
+  EXPECT_EQ(error_message(R"({"detail":["plain"]})"), "plain");
+}
+
+TEST(RemoteCodec, ErrorMessageFallsBackToThePrintableBody) {
+  EXPECT_EQ(error_message(""), "(empty body)");
+  EXPECT_EQ(error_message(" \n"), "(empty body)");
+  EXPECT_EQ(error_message("upstream connect error"), "upstream connect error");
+  EXPECT_EQ(error_message("bad\x01\xc3\xa9\n"), "bad????");
+  EXPECT_EQ(error_message(std::string(300, 'x')), std::string(200, 'x'));
+  // JSON without a known message is quoted as text.
+  EXPECT_EQ(error_message(R"({"error":{"code":500}})"), R"({"error":{"code":500}})");
+  EXPECT_EQ(error_message(R"({"detail":[{"loc":["x"]}]})"), R"({"detail":[{"loc":["x"]}]})");
+  EXPECT_EQ(error_message("[1,2]"), "[1,2]");
+  // A long JSON message is cut on a code point boundary.
+  auto long_message = error_message(json{{"message", std::string(499, 'm') + "\xc3\xa9"}}.dump());
+  EXPECT_EQ(long_message, std::string(499, 'm'));
 }
 
 // ---- judge score extraction ----------------------------------------------------------------
@@ -467,181 +1120,51 @@ TEST(RemoteCodec, ExtractJudgeScoreStripsThinking) {
   EXPECT_EQ(extract_judge_score("reasoning REWARD: 1</think>"), std::nullopt);
 }
 
-// ---- embedding replies ---------------------------------------------------------------------
-
-TEST(RemoteCodec, OpenAiEmbeddingReplyScoresMaxCosineByIndex) {
-  endpoint_options opts;
-  std::vector<shared_item> items{make_item("embedding", "c0", {"r0a", "r0b"}),
-                                 make_item("embedding", "c1", {"r1"})};
-  auto call = prepare_call(api_kind::openai, opts, items);
-  // Out of order on purpose; vectors not normalized.
-  json data = json::array();
-  auto add = [&](int index, json vec) {
-    data.push_back({{"object", "embedding"}, {"index", index}, {"embedding", vec}});
-  };
-  add(4, {0.0, 3.0});   // r1
-  add(0, {2.0, 0.0});   // c0
-  add(2, {1.0, 1.0});   // r0b: cos 0.7071
-  add(1, {0.0, 5.0});   // r0a: cos 0
-  add(3, {0.0, -1.0});  // c1: cos with r1 = -1
-  auto outcomes = parse_reply(api_kind::openai, opts, call, items,
-                              json{{"object", "list"}, {"data", data}}.dump());
-  ASSERT_EQ(outcomes.size(), 2u);
-  EXPECT_EQ(outcomes[0].code, errc::none);
-  EXPECT_NEAR(outcomes[0].score, std::sqrt(0.5), 1e-12);
-  EXPECT_EQ(outcomes[1].code, errc::none);
-  EXPECT_NEAR(outcomes[1].score, -1.0, 1e-12);
-}
-
-TEST(RemoteCodec, TeiEmbeddingReplyIsAListInOrder) {
-  endpoint_options opts;
-  std::vector<shared_item> items{make_item("embedding", "same", {"same"}),
-                                 make_item("embedding", "none", {})};
-  auto call = prepare_call(api_kind::tei, opts, items);
-  auto outcomes =
-    parse_reply(api_kind::tei, opts, call, items, "[[0.6,0.8],[0.6,0.8],[1,0]]");
-  ASSERT_EQ(outcomes.size(), 2u);
-  EXPECT_EQ(outcomes[0].code, errc::none);
-  EXPECT_NEAR(outcomes[0].score, 1.0, 1e-12);
-  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
-  EXPECT_EQ(outcomes[1].error, "embedding needs at least one reference in ground_truth");
-}
-
-TEST(RemoteCodec, ZeroEmbeddingIsAnItemFailure) {
-  endpoint_options opts;
-  std::vector<shared_item> items{make_item("embedding", "a", {"b"}),
-                                 make_item("embedding", "c", {"d"})};
-  auto call = prepare_call(api_kind::tei, opts, items);
-  auto outcomes = parse_reply(api_kind::tei, opts, call, items, "[[0,0],[1,0],[1,0],[0,0]]");
-  EXPECT_EQ(outcomes[0].code, errc::reward_failed);
-  EXPECT_THAT(outcomes[0].error, HasSubstr("zero vector"));
-  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
-  EXPECT_THAT(outcomes[1].error, HasSubstr("zero vector"));
-}
-
-TEST(RemoteCodec, EmbeddingUnusableBodiesThrowBadReply) {
-  endpoint_options opts;
-  std::vector<shared_item> items{make_item("embedding", "a", {"b"})};
-  auto openai = prepare_call(api_kind::openai, opts, items);
-  auto tei = prepare_call(api_kind::tei, opts, items);
-  auto parse_openai = [&](std::string_view body) {
-    return bad_reply_message([&] { parse_reply(api_kind::openai, opts, openai, items, body); });
-  };
-  auto parse_tei = [&](std::string_view body) {
-    return bad_reply_message([&] { parse_reply(api_kind::tei, opts, tei, items, body); });
-  };
-  EXPECT_THAT(parse_tei("[[1,0]]"), HasSubstr("1 vectors for 2 inputs"));
-  EXPECT_THAT(parse_tei("[[1,0],[1,0],[1,0]]"), HasSubstr("3 vectors for 2 inputs"));
-  EXPECT_THAT(parse_tei(R"({"data":[]})"), HasSubstr("not a list of vectors"));
-  EXPECT_THAT(parse_tei(R"([[1,"x"],[1,0]])"), HasSubstr("not a number"));
-  EXPECT_THAT(parse_tei("[[1,0],[]]"), HasSubstr("embedding 1"));
-  EXPECT_THAT(parse_tei("[[1,0],[1,0,0]]"), HasSubstr("different dimensions"));
-  EXPECT_THAT(parse_tei("[[1,0],7]"), HasSubstr("embedding 1"));
-  EXPECT_THAT(parse_openai("[[1,0],[1,0]]"), HasSubstr("not a JSON object"));
-  EXPECT_THAT(parse_openai(R"({"object":"list"})"), HasSubstr("no data"));
-  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":[1]}]})"),
-              HasSubstr("1 vectors for 2 inputs"));
-  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[1]}]})"),
-              HasSubstr("repeated"));
-  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":[1]},{"index":2,"embedding":[1]}]})"),
-              HasSubstr("out of range"));
-  EXPECT_THAT(parse_openai(R"({"data":[{"embedding":[1]},{"index":1,"embedding":[1]}]})"),
-              HasSubstr("no integer index"));
-  EXPECT_THAT(parse_openai(R"({"data":[{"index":0},{"index":1,"embedding":[1]}]})"),
-              HasSubstr("no embedding"));
-  EXPECT_THAT(parse_openai(R"({"data":[{"index":0,"embedding":"AAAA"},{"index":1,"embedding":[1]}]})"),
-              HasSubstr("not a non-empty list of numbers"));
-  EXPECT_THAT(parse_openai("not json"), HasSubstr("not valid JSON"));
-}
-
-// ---- info gain replies ---------------------------------------------------------------------
-
-TEST(RemoteCodec, InfoGainReplyGivesScoresAndPerItemErrors) {
-  endpoint_options opts;
-  std::vector<shared_item> items{make_item("info_gain", "s", {"a"}, R"({"question":"q"})"),
-                                 make_item("info_gain", "s", {})};
-  auto call = prepare_call(api_kind::ig_service, opts, items);
-  auto outcomes = parse_reply(
-    api_kind::ig_service, opts, call, items,
-    R"({"scores":[0.25,null],"errors":[null,"items[1].answers: must not be empty"],
-        "details":[{"with_context":0.5,"without_context":0.25},null]})");
-  ASSERT_EQ(outcomes.size(), 2u);
-  EXPECT_EQ(outcomes[0].code, errc::none);
-  EXPECT_DOUBLE_EQ(outcomes[0].score, 0.25);
-  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
-  EXPECT_THAT(outcomes[1].error, HasSubstr("items[1].answers: must not be empty"));
-  // Without an errors list the failure still says what happened.
-  auto bare = parse_reply(api_kind::ig_service, opts, call, items, R"({"scores":[0.5,null]})");
-  EXPECT_EQ(bare[1].code, errc::reward_failed);
-  EXPECT_THAT(bare[1].error, HasSubstr("no score"));
-}
-
-TEST(RemoteCodec, InfoGainUnusableBodiesThrowBadReply) {
-  endpoint_options opts;
-  std::vector<shared_item> items{make_item("info_gain", "s", {"a"})};
-  auto call = prepare_call(api_kind::ig_service, opts, items);
-  auto parse = [&](std::string_view body) {
-    return bad_reply_message([&] { parse_reply(api_kind::ig_service, opts, call, items, body); });
-  };
-  EXPECT_THAT(parse(R"({"scores":[0.1,0.2]})"), HasSubstr("2 scores for 1 items"));
-  EXPECT_THAT(parse(R"({"scores":[]})"), HasSubstr("0 scores for 1 items"));
-  EXPECT_THAT(parse(R"({"errors":[null]})"), HasSubstr("no scores"));
-  EXPECT_THAT(parse(R"({"scores":["0.1"]})"), HasSubstr("neither a number nor null"));
-  EXPECT_THAT(parse("[0.1]"), HasSubstr("not a JSON object"));
-  EXPECT_THAT(parse("{\"scores\":[0.1"), HasSubstr("not valid JSON"));
-}
-
-// ---- error bodies --------------------------------------------------------------------------
-
-TEST(RemoteCodec, ErrorMessageReadsEveryProviderShape) {
-  EXPECT_EQ(error_message(R"({"error":{"message":"Rate limit reached","type":"tokens"}})"),
-            "Rate limit reached");
-  EXPECT_EQ(error_message(R"({"message":"flat message","code":400})"), "flat message");
-  EXPECT_EQ(error_message(R"({"error":"Input validation error","error_type":"Validation"})"),
-            "Input validation error");
-  EXPECT_EQ(error_message(R"({"detail":"Not Found"})"), "Not Found");
-  EXPECT_EQ(error_message(R"({"detail":[{"loc":["body","items",0,"question"],)"
-                          R"("msg":"field required","type":"value_error.missing"},)"
-                          R"({"msg":"second"}]})"),
-            "body.items.0.question: field required; second");
-  EXPECT_EQ(error_message(R"({"detail":["plain"]})"), "plain");
-}
-
-TEST(RemoteCodec, ErrorMessageFallsBackToThePrintableBody) {
-  EXPECT_EQ(error_message(""), "(empty body)");
-  EXPECT_EQ(error_message(" \n"), "(empty body)");
-  EXPECT_EQ(error_message("upstream connect error"), "upstream connect error");
-  EXPECT_EQ(error_message("bad\x01\xc3\xa9\n"), "bad????");
-  EXPECT_EQ(error_message(std::string(300, 'x')), std::string(200, 'x'));
-  // JSON without a known message is quoted as text.
-  EXPECT_EQ(error_message(R"({"error":{"code":500}})"), R"({"error":{"code":500}})");
-  EXPECT_EQ(error_message(R"({"detail":[{"loc":["x"]}]})"), R"({"detail":[{"loc":["x"]}]})");
-  EXPECT_EQ(error_message("[1,2]"), "[1,2]");
-  // A long JSON message is cut on a code point boundary.
-  auto long_message = error_message(json{{"message", std::string(499, 'm') + "\xc3\xa9"}}.dump());
-  EXPECT_EQ(long_message, std::string(499, 'm'));
-}
-
-// ---- NLI -----------------------------------------------------------------------------------
-
-TEST(RemoteCodec, EntailmentProbabilityMatchesTheLabelByName) {
-  auto labels = json::parse(R"([{"label":"neutral","score":0.2},)"
-                            R"({"label":"ENTAILMENT","score":0.7},)"
-                            R"({"label":"contradiction","score":0.1}])");
-  EXPECT_DOUBLE_EQ(entailment_probability(labels), 0.7);
-  EXPECT_DOUBLE_EQ(entailment_probability(json::parse(R"([{"label":"entail","score":0.4}])")),
-                   0.4);
-  EXPECT_DOUBLE_EQ(
-    entailment_probability(json::parse(R"([{"label":"Entailment","score":1}])")), 1.0);
-}
-
-TEST(RemoteCodec, EntailmentProbabilityThrowsWithoutTheLabel) {
-  EXPECT_THROW(entailment_probability(json::parse(R"([{"label":"neutral","score":1}])")),
-               bad_reply);
-  EXPECT_THROW(entailment_probability(json::parse(R"({"label":"entailment","score":1})")),
-               bad_reply);
-  EXPECT_THROW(entailment_probability(json::parse(R"([{"label":"entailment"}])")), bad_reply);
-  EXPECT_THROW(entailment_probability(json::parse("[1]")), bad_reply);
-  EXPECT_THAT(bad_reply_message([] { entailment_probability(json::array()); }),
-              HasSubstr("no entailment label"));
+TEST(RemoteCodec, ExtractJudgeScoreReadsRealisticJudgeReplies) {
+  // Thinking models: a closed block, an unclosed one, a block opened by the template.
+  EXPECT_EQ(extract_judge_score("<think>\nThe candidate says x = 4. Would REWARD: 1 be too "
+                                "generous? No.\n</think>\n\nThe answer matches the reference.\n"
+                                "REWARD: 0.9"),
+            0.9);
+  EXPECT_EQ(extract_judge_score("<think>Let me check the algebra... 2x = 8, so REWARD: 0.3 "
+                                "maybe"),
+            std::nullopt);
+  EXPECT_EQ(extract_judge_score("Okay, checking the steps. REWARD: 0.1 at first glance.\n"
+                                "</think>\nFinal verdict: correct.\nREWARD: 0.6"),
+            0.6);
+  EXPECT_EQ(extract_judge_score("</think>REWARD: 0.45"), 0.45);
+  // Prose after the score.
+  EXPECT_EQ(extract_judge_score("REWARD: 0.7\n\nExplanation: the candidate skips one step, so "
+                                "this is partial credit."),
+            0.7);
+  // Several REWARD lines: the last wins.
+  EXPECT_EQ(extract_judge_score("Draft:\nREWARD: 0.2\nRevised after checking units:\n"
+                                "REWARD: 0.4\nFinal answer:\nREWARD: 0.5"),
+            0.5);
+  // Markdown and other spellings.
+  EXPECT_EQ(extract_judge_score("### Verdict\n**REWARD:** 0.8"), 0.8);
+  EXPECT_EQ(extract_judge_score("**Reward**: **0.8**"), 0.8);
+  EXPECT_EQ(extract_judge_score("Reward = 0.75"), 0.75);
+  EXPECT_EQ(extract_judge_score("REWARD: [0.9]"), 0.9);
+  EXPECT_EQ(extract_judge_score("`REWARD: 0.35`"), 0.35);
+  // Out of range comes back as written; the graph checks the range.
+  EXPECT_EQ(extract_judge_score("REWARD: 7"), 7.0);
+  EXPECT_EQ(extract_judge_score("REWARD: -1"), -1.0);
+  // A fraction: the number after the label, nothing guessed about the scale.
+  EXPECT_EQ(extract_judge_score("REWARD: 0.85/1"), 0.85);
+  EXPECT_EQ(extract_judge_score("REWARD: 8/10"), 8.0);
+  // Unicode around the score.
+  EXPECT_EQ(extract_judge_score("\xe8\xaf\x84\xe5\x88\x86\xef\xbc\x9a\xe6\xad\xa3\xe7\xa1\xae\n"
+                                "REWARD: 0.65 \xe2\x9c\x85"),
+            0.65);  // "评分：正确\nREWARD: 0.65 ✅"
+  EXPECT_EQ(extract_judge_score("\xe2\x80\x94 REWARD: 0.3 \xe2\x80\x94"), 0.3);  // — ... —
+  EXPECT_EQ(extract_judge_score("\xc3\xa9REWARD: 0.3"), 0.3);  // a non-ASCII letter before it
+  // Only ASCII punctuation and whitespace may sit between the label and the number.
+  EXPECT_EQ(extract_judge_score("REWARD\xef\xbc\x9a" "0.5"), std::nullopt);  // fullwidth colon
+  EXPECT_EQ(extract_judge_score("REWARD:\xc2\xa0" "0.5"), std::nullopt);     // no-break space
+  // Missing scores.
+  EXPECT_EQ(extract_judge_score("The candidate is correct."), std::nullopt);
+  EXPECT_EQ(extract_judge_score("REWARD: N/A"), std::nullopt);
+  EXPECT_EQ(extract_judge_score("REWARD:"), std::nullopt);
+  EXPECT_EQ(extract_judge_score("I would give it a reward of 0.9."), std::nullopt);
 }

@@ -11,7 +11,7 @@ TEST(RewardCatalog, OffersBuiltinsUnderTheirOwnNames) {
   EXPECT_EQ(catalog.find("lexical")->capability, "cpu");
   ASSERT_NE(catalog.find("exact_match"), nullptr);
   ASSERT_NE(catalog.find("judge"), nullptr);
-  EXPECT_EQ(catalog.find("judge")->capability, "chat");
+  EXPECT_EQ(catalog.find("judge")->capability, "judge");
   EXPECT_EQ(catalog.find("embedding")->capability, "embed");
   EXPECT_EQ(catalog.find("info_gain")->capability, "ig");
   EXPECT_EQ(catalog.find("unheard_of"), nullptr);
@@ -22,12 +22,37 @@ TEST(RewardCatalog, OffersBuiltinsUnderTheirOwnNames) {
 
 TEST(RewardCatalog, ConfiguredNamesAndLongestPrefixWin) {
   auto cfg = config::embedded_default();
-  cfg.rewards["squad_em"] = config::reward_config{"squad_em", "exact_match"};
+  config::reward_config squad;
+  squad.name = "squad_em";
+  squad.kind = "exact_match";
+  cfg.rewards["squad_em"] = squad;
   cfg.data_sources = {{"squad", "lexical"}, {"squad_v2", "squad_em"}};
   reward_catalog catalog{cfg};
   ASSERT_NE(catalog.for_data_source("squad_v2_dev"), nullptr);
   EXPECT_EQ(catalog.for_data_source("squad_v2_dev")->name, "squad_em");
   EXPECT_EQ(catalog.for_data_source("squad_v1")->name, "lexical");
   EXPECT_EQ(catalog.for_data_source("gsm8k"), nullptr);
-  EXPECT_EQ(catalog.rewards().size(), 6u) << "five built-in kinds and squad_em";
+  EXPECT_EQ(catalog.rewards().size(), 7u) << "six built-in kinds and squad_em";
+}
+
+TEST(RewardCatalog, RewardsWithSourcesGetARouteSuffixAndFallbacksDefaultByKind) {
+  auto cfg = config::embedded_default();
+  config::reward_config strict;
+  strict.name = "strict";
+  strict.kind = "embedding";
+  strict.sources = {"tei-a"};
+  strict.fallback = "none";
+  strict.options = R"({"length_penalty":"sqrt"})";
+  cfg.rewards["strict"] = strict;
+  reward_catalog catalog{cfg};
+  const auto* s = catalog.find("strict");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->capability, "embed@strict");
+  EXPECT_EQ(s->route_suffix, "@strict");
+  EXPECT_EQ(s->fallback, "");
+  EXPECT_EQ(s->options, strict.options);
+  EXPECT_EQ(catalog.find("embedding")->fallback, "lexical") << "the seeds fall back to lexical";
+  EXPECT_EQ(catalog.find("judge")->fallback, "");
+  EXPECT_EQ(catalog.find("judge")->capability, "judge");
+  EXPECT_EQ(catalog.find("em_info_gain")->capability, "em_ig");
 }

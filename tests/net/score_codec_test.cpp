@@ -24,7 +24,10 @@ protected:
 
   static config::arbiter_config make_config() {
     auto cfg = config::embedded_default();
-    cfg.rewards["squad_em"] = config::reward_config{"squad_em", "exact_match"};
+    config::reward_config squad;
+    squad.name = "squad_em";
+    squad.kind = "exact_match";
+    cfg.rewards["squad_em"] = squad;
     cfg.data_sources["squad"] = "squad_em";
     return cfg;
   }

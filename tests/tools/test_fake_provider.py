@@ -268,10 +268,31 @@ def test_completions_with_logprobs(fp):
     assert len(c["text"].split()) == 4
     assert "".join(c["logprobs"]["tokens"]) == c["text"]
     assert len(c["logprobs"]["token_logprobs"]) == 4 and len(c["logprobs"]["text_offset"]) == 4
-    assert body["choices"][0]["text"] == body["choices"][1]["text"]
     _, _, again = fp.post_json("/v1/completions", req)
     assert again["choices"] == body["choices"]
     assert body["usage"]["completion_tokens"] == 16
+
+
+def test_completions_choices_differ_and_seed_changes_them(fp):
+    req = {"prompt": "Question: who?\nAnswer:", "max_tokens": 1, "n": 32, "logprobs": 1}
+    _, _, body = fp.post_json("/v1/completions", req)
+    texts = [c["text"] for c in body["choices"]]
+    assert len(set(texts)) == 32  # even one-word samples of a prompt all differ
+    # The first choice of an unseeded request is the n = 1 completion.
+    _, _, one = fp.post_json("/v1/completions", {**req, "n": 1})
+    assert one["choices"][0]["text"] == texts[0]
+    seeded = {**req, "max_tokens": 5, "n": 3}
+    _, _, a = fp.post_json("/v1/completions", {**seeded, "seed": 7})
+    _, _, a2 = fp.post_json("/v1/completions", {**seeded, "seed": 7})
+    _, _, b = fp.post_json("/v1/completions", {**seeded, "seed": 8})
+    _, _, unseeded = fp.post_json("/v1/completions", seeded)
+    assert a["choices"] == a2["choices"]
+    for other in (b, unseeded):
+        assert all(x["text"] != y["text"] for x, y in zip(a["choices"], other["choices"]))
+    assert fp.post_json("/v1/completions", {**seeded, "seed": None})[2]["choices"] == unseeded["choices"]
+    for bad in (-1, 1.5, "7"):
+        status, _, text = fp.post("/v1/completions", {**seeded, "seed": bad})
+        assert status == 400 and json.loads(text)["error"]["param"] == "seed", bad
 
 
 def test_embeddings_shape_and_geometry(fp):

@@ -167,6 +167,7 @@ struct decoded {
   json info_items = json::array();        // decoded /compute_info_gain items
   std::vector<std::string> stop;          // chat/completions stop sequences (non-empty ones)
   std::size_t n = 1;
+  std::optional<std::uint64_t> seed;      // completions: changes the sampled words
   std::size_t max_tokens = 16;
   bool max_tokens_set = false;
   bool logprobs = false;
@@ -408,6 +409,17 @@ decoded decode(const std::string& endpoint, const std::string& body, const std::
         throw bad_request{"n: must be between 1 and 128", key};
       }
       d.n = static_cast<std::size_t>(n);
+    } else if (key == "seed"
+               && (endpoint == "/v1/chat/completions" || endpoint == "/v1/completions")) {
+      ondemand::json_type type;
+      if (!value.type().get(type) && type == ondemand::json_type::null) {
+        continue;
+      }
+      std::uint64_t seed = 0;
+      if (value.get_uint64().get(seed)) {
+        throw bad_request{"seed: expected a non-negative integer", key};
+      }
+      d.seed = seed;
     } else if (key == "max_tokens" || key == "max_completion_tokens") {
       ondemand::json_type type;
       if (!value.type().get(type) && type == ondemand::json_type::null) {
@@ -880,10 +892,10 @@ private:
     if (path == "/v1/completions") {
       json choices = json::array();
       for (const auto& prompt : d.inputs) {
-        auto text = join_words(completion_words(prompt, d.max_tokens));
-        bool stopped = apply_stop(text, d.stop);
-        auto tokens = stopped ? split_tokens(text).size() : d.max_tokens;
         for (std::size_t i = 0; i < d.n; ++i) {
+          auto text = join_words(sample_words(prompt, d.seed, i, d.max_tokens));
+          bool stopped = apply_stop(text, d.stop);
+          auto tokens = stopped ? split_tokens(text).size() : d.max_tokens;
           choices.push_back(
             {{"index", choices.size()},
              {"text", text},

@@ -195,6 +195,29 @@ std::vector<std::string> completion_words(std::string_view prompt, std::size_t c
   return words;
 }
 
+std::vector<std::string> sample_words(std::string_view prompt, std::optional<std::uint64_t> seed,
+                                      std::size_t choice, std::size_t count) {
+  if (!seed && choice == 0) {
+    return completion_words(prompt, count);
+  }
+  auto source = [&](std::size_t j) {
+    std::string out{prompt};
+    out += '\x1f';
+    if (seed) {
+      out += "seed=" + std::to_string(*seed) + ";";
+    }
+    out += "choice=" + std::to_string(j);
+    return out;
+  };
+  auto words = completion_words(source(choice), count);
+  if (choice > 0 && !words.empty()) {
+    auto first = seed ? completion_words(source(0), 1) : completion_words(prompt, 1);
+    auto at = std::find(vocabulary.begin(), vocabulary.end(), first.front()) - vocabulary.begin();
+    words.front() = vocabulary[(static_cast<std::size_t>(at) + choice) % vocabulary.size()];
+  }
+  return words;
+}
+
 double token_logprob(std::string_view context, std::string_view token, std::size_t position) {
   auto h = fnv1a(token, fnv1a(std::to_string(position), fnv1a(context)));
   return -static_cast<double>(h % 1000) / 2000.0;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +50,15 @@ struct judge_sections {
 /// `count` words drawn from a fixed vocabulary, chained from the hash of `prompt`.
 [[nodiscard]] std::vector<std::string> completion_words(std::string_view prompt,
                                                         std::size_t count);
+
+/// The words of completion choice `choice` of `prompt` (a request's `seed`, when it has one).
+/// Choice 0 without a seed is `completion_words(prompt, count)`. Otherwise the words are
+/// chained from prompt + "\x1f" + ("seed=S;" when seeded) + "choice=J", and choice J > 0
+/// starts with the vocabulary word J places after choice 0's first word: the first 32
+/// choices of a prompt always differ, and a seed changes every choice.
+[[nodiscard]] std::vector<std::string> sample_words(std::string_view prompt,
+                                                    std::optional<std::uint64_t> seed,
+                                                    std::size_t choice, std::size_t count);
 
 /// Log-probability in [-0.5, 0] of `token` at `position` after `context`.
 [[nodiscard]] double token_logprob(std::string_view context, std::string_view token,
