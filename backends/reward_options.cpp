@@ -284,13 +284,25 @@ std::vector<option_rule> em_info_gain_rules() {
   return rules;
 }
 
-/// The rules of `kind` (empty for kinds without options).
-const std::vector<option_rule>& rules_of(std::string_view kind) {
-  static const std::vector<option_rule> none;
-  static const std::vector<option_rule> embedding = embedding_rules();
-  static const std::vector<option_rule> judge = judge_rules();
-  static const std::vector<option_rule> info_gain = info_gain_rules();
-  static const std::vector<option_rule> em_info_gain = em_info_gain_rules();
+/// The known options of one kind: its rules, and their keys in the same order.
+struct kind_rules {
+  kind_rules() = default;
+  explicit kind_rules(std::vector<option_rule> all) : rules(std::move(all)) {
+    for (const auto& rule : rules) {
+      keys.push_back(rule.key);
+    }
+  }
+  std::vector<option_rule> rules;
+  std::vector<std::string> keys;
+};
+
+/// The rules of `kind` (none for kinds without options).
+const kind_rules& rules_of(std::string_view kind) {
+  static const kind_rules none;
+  static const kind_rules embedding{embedding_rules()};
+  static const kind_rules judge{judge_rules()};
+  static const kind_rules info_gain{info_gain_rules()};
+  static const kind_rules em_info_gain{em_info_gain_rules()};
   if (kind == "embedding") {
     return embedding;
   }
@@ -304,14 +316,6 @@ const std::vector<option_rule>& rules_of(std::string_view kind) {
     return em_info_gain;
   }
   return none;
-}
-
-std::vector<std::string> keys_of(std::string_view kind) {
-  std::vector<std::string> keys;
-  for (const auto& rule : rules_of(kind)) {
-    keys.push_back(rule.key);
-  }
-  return keys;
 }
 
 // ---- typed reads (a bad value reads as absent) -------------------------------------------
@@ -331,7 +335,7 @@ const json* valid(const json& options, std::string_view kind, const char* key) {
   if (value == nullptr) {
     return nullptr;
   }
-  for (const auto& rule : rules_of(kind)) {
+  for (const auto& rule : rules_of(kind).rules) {
     if (rule.key == key) {
       return rule.check(*value) ? nullptr : value;
     }
@@ -380,24 +384,7 @@ nlohmann::json merged_options(const score_item& item) {
 }
 
 const std::vector<std::string>& option_keys(std::string_view kind) {
-  static const std::vector<std::string> none;
-  static const std::vector<std::string> embedding = keys_of("embedding");
-  static const std::vector<std::string> judge = keys_of("judge");
-  static const std::vector<std::string> info_gain = keys_of("info_gain");
-  static const std::vector<std::string> em_info_gain = keys_of("em_info_gain");
-  if (kind == "embedding") {
-    return embedding;
-  }
-  if (kind == "judge") {
-    return judge;
-  }
-  if (kind == "info_gain") {
-    return info_gain;
-  }
-  if (kind == "em_info_gain") {
-    return em_info_gain;
-  }
-  return none;
+  return rules_of(kind).keys;
 }
 
 std::optional<option_problem> check_options(std::string_view kind,
@@ -405,7 +392,7 @@ std::optional<option_problem> check_options(std::string_view kind,
   if (!options.is_object()) {
     return std::nullopt;
   }
-  for (const auto& rule : rules_of(kind)) {
+  for (const auto& rule : rules_of(kind).rules) {
     const auto* value = find(options, rule.key.c_str());
     if (value == nullptr) {
       continue;

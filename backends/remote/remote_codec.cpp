@@ -387,10 +387,14 @@ prepared_call prepare_info_gain(const std::vector<shared_item>& items) {
 
 // ---- replies ----------------------------------------------------------------------------
 
+/// How many choices a reply must hold for a call with n completions.
+enum class choice_count : uint8_t { at_least_n, exactly_n };
+
 /// The reply's choices, ordered by "index" when every choice carries one (a repeated index is
-/// a bad reply). `what` names the reply in messages ("chat", "completion").
-std::vector<const json*> ordered_choices(const json& doc, const std::string& what,
-                                         std::string_view body) {
+/// a bad reply), and as many as `count` asks of `n`. `what` names the reply in messages
+/// ("chat", "completion").
+std::vector<const json*> ordered_choices(const json& doc, const std::string& what, uint32_t n,
+                                         choice_count count, std::string_view body) {
   if (!doc.is_object()) {
     reject(what + " reply is not a JSON object", body);
   }
@@ -408,6 +412,11 @@ std::vector<const json*> ordered_choices(const json& doc, const std::string& wha
     indexed = indexed && index != choice.end() && index->is_number_integer();
     out.push_back(&choice);
   }
+  if (out.size() < n || (count == choice_count::exactly_n && out.size() != n)) {
+    reject(what + " reply has " + std::to_string(out.size()) + " choices for n = "
+             + std::to_string(n),
+           body);
+  }
   if (!indexed) {
     return out;
   }
@@ -424,13 +433,7 @@ std::vector<const json*> ordered_choices(const json& doc, const std::string& wha
 
 item_outcome parse_chat(const json& doc, const endpoint_options& opts, const score_item& item,
                         std::string_view body) {
-  const auto& c = call_of(item);
-  auto choices = ordered_choices(doc, "chat", body);
-  if (choices.size() < c.n) {
-    reject("chat reply has " + std::to_string(choices.size()) + " choices for n = "
-             + std::to_string(c.n),
-           body);
-  }
+  auto choices = ordered_choices(doc, "chat", call_of(item).n, choice_count::at_least_n, body);
   auto output = std::make_shared<model_output>();
   for (size_t i = 0; i < choices.size(); ++i) {
     const json& choice = *choices[i];
@@ -478,13 +481,8 @@ item_outcome parse_chat(const json& doc, const endpoint_options& opts, const sco
 }
 
 item_outcome parse_generate(const json& doc, const score_item& item, std::string_view body) {
-  const auto& c = call_of(item);
-  auto choices = ordered_choices(doc, "completion", body);
-  if (choices.size() != c.n) {
-    reject("completion reply has " + std::to_string(choices.size()) + " choices for n = "
-             + std::to_string(c.n),
-           body);
-  }
+  auto choices =
+    ordered_choices(doc, "completion", call_of(item).n, choice_count::exactly_n, body);
   auto output = std::make_shared<model_output>();
   for (size_t i = 0; i < choices.size(); ++i) {
     const json& choice = *choices[i];

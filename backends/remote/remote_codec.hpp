@@ -20,7 +20,8 @@ enum class api_kind : uint8_t {
   /// OpenAI-compatible (OpenAI, vLLM, SGLang): /v1/chat/completions, /v1/completions,
   /// /v1/embeddings.
   openai = 0,
-  /// Hugging Face text-embeddings-inference: /embed.
+  /// Hugging Face text-embeddings-inference: /embed, and /predict for NLI (sequence
+  /// classification) models.
   tei = 1,
   /// The information-gain service: /compute_info_gain.
   ig_service = 2,
@@ -55,7 +56,8 @@ struct endpoint_options {
 };
 
 /// Where one item's texts sit in an embedding call's input list: `inputs[first]` is its
-/// candidate and `inputs[first + 1]` ... `inputs[first + references]` its references.
+/// candidate and `inputs[first + 1]` ... `inputs[first + references]` its references (those
+/// its options' filters keep, in ground_truth order).
 struct input_span {
   uint32_t first = 0;
   uint32_t references = 0;

@@ -75,6 +75,18 @@ std::string completion_reply(const json& choices) {
   return json{{"object", "text_completion"}, {"choices", choices}}.dump();
 }
 
+/// A source with every setting a chat call can fall back to.
+endpoint_options source_settings() {
+  endpoint_options opts;
+  opts.model = "source-model";
+  opts.max_tokens = 256;
+  opts.temperature = 0.5;
+  opts.top_p = 0.9;
+  opts.enable_thinking = true;
+  opts.stop = {"\n\n\n"};
+  return opts;
+}
+
 /// The message of the bad_reply `f` throws, or "no throw".
 template <typename F>
 std::string bad_reply_message(F&& f) {
@@ -320,13 +332,7 @@ TEST(RemoteCodec, NliEstimateCountsBothTexts) {
 // ---- chat ----------------------------------------------------------------------------------
 
 TEST(RemoteCodec, ChatRequestTakesTheCallsSettingsOverTheSources) {
-  endpoint_options opts;
-  opts.model = "source-model";
-  opts.max_tokens = 256;
-  opts.temperature = 0.5;
-  opts.top_p = 0.9;
-  opts.enable_thinking = true;
-  opts.stop = {"\n\n\n"};
+  auto opts = source_settings();
   model_call c = prompt_call("Grade it.", 4);
   c.model = "call-model";
   c.temperature = 1.0;
@@ -353,13 +359,7 @@ TEST(RemoteCodec, ChatRequestTakesTheCallsSettingsOverTheSources) {
 }
 
 TEST(RemoteCodec, ChatRequestFallsBackToTheSourcesSettings) {
-  endpoint_options opts;
-  opts.model = "source-model";
-  opts.max_tokens = 256;
-  opts.temperature = 0.5;
-  opts.top_p = 0.9;
-  opts.enable_thinking = true;
-  opts.stop = {"\n\n\n"};
+  auto opts = source_settings();
   auto call = prepare_call(api_kind::openai, opts, one_chat_item());
   auto body = json::parse(call.body);
   EXPECT_EQ(body["model"], "source-model");
