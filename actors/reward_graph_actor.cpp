@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/remote_source_actor.hpp"
 #include "backends/cpu/exact_match.hpp"
 #include "backends/remote/remote_codec.hpp"
 #include "backends/reward_options.hpp"
@@ -542,12 +543,7 @@ caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
 }
 
 bool serves(const config::source_config& src, const std::string& capability) {
-  auto caps = src.capabilities;
-  if (caps.empty()) {
-    caps = src.kind == "openai" ? std::vector<std::string>{"chat"}
-           : src.kind == "tei"  ? std::vector<std::string>{"embed"}
-                                : std::vector<std::string>{"ig"};
-  }
+  auto caps = src.capabilities.empty() ? default_capabilities(src.kind) : src.capabilities;
   return std::find(caps.begin(), caps.end(), capability) != caps.end();
 }
 
