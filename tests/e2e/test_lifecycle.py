@@ -5,7 +5,7 @@ import subprocess
 import threading
 import time
 
-from conftest import ARBITER_BIN
+from arbiter_testing import ARBITER_BIN
 
 
 def heavy_item(rng, n=3000):

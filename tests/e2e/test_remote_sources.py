@@ -1,61 +1,18 @@
 """Arbiter routing to remote sources: real fake-provider processes on loopback, real faults."""
 
-import json
-import os
 import re
-import signal
 import subprocess
 import threading
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-FAKE_PROVIDER_BIN = os.environ.get(
-    "FAKE_PROVIDER_BIN", str(ROOT / "build" / "arbiter-fake-provider"))
-
-
-class Provider:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([FAKE_PROVIDER_BIN, "--port", "0", *args],
-                                     stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        m = re.match(r"listening on (http://127\.0\.0\.1:\d+)$", line.strip())
-        assert m, f"unexpected first line {line!r}"
-        self.url = m.group(1)
-
-    def stats(self):
-        with urllib.request.urlopen(self.url + "/stats", timeout=5) as r:
-            return json.loads(r.read())
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait()
-
-
-@pytest.fixture
-def provider():
-    started = []
-
-    def start(*args):
-        p = Provider(*args)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.kill()
+from arbiter_testing import ARBITER_BIN, source_toml as _source_toml
+from arbiter_testing import Provider  # noqa: F401  (still imported from here by other tests)
 
 
 def source_toml(name, p, **extra):
-    lines = ["[[sources]]", f'name = "{name}"', 'kind = "openai"', f'url = "{p.url}"',
-             'capabilities = ["chat"]']
-    for k, v in extra.items():
-        lines.append(f"{k} = {json.dumps(v)}")
-    return "\n".join(lines) + "\n"
+    return _source_toml(name, p.url, **extra)
 
 
 def config(*sources, routing=""):
@@ -217,7 +174,6 @@ def test_identical_items_are_sent_once_and_then_cached(make_server, provider):
 
 
 def test_bad_source_config_names_the_field(tmp_path):
-    from conftest import ARBITER_BIN
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[sources]]\nname = "x"\nkind = "grpc"\nurl = "ftp://h"\n'
                    'capabilities = ["chat", "telepathy"]\n')

@@ -3,41 +3,19 @@ serve chat, completions with log-probabilities, embeddings and NLI; Arbiter comp
 embedding, judge, info_gain (graph) and em_info_gain rewards and /compute_info_gain."""
 
 import difflib
-import json
 import math
 
 import pytest
 
-from test_remote_sources import Provider, jaccard  # noqa: F401  (fixture helpers)
-
-
-@pytest.fixture
-def provider():
-    started = []
-
-    def start(*args):
-        p = Provider(*args)
-        started.append(p)
-        return p
-
-    yield start
-    for p in started:
-        p.kill()
-
-
-def source(name, url, kind, caps, **extra):
-    lines = ["[[sources]]", f'name = "{name}"', f'kind = "{kind}"', f'url = "{url}"',
-             f"capabilities = {json.dumps(caps)}"]
-    for k, v in extra.items():
-        lines.append(f"{k} = {json.dumps(v)}")
-    return "\n".join(lines) + "\n"
+from arbiter_testing import source_toml
+from test_remote_sources import jaccard
 
 
 def graph_config(p, extra=""):
     """Generation and NLI on one fake provider, judge and embeddings too."""
     return ("[routing]\nhedge = false\n\n"
-            + source("llm", p.url, "openai", ["chat", "generate"])
-            + source("tei", p.url, "tei", ["embed", "nli"])
+            + source_toml("llm", p.url, "openai", ["chat", "generate"])
+            + source_toml("tei", p.url, "tei", ["embed", "nli"])
             + extra)
 
 
@@ -92,7 +70,7 @@ def test_embedding_target_gt_scores_against_that_reference_only(make_server, pro
 def test_embedding_falls_back_to_lexical_when_its_source_is_down(make_server, provider):
     p = provider("--outage", "0:3600")
     s = make_server("[routing]\nhedge = false\nmax_attempts = 2\n\n"
-                    + source("tei", p.url, "tei", ["embed"]))
+                    + source_toml("tei", p.url, "tei", ["embed"]))
     cand, ref = "The Cat sat", "the cat SAT down"
     status, _, body = s.score({"items": [{"reward": "embedding", "solution_str": cand,
                                           "ground_truth": [ref]}], "deadline_ms": 5000})
@@ -110,7 +88,7 @@ def test_embedding_falls_back_to_lexical_when_its_source_is_down(make_server, pr
 def test_a_reward_without_fallback_fails_explicitly(make_server, provider):
     p = provider("--outage", "0:3600")
     s = make_server("[routing]\nhedge = false\nmax_attempts = 2\n\n"
-                    + source("tei", p.url, "tei", ["embed"])
+                    + source_toml("tei", p.url, "tei", ["embed"])
                     + '[rewards.strict]\nkind = "embedding"\nfallback = "none"\n')
     status, _, body = s.score({"items": [{"reward": "strict", "solution_str": "a",
                                           "ground_truth": ["a"]}], "deadline_ms": 5000})

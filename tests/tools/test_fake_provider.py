@@ -3,7 +3,6 @@
 import http.client
 import json
 import math
-import os
 import re
 import signal
 import socket
@@ -13,60 +12,14 @@ import time
 
 import pytest
 
-BIN = os.environ.get("FAKE_PROVIDER_BIN", "/work/main/build/arbiter-fake-provider")
-
-
-class Provider:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen(
-            [BIN, "--port", "0", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
-        line = self.proc.stdout.readline()
-        m = re.match(r"listening on http://127\.0\.0\.1:(\d+)$", line.strip())
-        assert m, f"unexpected first line {line!r}"
-        self.port = int(m.group(1))
-
-    def conn(self, timeout=5.0):
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-
-    def request(self, method, path, body=None, timeout=5.0, raw=None):
-        c = self.conn(timeout)
-        try:
-            data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-            c.request(method, path, body=data, headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
-        finally:
-            c.close()
-
-    def post(self, path, body, **kw):
-        status, headers, text = self.request("POST", path, body, **kw)
-        return status, headers, text
-
-    def post_json(self, path, body):
-        status, headers, text = self.post(path, body)
-        return status, headers, json.loads(text)
-
-    def stop(self, sig=signal.SIGTERM):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=5)
+from arbiter_testing import FAKE_PROVIDER_BIN as BIN, Provider, Started
 
 
 @pytest.fixture
 def start():
-    started = []
-
-    def _start(*args):
-        p = Provider(*args)
-        started.append(p)
-        return p
-
-    yield _start
-    for p in started:
-        if p.proc.poll() is None:
-            p.proc.kill()
-            p.proc.wait()
+    started = Started()
+    yield lambda *args: started.add(Provider(*args))
+    started.kill_all()
 
 
 @pytest.fixture

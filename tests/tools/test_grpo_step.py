@@ -2,20 +2,17 @@
 the expected judge scores (against the real fake provider) and the Arbiter config it writes."""
 
 import argparse
-import http.client
 import importlib.util
 import json
 import math
-import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-BIN = os.environ.get("FAKE_PROVIDER_BIN", "/work/main/build/arbiter-fake-provider")
-ROOT = Path(__file__).resolve().parents[2]
+from arbiter_testing import ARBITER_BIN, ROOT, Provider
+
 _spec = importlib.util.spec_from_file_location("grpo_step", ROOT / "bench" / "grpo_step.py")
 grpo = importlib.util.module_from_spec(_spec)
 sys.modules["grpo_step"] = grpo
@@ -82,10 +79,9 @@ def test_expected_scores_match_the_fake_judge():
     items = grpo.make_items(32, 8, 7, duplicates=False, duplicate_rate=0.0)
     items.append({"problem": "p", "reference": "Ünïcode café 3.5 x", "candidate": "cafe 3 5 X"})
     items[-1]["expected"] = grpo.expected_score(items[-1]["candidate"], items[-1]["reference"])
-    proc = subprocess.Popen([BIN, "--port", "0"], stdout=subprocess.PIPE, text=True)
+    p = Provider()
     try:
-        port = int(re.search(r":(\d+)$", proc.stdout.readline().strip()).group(1))
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        conn = p.conn(timeout=10)
         for it in items:
             body = {"model": "m", "messages": [{"role": "user", "content": grpo.judge_prompt(it)}]}
             conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
@@ -95,8 +91,7 @@ def test_expected_scores_match_the_fake_judge():
             assert float(grpo.REWARD_RE.findall(content)[-1]) == it["expected"], (it, content)
         conn.close()
     finally:
-        proc.terminate()
-        proc.wait(timeout=5)
+        p.stop()
 
 
 class _FakeChild:
@@ -125,8 +120,8 @@ def test_arbiter_config_is_the_toml_arbiter_reads():
 
 
 def test_arbiter_accepts_the_config(tmp_path):
-    # The arbiter of the same build as the fake provider (both go to the build directory).
-    arbiter = Path(os.environ.get("ARBITER_BIN", Path(BIN).parent / "arbiter"))
+    # ARBITER_BIN: the arbiter of the same build as the fake provider.
+    arbiter = Path(ARBITER_BIN)
     if not arbiter.exists():
         pytest.skip(f"{arbiter} not built")
     args = grpo.parse_args([])
