@@ -61,6 +61,12 @@ std::optional<queued_task> priority_queues::pop(size_t cls, const std::string& c
   return task;
 }
 
+size_t priority_queues::waiting(size_t cls, const std::string& capability) const {
+  const auto& by = classes_.at(cls).by_capability;
+  auto found = by.find(capability);
+  return found == by.end() ? 0 : found->second.size();
+}
+
 const queued_task* priority_queues::peek(size_t cls, const std::string& capability) const {
   const auto& c = classes_.at(cls);
   auto q = c.by_capability.find(capability);

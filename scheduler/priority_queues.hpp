@@ -68,6 +68,9 @@ public:
   /// Removes and returns the next task of `cls` needing `capability`.
   std::optional<queued_task> pop(size_t cls, const std::string& capability);
 
+  /// Tasks of `cls` waiting for `capability`.
+  size_t waiting(size_t cls, const std::string& capability) const;
+
   /// The task `pop(cls, capability)` would return, left in place; nullptr when none waits.
   const queued_task* peek(size_t cls, const std::string& capability) const;
   /// Removes the task `id` wherever it waits. Returns false when it is not queued.

@@ -143,8 +143,8 @@ std::string scheduler_core::cache_key(const score_item& item) const {
     auto thinking = c.enable_thinking ? (*c.enable_thinking ? "1" : "0") : "-";
     auto params = number(c.temperature) + "/" + number(c.top_p) + "/" + number(c.max_tokens)
                   + "/" + std::to_string(c.n) + "/" + thinking + "/" + number(c.seed);
-    return make_cache_key({item.kind, item.capability, c.model, c.prompt, c.hypothesis, params,
-                           joined(c.stop)});
+    return make_cache_key({item.kind, item.capability, c.model, c.prompt, c.messages,
+                           c.hypothesis, params, joined(c.stop)});
   }
   return make_cache_key({item.reward, item.kind, item.solution_str, joined(item.ground_truth),
                          item.extra_info, item.options});
@@ -388,6 +388,17 @@ void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
         }
         auto source = *pick.source;
         auto limit = sources_.max_batch_items(source);
+        if (auto wait = sources_.batch_wait(source);
+            wait.count() > 0 && sources_.busy(source) && queues_.waiting(cls, capability) < limit) {
+          // Micro-batching: items that trickle in while the source works share its next call.
+          auto due = head->enqueued + wait;
+          if (clock_.now() < due) {
+            if (!pacing_wakeup_ || due < *pacing_wakeup_) {
+              pacing_wakeup_ = due;
+            }
+            break;
+          }
+        }
         bool count_tokens = sources_.paces_tokens(source);
         double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
         std::vector<item_ref> items;

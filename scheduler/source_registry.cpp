@@ -289,6 +289,16 @@ uint32_t source_registry::max_batch_items(source_id id) const {
   return s == nullptr ? 1 : s->spec.max_batch_items;
 }
 
+nanoseconds source_registry::batch_wait(source_id id) const {
+  auto* s = find(id);
+  return s == nullptr ? nanoseconds{0} : s->spec.batch_wait;
+}
+
+bool source_registry::busy(source_id id) const {
+  auto* s = find(id);
+  return s != nullptr && s->info.inflight > 0;
+}
+
 std::optional<nanoseconds> source_registry::straggler_after(source_id id) const {
   auto* s = find(id);
   return s == nullptr ? std::nullopt : s->p95;

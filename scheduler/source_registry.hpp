@@ -24,6 +24,10 @@ struct source_spec {
   std::vector<std::string> capabilities;
   /// Items per batch (a chat endpoint takes one prompt per call: 1).
   uint32_t max_batch_items = 32;
+  /// While the source has a batch in flight, a batch that is not full waits until its oldest
+  /// item has queued this long, so that items arriving one by one share calls (0: never
+  /// waits). An idle source gets work at once.
+  nanoseconds batch_wait{0};
   /// Batches in flight at once. With `adaptive`, the AIMD limit moves below this.
   uint32_t max_inflight = 2;
   bool adaptive = false;
@@ -142,6 +146,11 @@ public:
 
   /// Items per batch for `id` (1 when unknown).
   uint32_t max_batch_items(source_id id) const;
+
+  /// How long a partial batch may wait for more items while `id` is busy, and whether it is
+  /// busy (has a batch in flight).
+  nanoseconds batch_wait(source_id id) const;
+  bool busy(source_id id) const;
 
   /// The latency past which an attempt at `id` is a straggler worth hedging: the 95th
   /// percentile of its recent successful attempts; nullopt until 20 have been seen.

@@ -571,3 +571,73 @@ TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
   EXPECT_EQ(r.attempts, 3u);
   EXPECT_TRUE(r.cached);
 }
+
+namespace {
+
+source_spec embedder(nanoseconds batch_wait) {
+  auto s = endpoint("emb");
+  s.capabilities = {"embed"};
+  s.max_batch_items = 4;
+  s.batch_wait = batch_wait;
+  return s;
+}
+
+std::vector<score_item> embed_items(size_t n, const std::string& prefix) {
+  auto items = judge_items(n, prefix);
+  for (auto& item : items) {
+    item.kind = "embedding";
+    item.capability = "embed";
+  }
+  return items;
+}
+
+} // namespace
+
+TEST_F(RemoteRouting, AnIdleSourceGetsAPartialBatchAtOnce) {
+  core_.add_source(embedder(5ms));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, embed_items(1, "a")).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].items.size(), 1u);
+}
+
+TEST_F(RemoteRouting, ABusySourceCollectsItemsThatTrickleInUntilTheWindowEnds) {
+  core_.add_source(embedder(5ms));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, embed_items(1, "a")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  // Two single-item requests arrive 1 ms apart while the first call is out.
+  clock_.advance(1ms);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, embed_items(1, "b")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "waits for company";
+  ASSERT_TRUE(core_.next_wakeup().has_value());
+  EXPECT_EQ(*core_.next_wakeup(), clock_.now() + 5ms) << "the oldest item's window";
+  clock_.advance(1ms);
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, embed_items(1, "c")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  clock_.advance(4ms);
+  auto second = core_.dispatch();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].items.size(), 2u) << "both late items share one call";
+  ok(first[0], 0.5);
+  ok(second[0], 0.5);
+  EXPECT_EQ(core_.take_finished().size(), 3u);
+}
+
+TEST_F(RemoteRouting, AFullBatchDoesNotWaitForTheWindow) {
+  core_.add_source(embedder(5ms));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, embed_items(1, "a")).admitted());
+  ASSERT_EQ(core_.dispatch().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, embed_items(5, "b")).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u) << "the full batch goes; the fifth item waits";
+  EXPECT_EQ(batches[0].items.size(), 4u);
+}
+
+TEST_F(RemoteRouting, WithoutAWindowABusySourceGetsEveryItemAtOnce) {
+  core_.add_source(embedder(0ms));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, embed_items(1, "a")).admitted());
+  ASSERT_EQ(core_.dispatch().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, embed_items(1, "b")).admitted());
+  EXPECT_EQ(core_.dispatch().size(), 1u);
+}
