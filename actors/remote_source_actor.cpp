@@ -246,6 +246,7 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   bool chat = serves(spec.capabilities, "chat");
   spec.max_batch_items =
     cfg.max_batch_items > 0 ? cfg.max_batch_items : default_max_batch_items(spec.capabilities);
+  spec.batch_wait = cfg.batch_wait;
   spec.max_inflight = std::max<uint32_t>(cfg.max_concurrency, 1);
   spec.adaptive = true;
   spec.concurrency.initial_limit = cfg.initial_concurrency == 0 ? spec.max_inflight

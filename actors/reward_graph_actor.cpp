@@ -542,12 +542,20 @@ caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
   };
 }
 
+} // namespace
+
 bool serves(const config::source_config& src, const std::string& capability) {
   auto caps = src.capabilities.empty() ? default_capabilities(src.kind) : src.capabilities;
   return std::find(caps.begin(), caps.end(), capability) != caps.end();
 }
 
-} // namespace
+std::string served_model(const config::source_config& src) {
+  return src.model.empty() ? src.name : src.model;
+}
+
+std::string model_route_suffix(const std::string& id) {
+  return "@model:" + id;
+}
 
 std::vector<std::string> routed_capabilities(const config::source_config& src,
                                              const config::arbiter_config& cfg) {
@@ -558,6 +566,11 @@ std::vector<std::string> routed_capabilities(const config::source_config& src,
     }
   }
   auto out = base;
+  for (const auto& cap : base) {
+    if (cap == "chat" || cap == "embed") {
+      out.push_back(cap + model_route_suffix(served_model(src)));
+    }
+  }
   for (const auto& [name, reward] : cfg.rewards) {
     if (std::find(reward.sources.begin(), reward.sources.end(), src.name)
         == reward.sources.end()) {

@@ -23,8 +23,20 @@ inline constexpr const char* reward_graph_source = "reward-graph";
 scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
                                          const backends::reward_catalog& catalog);
 
+/// Whether `src` serves `capability` ("chat", "embed", ...): its configured list, else its
+/// kind's defaults.
+bool serves(const config::source_config& src, const std::string& capability);
+
+/// The model id a source answers to on the pass-through routes (/v1/chat/completions,
+/// /v1/embeddings): its `model`, else its name.
+std::string served_model(const config::source_config& src);
+
+/// The suffix that restricts a capability to the sources serving model `id`: "@model:" + id.
+std::string model_route_suffix(const std::string& id);
+
 /// The capabilities a configured source serves, with the route suffixes of the rewards that
-/// name it (e.g. {"chat", "chat@strict_judge"}).
+/// name it and, for chat and embed, of the model it serves (e.g. {"chat",
+/// "chat@model:qwen3-8b", "chat@strict_judge"}).
 std::vector<std::string> routed_capabilities(const config::source_config& src,
                                              const config::arbiter_config& cfg);
 

@@ -10,12 +10,16 @@
 
 namespace arbiter {
 
-/// A model call that a reward graph makes: an item of kind "chat" (a judge prompt), "generate"
-/// (a raw completion prompt with per-token log-probabilities) or "nli" (one premise/hypothesis
-/// pair). Unset fields take the source's settings.
+/// A model call that a reward graph or a pass-through route makes: an item of kind "chat" (a
+/// judge prompt, or a whole conversation), "generate" (a raw completion prompt with per-token
+/// log-probabilities), "nli" (one premise/hypothesis pair) or "embedding" (one text whose
+/// vector is wanted). Unset fields take the source's settings.
 struct model_call {
-  /// chat: the user message; generate: the prompt; nli: the premise.
+  /// chat: the user message; generate: the prompt; nli: the premise; embedding: the text.
   std::string prompt;
+  /// chat: an OpenAI `messages` array as JSON text; when not empty it is sent instead of one
+  /// user message holding `prompt`.
+  std::string messages;
   /// nli: the hypothesis.
   std::string hypothesis;
   /// Sent as "model" when not empty.
@@ -37,6 +41,8 @@ struct generated_text {
   /// generate: the mean log-probability of its tokens, and how many there were.
   double mean_logprob = 0.0;
   uint32_t tokens = 0;
+  /// chat, generate: why the model stopped ("stop", "length", ...), when the source said.
+  std::string finish_reason;
 };
 
 /// What a model call returned.
@@ -47,6 +53,11 @@ struct model_output {
   double entailment = 0.0;
   double neutral = 0.0;
   double contradiction = 0.0;
+  /// embedding: the vector, as the source returned it.
+  std::vector<float> embedding;
+  /// chat, generate, embedding: the token counts the source reported (0 when it did not).
+  uint32_t prompt_tokens = 0;
+  uint32_t completion_tokens = 0;
 };
 
 /// One item to score, as the ingress decoded it. Field names follow verl's `compute_score`.

@@ -205,6 +205,29 @@ const std::vector<field_descriptor>& scalar_fields() {
             c.cpu.max_lexical_chars = static_cast<uint32_t>(v);
           },
           "Longest text, in code points, lexical accepts per side"),
+      // [protocols]
+      str_field(
+          "protocols.reward", 0,
+          [](const arbiter_config& c) -> const std::string& { return c.protocols.reward; },
+          [](arbiter_config& c, std::string v) { c.protocols.reward = std::move(v); },
+          "Reward of /get_reward and /remote_rm when the URL names none"),
+      str_field(
+          "protocols.on_failure", 1,
+          [](const arbiter_config& c) -> const std::string& { return c.protocols.on_failure; },
+          [](arbiter_config& c, std::string v) { c.protocols.on_failure = std::move(v); },
+          "error (answer 5xx so the trainer retries) or score (failure_score, flagged)"),
+      num_field(
+          "protocols.failure_score", -1e9, 1e9,
+          [](const arbiter_config& c) { return c.protocols.failure_score; },
+          [](arbiter_config& c, double v) { c.protocols.failure_score = v; },
+          "Score a failed item gets when on_failure is score"),
+      str_field(
+          "protocols.slime_reward_key", 0,
+          [](const arbiter_config& c) -> const std::string& {
+            return c.protocols.slime_reward_key;
+          },
+          [](arbiter_config& c, std::string v) { c.protocols.slime_reward_key = std::move(v); },
+          "When set, /remote_rm answers an object with the score under this key"),
       // [routing]
       int_field(
           "routing.max_attempts", 1, 100,
@@ -755,6 +778,8 @@ source_config load_source(const toml::node& node, const std::string& where,
     } else if (k == "max_batch_items") {
       integer(value, field, 0, 100000,
               [&](int64_t v) { src.max_batch_items = static_cast<uint32_t>(v); });
+    } else if (k == "batch_wait_ms") {
+      integer(value, field, 0, 10000, [&](int64_t v) { src.batch_wait = ms{v}; });
     } else if (k == "max_tokens") {
       integer(value, field, 1, max_u32,
               [&](int64_t v) { src.max_tokens = static_cast<uint32_t>(v); });
@@ -790,7 +815,8 @@ void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& pro
 void load_root(const toml::table& root, arbiter_config& cfg, problem_list& problems) {
   for (const auto& [key, value] : root) {
     const std::string_view name = key.str();
-    if (name == "server" || name == "scheduler" || name == "cpu" || name == "routing") {
+    if (name == "server" || name == "scheduler" || name == "cpu" || name == "routing"
+        || name == "protocols") {
       load_section(name, value, cfg, problems);
     } else if (name == "rewards") {
       load_rewards(value, cfg, problems);
@@ -1219,6 +1245,19 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                             + std::to_string(src.initial_concurrency) + " > "
                             + std::to_string(src.max_concurrency) + ")"});
     }
+  }
+
+  // Protocols.
+  if (cfg.protocols.on_failure != "error" && cfg.protocols.on_failure != "score") {
+    problems.push_back({"protocols.on_failure", "must be \"error\" or \"score\" (got "
+                                                  + quoted(cfg.protocols.on_failure) + ")"});
+  }
+  if (!cfg.protocols.reward.empty() && !is_builtin_kind(cfg.protocols.reward)
+      && cfg.rewards.count(cfg.protocols.reward) == 0) {
+    problems.push_back({"protocols.reward", quoted(cfg.protocols.reward)
+                                              + " is neither a configured reward nor a "
+                                                "built-in kind ("
+                                              + join(builtin_reward_kinds()) + ")"});
   }
 
   // Data sources.

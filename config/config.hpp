@@ -150,6 +150,8 @@ struct source_config {
   uint32_t initial_concurrency = 0;
   /// Items per call (0: the kind's default: 1 for chat, 32 for embed, 8 for ig).
   uint32_t max_batch_items = 0;
+  /// While the source is busy, a batch that is not full waits this long for more items.
+  std::chrono::milliseconds batch_wait{5};
   /// https: skip certificate verification (never in production).
   bool insecure_skip_verify = false;
   /// Judge calls unless the reward's options say otherwise: new tokens, sampling (the seeds'
@@ -188,6 +190,19 @@ struct reward_config {
   std::string options;
 };
 
+/// `[protocols]`: how the trainer drop-in routes (`/get_reward`, `/remote_rm`) score.
+struct protocols_config {
+  /// The reward they use when the request names none (`?reward=NAME`); empty: one is required.
+  std::string reward;
+  /// "error": a request with a failed item is answered 502/503/504 with the reason, so the
+  /// trainer retries; "score": the item gets `failure_score`, flagged where the protocol can.
+  std::string on_failure = "error";
+  double failure_score = 0.0;
+  /// `/remote_rm` answers a bare number when empty, else an object with the score under this
+  /// key (slime's `--reward-key`).
+  std::string slime_reward_key;
+};
+
 /// The whole configuration. Every field has a default, so an empty file is valid.
 struct arbiter_config {
   server_config server;
@@ -196,6 +211,7 @@ struct arbiter_config {
   /// Remote model endpoints.
   std::vector<source_config> sources;
   cpu_config cpu;
+  protocols_config protocols;
   /// Configured rewards, by name. The built-in kinds are always available under their own
   /// names (`lexical`, `embedding`, ...); entries here add names or override those.
   std::map<std::string, reward_config> rewards;

@@ -1,5 +1,6 @@
 #include "net/routes.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include <caf/actor_system.hpp>
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/reward_graph_actor.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 
@@ -28,6 +30,51 @@ std::vector<std::string> priority_names(const config::arbiter_config& cfg) {
   return names;
 }
 
+std::string error_body(error_style style, unsigned status, const std::string& code,
+                       const std::string& message, const std::string& field) {
+  switch (style) {
+    case error_style::openai:
+      return encode_openai_error(status, code, message, field);
+    case error_style::tei:
+      return encode_tei_error(status, message);
+    default:
+      return encode_error(code, message, field);
+  }
+}
+
+/// The models the pass-through routes serve, from the configured sources.
+std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
+  std::vector<model_entry> models;
+  for (const auto& src : cfg.sources) {
+    for (const char* cap : {"chat", "embed"}) {
+      if (!actors::serves(src, cap)) {
+        continue;
+      }
+      auto id = actors::served_model(src);
+      auto at = std::find_if(models.begin(), models.end(),
+                             [&](const model_entry& m) { return m.id == id; });
+      if (at == models.end()) {
+        models.push_back({id, {}, {}});
+        at = models.end() - 1;
+      }
+      if (std::find(at->capabilities.begin(), at->capabilities.end(), cap)
+          == at->capabilities.end()) {
+        at->capabilities.emplace_back(cap);
+      }
+      if (std::find(at->sources.begin(), at->sources.end(), src.name) == at->sources.end()) {
+        at->sources.push_back(src.name);
+      }
+    }
+  }
+  return models;
+}
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+           std::chrono::system_clock::now().time_since_epoch())
+    .count();
+}
+
 } // namespace
 
 router::router(router_context ctx) : ctx_(std::move(ctx)) {
@@ -42,6 +89,13 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
   codec_.default_deadline = cfg.scheduler.default_deadline;
   codec_.max_deadline = cfg.scheduler.max_deadline;
   codec_.max_batch_items = cfg.server.max_batch_items;
+  models_ = served_models(cfg);
+  passthrough_.codec = &codec_;
+  passthrough_.models = &models_;
+  if (cfg.protocols.on_failure == "score") {
+    failure_policy_.score = cfg.protocols.failure_score;
+  }
+  started_unix_ = unix_seconds();
   parse_histogram_ = &ctx_.scheduler_metrics->stage("parse");
   request_histogram_ = &ctx_.scheduler_metrics->stage("request");
 }
@@ -69,6 +123,29 @@ void router::handle(std::string_view method, std::string_view target, std::strin
   } else if (path == "/compute_info_gain") {
     if (expect("POST", "/compute_info_gain")) {
       compute_info_gain(std::move(body), std::move(reply), std::move(defer));
+    }
+  } else if (path == "/get_reward") {
+    if (expect("POST", "/get_reward")) {
+      get_reward(target, std::move(body), std::move(reply), std::move(defer));
+    }
+  } else if (path == "/remote_rm") {
+    if (expect("POST", "/remote_rm")) {
+      remote_rm(target, std::move(body), std::move(reply), std::move(defer));
+    }
+  } else if (path == "/v1/chat/completions") {
+    if (expect("POST", "/v1/chat/completions")) {
+      chat_completions(std::move(body), std::move(reply), std::move(defer));
+    }
+  } else if (path == "/v1/embeddings" || path == "/embed") {
+    const std::string route{path};
+    if (expect("POST", route)) {
+      embeddings(route, std::move(body), std::move(reply), std::move(defer));
+    }
+  } else if (path == "/v1/models") {
+    if (expect("GET", "/v1/models")) {
+      http_reply r;
+      r.body = encode_models(models_, started_unix_);
+      respond("/v1/models", std::move(r), reply);
     }
   } else if (path == "/health") {
     if (expect("GET", "/health")) {
@@ -106,12 +183,23 @@ void router::respond(const std::string& route, http_reply r, const reply_fn& rep
 
 void router::refuse(const std::string& route, unsigned status, const std::string& reason,
                     const std::string& code, const std::string& message,
-                    const std::string& field, const reply_fn& reply) {
+                    const std::string& field, const reply_fn& reply, error_style style) {
   ctx_.metrics->reject(reason);
   http_reply r;
   r.status = status;
-  r.body = encode_error(code, message, field);
+  r.body = error_body(style, status, code, message, field);
   respond(route, std::move(r), reply);
+}
+
+void router::refuse_decoded(const std::string& route, const codec_error& err,
+                            const reply_fn& reply, error_style style) {
+  const char* reason = err.status == 413 ? "payload_too_large"
+                       : err.status == 404 ? "not_found"
+                                           : "bad_request";
+  const char* code = err.status == 413 ? "payload_too_large"
+                     : err.status == 404 ? "model_not_found"
+                                         : "invalid_request";
+  refuse(route, err.status, reason, code, err.message, err.field, reply, style);
 }
 
 void router::score(std::string body, reply_fn reply, defer_fn defer) {
@@ -125,9 +213,7 @@ void router::score(std::string body, reply_fn reply, defer_fn defer) {
   bool ok = decode_score_request(body, codec_, decoded, err);
   parse_histogram_->Observe(seconds_since(start));
   if (!ok) {
-    refuse(route, err.status, err.status == 413 ? "payload_too_large" : "bad_request",
-           err.status == 413 ? "payload_too_large" : "invalid_request", err.message, err.field,
-           reply);
+    refuse_decoded(route, err, reply);
     return;
   }
   ctx_.metrics->request_items.Observe(static_cast<double>(decoded.items.size()));
@@ -135,7 +221,12 @@ void router::score(std::string body, reply_fn reply, defer_fn defer) {
   req.priority = decoded.priority;
   req.deadline = start + decoded.deadline;
   req.items = std::move(decoded.items);
-  run(route, start, std::move(req), encode_score_response, std::move(reply), std::move(defer));
+  auto encode = [](const std::vector<item_result>& results) {
+    http_reply r;
+    r.body = encode_score_response(results);
+    return r;
+  };
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
 }
 
 void router::compute_info_gain(std::string body, reply_fn reply, defer_fn defer) {
@@ -149,9 +240,7 @@ void router::compute_info_gain(std::string body, reply_fn reply, defer_fn defer)
   bool ok = decode_info_gain_request(body, codec_, *decoded, err);
   parse_histogram_->Observe(seconds_since(start));
   if (!ok) {
-    refuse(route, err.status, err.status == 413 ? "payload_too_large" : "bad_request",
-           err.status == 413 ? "payload_too_large" : "invalid_request", err.message, err.field,
-           reply);
+    refuse_decoded(route, err, reply);
     return;
   }
   ctx_.metrics->request_items.Observe(static_cast<double>(decoded->positions.size()));
@@ -168,33 +257,240 @@ void router::compute_info_gain(std::string body, reply_fn reply, defer_fn defer)
     return;
   }
   auto encode = [decoded](const std::vector<item_result>& results) {
-    return encode_info_gain_response(*decoded, results);
+    http_reply r;
+    r.body = encode_info_gain_response(*decoded, results);
+    return r;
   };
   run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
 }
 
-bool router::refuse_while_draining(const std::string& route, const reply_fn& reply) {
+const backends::reward_entry* router::trainer_reward(const std::string& route,
+                                                     std::string_view target,
+                                                     const reply_fn& reply) {
+  auto name = query_parameter(target, "reward").value_or(ctx_.config->protocols.reward);
+  if (name.empty()) {
+    refuse(route, 400, "bad_request", "invalid_request",
+           "reward: name the reward in the URL (" + route
+             + "?reward=NAME) or set protocols.reward in the configuration",
+           "reward", reply);
+    return nullptr;
+  }
+  const auto* reward = ctx_.catalog->find(name);
+  if (reward == nullptr) {
+    refuse(route, 400, "bad_request", "invalid_request",
+           "reward: unknown reward '" + name + "' (GET /info lists them)", "reward", reply);
+  }
+  return reward;
+}
+
+std::string router::model_of(const std::string& source) const {
+  for (const auto& m : models_) {
+    if (std::find(m.sources.begin(), m.sources.end(), source) != m.sources.end()) {
+      return m.id;
+    }
+  }
+  return source;
+}
+
+std::optional<http_reply> router::failure_reply(const std::vector<item_result>& results,
+                                                error_style style) const {
+  const item_result* failed = first_failure(results);
+  if (failed == nullptr) {
+    return std::nullopt;
+  }
+  http_reply r;
+  r.status = status_for_failure(failed->code);
+  if (r.status == 429 || r.status == 503) {
+    r.headers.emplace_back("Retry-After", "1");
+  }
+  size_t index = static_cast<size_t>(failed - results.data());
+  std::string message = failed->error;
+  if (results.size() > 1) {
+    message = "item " + std::to_string(index) + " failed: " + message;
+  }
+  r.body = error_body(style, r.status, std::string{to_string(failed->code)}, message, "");
+  return r;
+}
+
+void router::get_reward(std::string_view target, std::string body, reply_fn reply,
+                        defer_fn defer) {
+  auto start = steady_clock::now();
+  const std::string route = "/get_reward";
+  if (refuse_while_draining(route, reply)) {
+    return;
+  }
+  const auto* reward = trainer_reward(route, target, reply);
+  if (reward == nullptr) {
+    return;
+  }
+  std::vector<score_item> items;
+  codec_error err;
+  bool ok = decode_openrlhf_request(body, *reward, codec_, items, err);
+  parse_histogram_->Observe(seconds_since(start));
+  if (!ok) {
+    refuse_decoded(route, err, reply);
+    return;
+  }
+  auto encode = [this](const std::vector<item_result>& results) {
+    if (!failure_policy_.score) {
+      if (auto failed = failure_reply(results, error_style::arbiter)) {
+        return std::move(*failed);
+      }
+    }
+    http_reply r;
+    r.body = encode_openrlhf_response(results, failure_policy_);
+    return r;
+  };
+  if (items.empty()) {
+    // OpenRLHF sends empty lists to every URL but the first.
+    respond(route, encode({}), reply);
+    return;
+  }
+  ctx_.metrics->request_items.Observe(static_cast<double>(items.size()));
+  actors::score_request req;
+  req.priority = codec_.default_priority;
+  req.deadline = start + codec_.default_deadline;
+  req.items = std::move(items);
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+}
+
+void router::remote_rm(std::string_view target, std::string body, reply_fn reply,
+                       defer_fn defer) {
+  auto start = steady_clock::now();
+  const std::string route = "/remote_rm";
+  if (refuse_while_draining(route, reply)) {
+    return;
+  }
+  const auto* reward = trainer_reward(route, target, reply);
+  if (reward == nullptr) {
+    return;
+  }
+  score_item item;
+  codec_error err;
+  bool ok = decode_slime_request(body, *reward, item, err);
+  parse_histogram_->Observe(seconds_since(start));
+  if (!ok) {
+    refuse_decoded(route, err, reply);
+    return;
+  }
+  ctx_.metrics->request_items.Observe(1.0);
+  auto encode = [this](const std::vector<item_result>& results) {
+    if (!failure_policy_.score) {
+      if (auto failed = failure_reply(results, error_style::arbiter)) {
+        return std::move(*failed);
+      }
+    }
+    http_reply r;
+    r.body = encode_slime_response(results.at(0), ctx_.config->protocols.slime_reward_key,
+                                   failure_policy_);
+    return r;
+  };
+  actors::score_request req;
+  req.priority = codec_.default_priority;
+  req.deadline = start + codec_.default_deadline;
+  req.items.push_back(std::move(item));
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+}
+
+void router::chat_completions(std::string body, reply_fn reply, defer_fn defer) {
+  auto start = steady_clock::now();
+  const std::string route = "/v1/chat/completions";
+  if (refuse_while_draining(route, reply, error_style::openai)) {
+    return;
+  }
+  auto decoded = std::make_shared<chat_request_body>();
+  codec_error err;
+  bool ok = decode_chat_request(body, passthrough_, *decoded, err);
+  parse_histogram_->Observe(seconds_since(start));
+  if (!ok) {
+    refuse_decoded(route, err, reply, error_style::openai);
+    return;
+  }
+  ctx_.metrics->request_items.Observe(1.0);
+  actors::score_request req;
+  req.priority = decoded->priority;
+  req.deadline = start + decoded->deadline;
+  req.items.push_back(decoded->item);
+  auto encode = [this, decoded](const std::vector<item_result>& results) {
+    if (auto failed = failure_reply(results, error_style::openai)) {
+      return std::move(*failed);
+    }
+    http_reply r;
+    std::string id = "chatcmpl-arbiter-" + std::to_string(started_unix_) + "-"
+                     + std::to_string(completions_.fetch_add(1) + 1);
+    if (decoded->model.empty()) {
+      decoded->model = model_of(results.at(0).source);
+    }
+    r.body = encode_chat_response(*decoded, results.at(0), id, unix_seconds());
+    return r;
+  };
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
+      error_style::openai);
+}
+
+void router::embeddings(const std::string& route, std::string body, reply_fn reply,
+                        defer_fn defer) {
+  auto start = steady_clock::now();
+  bool tei = route == "/embed";
+  auto style = tei ? error_style::tei : error_style::openai;
+  if (refuse_while_draining(route, reply, style)) {
+    return;
+  }
+  auto decoded = std::make_shared<embed_request_body>();
+  codec_error err;
+  bool ok = tei ? decode_tei_embed(body, passthrough_, *decoded, err)
+                : decode_openai_embeddings(body, passthrough_, *decoded, err);
+  parse_histogram_->Observe(seconds_since(start));
+  if (!ok) {
+    refuse_decoded(route, err, reply, style);
+    return;
+  }
+  ctx_.metrics->request_items.Observe(static_cast<double>(decoded->items.size()));
+  actors::score_request req;
+  req.priority = decoded->priority;
+  req.deadline = start + decoded->deadline;
+  req.items = std::move(decoded->items);
+  decoded->items.clear();
+  auto encode = [this, decoded, tei, style](const std::vector<item_result>& results) {
+    if (auto failed = failure_reply(results, style)) {
+      return std::move(*failed);
+    }
+    if (decoded->model.empty() && !results.empty()) {
+      decoded->model = model_of(results.front().source);
+    }
+    http_reply r;
+    r.body = tei ? encode_tei_embed(*decoded, results)
+                 : encode_openai_embeddings(*decoded, results);
+    return r;
+  };
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
+      style);
+}
+
+bool router::refuse_while_draining(const std::string& route, const reply_fn& reply,
+                                   error_style style) {
   if (!draining_) {
     return false;
   }
   http_reply r;
   r.status = 503;
   r.headers.emplace_back("Retry-After", "1");
-  r.body = encode_error("shutting_down", "the server is shutting down");
+  r.body = error_body(style, 503, "shutting_down", "the server is shutting down", "");
   ctx_.metrics->reject("draining");
   respond(route, std::move(r), reply);
   return true;
 }
 
 void router::run(const std::string& route, steady_clock::time_point start,
-                 actors::score_request req, encode_fn encode, reply_fn reply, defer_fn defer) {
+                 actors::score_request req, encode_fn encode, reply_fn reply, defer_fn defer,
+                 error_style style) {
   // The scheduler answers every admitted request by its deadline (and fails pending ones if it
   // ever fails itself), calling this on its own thread; the encoding and the write happen on
   // the connection's strand.
-  actors::reply_callback reply_to = [this, start, route, encode = std::move(encode),
+  actors::reply_callback reply_to = [this, start, route, style, encode = std::move(encode),
                                      reply = std::move(reply),
                                      defer = std::move(defer)](actors::score_reply&& answer) {
-    defer([this, start, route, encode, reply, answer = std::move(answer)] {
+    defer([this, start, route, style, encode, reply, answer = std::move(answer)] {
       if (!answer.admitted) {
         http_reply r;
         bool draining = answer.rejection == "draining";
@@ -203,14 +499,14 @@ void router::run(const std::string& route, steady_clock::time_point start,
         if (!internal) {
           r.headers.emplace_back("Retry-After", std::to_string(answer.retry_after_s));
         }
-        r.body = encode_error(draining ? "shutting_down" : internal ? "internal" : "overloaded",
-                              answer.reason);
+        r.body = error_body(style, r.status,
+                            draining ? "shutting_down" : internal ? "internal" : "overloaded",
+                            answer.reason, "");
         ctx_.metrics->reject(internal ? "scheduler_error" : answer.rejection);
         respond(route, std::move(r), reply);
         return;
       }
-      http_reply r;
-      r.body = encode(answer.results);
+      http_reply r = encode(answer.results);
       request_histogram_->Observe(seconds_since(start));
       respond(route, std::move(r), reply);
     });

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,7 +18,9 @@
 #include "config/config.hpp"
 #include "net/http_metrics.hpp"
 #include "net/info_gain_codec.hpp"
+#include "net/openai_codec.hpp"
 #include "net/score_codec.hpp"
+#include "net/trainer_codec.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 
 namespace arbiter::net {
@@ -51,10 +54,16 @@ struct router_context {
   std::function<void(std::function<void()>)> post;
 };
 
-/// Maps method and path to a handler. `POST /v1/score` and `POST /compute_info_gain` send the
-/// decoded request to the scheduler actor with a callback that `defer`s the encoding and the
-/// reply to the connection's strand; `GET /info` asks through a short-lived bridge actor. No
-/// thread waits on an actor. Every other route answers at once.
+/// How a route writes its error bodies: Arbiter's `{"error": {"code", "message", "field"}}`,
+/// OpenAI's `{"error": {"message", "type", "param", "code"}}` or TEI's `{"error",
+/// "error_type"}`.
+enum class error_style : uint8_t { arbiter, openai, tei };
+
+/// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
+/// the trainer protocols and the OpenAI/TEI pass-through routes) send the decoded request to
+/// the scheduler actor with a callback that `defer`s the encoding and the reply to the
+/// connection's strand; `GET /info` asks through a short-lived bridge actor. No thread waits
+/// on an actor. Every other route answers at once.
 class router {
 public:
   explicit router(router_context ctx);
@@ -76,16 +85,32 @@ public:
   void count_protocol_error(const std::string& reason, unsigned status);
 
 private:
-  /// Turns a request's results into the response body.
-  using encode_fn = std::function<std::string(const std::vector<item_result>&)>;
+  /// Turns a request's results into the response.
+  using encode_fn = std::function<http_reply(const std::vector<item_result>&)>;
 
   void score(std::string body, reply_fn reply, defer_fn defer);
   void compute_info_gain(std::string body, reply_fn reply, defer_fn defer);
+  void get_reward(std::string_view target, std::string body, reply_fn reply, defer_fn defer);
+  void remote_rm(std::string_view target, std::string body, reply_fn reply, defer_fn defer);
+  void chat_completions(std::string body, reply_fn reply, defer_fn defer);
+  void embeddings(const std::string& route, std::string body, reply_fn reply, defer_fn defer);
+  /// The reward a trainer route uses (`?reward=`, else `[protocols] reward`); answers 400 and
+  /// returns nullptr when there is none.
+  const backends::reward_entry* trainer_reward(const std::string& route, std::string_view target,
+                                               const reply_fn& reply);
+  /// The reply for a trainer request whose results hold a failure, under `on_failure =
+  /// "error"`; nullopt when every item has a score or failures are scored.
+  std::optional<http_reply> failure_reply(const std::vector<item_result>& results,
+                                          error_style style) const;
+  /// The model id `source` serves (its name when it is not a pass-through source).
+  std::string model_of(const std::string& source) const;
   /// Answers 503 while draining; true when it did.
-  bool refuse_while_draining(const std::string& route, const reply_fn& reply);
+  bool refuse_while_draining(const std::string& route, const reply_fn& reply,
+                             error_style style = error_style::arbiter);
   /// Submits `req` and answers with `encode` of its results (or the refusal).
   void run(const std::string& route, steady_clock::time_point start, actors::score_request req,
-           encode_fn encode, reply_fn reply, defer_fn defer);
+           encode_fn encode, reply_fn reply, defer_fn defer,
+           error_style style = error_style::arbiter);
   /// Hands a request to the scheduler, coalescing it with others arriving at the same time.
   void submit(actors::score_request req, actors::reply_callback reply_to);
   /// Sends what `submit` collected.
@@ -94,10 +119,19 @@ private:
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
   void refuse(const std::string& route, unsigned status, const std::string& reason,
               const std::string& code, const std::string& message, const std::string& field,
-              const reply_fn& reply);
+              const reply_fn& reply, error_style style = error_style::arbiter);
+  /// Refuses a body a decoder rejected (400/404/413).
+  void refuse_decoded(const std::string& route, const codec_error& err, const reply_fn& reply,
+                      error_style style = error_style::arbiter);
 
   router_context ctx_;
   codec_context codec_;
+  std::vector<model_entry> models_;
+  passthrough_context passthrough_;
+  failure_policy failure_policy_;
+  /// Unix seconds at start-up (`created` of /v1/models) and a counter for completion ids.
+  int64_t started_unix_ = 0;
+  std::atomic<uint64_t> completions_{0};
   std::atomic<bool> draining_{false};
   std::mutex pending_mutex_;
   std::vector<actors::score_submission> pending_;

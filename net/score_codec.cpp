@@ -147,22 +147,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       return false;
     }
   }
-  item.reward = reward->name;
-  item.kind = reward->kind;
-  item.capability = reward->capability;
-  item.options = reward->options;
-  item.fallback = reward->fallback;
-  item.route_suffix = reward->route_suffix;
-  if (!backends::option_keys(item.kind).empty()) {
-    auto options = backends::merged_options(item);
-    if (auto problem = backends::check_options(item.kind, options)) {
-      // Configured options were checked at start-up, so a bad value came with the item.
-      err = {400, prefix + ".extra_info." + problem->key,
-             prefix + ".extra_info." + problem->key + ": " + problem->reason};
-      return false;
-    }
-  }
-  return true;
+  return bind_reward(item, *reward, prefix, err);
 }
 
 bool read_items(ondemand::value value, const codec_context& ctx, score_request_body& out,
@@ -237,6 +222,26 @@ bool read_deadline(ondemand::value value, const codec_context& ctx, score_reques
 }
 
 } // namespace
+
+bool bind_reward(score_item& item, const backends::reward_entry& reward,
+                 const std::string& prefix, codec_error& err) {
+  item.reward = reward.name;
+  item.kind = reward.kind;
+  item.capability = reward.capability;
+  item.options = reward.options;
+  item.fallback = reward.fallback;
+  item.route_suffix = reward.route_suffix;
+  if (!backends::option_keys(item.kind).empty()) {
+    auto options = backends::merged_options(item);
+    if (auto problem = backends::check_options(item.kind, options)) {
+      // Configured options were checked at start-up, so a bad value came with the item.
+      err = {400, prefix + ".extra_info." + problem->key,
+             prefix + ".extra_info." + problem->key + ": " + problem->reason};
+      return false;
+    }
+  }
+  return true;
+}
 
 bool decode_score_request(std::string_view body, const codec_context& ctx,
                           score_request_body& out, codec_error& err) {

@@ -37,6 +37,12 @@ struct codec_error {
   std::string message;
 };
 
+/// Makes `item` one for `reward` (kind, capability, options, fallback, routing) and checks the
+/// options its `extra_info` overrides; a bad one fails with 400 naming
+/// `PREFIX.extra_info.KEY`.
+bool bind_reward(score_item& item, const backends::reward_entry& reward,
+                 const std::string& prefix, codec_error& err);
+
 /// Decodes and validates a `/v1/score` body. Returns false and fills `err` on the first
 /// problem; nothing of a refused body reaches the scheduler.
 bool decode_score_request(std::string_view body, const codec_context& ctx,

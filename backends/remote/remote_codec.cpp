@@ -205,7 +205,29 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
   uint32_t max_tokens = c.max_tokens.value_or(opts.max_tokens);
   prepared_call call;
   call.estimated_tokens = estimate_prompt_tokens(c.prompt) + uint64_t{max_tokens} * c.n;
-  if (opts.use_completions) {
+  if (!c.messages.empty()) {
+    // A whole conversation (the /v1/chat/completions route): sent as it came.
+    auto messages = json::parse(c.messages, nullptr, /*allow_exceptions=*/false);
+    if (!messages.is_array()) {
+      throw std::invalid_argument{"a chat call's messages are not a JSON list"};
+    }
+    if (opts.use_completions) {
+      throw std::invalid_argument{
+        "this source sends chat as /v1/completions (use_completions), which cannot carry a "
+        "conversation"};
+    }
+    call.path = "/v1/chat/completions";
+    call.estimated_tokens = uint64_t{max_tokens} * c.n;
+    for (const auto& m : messages) {
+      call.estimated_tokens += chat_message_overhead_tokens;
+      if (auto content = m.find("content"); content != m.end() && content->is_string()) {
+        call.estimated_tokens += estimate_prompt_tokens(content->get_ref<const std::string&>());
+      } else if (content != m.end()) {
+        call.estimated_tokens += estimate_prompt_tokens(dump(*content));
+      }
+    }
+    body["messages"] = std::move(messages);
+  } else if (opts.use_completions) {
     call.path = "/v1/completions";
     body["prompt"] = c.prompt;
   } else {
@@ -285,8 +307,13 @@ struct embedding_plan {
 };
 
 embedding_plan plan_embedding(const endpoint_options& opts, const score_item& item) {
-  auto merged = merged_options(item);
   embedding_plan plan;
+  if (item.call) {
+    // A pass-through call: its text as it is, no references, no options.
+    plan.candidate = item.call->prompt;
+    return plan;
+  }
+  auto merged = merged_options(item);
   plan.options = parse_embedding_options(merged);
   plan.references = rewards::filter_references(item.ground_truth, merged);
   std::optional<std::string_view> instruction;
@@ -431,6 +458,30 @@ std::vector<const json*> ordered_choices(const json& doc, const std::string& wha
   return out;
 }
 
+/// A choice's "finish_reason" when it is a string, else empty.
+std::string finish_reason_of(const json& choice) {
+  auto finish = choice.find("finish_reason");
+  return finish != choice.end() && finish->is_string() ? finish->get<std::string>()
+                                                        : std::string{};
+}
+
+/// The reply's "usage" token counts into `out`, when it has them.
+void read_usage(const json& doc, model_output& out) {
+  auto usage = doc.find("usage");
+  if (usage == doc.end() || !usage->is_object()) {
+    return;
+  }
+  auto count = [&](const char* key) -> uint32_t {
+    auto found = usage->find(key);
+    if (found == usage->end() || !found->is_number_unsigned()) {
+      return 0;
+    }
+    return static_cast<uint32_t>(std::min<uint64_t>(found->get<uint64_t>(), std::numeric_limits<uint32_t>::max()));
+  };
+  out.prompt_tokens = count("prompt_tokens");
+  out.completion_tokens = count("completion_tokens");
+}
+
 item_outcome parse_chat(const json& doc, const endpoint_options& opts, const score_item& item,
                         std::string_view body) {
   auto choices = ordered_choices(doc, "chat", call_of(item).n, choice_count::at_least_n, body);
@@ -473,8 +524,10 @@ item_outcome parse_chat(const json& doc, const endpoint_options& opts, const sco
     }
     generated_text text;
     text.text = content->get<std::string>();
+    text.finish_reason = finish_reason_of(choice);
     output->texts.push_back(std::move(text));
   }
+  read_usage(doc, *output);
   item_outcome out;
   out.output = std::move(output);
   return out;
@@ -525,6 +578,7 @@ item_outcome parse_generate(const json& doc, const score_item& item, std::string
     out.text = std::string{rewards::python_strip(text->get_ref<const std::string&>())};
     out.mean_logprob = sum / tokens;
     out.tokens = tokens;
+    out.finish_reason = finish_reason_of(choice);
     output->texts.push_back(std::move(out));
   }
   item_outcome out;
@@ -691,6 +745,14 @@ item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
                              const input_span& span,
                              const std::vector<std::vector<double>>& vectors,
                              std::string_view body) {
+  if (item.call) {
+    auto output = std::make_shared<model_output>();
+    const auto& vector = vectors[span.first];
+    output->embedding.assign(vector.begin(), vector.end());
+    item_outcome out;
+    out.output = std::move(output);
+    return out;
+  }
   if (span.references == 0) {
     return failure("embedding needs at least one reference in ground_truth");
   }

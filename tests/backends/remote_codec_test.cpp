@@ -1168,3 +1168,65 @@ TEST(RemoteCodec, ExtractJudgeScoreReadsRealisticJudgeReplies) {
   EXPECT_EQ(extract_judge_score("REWARD:"), std::nullopt);
   EXPECT_EQ(extract_judge_score("I would give it a reward of 0.9."), std::nullopt);
 }
+
+// ---- pass-through calls (the /v1/chat/completions and /v1/embeddings routes) -------------
+
+TEST(RemoteCodecPassThrough, AConversationIsSentAsItCameAndFinishReasonAndUsageComeBack) {
+  model_call c;
+  c.messages = R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])";
+  c.n = 2;
+  auto item = call_item("chat", c);
+  endpoint_options opts;
+  opts.model = "judge";
+  auto call = prepare_call(api_kind::openai, opts, {item});
+  EXPECT_EQ(call.path, "/v1/chat/completions");
+  auto body = json::parse(call.body);
+  EXPECT_EQ(body["messages"], json::parse(c.messages));
+  EXPECT_EQ(body["n"], 2);
+  EXPECT_GT(call.estimated_tokens, 2u * opts.max_tokens);
+  auto outcomes = parse_reply(api_kind::openai, opts, call, {item}, R"({"choices":[
+      {"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"},
+      {"index":1,"message":{"role":"assistant","content":"b"},"finish_reason":"length"}],
+      "usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19}})");
+  ASSERT_EQ(outcomes.size(), 1u);
+  ASSERT_TRUE(outcomes[0].output);
+  const auto& out = *outcomes[0].output;
+  ASSERT_EQ(out.texts.size(), 2u);
+  EXPECT_EQ(out.texts[1].text, "b");
+  EXPECT_EQ(out.texts[0].finish_reason, "stop");
+  EXPECT_EQ(out.texts[1].finish_reason, "length");
+  EXPECT_EQ(out.prompt_tokens, 12u);
+  EXPECT_EQ(out.completion_tokens, 7u);
+}
+
+TEST(RemoteCodecPassThrough, AConversationCannotGoToACompletionsOnlySource) {
+  model_call c;
+  c.messages = R"([{"role":"user","content":"hi"}])";
+  endpoint_options opts;
+  opts.use_completions = true;
+  EXPECT_THROW(prepare_call(api_kind::openai, opts, {call_item("chat", c)}),
+               std::invalid_argument);
+}
+
+TEST(RemoteCodecPassThrough, EmbeddingCallsShareABatchWithEmbeddingRewardsAndGetVectors) {
+  model_call c;
+  c.prompt = "raw text";
+  auto raw = call_item("embedding", c);
+  auto reward = make_item("embedding", "cand", {"ref"});
+  endpoint_options opts;
+  for (auto api : {api_kind::openai, api_kind::tei}) {
+    auto call = prepare_call(api, opts, {raw, reward});
+    auto inputs = json::parse(call.body)[api == api_kind::openai ? "input" : "inputs"];
+    EXPECT_EQ(inputs, json::parse(R"(["raw text","cand","ref"])"));
+    std::string reply = api == api_kind::tei
+                          ? R"([[3,4],[1,0],[1,0]])"
+                          : R"({"data":[{"index":0,"embedding":[3,4]},{"index":1,"embedding":[1,0]},
+                                        {"index":2,"embedding":[1,0]}]})";
+    auto outcomes = parse_reply(api, opts, call, {raw, reward}, reply);
+    ASSERT_EQ(outcomes.size(), 2u);
+    ASSERT_TRUE(outcomes[0].output);
+    EXPECT_EQ(outcomes[0].output->embedding, (std::vector<float>{3.0f, 4.0f}));
+    EXPECT_FALSE(outcomes[1].output);
+    EXPECT_DOUBLE_EQ(outcomes[1].score, 1.0);
+  }
+}

@@ -520,7 +520,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_MAX_INFLIGHT_BATCHES_PER_SOURCE"),
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
-  EXPECT_EQ(vars.size(), 36u);
+  EXPECT_EQ(vars.size(), 40u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();
@@ -530,10 +530,33 @@ TEST(Environment, VariableListCoversEveryScalarField) {
       EXPECT_EQ(cfg.scheduler.default_priority, "?");
     } else if (field == "scheduler.policy") {
       EXPECT_EQ(cfg.scheduler.policy, "?"); // validate() reports it
+    } else if (field == "protocols.reward") {
+      EXPECT_EQ(cfg.protocols.reward, "?"); // validate() reports it
+    } else if (field == "protocols.on_failure") {
+      EXPECT_EQ(cfg.protocols.on_failure, "?"); // validate() reports it
+    } else if (field == "protocols.slime_reward_key") {
+      EXPECT_EQ(cfg.protocols.slime_reward_key, "?");
     } else {
       EXPECT_EQ(fields_of(problems), std::vector<std::string>{name}) << describe(problems);
     }
   }
+}
+
+TEST(Validate, ProtocolsNameAKnownRewardAndAFailurePolicy) {
+  std::vector<config_problem> problems;
+  auto cfg = load_string("[protocols]\nreward = \"judge\"\non_failure = \"score\"\n"
+                         "failure_score = -1.5\nslime_reward_key = \"score\"\n",
+                         "protocols.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_EQ(cfg.protocols.reward, "judge");
+  EXPECT_EQ(cfg.protocols.on_failure, "score");
+  EXPECT_EQ(cfg.protocols.failure_score, -1.5);
+  EXPECT_EQ(cfg.protocols.slime_reward_key, "score");
+  load_string("[protocols]\nreward = \"nope\"\non_failure = \"zero\"\n", "bad.toml",
+              problems);
+  EXPECT_EQ(fields_of(problems),
+            (std::vector<std::string>{"protocols.on_failure", "protocols.reward"}))
+    << describe(problems);
 }
 
 TEST(Describe, OneLinePerProblem) {

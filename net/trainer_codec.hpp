@@ -1,0 +1,68 @@
+#pragma once
+
+// The trainers' own reward-server protocols (see docs/integrations/): OpenRLHF's
+// `POST /get_reward` and slime's `remote_rm`. Both carry no options, so the reward comes from
+// the URL (`?reward=NAME`) or `[protocols] reward`, and failures follow `[protocols]
+// on_failure`.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/reward_catalog.hpp"
+#include "common/errc.hpp"
+#include "common/score_types.hpp"
+#include "net/score_codec.hpp"
+
+namespace arbiter::net {
+
+/// How a trainer route answers an item that failed.
+struct failure_policy {
+  /// When set, a failed item scores this (flagged where the protocol has room); when not, the
+  /// request is answered with an error status so the trainer retries.
+  std::optional<double> score;
+};
+
+/// The value of query parameter `name` in `target` ("/path?a=1&b=2"), percent-decoded, or
+/// nullopt when absent.
+std::optional<std::string> query_parameter(std::string_view target, std::string_view name);
+
+/// The response text of an OpenRLHF query: `query` without its `prompt` prefix (or after the
+/// prompt's first occurrence, when the prompt was truncated on the left of the query), with
+/// trailing end-of-sequence markers (`<|im_end|>`, `<|endoftext|>`, `</s>`, `<|eot_id|>`,
+/// `<|end▁of▁sentence|>` in its full-width form) and the whitespace around them removed.
+std::string response_of(std::string_view query, std::string_view prompt);
+
+/// Decodes `{"query": [...], "prompts": [...], "labels": [...]}` (`labels` optional; empty
+/// lists allowed) into items for `reward`: `solution_str` is `response_of(query, prompt)`,
+/// `ground_truth` the label, and `extra_info` carries the prompt as `prompt` and `question`.
+bool decode_openrlhf_request(std::string_view body, const backends::reward_entry& reward,
+                             const codec_context& ctx, std::vector<score_item>& out,
+                             codec_error& err);
+
+/// `{"rewards": [...], "scores": [...], "extra_logs": {"arbiter_failed": [...],
+/// "arbiter_fallback": [...], "arbiter_cached": [...]}}`, failed items scored by `policy`
+/// (which must have a score when any failed).
+std::string encode_openrlhf_response(const std::vector<item_result>& results,
+                                     const failure_policy& policy);
+
+/// Decodes `{"prompt": string | [messages], "response": string, "label": string | number |
+/// [strings] | null}` into one item for `reward`; the question (the prompt, or its last user
+/// message) goes into `extra_info` as `prompt` and `question`.
+bool decode_slime_request(std::string_view body, const backends::reward_entry& reward,
+                          score_item& out, codec_error& err);
+
+/// A bare number when `key` is empty, else `{KEY: score, "status", "source", "error"}` (the
+/// same keys for every answer). A failed item is scored by `policy`.
+std::string encode_slime_response(const item_result& result, const std::string& key,
+                                  const failure_policy& policy);
+
+/// The HTTP status that answers a request whose item failed with `code`: 429 overloaded,
+/// 503 no source / shutting down, 504 deadline, 400 invalid, 500 internal, 502 otherwise.
+unsigned status_for_failure(errc code) noexcept;
+
+/// The first failed result, or nullptr.
+const item_result* first_failure(const std::vector<item_result>& results) noexcept;
+
+} // namespace arbiter::net

@@ -1,0 +1,314 @@
+"""Trainer drop-ins through the real server: OpenRLHF /get_reward, slime /remote_rm, the
+OpenAI-compatible /v1/chat/completions, /v1/embeddings, /v1/models (driven by the official
+`openai` SDK) and TEI's /embed, backed by fake-provider processes on loopback."""
+import base64
+import difflib
+import json
+import math
+import struct
+import threading
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import arbiter_testing
+import openai
+import pytest
+
+PROMPT = "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def lexical(a, b):
+    return difflib.SequenceMatcher(None, a.lower(), b.lower()).ratio()
+
+
+def source_toml(name, p, caps=("chat",), **extra):
+    return arbiter_testing.source_toml(name, p.url, caps=caps, **extra)
+
+
+def post(server, path, body):
+    return server.request("POST", path, body)
+
+
+def provider_vector(p, text):
+    req = urllib.request.Request(p.url + "/v1/embeddings", json.dumps({"input": [text]}).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        v = json.loads(r.read())["data"][0]["embedding"]
+    n = math.sqrt(sum(x * x for x in v))
+    return [x / n for x in v]
+
+
+# ---- OpenRLHF ------------------------------------------------------------------------------
+
+def test_get_reward_scores_the_response_part_of_each_query_in_order(make_server):
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    responses = ["The answer is \\boxed{4}.", "It is five.", "四"]
+    labels = ["The answer is 4", "4", "四"]
+    body = {"query": [PROMPT + r + "<|im_end|>" for r in responses],
+            "prompts": [PROMPT] * 3, "labels": labels}
+    status, _, reply = post(server, "/get_reward", body)
+    assert status == 200, reply
+    want = [lexical(r, l) for r, l in zip(responses, labels)]
+    assert reply["rewards"] == pytest.approx(want, abs=1e-12)
+    assert reply["scores"] == reply["rewards"]
+    assert reply["extra_logs"] == {"arbiter_failed": [0.0] * 3, "arbiter_fallback": [0.0] * 3,
+                                   "arbiter_cached": [0.0] * 3}
+
+
+def test_get_reward_answers_empty_lists_with_empty_lists(make_server):
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    status, _, reply = post(server, "/get_reward", {"query": [], "prompts": [], "labels": []})
+    assert status == 200
+    assert reply["rewards"] == [] and reply["scores"] == []
+    assert all(v == [] for v in reply["extra_logs"].values())
+
+
+def test_get_reward_takes_the_reward_from_the_url(make_server):
+    server = make_server()  # no [protocols] reward
+    body = {"query": [PROMPT + "4"], "prompts": [PROMPT], "labels": ["4"]}
+    status, _, reply = post(server, "/get_reward", body)
+    assert status == 400 and reply["error"]["field"] == "reward"
+    status, _, reply = post(server, "/get_reward?reward=nope", body)
+    assert status == 400 and "unknown reward 'nope'" in reply["error"]["message"]
+    status, _, reply = post(server, "/get_reward?reward=exact_match", body)
+    assert status == 200 and reply["rewards"] == [1.0]
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"prompts": [], "labels": []}, "query"),
+    ({"query": "x"}, "query"),
+    ({"query": ["a", 3]}, "query[1]"),
+    ({"query": ["a", "b"], "prompts": ["a"]}, "prompts"),
+    ({"query": ["a"], "labels": ["x", "y"]}, "labels"),
+    ([1, 2], "body"),
+])
+def test_get_reward_refuses_bad_bodies_naming_the_field(make_server, body, field):
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    status, _, reply = post(server, "/get_reward", body)
+    assert status == 400, reply
+    assert reply["error"]["field"] == field
+    assert reply["error"]["message"].startswith(field)
+
+
+def test_get_reward_failure_policies(make_server, provider):
+    down = provider("--outage", "0:100000")
+    judge = ('[rewards.strict]\nkind = "judge"\nfallback = "none"\n'
+             + source_toml("down", down) + "[routing]\nmax_attempts = 1\n")
+    body = {"query": [PROMPT + "4"], "prompts": [PROMPT], "labels": ["4"]}
+    # Default: the request fails with the reason, so OpenRLHF retries and never sees a 0.
+    server = make_server(judge + '[protocols]\nreward = "strict"\n')
+    status, _, reply = post(server, "/get_reward", body)
+    assert status in (502, 503), reply
+    assert reply["error"]["code"] in ("upstream_failed", "no_eligible_source")
+    # on_failure = "score": the configured value, flagged in extra_logs.
+    server = make_server(judge + '[protocols]\nreward = "strict"\non_failure = "score"\n'
+                         'failure_score = -1.0\n')
+    body2 = {"query": [PROMPT + "4", PROMPT + "4"], "prompts": [PROMPT] * 2, "labels": ["4"] * 2}
+    status, _, reply = post(server, "/get_reward", body2)
+    assert status == 200, reply
+    assert reply["rewards"] == [-1.0, -1.0]
+    assert reply["extra_logs"]["arbiter_failed"] == [1.0, 1.0]
+
+
+# ---- slime ---------------------------------------------------------------------------------
+
+def test_remote_rm_answers_a_bare_number(make_server):
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    status, _, reply = post(server, "/remote_rm",
+                            {"prompt": PROMPT, "response": "The answer is 4", "label": "4"})
+    assert status == 200
+    assert reply == pytest.approx(lexical("The answer is 4", "4"), abs=1e-12)
+    # A list of messages and a numeric label.
+    status, _, reply = post(server, "/remote_rm?reward=exact_match",
+                            {"prompt": [{"role": "user", "content": "2+2?"}],
+                             "response": "4", "label": 4})
+    assert status == 200 and reply == 1.0
+
+
+def test_remote_rm_object_form_has_the_same_keys_for_every_answer(make_server):
+    server = make_server('[protocols]\nreward = "exact_match"\nslime_reward_key = "score"\n'
+                         'on_failure = "score"\nfailure_score = 0.0\n')
+    _, _, ok = post(server, "/remote_rm", {"prompt": "q", "response": "4", "label": "4"})
+    _, _, failed = post(server, "/remote_rm", {"prompt": "q", "response": "4", "label": None})
+    assert ok == {"score": 1.0, "status": "ok", "source": "cpu", "error": ""}
+    assert set(failed) == set(ok)
+    assert failed["status"] == "failed" and failed["score"] == 0.0
+    assert "ground_truth is empty" in failed["error"]
+
+
+def test_remote_rm_refuses_bad_bodies_naming_the_field(make_server):
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    for body, field in [({"prompt": "q"}, "response"),
+                        ({"response": 4}, "response"),
+                        ({"response": "a", "label": {"x": 1}}, "label"),
+                        ({"response": "a", "prompt": [{"content": "no role"}]}, "prompt[0]")]:
+        status, _, reply = post(server, "/remote_rm", body)
+        assert status == 400, (body, reply)
+        assert reply["error"]["field"] == field
+
+
+def test_a_burst_of_single_sample_requests_is_batched_and_all_answered(make_server, provider):
+    p = provider("--latency-median-ms", "50")
+    server = make_server('[protocols]\nreward = "embedding"\n'
+                         + source_toml("emb", p, caps=("embed",)))
+    n = 64
+
+    def one(i):
+        return post(server, "/remote_rm",
+                    {"prompt": "q", "response": f"answer number {i}", "label": f"answer {i}"})
+
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        answers = list(pool.map(one, range(n)))
+    assert all(status == 200 and isinstance(v, float) and 0.0 <= v <= 1.0
+               for status, _, v in answers), answers[:3]
+    calls = p.stats()["requests"]["/v1/embeddings"]["200"]
+    assert calls < n / 2, f"{calls} provider calls for {n} single-sample requests"
+
+
+def test_overload_is_queued_within_the_deadline_or_refused_with_retry_after(make_server,
+                                                                           provider):
+    p = provider("--latency-median-ms", "300")
+    judge = source_toml("slow", p, max_concurrency=1)
+    # Queued: more requests than the source takes at once all get their score.
+    server = make_server('[protocols]\nreward = "judge"\n' + judge)
+    body = {"prompt": "q", "response": "a b", "label": "a b"}
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        answers = list(pool.map(
+            lambda i: post(server, "/remote_rm", {**body, "response": f"a b {i}"}), range(6)))
+    assert [s for s, _, _ in answers] == [200] * 6
+    # Refused: a class that holds one queued item sends 429 with Retry-After.
+    server = make_server('[protocols]\nreward = "judge"\n' + judge
+                         + '[[scheduler.priorities]]\nname = "normal"\ncapacity = 1\n'
+                         + '[routing]\ncache_capacity = 0\ncoalesce = false\n')
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        answers = list(pool.map(
+            lambda i: post(server, "/remote_rm", {**body, "response": f"a b {i}"}), range(12)))
+    refused = [(h, r) for s, h, r in answers if s == 429]
+    assert refused, [s for s, _, _ in answers]
+    assert all(int(h["retry-after"]) >= 1 and r["error"]["code"] == "overloaded"
+               for h, r in refused)
+    assert all(s in (200, 429) for s, _, _ in answers)
+
+
+# ---- OpenAI-compatible routes, through the official SDK ------------------------------------
+
+def sdk(server):
+    return openai.OpenAI(base_url=f"http://{server.host}:{server.port}/v1", api_key="unused",
+                         max_retries=0, timeout=30)
+
+
+def test_openai_sdk_chat_completions_models_and_embeddings(make_server, provider):
+    a = provider("--model", "judge-8b")
+    b = provider("--model", "embedder")
+    server = make_server(source_toml("a", a, model="judge-8b")
+                         + source_toml("b", b, caps=("embed",), model="embedder"))
+    client = sdk(server)
+    ids = sorted(m.id for m in client.models.list())
+    assert ids == ["embedder", "judge-8b"]
+
+    reply = client.chat.completions.create(
+        model="judge-8b", n=2, temperature=0.0,
+        messages=[{"role": "system", "content": "Grade it."},
+                  {"role": "user", "content": "Reference: a b c\nCandidate: a b"}])
+    assert reply.object == "chat.completion" and reply.model == "judge-8b"
+    assert [c.index for c in reply.choices] == [0, 1]
+    assert reply.choices[0].message.role == "assistant"
+    assert reply.choices[0].message.content.startswith("REWARD:")
+    assert float(reply.choices[0].message.content.split(":")[1]) == pytest.approx(2 / 3, abs=1e-3)
+    assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
+    assert a.stats()["requests"]["/v1/chat/completions"]["200"] == 1
+
+    # The SDK asks for base64 by default; the vectors are the provider's, normalized.
+    emb = client.embeddings.create(model="embedder", input=["hello world", "goodbye"])
+    assert [d.index for d in emb.data] == [0, 1] and emb.model == "embedder"
+    for d, text in zip(emb.data, ["hello world", "goodbye"]):
+        assert d.embedding == pytest.approx(provider_vector(b, text), abs=1e-6)
+    floats = client.embeddings.create(model="embedder", input="hello world",
+                                      encoding_format="float")
+    assert floats.data[0].embedding == pytest.approx(emb.data[0].embedding, abs=1e-7)
+
+
+def test_openai_sdk_sees_errors_it_understands(make_server, provider):
+    a = provider("--model", "judge-8b")
+    server = make_server(source_toml("a", a, model="judge-8b"))
+    client = sdk(server)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.chat.completions.create(model="gpt-x", messages=[{"role": "user", "content": "x"}])
+    assert e.value.body["param"] == "model" and e.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="judge-8b", stream=True,
+                                       messages=[{"role": "user", "content": "x"}])
+    assert e.value.body["param"] == "stream"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="judge-8b", messages=[{"content": "x"}])
+    assert e.value.body["param"] == "messages[0].role"
+    # No embedding source at all: 404 for a named model, 503 for any.
+    with pytest.raises(openai.NotFoundError):
+        client.embeddings.create(model="judge-8b", input="x")
+    with pytest.raises(openai.APIStatusError) as e:
+        client.embeddings.create(model="", input="x")
+    assert e.value.status_code == 503 and e.value.body["code"] == "no_eligible_source"
+
+
+def test_chat_spreads_over_sources_serving_the_same_model_and_survives_one_dying(make_server,
+                                                                                 provider):
+    a = provider("--model", "judge-8b", "--latency-median-ms", "20")
+    b = provider("--model", "judge-8b", "--latency-median-ms", "20")
+    server = make_server(source_toml("a", a, model="judge-8b")
+                         + source_toml("b", b, model="judge-8b"))
+    client = sdk(server)
+
+    def ask(i):
+        return client.chat.completions.create(
+            model="judge-8b", messages=[{"role": "user", "content": f"Reference: x\nCandidate: {i}"}])
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        replies = list(pool.map(ask, range(40)))
+    assert all(r.choices[0].message.content.startswith("REWARD:") for r in replies)
+    served = {p: p.stats()["requests"].get("/v1/chat/completions", {}).get("200", 0)
+              for p in (a, b)}
+    assert all(v > 0 for v in served.values()), served
+    a.kill()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        replies = list(pool.map(ask, range(40, 60)))
+    assert len(replies) == 20
+
+
+def test_chat_with_every_source_down_is_an_explicit_error(make_server, provider):
+    down = provider("--model", "judge-8b", "--outage", "0:100000")
+    server = make_server(source_toml("down", down, model="judge-8b")
+                         + "[routing]\nmax_attempts = 2\n")
+    with pytest.raises(openai.APIStatusError) as e:
+        sdk(server).chat.completions.create(model="judge-8b",
+                                            messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code in (502, 503)
+    assert e.value.body["code"] in ("upstream_failed", "no_eligible_source")
+
+
+# ---- TEI -----------------------------------------------------------------------------------
+
+def test_tei_embed_shapes(make_server, provider):
+    b = provider()
+    server = make_server(source_toml("b", b, caps=("embed",)))
+    status, _, reply = post(server, "/embed", {"inputs": "hello world"})
+    assert status == 200 and len(reply) == 1
+    assert reply[0] == pytest.approx(provider_vector(b, "hello world"), abs=1e-6)
+    status, _, reply = post(server, "/embed", {"inputs": ["a b", "c d"], "dimensions": 40})
+    assert status == 200 and [len(v) for v in reply] == [40, 40]
+    for v in reply:
+        assert sum(x * x for x in v) == pytest.approx(1.0, abs=1e-5) or not any(v)
+    status, _, reply = post(server, "/embed", {"inputs": [[1, 2]]})
+    assert status == 400 and reply["error_type"] == "validation"
+    assert reply["error"].startswith("inputs[0]")
+
+
+def test_base64_vectors_are_little_endian_float32(make_server, provider):
+    b = provider()
+    server = make_server(source_toml("b", b, caps=("embed",)))
+    status, _, reply = post(server, "/v1/embeddings",
+                            {"input": "hello", "encoding_format": "base64"})
+    assert status == 200
+    raw = base64.b64decode(reply["data"][0]["embedding"])
+    values = struct.unpack(f"<{len(raw) // 4}f", raw)
+    assert list(values) == pytest.approx(provider_vector(b, "hello"), abs=1e-6)
+

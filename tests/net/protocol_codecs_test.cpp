@@ -1,0 +1,371 @@
+// The trainer protocols (OpenRLHF, slime) and the OpenAI/TEI pass-through codecs, without a
+// server: decoding, the fields named in refusals, and the exact shapes written back.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "net/openai_codec.hpp"
+#include "net/trainer_codec.hpp"
+
+using namespace arbiter;
+using namespace arbiter::net;
+using json = nlohmann::json;
+
+namespace {
+
+item_result ok_result(double score) {
+  item_result r;
+  r.status = item_status::ok;
+  r.score = score;
+  r.source = "cpu";
+  return r;
+}
+
+item_result failed_result(errc code, std::string why) {
+  item_result r;
+  r.status = item_status::failed;
+  r.code = code;
+  r.error = std::move(why);
+  return r;
+}
+
+class TrainerCodec : public ::testing::Test {
+protected:
+  TrainerCodec() : catalog_(config::embedded_default()) {
+    ctx_.catalog = &catalog_;
+    ctx_.max_batch_items = 3;
+  }
+
+  const backends::reward_entry& reward(const std::string& name) {
+    return *catalog_.find(name);
+  }
+
+  backends::reward_catalog catalog_;
+  codec_context ctx_;
+};
+
+} // namespace
+
+TEST(ResponseOf, StripsThePromptAndTrailingEndMarkers) {
+  const std::string prompt = "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(response_of(prompt + "The answer is 4.<|im_end|>", prompt), "The answer is 4.");
+  EXPECT_EQ(response_of(prompt + "x<|im_end|>\n<|endoftext|>", prompt), "x");
+  EXPECT_EQ(response_of("[INST] q [/INST] y </s>", "[INST] q [/INST]"), "y");
+  EXPECT_EQ(response_of("abc", ""), "abc");
+  // A prompt truncated on the left is no prefix; the text after it is still the response.
+  EXPECT_EQ(response_of("ystem\nq\nassistant\nA", "q\nassistant\n"), "A");
+  // Not found at all: the whole query is the response.
+  EXPECT_EQ(response_of("free text", "other"), "free text");
+  // DeepSeek's full-width marker.
+  EXPECT_EQ(response_of("p ok<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+                        "p"),
+            "ok");
+  // A marker inside the text stays.
+  EXPECT_EQ(response_of("p a </s> b", "p"), "a </s> b");
+}
+
+TEST(QueryParameter, FindsAndDecodesOneParameter) {
+  EXPECT_EQ(query_parameter("/get_reward?reward=judge", "reward"), "judge");
+  EXPECT_EQ(query_parameter("/x?a=1&reward=my%2Djudge&b=2", "reward"), "my-judge");
+  EXPECT_EQ(query_parameter("/x?rewards=1", "reward"), std::nullopt);
+  EXPECT_EQ(query_parameter("/x", "reward"), std::nullopt);
+  EXPECT_EQ(query_parameter("/x?reward=", "reward"), "");
+  EXPECT_EQ(query_parameter("/x?reward=%zz", "reward"), "%zz");
+}
+
+TEST_F(TrainerCodec, OpenRlhfItemsCarryResponseLabelAndPrompt) {
+  std::vector<score_item> items;
+  codec_error err;
+  ASSERT_TRUE(decode_openrlhf_request(
+    R"({"query":["P: q A: 4<|im_end|>","P: r A: 5"],"prompts":["P: q A:","P: r A:"],"labels":["4","6"]})",
+    reward("lexical"), ctx_, items, err))
+    << err.message;
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].solution_str, "4");
+  EXPECT_EQ(items[1].ground_truth, std::vector<std::string>{"6"});
+  EXPECT_EQ(items[0].kind, "lexical");
+  EXPECT_EQ(items[0].capability, "cpu");
+  EXPECT_EQ(json::parse(items[0].extra_info),
+            json::parse(R"({"prompt":"P: q A:","question":"P: q A:"})"));
+  // labels and prompts may be left out.
+  ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"]})", reward("lexical"), ctx_, items, err));
+  EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
+}
+
+TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
+  struct bad {
+    const char* body;
+    const char* field;
+    unsigned status;
+  };
+  for (const auto& b : std::vector<bad>{{R"({})", "query", 400},
+                                        {R"({"query":[1]})", "query[0]", 400},
+                                        {R"({"query":["a"],"prompts":"a"})", "prompts", 400},
+                                        {R"({"query":["a"],"labels":["a","b"]})", "labels", 400},
+                                        {R"({"query":["a","b","c","d"]})", "query", 413},
+                                        {"nope", "body", 400}}) {
+    std::vector<score_item> items;
+    codec_error err;
+    EXPECT_FALSE(decode_openrlhf_request(b.body, reward("lexical"), ctx_, items, err)) << b.body;
+    EXPECT_EQ(err.field, b.field) << b.body;
+    EXPECT_EQ(err.status, b.status) << b.body;
+    EXPECT_EQ(err.message.rfind(b.field, 0), 0u) << err.message;
+  }
+}
+
+TEST(OpenRlhfResponse, ScoresFlagsAndTheFailurePolicy) {
+  failure_policy policy;
+  policy.score = -1.0;
+  auto fallback = ok_result(0.25);
+  fallback.status = item_status::fallback;
+  auto cached = ok_result(1.0);
+  cached.cached = true;
+  auto body = encode_openrlhf_response(
+    {ok_result(0.5), failed_result(errc::upstream_failed, "down"), fallback, cached}, policy);
+  EXPECT_EQ(json::parse(body), json::parse(R"({"rewards":[0.5,-1.0,0.25,1.0],
+      "scores":[0.5,-1.0,0.25,1.0],
+      "extra_logs":{"arbiter_failed":[0,1,0,0],"arbiter_fallback":[0,0,1,0],
+                    "arbiter_cached":[0,0,0,1]}})"));
+  EXPECT_EQ(json::parse(encode_openrlhf_response({}, policy)),
+            json::parse(R"({"rewards":[],"scores":[],"extra_logs":{"arbiter_failed":[],
+                "arbiter_fallback":[],"arbiter_cached":[]}})"));
+}
+
+TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
+  score_item item;
+  codec_error err;
+  ASSERT_TRUE(decode_slime_request(
+    R"({"prompt":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"q?"}]}],
+        "response":"4","label":4})",
+    reward("exact_match"), item, err))
+    << err.message;
+  EXPECT_EQ(item.solution_str, "4");
+  EXPECT_EQ(item.ground_truth, std::vector<std::string>{"4"});
+  EXPECT_EQ(json::parse(item.extra_info)["question"], "q?");
+  EXPECT_EQ(json::parse(item.extra_info)["prompt"], "s\nq?");
+  ASSERT_TRUE(decode_slime_request(R"({"prompt":"p","response":"r","label":null})",
+                                   reward("lexical"), item, err));
+  EXPECT_TRUE(item.ground_truth.empty());
+  ASSERT_TRUE(decode_slime_request(R"({"response":"r","label":["a","b"]})", reward("lexical"),
+                                   item, err));
+  EXPECT_EQ(item.ground_truth, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(decode_slime_request(R"({"response":"r","label":[1]})", reward("lexical"), item,
+                                    err));
+  EXPECT_EQ(err.field, "label[0]");
+  EXPECT_FALSE(decode_slime_request(R"({"prompt":7,"response":"r"})", reward("lexical"), item,
+                                    err));
+  EXPECT_EQ(err.field, "prompt");
+}
+
+TEST(SlimeResponse, ANumberOrAnObjectWithFixedKeys) {
+  failure_policy none;
+  EXPECT_EQ(encode_slime_response(ok_result(0.5), "", none), "0.5");
+  auto object = json::parse(encode_slime_response(ok_result(0.5), "score", none));
+  EXPECT_EQ(object, json::parse(R"({"score":0.5,"status":"ok","source":"cpu","error":""})"));
+  failure_policy zero;
+  zero.score = 0.0;
+  auto failed = json::parse(
+    encode_slime_response(failed_result(errc::deadline_exceeded, "late"), "score", zero));
+  EXPECT_EQ(failed, json::parse(R"({"score":0.0,"status":"failed","source":"","error":"late"})"));
+}
+
+TEST(StatusForFailure, MapsEveryCode) {
+  EXPECT_EQ(status_for_failure(errc::overloaded), 429u);
+  EXPECT_EQ(status_for_failure(errc::no_eligible_source), 503u);
+  EXPECT_EQ(status_for_failure(errc::shutting_down), 503u);
+  EXPECT_EQ(status_for_failure(errc::deadline_exceeded), 504u);
+  EXPECT_EQ(status_for_failure(errc::upstream_failed), 502u);
+  EXPECT_EQ(status_for_failure(errc::upstream_rejected), 502u);
+  EXPECT_EQ(status_for_failure(errc::reward_failed), 502u);
+  EXPECT_EQ(status_for_failure(errc::worker_failed), 502u);
+  EXPECT_EQ(status_for_failure(errc::internal), 500u);
+}
+
+// ---- OpenAI / TEI ---------------------------------------------------------------------------
+
+namespace {
+
+class PassThrough : public ::testing::Test {
+protected:
+  PassThrough() {
+    codec_.priorities = {"high", "normal", "low"};
+    codec_.default_priority = 1;
+    codec_.max_batch_items = 3;
+    models_ = {{"judge-8b", {"chat"}, {"a", "b"}}, {"embedder", {"embed"}, {"e"}}};
+    ctx_.codec = &codec_;
+    ctx_.models = &models_;
+  }
+
+  codec_error chat_refusal(const std::string& body) {
+    chat_request_body out;
+    codec_error err;
+    EXPECT_FALSE(decode_chat_request(body, ctx_, out, err)) << body;
+    return err;
+  }
+
+  codec_context codec_;
+  std::vector<model_entry> models_;
+  passthrough_context ctx_;
+};
+
+} // namespace
+
+TEST_F(PassThrough, ChatRequestBecomesOneRoutedCall) {
+  chat_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_chat_request(
+    R"({"model":"judge-8b","messages":[{"role":"user","content":"hi"}],"temperature":0.2,
+        "top_p":0.9,"max_completion_tokens":64,"n":3,"stop":"END","seed":7,"stream":false,
+        "chat_template_kwargs":{"enable_thinking":false},"priority":"high","deadline_ms":500,
+        "user":"ignored","presence_penalty":0})",
+    ctx_, out, err))
+    << err.message;
+  EXPECT_EQ(out.item.kind, "chat");
+  EXPECT_EQ(out.item.capability, "chat@model:judge-8b");
+  EXPECT_EQ(out.priority, 0u);
+  EXPECT_EQ(out.deadline.count(), 500);
+  EXPECT_EQ(out.n, 3u);
+  const auto& c = *out.item.call;
+  EXPECT_EQ(json::parse(c.messages), json::parse(R"([{"role":"user","content":"hi"}])"));
+  EXPECT_EQ(c.temperature, 0.2);
+  EXPECT_EQ(c.top_p, 0.9);
+  EXPECT_EQ(c.max_tokens, 64u);
+  EXPECT_EQ(c.n, 3u);
+  EXPECT_EQ(c.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(c.seed, 7u);
+  EXPECT_EQ(c.enable_thinking, false);
+  // No model: any chat source.
+  ASSERT_TRUE(decode_chat_request(R"({"messages":[{"role":"user","content":"x"}]})", ctx_, out,
+                                  err));
+  EXPECT_EQ(out.item.capability, "chat");
+  EXPECT_FALSE(out.item.call->temperature.has_value()) << "the source's setting applies";
+}
+
+TEST_F(PassThrough, ChatRefusalsNameTheField) {
+  EXPECT_EQ(chat_refusal(R"({"messages":[]})").field, "messages");
+  EXPECT_EQ(chat_refusal(R"({})").field, "messages");
+  EXPECT_EQ(chat_refusal(R"({"messages":[{"content":"x"}]})").field, "messages[0].role");
+  EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","content":5}]})").field,
+            "messages[0].content");
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"stream":true})").field, "stream");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"tools":[{}]})").field, "tools");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"response_format":{"type":"json_object"}})").field,
+            "response_format");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"logprobs":true})").field, "logprobs");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"temperature":3})").field, "temperature");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"n":0})").field, "n");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"stop":[1]})").field, "stop");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"priority":"urgent"})").field, "priority");
+  auto unknown = chat_refusal("{" + m + R"(,"model":"embedder"})");
+  EXPECT_EQ(unknown.status, 404u) << "embedder serves no chat";
+  EXPECT_EQ(unknown.field, "model");
+  EXPECT_NE(unknown.message.find("'judge-8b'"), std::string::npos) << unknown.message;
+}
+
+TEST_F(PassThrough, ChatResponseIsACompleteChatCompletion) {
+  chat_request_body req;
+  req.model = "judge-8b";
+  req.n = 1;
+  auto result = ok_result(0.0);
+  result.source = "a";
+  auto output = std::make_shared<model_output>();
+  generated_text t1;
+  t1.text = "REWARD: 1";
+  generated_text t2;
+  t2.text = "extra choice beyond n";
+  output->texts = {t1, t2};
+  output->prompt_tokens = 10;
+  output->completion_tokens = 3;
+  result.output = output;
+  auto doc = json::parse(encode_chat_response(req, result, "chatcmpl-1", 1700000000));
+  EXPECT_EQ(doc["id"], "chatcmpl-1");
+  EXPECT_EQ(doc["object"], "chat.completion");
+  EXPECT_EQ(doc["created"], 1700000000);
+  EXPECT_EQ(doc["model"], "judge-8b");
+  ASSERT_EQ(doc["choices"].size(), 1u) << "no more than n choices";
+  EXPECT_EQ(doc["choices"][0], json::parse(R"({"index":0,"message":{"role":"assistant",
+      "content":"REWARD: 1"},"finish_reason":"stop","logprobs":null})"));
+  EXPECT_EQ(doc["usage"], json::parse(R"({"prompt_tokens":10,"completion_tokens":3,
+      "total_tokens":13})"));
+  EXPECT_EQ(doc["arbiter"]["source"], "a");
+}
+
+TEST_F(PassThrough, EmbeddingRequestsMakeOneCallItemPerInput) {
+  embed_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_openai_embeddings(
+    R"({"model":"embedder","input":["a","b"],"encoding_format":"base64","dimensions":2})", ctx_,
+    out, err))
+    << err.message;
+  ASSERT_EQ(out.items.size(), 2u);
+  EXPECT_EQ(out.items[1].call->prompt, "b");
+  EXPECT_EQ(out.items[0].kind, "embedding");
+  EXPECT_EQ(out.items[0].capability, "embed@model:embedder");
+  EXPECT_EQ(out.format, vector_format::base64);
+  EXPECT_EQ(out.dimensions, 2u);
+  embed_request_body tei;
+  ASSERT_TRUE(decode_tei_embed(R"({"inputs":"a","normalize":false,"truncate":true})", ctx_, tei,
+                               err));
+  EXPECT_EQ(tei.items.size(), 1u);
+  EXPECT_FALSE(tei.normalize);
+  EXPECT_EQ(tei.items[0].capability, "embed");
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+         {R"({})", "input"},
+         {R"({"input":[]})", "input"},
+         {R"({"input":[[1,2]]})", "input[0]"},
+         {R"({"input":["a"],"encoding_format":"int8"})", "encoding_format"},
+         {R"({"input":["a"],"dimensions":0})", "dimensions"},
+         {R"({"input":["a","b","c","d"]})", "input"}}) {
+    embed_request_body bad;
+    EXPECT_FALSE(decode_openai_embeddings(body, ctx_, bad, err)) << body;
+    EXPECT_EQ(err.field, field) << body;
+  }
+  EXPECT_FALSE(decode_tei_embed(R"({"inputs":"a","prompt_name":"query"})", ctx_, tei, err));
+  EXPECT_EQ(err.field, "prompt_name");
+}
+
+TEST_F(PassThrough, VectorsAreSlicedNormalizedAndEncoded) {
+  embed_request_body req;
+  auto result = ok_result(0.0);
+  auto output = std::make_shared<model_output>();
+  output->embedding = {3.0f, 4.0f, 12.0f};
+  result.output = output;
+  auto near = [](const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-6) << i;
+    }
+  };
+  near(shaped_vector(req, result), {3.0f / 13, 4.0f / 13, 12.0f / 13});
+  req.dimensions = 2;
+  near(shaped_vector(req, result), {0.6f, 0.8f});
+  req.normalize = false;
+  req.dimensions = 0;
+  EXPECT_EQ(shaped_vector(req, result), (std::vector<float>{3.0f, 4.0f, 12.0f}));
+  EXPECT_EQ(encode_tei_embed(req, {result}), "[[3,4,12]]");
+  req.format = vector_format::base64;
+  req.model = "embedder";
+  auto doc = json::parse(encode_openai_embeddings(req, {result}));
+  // 3.0f, 4.0f, 12.0f as little-endian float32.
+  EXPECT_EQ(doc["data"][0]["embedding"], "AABAQAAAgEAAAEBB");
+  EXPECT_EQ(doc["data"][0]["index"], 0);
+  EXPECT_EQ(doc["model"], "embedder");
+  EXPECT_EQ(doc["object"], "list");
+}
+
+TEST(OpenAiErrors, HaveTheShapesClientsParse) {
+  EXPECT_EQ(json::parse(encode_openai_error(404, "model_not_found", "no such model", "model")),
+            json::parse(R"({"error":{"message":"no such model","type":"invalid_request_error",
+                "param":"model","code":"model_not_found"}})"));
+  EXPECT_EQ(json::parse(encode_openai_error(429, "overloaded", "busy"))["error"]["type"],
+            "rate_limit_error");
+  EXPECT_EQ(json::parse(encode_openai_error(429, "overloaded", "busy"))["error"]["param"],
+            nullptr);
+  EXPECT_EQ(json::parse(encode_tei_error(503, "down")),
+            json::parse(R"({"error":"down","error_type":"backend"})"));
+}
