@@ -57,15 +57,24 @@ DEFAULT_PROVIDERS = {
          "--error-rate-503 0.05 --seed 303",
 }
 
-# Arbiter's default judge prompt, copied so that the naive client sends the same text.
+# Arbiter's `default` judge template (backends/rewards/judge_template.cpp), copied so that the
+# naive client sends the same text.
 JUDGE_TEMPLATE = (
-    "You are grading a candidate solution against a reference solution.\n"
-    "Reply with your reasoning, then a final line of the form \"REWARD: <score>\" where "
-    "<score> is a number between 0 and 1 (1 = fully correct).\n"
+    "Rate how similar a candidate solution is to a reference solution for the problem below: "
+    "do they reach the same result, by equally sound means?\n"
+    "Give a value between 0 and 1 with 3 decimals, where 0.000 means unrelated or wrong and "
+    "1.000 means equivalent.\n"
+    "Output exactly ONE line, in this format and nothing else:\n"
+    "REWARD: <number between 0 and 1 with 3 decimals>\n"
     "\n"
-    "Problem: {PROBLEM}\n"
-    "Reference: {REFERENCE_SOLUTION}\n"
-    "Candidate: {CANDIDATE_SOLUTION}"
+    "Problem:\n"
+    "{PROBLEM}\n"
+    "\n"
+    "Reference:\n"
+    "{REFERENCE_SOLUTION}\n"
+    "\n"
+    "Candidate:\n"
+    "{CANDIDATE_SOLUTION}"
 )
 
 REWARD_RE = re.compile(r"REWARD:\s*([-+]?\d+(?:\.\d+)?)")
