@@ -19,6 +19,8 @@ DEBIAN_PACKAGES=(
   libcli11-dev               # command line
   libutf8proc-dev            # Unicode for the CPU rewards
   libgtest-dev libgmock-dev  # unit tests
+  libtorch-dev               # native models (libtorch 1.13, CPU)
+  libopenblas0-serial        # a fast BLAS for libtorch (the default reference BLAS is ~15x slower)
 )
 
 echo "== installing Debian packages (${#DEBIAN_PACKAGES[@]})"
