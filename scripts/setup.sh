@@ -35,12 +35,16 @@ else
   echo "   all present"
 fi
 
-echo "== installing Python test dependencies (requirements-dev.txt)"
+echo "== installing Python test dependencies (requirements-dev.txt) and clients/python"
 PYTHON="$(command -v python3)"
-if ! "$PYTHON" -c "import pytest" 2>/dev/null; then
-  "$PYTHON" -m pip install --quiet -r requirements-dev.txt \
-    || "$PYTHON" -m pip install --quiet --break-system-packages -r requirements-dev.txt
-fi
+# pip skips what is already installed. Debian's Python refuses system-wide installs without
+# --break-system-packages (PEP 668), so each step falls back to it.
+pip_install() {
+  "$PYTHON" -m pip install --quiet "$@" \
+    || "$PYTHON" -m pip install --quiet --break-system-packages "$@"
+}
+pip_install -r requirements-dev.txt
+pip_install ./clients/python
 
 echo "== configuring and building (build/, $(nproc) jobs)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE="${ARBITER_BUILD_TYPE:-RelWithDebInfo}" \

@@ -8,7 +8,6 @@ import time
 import pytest
 
 from arbiter_testing import ARBITER_BIN, source_toml as _source_toml
-from arbiter_testing import Provider  # noqa: F401  (still imported from here by other tests)
 
 
 def source_toml(name, p, **extra):

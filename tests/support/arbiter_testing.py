@@ -39,6 +39,8 @@ def _kill(proc):
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
 
 
 class Server:

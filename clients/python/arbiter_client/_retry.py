@@ -1,0 +1,113 @@
+"""What one HTTP attempt's outcome means, and what to do next. Plain code: no I/O, no clock;
+the client sleeps the returned delay. Randomness comes from the injected `rng`."""
+import enum
+import json
+import random
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import ArbiterRequestError
+
+
+class OutcomeKind(enum.Enum):
+    ok = "ok"                              # 200 with a body
+    rejected = "rejected"                  # a 4xx other than 429: never retried
+    rate_limited = "rate_limited"          # 429: wait Retry-After
+    unavailable = "unavailable"            # 503: wait Retry-After (draining, restarting)
+    server_error = "server_error"          # other 5xx, other statuses, unusable 200 bodies
+    connection_error = "connection_error"  # refused, reset, timed out
+
+
+@dataclass
+class Outcome:
+    kind: OutcomeKind
+    reason: str                                   # for ArbiterUnavailable
+    body: Optional[dict] = None                   # the parsed 200 body
+    retry_after_s: Optional[float] = None         # from a 429 or 503
+    error: Optional[ArbiterRequestError] = None   # for `rejected`
+
+
+def _retry_after(headers):
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None  # an HTTP date or garbage: use the backoff instead
+    return seconds if seconds >= 0 else None
+
+
+def _error_fields(data, status):
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        return error.get("code"), error.get("message"), error.get("field")
+    return None, f"HTTP {status}", None
+
+
+def classify_response(status, headers, data):
+    """`headers` has lower-case names; `data` is the body as bytes."""
+    parsed = None
+    try:
+        parsed = json.loads(data) if data else None
+    except ValueError:
+        pass
+    if status == 200:
+        if isinstance(parsed, dict) and isinstance(parsed.get("results"), list):
+            return Outcome(OutcomeKind.ok, "ok", body=parsed)
+        return Outcome(OutcomeKind.server_error, "200 with a body that is not a /v1/score answer")
+    code, message, field = _error_fields(parsed, status)
+    if message is None:
+        message = f"HTTP {status}"
+    reason = f"HTTP {status}" + (f" {code}: {message}" if code else "")
+    if status == 429:
+        return Outcome(OutcomeKind.rate_limited, reason, retry_after_s=_retry_after(headers))
+    if status == 503:
+        return Outcome(OutcomeKind.unavailable, reason, retry_after_s=_retry_after(headers))
+    if 400 <= status < 500:
+        if code is None and parsed is None:
+            message = (data or b"").decode("utf-8", "replace")[:200] or message
+        return Outcome(OutcomeKind.rejected, reason,
+                       error=ArbiterRequestError(status, code, message, field))
+    return Outcome(OutcomeKind.server_error, reason)
+
+
+def classify_exception(exc):
+    text = str(exc) or type(exc).__name__
+    return Outcome(OutcomeKind.connection_error, f"{type(exc).__name__}: {text}")
+
+
+class RetryDecision(enum.Enum):
+    done = "done"          # use outcome.body
+    fail = "fail"          # raise outcome.error
+    retry = "retry"        # sleep `delay_s`, then try again
+    give_up = "give_up"    # raise ArbiterUnavailable(outcome.reason)
+
+
+class RetryPolicy:
+    """`retries` attempts after the first. 429 and 503 wait their Retry-After (at most
+    `max_retry_after_s`, plus up to 10% jitter; the backoff when there is none); other
+    retryable outcomes wait min(cap, base * 2**attempt) scaled by a random factor in
+    [0.5, 1)."""
+
+    def __init__(self, retries, backoff_base_s=0.5, backoff_cap_s=8.0, max_retry_after_s=60.0,
+                 rng=None):
+        self.retries = retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_cap_s = backoff_cap_s
+        self.max_retry_after_s = max_retry_after_s
+        self.rng = rng or random.Random()
+
+    def decide(self, attempt, outcome):
+        """`attempt` counts from 0. Returns (RetryDecision, delay in seconds)."""
+        if outcome.kind is OutcomeKind.ok:
+            return RetryDecision.done, 0.0
+        if outcome.kind is OutcomeKind.rejected:
+            return RetryDecision.fail, 0.0
+        if attempt >= self.retries:
+            return RetryDecision.give_up, 0.0
+        if outcome.retry_after_s is not None:
+            wait = min(outcome.retry_after_s, self.max_retry_after_s)
+            return RetryDecision.retry, wait * (1 + 0.1 * self.rng.random())
+        backoff = min(self.backoff_cap_s, self.backoff_base_s * 2 ** attempt)
+        return RetryDecision.retry, backoff * (0.5 + 0.5 * self.rng.random())

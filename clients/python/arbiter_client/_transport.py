@@ -1,0 +1,132 @@
+"""One HTTP POST per call; retries are the client's business. The stdlib transport keeps one
+keep-alive connection per thread; the aiohttp one keeps one session per event loop."""
+import asyncio
+import http.client
+import threading
+import urllib.parse
+import weakref
+
+try:
+    import aiohttp
+except ImportError:  # the optional extra is not installed
+    aiohttp = None
+
+# Errors on a reused keep-alive connection that mean the server closed it while it was idle:
+# the request never reached the server, so it is sent again at once on a new connection.
+_STALE = (ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
+
+# What a failed attempt raises: the client classifies these as connection errors.
+CONNECTION_ERRORS = (OSError, http.client.HTTPException, asyncio.TimeoutError)
+if aiohttp is not None:
+    CONNECTION_ERRORS = CONNECTION_ERRORS + (aiohttp.ClientError,)
+
+
+class StdlibTransport:
+    """http.client, one connection per thread; usable from any number of threads."""
+
+    def __init__(self, url, timeout_s):
+        parts = urllib.parse.urlsplit(url)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._base_path = parts.path.rstrip("/")
+        self._timeout_s = timeout_s
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open = weakref.WeakSet()
+
+    def _new_connection(self):
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self._timeout_s)
+        with self._lock:
+            self._open.add(conn)
+        return conn
+
+    def post(self, path, body, headers):
+        """Returns (status, headers with lower-case names, body bytes)."""
+        conn = getattr(self._local, "conn", None)
+        reused = conn is not None
+        if conn is None:
+            conn = self._local.conn = self._new_connection()
+        try:
+            return self._send(conn, path, body, headers)
+        except _STALE:
+            self._drop(conn)
+            if not reused:
+                raise
+        conn = self._local.conn = self._new_connection()
+        try:
+            return self._send(conn, path, body, headers)
+        except BaseException:
+            self._drop(conn)
+            raise
+
+    def _send(self, conn, path, body, headers):
+        try:
+            conn.request("POST", self._base_path + path, body=body, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except _STALE:
+            raise
+        except BaseException:
+            self._drop(conn)
+            raise
+        if resp.will_close:
+            self._drop(conn)
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+
+    def _drop(self, conn):
+        conn.close()
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    def close(self):
+        """Closes every thread's connection (a thread opens a new one on its next call)."""
+        with self._lock:
+            conns = list(self._open)
+        for conn in conns:
+            conn.close()
+
+
+class AiohttpTransport:
+    """aiohttp, one ClientSession per event loop (a session must not cross loops)."""
+
+    def __init__(self, url, timeout_s):
+        if aiohttp is None:
+            raise ImportError("aiohttp is not installed: pip install 'arbiter-client[aiohttp]'")
+        self._url = url
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._lock = threading.Lock()
+        self._sessions = {}  # id(loop) -> (weak reference to the loop, session)
+
+    def _session(self):
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for key, (ref, _) in list(self._sessions.items()):
+                other = ref()
+                if other is None or other.is_closed():
+                    del self._sessions[key]  # its loop is gone; so is any use of it
+            entry = self._sessions.get(id(loop))
+            if entry is not None and entry[0]() is loop and not entry[1].closed:
+                return entry[1]
+            session = aiohttp.ClientSession(timeout=self._timeout)
+            self._sessions[id(loop)] = (weakref.ref(loop), session)
+            return session
+
+    async def post(self, path, body, headers):
+        """Returns (status, headers with lower-case names, body bytes)."""
+        session = self._session()
+        async with session.post(self._url + path, data=body, headers=headers) as resp:
+            data = await resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
+
+    async def aclose(self):
+        """Closes the running loop's session."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            entry = self._sessions.pop(id(loop), None)
+        if entry is not None and entry[0]() is loop:
+            await entry[1].close()
+            # aiohttp's "graceful shutdown" advice: give the transports' close callbacks a
+            # moment to run before the loop ends, or their sockets are left to the GC.
+            await asyncio.sleep(0.05)

@@ -1,0 +1,229 @@
+"""ArbiterClient: POST /v1/score with retries, batching and a failure policy."""
+import asyncio
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, List, Mapping, Optional
+
+from . import _settings
+from ._json import to_json_value
+from ._retry import RetryDecision, RetryPolicy, classify_exception, classify_response
+from ._transport import CONNECTION_ERRORS, AiohttpTransport, StdlibTransport, aiohttp
+from .errors import ArbiterError, ArbiterItemError, ArbiterRequestError, ArbiterUnavailable
+
+__version__ = "0.1.0"
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One item's answer, with the failure policy applied to `score`.
+
+    `score` is Arbiter's score, or for a failed item None (policy `none`) or the failure score
+    (policy `value`); under `raise` a failed item raises instead. `failed` says the item
+    failed whatever the policy. The other fields are Arbiter's, as docs/api.md describes them;
+    `raw` is the whole result object.
+    """
+    score: Optional[float]
+    failed: bool
+    status: str
+    source: Optional[str]
+    cached: bool
+    attempts: int
+    queue_ms: float
+    run_ms: float
+    fallback_reason: Optional[str]
+    error_code: Optional[str]
+    error_message: Optional[str]
+    raw: Mapping[str, Any]
+
+    @property
+    def fallback(self):
+        return self.status == "fallback"
+
+
+_ITEM_INDEX = re.compile(r"^items\[(\d+)\]")
+
+
+def _shift_index(text, offset):
+    """`items[3].x` in a request that started at item `offset` -> `items[3+offset].x`."""
+    if not text or not offset:
+        return text
+    return _ITEM_INDEX.sub(lambda m: f"items[{int(m.group(1)) + offset}]", text)
+
+
+class ArbiterClient:
+    """A client of one Arbiter server. Thread-safe; usable from any number of event loops.
+
+    Every argument left as None is read from its ARBITER_* environment variable (`env`,
+    default os.environ), else takes its default:
+
+    | argument | variable | default |
+    |---|---|---|
+    | url | ARBITER_URL | http://127.0.0.1:8080 |
+    | timeout_s | ARBITER_TIMEOUT | 300 (seconds, per HTTP attempt) |
+    | retries | ARBITER_RETRIES | 5 (attempts after the first) |
+    | reward | ARBITER_REWARD | none: the server maps each item's data_source |
+    | on_failure | ARBITER_ON_FAILURE | raise (or none, value) |
+    | failure_score | ARBITER_FAILURE_SCORE | 0.0 |
+    | api_key | ARBITER_API_KEY | none (else sent as Authorization: Bearer) |
+    | batch_size | ARBITER_BATCH_SIZE | 256 (items per request) |
+    | priority | ARBITER_PRIORITY | the server's default class |
+    | deadline_ms | ARBITER_DEADLINE_MS | the server's default deadline |
+
+    `use_aiohttp`: None uses aiohttp for the async methods when it is importable, False always
+    uses the standard library (each attempt in a worker thread), True requires aiohttp.
+    `backoff_base_s`, `backoff_cap_s`, `max_retry_after_s` and `rng` tune the retries.
+    """
+
+    def __init__(self, url=None, *, timeout_s=None, retries=None, reward=None, on_failure=None,
+                 failure_score=None, api_key=None, batch_size=None, priority=None,
+                 deadline_ms=None, use_aiohttp=None, env=None, backoff_base_s=0.5,
+                 backoff_cap_s=8.0, max_retry_after_s=60.0, rng=None):
+        self.settings = _settings.resolve(
+            env, url=url, timeout_s=timeout_s, retries=retries, reward=reward,
+            on_failure=on_failure, failure_score=failure_score, api_key=api_key,
+            batch_size=batch_size, priority=priority, deadline_ms=deadline_ms)
+        s = self.settings
+        self._retry = RetryPolicy(s.retries, backoff_base_s, backoff_cap_s, max_retry_after_s,
+                                  rng)
+        self._sync = StdlibTransport(s.url, s.timeout_s)
+        if use_aiohttp and aiohttp is None:
+            raise ImportError("use_aiohttp=True but aiohttp is not installed: "
+                              "pip install 'arbiter-client[aiohttp]'")
+        self._async = (AiohttpTransport(s.url, s.timeout_s)
+                       if aiohttp is not None and use_aiohttp is not False else None)
+        self._headers = {"Content-Type": "application/json",
+                         "User-Agent": f"arbiter-client/{__version__}"}
+        if s.api_key:
+            self._headers["Authorization"] = f"Bearer {s.api_key}"
+
+    @property
+    def async_transport(self):
+        """"aiohttp" or "stdlib": what the async methods use."""
+        return "aiohttp" if self._async is not None else "stdlib"
+
+    # --- public API ------------------------------------------------------------------------
+
+    def score(self, items: Iterable[Mapping[str, Any]]) -> List[ItemResult]:
+        """Scores `items` (dicts with verl's field names: solution_str, ground_truth, and
+        reward or data_source; extra_info optional), answered in order. Lists longer than
+        batch_size go in several requests, one after another."""
+        results = []
+        for offset, body in self._requests(items):
+            results += self._results(self._post_sync(body, offset), offset, len(body["items"]))
+        return results
+
+    async def ascore(self, items: Iterable[Mapping[str, Any]]) -> List[ItemResult]:
+        """score() for asyncio."""
+        results = []
+        for offset, body in self._requests(items):
+            answer = await self._post_async(body, offset)
+            results += self._results(answer, offset, len(body["items"]))
+        return results
+
+    def close(self):
+        """Closes the standard-library connections."""
+        self._sync.close()
+
+    async def aclose(self):
+        """Closes the running loop's aiohttp session (and the standard-library connections)."""
+        if self._async is not None:
+            await self._async.aclose()
+        self._sync.close()
+
+    # --- requests --------------------------------------------------------------------------
+
+    def _requests(self, items):
+        """Yields (offset of the first item, request body) per batch_size items."""
+        prepared = [self._prepare(item, i) for i, item in enumerate(items)]
+        size = self.settings.batch_size
+        for offset in range(0, len(prepared), size):
+            body = {"items": prepared[offset:offset + size]}
+            if self.settings.priority is not None:
+                body["priority"] = self.settings.priority
+            if self.settings.deadline_ms is not None:
+                body["deadline_ms"] = self.settings.deadline_ms
+            yield offset, body
+
+    def _prepare(self, item, index):
+        if not isinstance(item, Mapping):
+            raise TypeError(f"items[{index}]: expected a dict, got {type(item).__name__}")
+        out = to_json_value(dict(item), f"items[{index}]")
+        if "reward" not in out and self.settings.reward is not None:
+            out["reward"] = self.settings.reward
+        return out
+
+    def _encode(self, body):
+        return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+    def _post_sync(self, body, offset):
+        data = self._encode(body)
+        attempt = 0
+        while True:
+            try:
+                outcome = classify_response(*self._sync.post("/v1/score", data, self._headers))
+            except CONNECTION_ERRORS as exc:
+                outcome = classify_exception(exc)
+            delay = self._decide(attempt, outcome, offset)
+            if delay is None:
+                return outcome.body
+            time.sleep(delay)
+            attempt += 1
+
+    async def _post_async(self, body, offset):
+        data = self._encode(body)
+        attempt = 0
+        while True:
+            try:
+                if self._async is not None:
+                    answer = await self._async.post("/v1/score", data, self._headers)
+                else:
+                    answer = await asyncio.to_thread(self._sync.post, "/v1/score", data,
+                                                     self._headers)
+                outcome = classify_response(*answer)
+            except CONNECTION_ERRORS as exc:
+                outcome = classify_exception(exc)
+            delay = self._decide(attempt, outcome, offset)
+            if delay is None:
+                return outcome.body
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    def _decide(self, attempt, outcome, offset):
+        """None: done, use outcome.body; else the seconds to wait before the next attempt."""
+        decision, delay = self._retry.decide(attempt, outcome)
+        if decision is RetryDecision.done:
+            return None
+        if decision is RetryDecision.fail:
+            e = outcome.error
+            raise ArbiterRequestError(e.status, e.code, _shift_index(e.message, offset),
+                                      _shift_index(e.field, offset))
+        if decision is RetryDecision.give_up:
+            raise ArbiterUnavailable(outcome.reason, attempt + 1)
+        return delay
+
+    # --- results ---------------------------------------------------------------------------
+
+    def _results(self, answer, offset, count):
+        raw = answer["results"]
+        if len(raw) != count:
+            raise ArbiterError(f"Arbiter answered {len(raw)} results for {count} items")
+        return [self._result(r, offset + i) for i, r in enumerate(raw)]
+
+    def _result(self, r, index):
+        status = r.get("status")
+        error = r.get("error") or {}
+        failed = status == "failed" or r.get("score") is None
+        score = r.get("score")
+        if failed:
+            policy = self.settings.on_failure
+            if policy == "raise":
+                raise ArbiterItemError(index, error.get("code"), error.get("message"), r)
+            score = self.settings.failure_score if policy == "value" else None
+        return ItemResult(
+            score=None if score is None else float(score), failed=failed,
+            status=status, source=r.get("source"), cached=bool(r.get("cached")),
+            attempts=int(r.get("attempts") or 0), queue_ms=float(r.get("queue_ms") or 0.0),
+            run_ms=float(r.get("run_ms") or 0.0), fallback_reason=r.get("fallback_reason"),
+            error_code=error.get("code"), error_message=error.get("message"), raw=r)

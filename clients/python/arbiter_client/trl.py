@@ -1,0 +1,109 @@
+"""TRL reward functions (GRPOTrainer, RLOOTrainer `reward_funcs`) that score through Arbiter.
+
+    from arbiter_client.trl import make_async_reward_func
+    trainer = GRPOTrainer(..., reward_funcs=[make_async_reward_func(reward="judge")])
+
+Each call sends the whole local batch in one request (more than batch_size items: several, one
+after another) and returns one score per completion, in order. Prompts and completions may be
+strings or chat messages. The ground truth comes from a dataset column (`ground_truth` by
+default); the other dataset columns go into each item's `extra_info` (so columns named like a
+reward's options act as per-row options), with `question` set from the prompt unless a
+column gives it; a `data_source` column becomes the item's `data_source`.
+
+Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (default) stops
+the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
+that row's reward; `value` returns the failure score, which TRL cannot tell from a real one.
+"""
+from ._adapters import completion_text, prompt_text
+from ._json import is_json_value
+from .client import ArbiterClient
+
+# Arguments TRL passes that are not dataset columns.
+NOT_COLUMNS = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
+
+
+def _columns(names):
+    return (names,) if isinstance(names, str) else tuple(names)
+
+
+def _per_row(value, n):
+    if isinstance(value, (str, bytes, dict)) or not hasattr(value, "__len__"):
+        return None
+    if not (isinstance(value, (list, tuple)) or hasattr(value, "tolist")):
+        return None
+    rows = list(value)
+    return rows if len(rows) == n else None
+
+
+def _items(prompts, completions, columns, ground_truth_columns):
+    n = len(completions)
+    if len(prompts) != n:
+        raise ValueError(f"{len(prompts)} prompts for {n} completions")
+    truth_column = next((c for c in ground_truth_columns if c in columns), None)
+    if truth_column is None:
+        raise ValueError(
+            f"no ground-truth column: expected one of {', '.join(ground_truth_columns)} among "
+            f"the dataset columns ({', '.join(sorted(columns)) or 'none'}); set "
+            f"ground_truth_column=")
+    truths = _per_row(columns[truth_column], n)
+    if truths is None:
+        raise ValueError(f"column {truth_column!r}: expected one value per completion ({n})")
+    extra = {}
+    for name, value in columns.items():
+        if name in NOT_COLUMNS or name == truth_column:
+            continue
+        rows = _per_row(value, n)
+        if rows is not None:
+            extra[name] = rows
+    items = []
+    for i in range(n):
+        info = {"question": prompt_text(prompts[i])}
+        for name, rows in extra.items():
+            if name != "data_source" and is_json_value(rows[i]):
+                info[name] = rows[i]
+        item = {"solution_str": completion_text(completions[i]), "ground_truth": truths[i],
+                "extra_info": info}
+        if "data_source" in extra and isinstance(extra["data_source"][i], str):
+            item["data_source"] = extra["data_source"][i]
+        items.append(item)
+    return items
+
+
+def _name(name, reward):
+    return name or (f"arbiter_{reward}" if reward else "arbiter")
+
+
+def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth", name=None,
+                     client=None, **client_options):
+    """A sync reward function `f(prompts, completions, **kwargs) -> list[float | None]`.
+
+    `reward`, `url` and `client_options` configure an ArbiterClient (unset: the ARBITER_*
+    environment variables), unless `client` is given. `ground_truth_column` is a column name
+    or several tried in order (e.g. ("ground_truth", "solution", "answer")). `name` becomes
+    the function's `__name__`, which TRL logs (default `arbiter_<reward>`)."""
+    client = client or ArbiterClient(url, reward=reward, **client_options)
+    truth_columns = _columns(ground_truth_column)
+
+    def reward_func(prompts, completions, **kwargs):
+        items = _items(prompts, completions, kwargs, truth_columns)
+        return [r.score for r in client.score(items)]
+
+    reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
+    reward_func.client = client
+    return reward_func
+
+
+def make_async_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth",
+                           name=None, client=None, **client_options):
+    """make_reward_func, as an `async def` function: TRL runs async reward functions together
+    on its own event loop."""
+    client = client or ArbiterClient(url, reward=reward, **client_options)
+    truth_columns = _columns(ground_truth_column)
+
+    async def reward_func(prompts, completions, **kwargs):
+        items = _items(prompts, completions, kwargs, truth_columns)
+        return [r.score for r in await client.ascore(items)]
+
+    reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
+    reward_func.client = client
+    return reward_func

@@ -1,0 +1,126 @@
+"""verl reward functions that score through Arbiter.
+
+    reward.custom_reward_function.path=$(python -c 'import arbiter_client.verl as m; print(m.__file__)')
+    reward.custom_reward_function.name=compute_score_async
+    reward.reward_manager.name=naive
+    +reward.custom_reward_function.reward_kwargs.reward=judge
+
+`compute_score` (sync), `compute_score_async` (verl awaits coroutine functions) and the legacy
+batched `compute_score_batched` take verl's arguments. Options come from
+`reward.custom_reward_function.reward_kwargs` (verl passes them as keyword arguments), else
+from the ARBITER_* environment variables (see ArbiterClient):
+
+| reward_kwargs key | variable | meaning |
+|---|---|---|
+| service_url | ARBITER_URL | Arbiter's base URL |
+| reward | ARBITER_REWARD | reward name; unset: Arbiter maps the data_source |
+| timeout_s | ARBITER_TIMEOUT | seconds per HTTP attempt |
+| retries | ARBITER_RETRIES | attempts after the first |
+| on_failure | ARBITER_ON_FAILURE | raise or value (none is refused: verl cannot take None) |
+| failure_score | ARBITER_FAILURE_SCORE | the score of a failed item under value |
+| return_dict | ARBITER_RETURN_DICT | return a dict (below) instead of a float |
+| deadline_ms, priority | ARBITER_DEADLINE_MS, ARBITER_PRIORITY | passed to /v1/score |
+
+The return value is a float, or, with return_dict or on_failure=value, a dict with the same
+keys for every sample (verl builds its arrays from the first sample's keys): `score`,
+`arbiter_failed`, `arbiter_fallback`, `arbiter_cached` (0 or 1), `arbiter_queue_ms`,
+`arbiter_run_ms`.
+"""
+import os
+
+from ._adapters import shared_client
+from ._settings import env_value, parse_bool
+
+DICT_KEYS = ("score", "arbiter_failed", "arbiter_fallback", "arbiter_cached",
+             "arbiter_queue_ms", "arbiter_run_ms")
+
+# reward_kwargs key -> ArbiterClient argument
+_CLIENT_OPTIONS = {"service_url": "url", "url": "url", "reward": "reward",
+                   "timeout_s": "timeout_s", "retries": "retries", "on_failure": "on_failure",
+                   "failure_score": "failure_score", "api_key": "api_key",
+                   "batch_size": "batch_size", "priority": "priority",
+                   "deadline_ms": "deadline_ms"}
+
+
+def _setup(kwargs):
+    """(client, whether to return dicts) for one call's keyword arguments. Other keys are
+    ignored: reward_router_address and reward_model_tokenizer (verl passes them when it runs
+    its own reward model servers) and whatever else verl adds."""
+    options = dict(kwargs)
+    nested = options.pop("reward_kwargs", None)
+    if isinstance(nested, dict):
+        options.update(nested)
+    client_options = {}
+    for key, argument in _CLIENT_OPTIONS.items():
+        if options.get(key) is not None:
+            client_options[argument] = options[key]
+    client = shared_client(**client_options)
+    policy = client.settings.on_failure
+    if policy == "none":
+        raise ValueError(
+            "arbiter_client.verl: on_failure='none' cannot be used with verl, which needs a "
+            "number for every sample; use 'raise' (the step fails) or 'value' (failure_score "
+            "with arbiter_failed=1)")
+    if options.get("return_dict") is not None:
+        as_dict = parse_bool(options["return_dict"], "return_dict")
+    elif env_value(os.environ, "ARBITER_RETURN_DICT") is not None:
+        as_dict = parse_bool(os.environ["ARBITER_RETURN_DICT"], "ARBITER_RETURN_DICT")
+    else:
+        as_dict = False
+    return client, as_dict or policy == "value"
+
+
+def _item(data_source, solution_str, ground_truth, extra_info):
+    item = {"solution_str": solution_str, "ground_truth": ground_truth}
+    if data_source is not None:
+        item["data_source"] = data_source
+    if extra_info is not None:
+        item["extra_info"] = extra_info
+    return item
+
+
+def _rows(column):
+    """A list of a column verl may give as a numpy array."""
+    return column.tolist() if hasattr(column, "tolist") else list(column)
+
+
+def _value(result, as_dict):
+    if not as_dict:
+        return result.score
+    return {"score": result.score, "arbiter_failed": int(result.failed),
+            "arbiter_fallback": int(result.fallback), "arbiter_cached": int(result.cached),
+            "arbiter_queue_ms": result.queue_ms, "arbiter_run_ms": result.run_ms}
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """verl's single-sample contract, blocking (verl runs it in a thread pool)."""
+    client, as_dict = _setup(kwargs)
+    result = client.score([_item(data_source, solution_str, ground_truth, extra_info)])[0]
+    return _value(result, as_dict)
+
+
+async def compute_score_async(data_source, solution_str, ground_truth, extra_info=None,
+                              **kwargs):
+    """verl's single-sample contract as a coroutine function: verl awaits it, so a whole
+    batch is in flight at once."""
+    client, as_dict = _setup(kwargs)
+    results = await client.ascore([_item(data_source, solution_str, ground_truth, extra_info)])
+    return _value(results[0], as_dict)
+
+
+def compute_score_batched(data_sources, solution_strs, ground_truths, extra_infos=None,
+                          **kwargs):
+    """The legacy batched contract (reward_manager=batch, verl <= 0.7.0): one list in, one
+    list out, in order, sent in batch_size requests."""
+    client, as_dict = _setup(kwargs)
+    data_sources, solution_strs, ground_truths = (
+        _rows(data_sources), _rows(solution_strs), _rows(ground_truths))
+    extra_infos = [None] * len(solution_strs) if extra_infos is None else _rows(extra_infos)
+    n = len(solution_strs)
+    if not len(data_sources) == len(ground_truths) == len(extra_infos) == n:
+        raise ValueError(
+            f"compute_score_batched: lists of different lengths (data_sources "
+            f"{len(data_sources)}, solution_strs {n}, ground_truths {len(ground_truths)}, "
+            f"extra_infos {len(extra_infos)})")
+    items = [_item(*row) for row in zip(data_sources, solution_strs, ground_truths, extra_infos)]
+    return [_value(r, as_dict) for r in client.score(items)]

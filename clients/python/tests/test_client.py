@@ -1,0 +1,269 @@
+"""ArbiterClient against a real Arbiter on loopback: order, batching, failure policies,
+request errors, the async transports, and a real 429."""
+import asyncio
+import time
+
+import pytest
+from client_testing import (ASYNC_TRANSPORTS, FakeArray, FakeScalar, failing_item, lexical,
+                            ratio)
+
+from arbiter_client import (ArbiterClient, ArbiterItemError, ArbiterRequestError,
+                            ArbiterUnavailable)
+from arbiter_client._transport import aiohttp
+
+
+def test_scores_come_back_in_order_with_their_provenance(arbiter, make_client):
+    client = make_client(arbiter.url)
+    results = client.score([
+        lexical("the cat sat", "the cat sat down"),
+        {"reward": "exact_match", "solution_str": "Paris", "ground_truth": ["paris", "Rome"]},
+        {"data_source": "gsm8k/main", "solution_str": "72", "ground_truth": "71"},
+        {"data_source": "lexical", "solution_str": "ab", "ground_truth": ["ab"],
+         "extra_info": None},
+    ])
+    assert [r.score for r in results] == [ratio("the cat sat", "the cat sat down"), 1.0, 0.0,
+                                          1.0]
+    for r in results:
+        assert r.status == "ok" and not r.failed and not r.fallback
+        assert r.source == "cpu" and r.attempts == 1 and r.error_code is None
+        assert r.queue_ms >= 0 and r.run_ms >= 0 and r.raw["status"] == "ok"
+
+
+def test_the_client_reward_applies_to_items_that_name_none(arbiter, make_client):
+    client = make_client(arbiter.url, reward="exact_match")
+    results = client.score([{"solution_str": "The Answer", "ground_truth": "answer"},
+                            lexical("abc", "abd")])
+    assert [r.score for r in results] == [1.0, ratio("abc", "abd")]
+
+
+def test_long_lists_go_in_batch_size_requests_in_order(arbiter, make_client, scripted):
+    proxy = scripted()
+    client = make_client(proxy.url, batch_size=3)
+    items = [lexical(f"text {i}", f"text {i * 7}") for i in range(8)]
+    results = client.score(items)
+    assert [r.score for r in results] == [ratio(f"text {i}", f"text {i * 7}") for i in range(8)]
+    assert [len(req[2]["items"]) for req in proxy.requests] == [3, 3, 2]
+
+
+def test_a_400_names_the_field_by_its_index_in_the_whole_list_and_is_not_retried(
+        arbiter, make_client):
+    client = make_client(arbiter.url, batch_size=4, backoff_base_s=5.0)
+    items = [lexical("a", "a")] * 5 + [{"reward": "lexical", "solution_str": "a",
+                                        "ground_truth": []}]
+    start = time.monotonic()
+    with pytest.raises(ArbiterRequestError) as e:
+        client.score(items)
+    assert time.monotonic() - start < 2
+    assert e.value.status == 400 and e.value.code == "invalid_request"
+    assert e.value.field == "items[5].ground_truth"
+    assert e.value.message.startswith("items[5].ground_truth: must not be an empty list")
+    with pytest.raises(ArbiterRequestError) as e:
+        client.score([lexical("a", "a"), {"solution_str": "a", "ground_truth": "a",
+                                          "data_source": "nowhere"}])
+    assert e.value.field == "items[1].reward"
+
+
+def test_an_unknown_priority_is_a_400_naming_it(arbiter, make_client):
+    with pytest.raises(ArbiterRequestError) as e:
+        make_client(arbiter.url, priority="urgent").score([lexical("a", "a")])
+    assert e.value.field == "priority"
+    assert make_client(arbiter.url, priority="high", deadline_ms=5000).score(
+        [lexical("a", "a")])[0].score == 1.0
+
+
+def test_policy_raise_raises_for_a_failed_item_with_its_index_and_code(arbiter, make_client):
+    client = make_client(arbiter.url)
+    with pytest.raises(ArbiterItemError) as e:
+        client.score([lexical("a", "a"), failing_item()])
+    assert e.value.index == 1 and e.value.code == "reward_failed"
+    assert "max_lexical_chars" in e.value.message
+    assert e.value.result["status"] == "failed"
+
+
+def test_policy_none_gives_none_for_failed_items_only(arbiter, make_client):
+    results = make_client(arbiter.url, on_failure="none").score(
+        [failing_item(), lexical("a", "a"), failing_item(2)])
+    assert [r.score for r in results] == [None, 1.0, None]
+    assert [r.failed for r in results] == [True, False, True]
+    assert results[0].status == "failed" and results[0].error_code == "reward_failed"
+
+
+def test_policy_value_gives_the_failure_score_flagged(arbiter, make_client):
+    results = make_client(arbiter.url, on_failure="value", failure_score=-1.5).score(
+        [lexical("a", "a"), failing_item()])
+    assert [r.score for r in results] == [1.0, -1.5]
+    assert [r.failed for r in results] == [False, True]
+
+
+def test_upstream_failures_and_fallbacks_from_a_provider_in_outage(down_arbiter, make_client):
+    client = make_client(down_arbiter.url, on_failure="none")
+    broken, soft = client.score([
+        {"reward": "broken", "solution_str": "four", "ground_truth": "four"},
+        {"reward": "soft", "solution_str": "The Cat", "ground_truth": "the cat sat"}])
+    assert broken.failed and broken.score is None and broken.error_code == "upstream_failed"
+    assert "503" in broken.error_message
+    assert soft.fallback and not soft.failed and soft.source == "lexical"
+    assert soft.score == pytest.approx(ratio("the cat", "the cat sat"))
+    with pytest.raises(ArbiterItemError) as e:
+        make_client(down_arbiter.url).score(
+            [{"reward": "broken", "solution_str": "five", "ground_truth": "five"}])
+    assert e.value.code == "upstream_failed"
+
+
+def test_numpy_like_values_are_sent_as_json(arbiter, make_client, scripted):
+    proxy = scripted()
+    client = make_client(proxy.url)
+    results = client.score([{
+        "reward": "exact_match", "solution_str": "b",
+        "ground_truth": FakeArray(["a", "b"]),
+        "extra_info": {"index": FakeScalar(3), "scores": FakeArray([0.5, 1]),
+                       "nested": {"flag": FakeScalar(True)}, "pair": ("x", 1)}}])
+    assert results[0].score == 1.0
+    sent = proxy.items()[0]
+    assert sent["ground_truth"] == ["a", "b"]
+    assert sent["extra_info"] == {"index": 3, "scores": [0.5, 1], "nested": {"flag": True},
+                                  "pair": ["x", 1]}
+
+
+def test_values_json_cannot_carry_are_refused_naming_them(arbiter, make_client):
+    client = make_client(arbiter.url)
+    with pytest.raises(TypeError, match=r"items\[1\]\['extra_info'\]\['tok'\]: a object"):
+        client.score([lexical("a", "a"), {**lexical("a", "a"), "extra_info": {"tok": object()}}])
+    with pytest.raises(ValueError, match="nan"):
+        client.score([{**lexical("a", "a"), "extra_info": {"x": float("nan")}}])
+
+
+@pytest.mark.parametrize("use_aiohttp", ASYNC_TRANSPORTS)
+def test_ascore_on_each_transport(arbiter, make_client, use_aiohttp):
+    client = make_client(arbiter.url, use_aiohttp=use_aiohttp, on_failure="none",
+                         batch_size=2)
+    assert client.async_transport == ("stdlib" if use_aiohttp is False else "aiohttp")
+
+    async def main():
+        try:
+            return await asyncio.gather(
+                client.ascore([lexical("abc", "abd"), failing_item(), lexical("x", "x")]),
+                client.ascore([lexical("q", "q")]))
+        finally:
+            await client.aclose()
+
+    first, second = asyncio.run(main())
+    assert [r.score for r in first] == [ratio("abc", "abd"), None, 1.0]
+    assert second[0].score == 1.0
+
+
+@pytest.mark.skipif(aiohttp is None, reason="aiohttp not installed")
+@pytest.mark.filterwarnings("ignore:Unclosed client session:ResourceWarning",
+                            "ignore:Unclosed connector:ResourceWarning")
+def test_one_aiohttp_session_per_event_loop(arbiter, make_client):
+    client = make_client(arbiter.url)
+
+    async def once(close=True):
+        score = (await client.ascore([lexical("a", "a")]))[0].score
+        session = client._async._session()
+        if close:
+            await client.aclose()
+        return score, session
+
+    # Two loops one after the other (the first's session is never closed: the client drops
+    # it once its loop is closed), then two at once.
+    score1, s1 = asyncio.run(once(close=False))
+    score2, s2 = asyncio.run(once())
+    assert score1 == score2 == 1.0 and s1 is not s2
+    import threading
+    sessions = []
+    threads = [threading.Thread(target=lambda: sessions.append(asyncio.run(once())[1]))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len({id(s) for s in sessions}) == 2
+
+
+def test_a_real_429_from_a_full_queue_waits_its_retry_after_then_gives_up(
+        tmp_path, make_client):
+    from arbiter_testing import start_server
+    s = start_server(tmp_path, '[[scheduler.priorities]]\nname = "normal"\ncapacity = 2\n')
+    try:
+        client = make_client(s.url, retries=1)
+        start = time.monotonic()
+        with pytest.raises(ArbiterUnavailable) as e:
+            client.score([lexical("a", "a")] * 3)
+        assert time.monotonic() - start >= 1.0  # Arbiter says Retry-After: 1 (or more)
+        assert e.value.attempts == 2
+        assert "429 overloaded" in e.value.reason
+        # What fits the class is scored.
+        assert [r.score for r in client.score([lexical("a", "a")] * 2)] == [1.0, 1.0]
+    finally:
+        s.kill()
+
+
+@pytest.mark.parametrize("use_aiohttp", ASYNC_TRANSPORTS)
+def test_connection_refused_is_retried_then_unavailable(make_client, use_aiohttp):
+    from arbiter_testing import unused_port
+    client = make_client(f"http://127.0.0.1:{unused_port()}", retries=2, backoff_base_s=0.05,
+                         use_aiohttp=use_aiohttp)
+    start = time.monotonic()
+    with pytest.raises(ArbiterUnavailable) as e:
+        client.score([lexical("a", "a")])
+    assert e.value.attempts == 3
+    assert "Connection" in e.value.reason or "refused" in e.value.reason.lower()
+    # Backoff 0.05 s then 0.1 s, each scaled by a factor in [0.5, 1).
+    assert 0.07 <= time.monotonic() - start < 2
+
+    async def main():
+        try:
+            await client.ascore([lexical("a", "a")])
+        finally:
+            await client.aclose()
+
+    with pytest.raises(ArbiterUnavailable) as e:
+        asyncio.run(main())
+    assert e.value.attempts == 3
+
+
+def test_empty_lists_send_nothing(make_client):
+    from arbiter_testing import unused_port
+    client = make_client(f"http://127.0.0.1:{unused_port()}")
+    assert client.score([]) == []
+    assert asyncio.run(client.ascore([])) == []
+
+
+def test_items_must_be_dicts(make_client):
+    with pytest.raises(TypeError, match=r"items\[0\]: expected a dict"):
+        make_client("http://127.0.0.1:1").score(["text"])
+
+
+def test_clients_read_their_settings_from_the_environment():
+    env = {"ARBITER_URL": "https://h.example:9/base/", "ARBITER_TIMEOUT": "2.5",
+           "ARBITER_RETRIES": "0", "ARBITER_REWARD": "judge", "ARBITER_ON_FAILURE": "Value",
+           "ARBITER_FAILURE_SCORE": "-1", "ARBITER_API_KEY": "k", "ARBITER_BATCH_SIZE": "7",
+           "ARBITER_PRIORITY": "low", "ARBITER_DEADLINE_MS": "9000"}
+    s = ArbiterClient(env=env).settings
+    assert (s.url, s.timeout_s, s.retries, s.reward, s.on_failure, s.failure_score, s.api_key,
+            s.batch_size, s.priority, s.deadline_ms) == (
+        "https://h.example:9/base", 2.5, 0, "judge", "value", -1.0, "k", 7, "low", 9000)
+    # Arguments beat the environment; empty variables count as unset.
+    s = ArbiterClient("http://a:1", retries=3, env={**env, "ARBITER_REWARD": ""}).settings
+    assert (s.url, s.retries, s.reward) == ("http://a:1", 3, None)
+    d = ArbiterClient(env={}).settings
+    assert (d.url, d.timeout_s, d.retries, d.reward, d.on_failure, d.failure_score, d.api_key,
+            d.batch_size) == ("http://127.0.0.1:8080", 300.0, 5, None, "raise", 0.0, None, 256)
+
+
+@pytest.mark.parametrize("variable,value", [
+    ("ARBITER_URL", "localhost:8080"), ("ARBITER_TIMEOUT", "0"), ("ARBITER_TIMEOUT", "5s"),
+    ("ARBITER_RETRIES", "-1"), ("ARBITER_RETRIES", "2.5"), ("ARBITER_ON_FAILURE", "zero"),
+    ("ARBITER_FAILURE_SCORE", "nan"), ("ARBITER_BATCH_SIZE", "0"),
+    ("ARBITER_DEADLINE_MS", "soon")])
+def test_a_bad_variable_is_a_value_error_naming_it(variable, value):
+    with pytest.raises(ValueError, match=f"^{variable}: .*{value!r}"):
+        ArbiterClient(env={variable: value})
+
+
+def test_a_bad_argument_is_a_value_error_naming_it():
+    with pytest.raises(ValueError, match="^on_failure: "):
+        ArbiterClient(on_failure="skip", env={})
+    with pytest.raises(TypeError, match="timeout"):
+        ArbiterClient(timeout=3, env={})

@@ -1,0 +1,133 @@
+"""The client's own retry logic: a scripted stand-in answers 429, 503, 5xx, garbage or slowly
+first, then forwards to the real Arbiter."""
+import asyncio
+import time
+
+import pytest
+from client_testing import ASYNC_TRANSPORTS, lexical
+
+from arbiter_client import ArbiterRequestError, ArbiterUnavailable
+
+OVERLOADED = {"error": {"code": "overloaded", "message": "class normal is full"}}
+
+
+def run(client, use_aiohttp, items):
+    """client.score, or client.ascore on a fresh loop when use_aiohttp is not "sync"."""
+    if use_aiohttp == "sync":
+        return client.score(items)
+
+    async def main():
+        try:
+            return await client.ascore(items)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+MODES = [pytest.param("sync", id="sync")] + ASYNC_TRANSPORTS
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_429_waits_its_retry_after_then_succeeds(scripted, make_client, mode):
+    proxy = scripted({"status": 429, "headers": {"Retry-After": "1"}, "body": OVERLOADED})
+    client = make_client(proxy.url, use_aiohttp=None if mode == "sync" else mode,
+                         backoff_base_s=0.01)
+    results = run(client, mode, [lexical("a", "a")])
+    assert results[0].score == 1.0
+    (t0, _, _), (t1, _, _) = proxy.requests
+    assert 1.0 <= t1 - t0 < 1.5  # Retry-After plus at most 10% jitter
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_503_is_retried_after_its_retry_after(scripted, make_client, mode):
+    proxy = scripted({"status": 503, "headers": {"Retry-After": "0"},
+                      "body": {"error": {"code": "shutting_down", "message": "draining"}}},
+                     {"status": 503, "body": "no retry-after, not json"})
+    client = make_client(proxy.url, use_aiohttp=None if mode == "sync" else mode,
+                         backoff_base_s=0.01)
+    assert run(client, mode, [lexical("a", "a")])[0].score == 1.0
+    assert len(proxy.requests) == 3
+
+
+def test_retry_after_is_capped(scripted, make_client):
+    proxy = scripted({"status": 429, "headers": {"Retry-After": "3600"}, "body": OVERLOADED})
+    client = make_client(proxy.url, max_retry_after_s=0.2)
+    start = time.monotonic()
+    assert client.score([lexical("a", "a")])[0].score == 1.0
+    assert 0.2 <= time.monotonic() - start < 1.0
+
+
+@pytest.mark.parametrize("reply", [
+    {"status": 500, "body": {"error": {"code": "internal", "message": "bug"}}},
+    {"status": 502, "body": b""},
+    {"status": 200, "body": "<html>proxy error</html>"},
+    {"status": 200, "body": {"unexpected": True}},
+], ids=["500", "502", "200-not-json", "200-not-an-answer"])
+def test_server_errors_are_retried_with_backoff(scripted, make_client, reply):
+    proxy = scripted(reply, reply)
+    client = make_client(proxy.url, backoff_base_s=0.1)
+    assert client.score([lexical("a", "a")])[0].score == 1.0
+    times = [t for t, _, _ in proxy.requests]
+    assert len(times) == 3
+    # Backoff 0.1 s then 0.2 s, each scaled by a factor in [0.5, 1).
+    assert 0.05 <= times[1] - times[0] < 0.5 and 0.1 <= times[2] - times[1] < 0.6
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_slow_answer_times_out_and_is_retried(scripted, make_client, mode):
+    proxy = scripted({"status": 200, "body": {"results": []}, "delay_s": 1.0})
+    client = make_client(proxy.url, timeout_s=0.2, backoff_base_s=0.01,
+                         use_aiohttp=None if mode == "sync" else mode)
+    assert run(client, mode, [lexical("a", "a")])[0].score == 1.0
+    assert len(proxy.requests) == 2
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_after_the_last_attempt_unavailable_says_why(scripted, make_client, mode):
+    busy = {"status": 503, "headers": {"Retry-After": "0"},
+            "body": {"error": {"code": "shutting_down", "message": "draining"}}}
+    proxy = scripted(busy, busy, busy, busy)
+    client = make_client(proxy.url, retries=2, use_aiohttp=None if mode == "sync" else mode)
+    with pytest.raises(ArbiterUnavailable) as e:
+        run(client, mode, [lexical("a", "a")])
+    assert e.value.attempts == 3 and len(proxy.requests) == 3
+    assert e.value.reason == "HTTP 503 shutting_down: draining"
+
+
+@pytest.mark.parametrize("status", [401, 404, 413])
+def test_other_4xx_are_not_retried(scripted, make_client, status):
+    proxy = scripted({"status": status, "body": {"error": {"code": "nope", "message": "no"}}})
+    with pytest.raises(ArbiterRequestError) as e:
+        make_client(proxy.url).score([lexical("a", "a")])
+    assert (e.value.status, e.value.code, e.value.message, e.value.field) == (
+        status, "nope", "no", None)
+    assert len(proxy.requests) == 1
+
+
+def test_a_4xx_without_a_json_body_keeps_its_text(scripted, make_client):
+    proxy = scripted({"status": 403, "body": "forbidden by the gateway"})
+    with pytest.raises(ArbiterRequestError) as e:
+        make_client(proxy.url).score([lexical("a", "a")])
+    assert e.value.code is None and e.value.message == "forbidden by the gateway"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_api_key_is_sent_as_a_bearer_token(scripted, make_client, mode):
+    proxy = scripted()
+    client = make_client(proxy.url, api_key="s3cret",
+                         use_aiohttp=None if mode == "sync" else mode)
+    run(client, mode, [lexical("a", "a")])
+    headers = {k.lower(): v for k, v in proxy.requests[0][1].items()}
+    assert headers["authorization"] == "Bearer s3cret"
+    assert headers["content-type"] == "application/json"
+    no_key = make_client(proxy.url)
+    no_key.score([lexical("a", "a")])
+    assert "authorization" not in {k.lower() for k in proxy.requests[1][1]}
+
+
+def test_priority_and_deadline_go_in_the_body(scripted, make_client):
+    proxy = scripted()
+    make_client(proxy.url, priority="high", deadline_ms=1234).score([lexical("a", "a")])
+    body = proxy.requests[0][2]
+    assert body["priority"] == "high" and body["deadline_ms"] == 1234

@@ -1,0 +1,68 @@
+"""arbiter_client.slime against a real Arbiter (through a recording stand-in): rm and
+batched_rm with Sample-like objects."""
+import inspect
+from types import SimpleNamespace
+
+import pytest
+from client_testing import FakeScalar, failing_item, ratio, run_async
+
+from arbiter_client.slime import batched_rm, rm
+
+
+def sample(prompt, response, label, metadata=None):
+    return SimpleNamespace(prompt=prompt, response=response, label=label, metadata=metadata,
+                           tokens=[1, 2, 3], status="completed", index=0)
+
+
+def test_rm_scores_one_sample(scripted, arbiter_env):
+    proxy = scripted()
+    arbiter_env(proxy.url)
+    args = SimpleNamespace(arbiter_reward="lexical")
+    assert inspect.iscoroutinefunction(rm) and inspect.iscoroutinefunction(batched_rm)
+    score = run_async(rm, args, sample("<|im_start|>user\nWhat is 2+2?<|im_end|>\n",
+                                       "The answer is 4", "4", {"task": "math",
+                                                                "rm_type": "remote_rm"}))
+    assert score == ratio("The answer is 4", "4")
+    assert proxy.items() == [{
+        "reward": "lexical", "solution_str": "The answer is 4", "ground_truth": "4",
+        "extra_info": {"task": "math", "rm_type": "remote_rm",
+                       "question": "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"}}]
+
+
+def test_batched_rm_keeps_order_and_reads_message_prompts(scripted, arbiter_env):
+    proxy = scripted()
+    arbiter_env(proxy.url, ARBITER_REWARD="exact_match")
+    messages = [{"role": "user", "content": "Capital of France?"}]
+    group = [sample(messages, "Paris", "paris", {"question": "raw question"}),
+             sample(messages, "Lyon", ["Paris"]),
+             sample("plain prompt", "the paris", "Paris", "not a dict"),
+             sample("2+2?", "4", 4), sample("half?", "0.5", FakeScalar(0.5))]
+    assert run_async(batched_rm, SimpleNamespace(), group) == [1.0, 0.0, 1.0, 1.0, 1.0]
+    items = proxy.items()
+    assert len(proxy.requests) == 1
+    assert [i["extra_info"]["question"] for i in items] == [
+        "raw question", "Capital of France?", "plain prompt", "2+2?", "half?"]
+    assert [i["ground_truth"] for i in items[3:]] == ["4", "0.5"]
+    assert all(i["reward"] == "exact_match" for i in items)
+
+
+def test_a_missing_label_is_a_clear_error(arbiter, arbiter_env):
+    arbiter_env(arbiter.url, ARBITER_REWARD="lexical")
+    with pytest.raises(ValueError, match=r"^sample\.label is None"):
+        run_async(rm, SimpleNamespace(), sample("p", "r", None))
+    with pytest.raises(ValueError, match=r"^samples\[1\]\.label is None"):
+        run_async(batched_rm, SimpleNamespace(), [sample("p", "r", "x"), sample("p", "r", None)])
+
+
+def test_failure_policies(arbiter, arbiter_env):
+    bad = sample("p", failing_item()["solution_str"], "x")
+    args = SimpleNamespace(arbiter_reward="lexical", arbiter_url=arbiter.url)
+    arbiter_env("http://127.0.0.1:9", ARBITER_ON_FAILURE="value", ARBITER_FAILURE_SCORE="-1")
+    assert run_async(batched_rm, args, [bad, sample("p", "x", "x")]) == [-1.0, 1.0]
+    arbiter_env("http://127.0.0.1:9", ARBITER_ON_FAILURE="raise")
+    from arbiter_client import ArbiterItemError
+    with pytest.raises(ArbiterItemError):
+        run_async(rm, args, bad)
+    arbiter_env("http://127.0.0.1:9", ARBITER_ON_FAILURE="none")
+    with pytest.raises(ValueError, match="slime"):
+        run_async(rm, args, bad)

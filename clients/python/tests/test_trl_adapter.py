@@ -1,0 +1,126 @@
+"""arbiter_client.trl against a real Arbiter (through a recording stand-in, to see the items
+sent): the keyword arguments GRPOTrainer passes, string and conversational data."""
+import asyncio
+import inspect
+
+import pytest
+from client_testing import FakeArray, failing_item, ratio
+
+from arbiter_client.trl import make_async_reward_func, make_reward_func
+
+
+class TrainerState:  # what TRL passes as trainer_state: not JSON
+    global_step = 3
+
+
+@pytest.fixture
+def make_func():
+    """make_reward_func, closing each function's client after the test."""
+    made = []
+
+    def make(*args, **kwargs):
+        made.append(make_reward_func(*args, **kwargs))
+        return made[-1]
+
+    yield make
+    for f in made:
+        f.client.close()
+
+
+def trl_kwargs(n):
+    """The arguments TRL adds beside the dataset columns."""
+    return {"completion_ids": [[1, 2]] * n, "trainer_state": TrainerState(),
+            "log_extra": lambda column, values: None, "log_metric": lambda name, value: None}
+
+
+def test_string_data_one_request_in_order_with_the_columns_in_extra_info(scripted,
+                                                                         make_func):
+    proxy = scripted()
+    f = make_func(reward="lexical", url=proxy.url)
+    assert f.__name__ == "arbiter_lexical"
+    prompts = ["Q: colour of the sky?", "Q: 2+2?", "Q: capital of France?"]
+    completions = ["blue", "four", "Paris"]
+    scores = f(prompts=prompts, completions=completions, ground_truth=["blue", "4", "paris"],
+               task=["sky", "math", "geo"], difficulty=[1, 2, FakeArray([3])],
+               meta=[{"a": 1}, None, {"b": [2]}], **trl_kwargs(3))
+    assert scores == [1.0, ratio("four", "4"), ratio("Paris", "paris")]
+    assert len(proxy.requests) == 1
+    items = proxy.items()
+    assert items[0] == {"reward": "lexical", "solution_str": "blue", "ground_truth": "blue",
+                        "extra_info": {"question": "Q: colour of the sky?", "task": "sky",
+                                       "difficulty": 1, "meta": {"a": 1}}}
+    assert items[2]["extra_info"]["difficulty"] == [3]
+
+
+def test_conversational_data(scripted, make_func):
+    proxy = scripted()
+    f = make_func(reward="exact_match", url=proxy.url, name="em")
+    assert f.__name__ == "em"
+    prompts = [[{"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "What is 2+2?"}],
+               [{"role": "user", "content": [{"type": "text", "text": "Capital of "},
+                                             {"type": "text", "text": "France?"}]}]]
+    completions = [[{"role": "assistant", "content": "4"}],
+                   [{"role": "assistant", "content": "It is"},
+                    {"role": "tool", "content": "lookup: Paris"},
+                    {"role": "assistant", "content": "Paris"}]]
+    scores = f(prompts, completions, ground_truth=["4", ["Paris", "paris, france"]])
+    assert scores == [1.0, 0.0]  # "It is\nParis" is not "paris"
+    items = proxy.items()
+    assert items[0]["extra_info"]["question"] == "What is 2+2?"
+    assert items[1]["extra_info"]["question"] == "Capital of France?"
+    assert items[1]["solution_str"] == "It is\nParis"
+
+
+def test_async_factory(arbiter, scripted):
+    proxy = scripted()
+    f = make_async_reward_func(reward="good_judge", url=proxy.url)
+    assert inspect.iscoroutinefunction(f) and f.__name__ == "arbiter_good_judge"
+
+    async def main():
+        try:
+            return await f(["Colour?", "Colour?"], ["blue sky today", "green grass"],
+                           ground_truth=["blue sky", "blue sky"])
+        finally:
+            await f.client.aclose()
+
+    assert asyncio.run(main()) == [pytest.approx(2 / 3, abs=1e-3), 0.0]
+
+
+def test_the_ground_truth_column_is_configurable(arbiter, make_func):
+    f = make_func(reward="exact_match", url=arbiter.url,
+                         ground_truth_column=("ground_truth", "solution", "answer"))
+    assert f(["q"], ["42"], answer=["42"], solution=["41"]) == [0.0]  # solution comes first
+    assert f(["q"], ["42"], answer=["42"]) == [1.0]
+    with pytest.raises(ValueError, match="no ground-truth column: expected one of "
+                                         "ground_truth, solution, answer"):
+        f(["q"], ["42"], label=["42"])
+
+
+def test_data_source_column_picks_the_reward(scripted, make_func):
+    proxy = scripted()
+    f = make_func(url=proxy.url)
+    assert f.__name__ == "arbiter"
+    assert f(["q", "q"], ["7", "7"], ground_truth=["7", "8"],
+             data_source=["gsm8k", "lexical"]) == [1.0, 0.0]
+    assert proxy.items()[0]["data_source"] == "gsm8k"
+    assert "data_source" not in proxy.items()[0]["extra_info"]
+
+
+def test_failure_policies(arbiter, make_func):
+    bad = failing_item()["solution_str"]
+    none = make_func(reward="lexical", url=arbiter.url, on_failure="none")
+    assert none(["q", "q"], [bad, "x"], ground_truth=["x", "x"]) == [None, 1.0]
+    value = make_func(reward="lexical", url=arbiter.url, on_failure="value",
+                             failure_score=-1)
+    assert value(["q", "q"], [bad, "x"], ground_truth=["x", "x"]) == [-1.0, 1.0]
+    from arbiter_client import ArbiterItemError
+    with pytest.raises(ArbiterItemError):
+        make_func(reward="lexical", url=arbiter.url)(["q"], [bad], ground_truth=["x"])
+
+
+def test_the_environment_configures_the_factory(arbiter, arbiter_env, make_func):
+    arbiter_env(arbiter.url, ARBITER_REWARD="lexical", ARBITER_ON_FAILURE="none")
+    f = make_func()
+    assert f.__name__ == "arbiter_lexical"
+    assert f(["q"], [failing_item()["solution_str"]], ground_truth=["x"]) == [None]

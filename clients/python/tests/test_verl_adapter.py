@@ -1,0 +1,113 @@
+"""arbiter_client.verl against a real Arbiter: the shapes verl calls and reads."""
+import asyncio
+import inspect
+
+import pytest
+from client_testing import FakeArray, FakeScalar, failing_item, ratio, run_async
+
+from arbiter_client import ArbiterItemError
+from arbiter_client.verl import (DICT_KEYS, compute_score, compute_score_async,
+                                 compute_score_batched)
+
+
+def test_sync_returns_a_float_and_ignores_what_verl_adds(arbiter, arbiter_env):
+    arbiter_env(arbiter.url)
+    score = compute_score(data_source="gsm8k/main", solution_str="72", ground_truth="72",
+                          extra_info={"split": "train", "index": 0, "num_turns": 2},
+                          reward_router_address="10.0.0.5:41234",
+                          reward_model_tokenizer=object())
+    assert score == 1.0 and isinstance(score, float)
+    # Positional, as the PRIME manager calls it; reward from reward_kwargs.
+    assert compute_score("anything", "abc", "abd", None, reward="lexical") == ratio("abc", "abd")
+
+
+def test_async_is_a_coroutine_function_and_runs_a_batch_concurrently(arbiter, arbiter_env):
+    arbiter_env(arbiter.url, ARBITER_REWARD="lexical")
+    assert inspect.iscoroutinefunction(compute_score_async)
+
+    async def batch():
+        return await asyncio.gather(*[
+            compute_score_async(data_source="x", solution_str=f"answer {i}",
+                                ground_truth=f"answer {i % 3}", extra_info={"index": i})
+            for i in range(20)])
+
+    assert run_async(batch) == [ratio(f"answer {i}", f"answer {i % 3}") for i in range(20)]
+
+
+def test_reward_kwargs_override_the_environment(arbiter, arbiter_env):
+    arbiter_env("http://127.0.0.1:9", ARBITER_REWARD="exact_match", ARBITER_RETRIES="0")
+    kwargs = {"service_url": arbiter.url, "reward": "lexical", "timeout_s": 10,
+              "on_failure": "value", "failure_score": -1.0}
+    assert compute_score("x", "ab", "ab", **kwargs) == {
+        "score": 1.0, "arbiter_failed": 0, "arbiter_fallback": 0, "arbiter_cached": 0,
+        "arbiter_queue_ms": pytest.approx(0, abs=1000), "arbiter_run_ms": pytest.approx(0, abs=1000)}
+    failed = compute_score("x", failing_item()["solution_str"], "x", **kwargs)
+    assert failed["score"] == -1.0 and failed["arbiter_failed"] == 1
+    # A nested reward_kwargs dict works too.
+    assert compute_score("x", "ab", "ab", reward_kwargs={"service_url": arbiter.url,
+                                                         "reward": "lexical"}) == 1.0
+
+
+def test_dicts_have_the_same_keys_and_scalar_values_for_every_sample(
+        arbiter, down_arbiter, arbiter_env):
+    arbiter_env(arbiter.url, ARBITER_ON_FAILURE="value", ARBITER_FAILURE_SCORE="0.25")
+    rows = compute_score_batched(
+        data_sources=["lexical", "lexical", "gsm8k", "lexical"],
+        solution_strs=["same", failing_item()["solution_str"], "7", "abc"],
+        ground_truths=["same", "x", ["7"], "abd"],
+        extra_infos=[{}, None, {"index": 3}, {}])
+    fallback = compute_score(None, "The Cat", "the cat sat", reward="soft",
+                             service_url=down_arbiter.url)
+    for row in rows + [fallback]:
+        assert tuple(row) == DICT_KEYS
+        assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row.values())
+    assert [r["score"] for r in rows] == [1.0, 0.25, 1.0, ratio("abc", "abd")]
+    assert [r["arbiter_failed"] for r in rows] == [0, 1, 0, 0]
+    assert fallback["arbiter_fallback"] == 1 and fallback["arbiter_failed"] == 0
+    assert fallback["score"] == pytest.approx(ratio("the cat", "the cat sat"))
+
+
+def test_return_dict_from_the_environment_or_the_kwargs(arbiter, arbiter_env):
+    arbiter_env(arbiter.url, ARBITER_REWARD="good_judge", ARBITER_RETURN_DICT="1")
+
+    async def twice():
+        first = await compute_score_async("d", "blue sky today", "blue sky",
+                                          extra_info={"question": "colour?"})
+        second = await compute_score_async("d", "blue sky today", "blue sky",
+                                           extra_info={"question": "colour?"})
+        return first, second
+
+    first, second = run_async(twice)
+    assert tuple(first) == tuple(second) == DICT_KEYS
+    # The fake judge scores word overlap; the second answer comes from Arbiter's cache.
+    assert first["score"] == second["score"] == pytest.approx(2 / 3, abs=1e-3)
+    assert second["arbiter_cached"] == 1
+    assert isinstance(compute_score("d", "a", "a", reward="lexical", return_dict=False), float)
+
+
+def test_policy_raise_fails_the_call_and_none_is_refused(arbiter, arbiter_env):
+    arbiter_env(arbiter.url)
+    with pytest.raises(ArbiterItemError) as e:
+        compute_score("lexical", failing_item()["solution_str"], "x")
+    assert e.value.code == "reward_failed"
+    with pytest.raises(ValueError, match="on_failure='none' cannot be used with verl"):
+        compute_score("lexical", "a", "a", on_failure="none")
+    arbiter_env(arbiter.url, ARBITER_ON_FAILURE="none")
+    with pytest.raises(ValueError, match="verl"):
+        run_async(compute_score_async, "lexical", "a", "a")
+
+
+def test_numpy_like_ground_truths_and_extra_info(arbiter, arbiter_env):
+    arbiter_env(arbiter.url)
+    assert compute_score(data_source="gsm8k", solution_str="b",
+                         ground_truth=FakeArray(["a", "b"]),
+                         extra_info={"index": FakeScalar(4), "answer": FakeArray([1, 2])}) == 1.0
+    scores = compute_score_batched(FakeArray(["gsm8k", "gsm8k"]), ["1", "2"],
+                                   [FakeArray(["1"]), "3"], None)
+    assert scores == [1.0, 0.0]
+
+
+def test_batched_checks_its_lists(arbiter, arbiter_env):
+    arbiter_env(arbiter.url)
+    with pytest.raises(ValueError, match="different lengths"):
+        compute_score_batched(["a"], ["x", "y"], ["x", "y"], [{}, {}])
