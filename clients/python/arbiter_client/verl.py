@@ -28,8 +28,10 @@ keys for every sample (verl builds its arrays from the first sample's keys): `sc
 """
 import os
 
-from ._adapters import shared_client
-from ._settings import env_value, parse_bool
+# Absolute imports: verl loads this file by path, as a module outside the package
+# (importlib's spec_from_file_location), where relative imports fail.
+from arbiter_client._adapters import shared_client
+from arbiter_client._settings import env_value, parse_bool
 
 DICT_KEYS = ("score", "arbiter_failed", "arbiter_fallback", "arbiter_cached",
              "arbiter_queue_ms", "arbiter_run_ms")

@@ -111,3 +111,16 @@ def test_batched_checks_its_lists(arbiter, arbiter_env):
     arbiter_env(arbiter.url)
     with pytest.raises(ValueError, match="different lengths"):
         compute_score_batched(["a"], ["x", "y"], ["x", "y"], [{}, {}])
+
+
+def test_verl_can_load_the_file_by_path(arbiter, arbiter_env):
+    # What verl's load_extern_object does with reward.custom_reward_function.path.
+    import importlib.util
+
+    import arbiter_client.verl
+    spec = importlib.util.spec_from_file_location("custom_module_1", arbiter_client.verl.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    arbiter_env(arbiter.url)
+    assert module.compute_score("gsm8k", "72", "72") == 1.0
+    assert run_async(module.compute_score_async, "gsm8k", "72", "71") == 0.0
