@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/embedding_scoring.hpp"
 #include "backends/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 
@@ -296,75 +297,25 @@ prepared_call prepare_nli(const std::vector<shared_item>& items) {
   return call;
 }
 
-/// What one embedding item sends and how it is scored: built the same way by prepare_call
-/// and parse_reply from the item and the source's options.
-struct embedding_plan {
-  embedding_options options;
-  /// The references it is scored against: indices into ground_truth.
-  std::vector<size_t> references;
-  /// The candidate as sent (with the instruction, when there is one).
-  std::string candidate;
-};
-
-embedding_plan plan_embedding(const endpoint_options& opts, const score_item& item) {
-  embedding_plan plan;
-  if (item.call) {
-    // A pass-through call: its text as it is, no references, no options.
-    plan.candidate = item.call->prompt;
-    return plan;
-  }
-  auto merged = merged_options(item);
-  plan.options = parse_embedding_options(merged);
-  plan.references = rewards::filter_references(item.ground_truth, merged);
-  std::optional<std::string_view> instruction;
-  if (plan.options.instruction) {
-    if (!plan.options.instruction->empty()) {
-      instruction = *plan.options.instruction;
-    }
-  } else if (ascii_lower(opts.model).find("qwen3-embedding") != std::string::npos) {
-    instruction = default_embedding_instruction;
-  }
-  if (instruction) {
-    plan.candidate = "Instruct: ";
-    plan.candidate += *instruction;
-    plan.candidate += "\nQuery:";
-    plan.candidate += item.solution_str;
-  } else {
-    plan.candidate = item.solution_str;
-  }
-  return plan;
-}
-
 prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
                                 const std::vector<shared_item>& items) {
   prepared_call call;
-  json inputs = json::array();
-  auto add = [&](const std::string& text) {
-    inputs.push_back(text);
+  auto inputs = embedding_texts(items, opts.model);
+  for (const auto& text : inputs.texts) {
     call.estimated_tokens += estimate_prompt_tokens(text);
-  };
-  for (const auto& item : items) {
-    auto plan = plan_embedding(opts, *item);
-    input_span span;
-    span.first = static_cast<uint32_t>(inputs.size());
-    span.references = static_cast<uint32_t>(plan.references.size());
-    add(plan.candidate);
-    for (size_t r : plan.references) {
-      add(item->ground_truth[r]);
-    }
-    call.spans.push_back(span);
   }
-  call.input_count = static_cast<uint32_t>(inputs.size());
+  call.spans = std::move(inputs.spans);
+  call.input_count = static_cast<uint32_t>(inputs.texts.size());
   json body = json::object();
   if (api == api_kind::openai) {
     call.path = "/v1/embeddings";
     if (!opts.model.empty()) {
       body["model"] = opts.model;
     }
-    body["input"] = std::move(inputs);
+    body["input"] = std::move(inputs.texts);
   } else {
     call.path = "/embed";
-    body["inputs"] = std::move(inputs);
+    body["inputs"] = std::move(inputs.texts);
   }
   call.body = dump(body);
   return call;
@@ -731,110 +682,29 @@ std::vector<std::vector<double>> read_vectors(api_kind api, const json& doc, uin
   return vectors;
 }
 
-/// The L2 norm of the first `dims` values of `v`.
-double norm(const std::vector<double>& v, size_t dims) {
-  double sum = 0.0;
-  for (size_t i = 0; i < dims; ++i) {
-    sum += v[i] * v[i];
-  }
-  return std::sqrt(sum);
-}
-
-/// Scores one embedding item from its vectors (see `parse_reply`).
-item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
-                             const input_span& span,
-                             const std::vector<std::vector<double>>& vectors,
-                             std::string_view body) {
-  if (item.call) {
-    auto output = std::make_shared<model_output>();
-    const auto& vector = vectors[span.first];
-    output->embedding.assign(vector.begin(), vector.end());
-    item_outcome out;
-    out.output = std::move(output);
-    return out;
-  }
-  if (span.references == 0) {
-    return failure("embedding needs at least one reference in ground_truth");
-  }
-  const auto& candidate = vectors[span.first];
-  for (uint32_t r = 1; r <= span.references; ++r) {
-    const auto& reference = vectors[span.first + r];
-    if (reference.size() != candidate.size()) {
-      reject("embeddings have different dimensions (" + std::to_string(candidate.size())
-               + " and " + std::to_string(reference.size()) + ")",
-             body);
-    }
-  }
-  // Keeping the first d values and re-normalizing (Matryoshka) leaves the cosine of the
-  // prefixes, so the cosine is taken over the prefix directly.
-  size_t dims = candidate.size();
-  if (plan.options.dimensions > 0) {
-    if (plan.options.dimensions > dims) {
-      return failure("dimensions " + std::to_string(plan.options.dimensions)
-                     + " is more than the embedding's " + std::to_string(dims));
-    }
-    dims = plan.options.dimensions;
-  }
-  double candidate_norm = norm(candidate, dims);
-  if (candidate_norm == 0.0) {
-    return failure("the embedding of solution_str is a zero vector");
-  }
-  std::optional<double> best;
-  size_t best_reference = 0;
-  for (uint32_t r = 1; r <= span.references; ++r) {
-    const auto& reference = vectors[span.first + r];
-    double reference_norm = norm(reference, dims);
-    if (reference_norm == 0.0) {
-      continue;
-    }
-    double dot = 0.0;
-    for (size_t i = 0; i < dims; ++i) {
-      dot += candidate[i] * reference[i];
-    }
-    double cosine = std::clamp(dot / (candidate_norm * reference_norm), -1.0, 1.0);
-    if (!best || cosine > *best) {
-      best = cosine;
-      best_reference = plan.references[r - 1];
-    }
-  }
-  if (!best) {
-    return failure("the embedding of every reference is a zero vector");
-  }
-  double penalty = rewards::length_penalty(item.ground_truth[best_reference], item.solution_str,
-                                           plan.options.length_penalty,
-                                           plan.options.length_threshold);
-  return success(rewards::cosine_to_unit(*best) * penalty);
-}
-
 std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& opts,
                                           const json& doc, const prepared_call& call,
                                           const std::vector<shared_item>& items,
                                           std::string_view body) {
-  if (call.spans.size() != items.size()) {
-    throw std::invalid_argument{"embedding call has " + std::to_string(call.spans.size())
-                                + " spans for " + std::to_string(items.size()) + " items"};
+  // The texts are rebuilt from the items (as prepare_call built them) so that the spans can
+  // be checked against them.
+  auto inputs = embedding_texts(items, opts.model);
+  if (inputs.texts.size() != call.input_count || inputs.spans.size() != call.spans.size()) {
+    throw std::invalid_argument{"embedding call does not match its items"};
   }
-  std::vector<embedding_plan> plans;
-  plans.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    const auto& span = call.spans[i];
-    if (uint64_t{span.first} + span.references >= call.input_count) {
-      throw std::invalid_argument{"embedding call span lies outside its input list"};
-    }
-    plans.push_back(plan_embedding(opts, *items[i]));
-    if (plans.back().references.size() != span.references) {
-      throw std::invalid_argument{"embedding call span " + std::to_string(i) + " has "
-                                  + std::to_string(span.references) + " references, its item "
-                                  + std::to_string(plans.back().references.size())};
+  for (size_t i = 0; i < inputs.spans.size(); ++i) {
+    if (inputs.spans[i].first != call.spans[i].first
+        || inputs.spans[i].references != call.spans[i].references) {
+      throw std::invalid_argument{"embedding call span " + std::to_string(i)
+                                  + " does not match its item"};
     }
   }
   auto vectors = read_vectors(api, doc, call.input_count, body);
-  std::vector<item_outcome> outcomes;
-  outcomes.reserve(items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    outcomes.push_back(score_embedding(*items[i], plans[i], call.spans[i], vectors, body));
+  try {
+    return score_embeddings(items, opts.model, inputs, vectors);
+  } catch (const embedding_mismatch& e) {
+    reject(e.what(), body);
   }
-  return outcomes;
 }
 
 std::vector<item_outcome> parse_info_gain(const json& doc, const std::vector<shared_item>& items,

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/embedding_scoring.hpp"
 #include "common/score_types.hpp"
 
 namespace arbiter::backends::remote {
@@ -55,13 +56,8 @@ struct endpoint_options {
   std::vector<std::string> stop;
 };
 
-/// Where one item's texts sit in an embedding call's input list: `inputs[first]` is its
-/// candidate and `inputs[first + 1]` ... `inputs[first + references]` its references (those
-/// its options' filters keep, in ground_truth order).
-struct input_span {
-  uint32_t first = 0;
-  uint32_t references = 0;
-};
+/// Where one item's texts sit in an embedding call's input list (see embedding_scoring.hpp).
+using backends::input_span;
 
 /// One HTTP call for a batch.
 struct prepared_call {

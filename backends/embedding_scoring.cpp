@@ -1,0 +1,193 @@
+#include "backends/embedding_scoring.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "backends/reward_options.hpp"
+#include "backends/rewards/text_similarity.hpp"
+
+namespace arbiter::backends {
+
+namespace {
+
+std::string ascii_lower(std::string_view text) {
+  std::string out{text};
+  for (auto& c : out) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return out;
+}
+
+item_outcome failure(std::string reason) {
+  item_outcome out;
+  out.code = errc::reward_failed;
+  out.error = std::move(reason);
+  return out;
+}
+
+item_outcome success(double score) {
+  item_outcome out;
+  out.score = score;
+  return out;
+}
+
+/// What one embedding item sends and how it is scored: built the same way by
+/// embedding_texts and score_embeddings from the item and the model name.
+struct embedding_plan {
+  embedding_options options;
+  /// The references it is scored against: indices into ground_truth.
+  std::vector<size_t> references;
+  /// The candidate as sent (with the instruction, when there is one).
+  std::string candidate;
+};
+
+embedding_plan plan_embedding(std::string_view model, const score_item& item) {
+  embedding_plan plan;
+  if (item.call) {
+    // A pass-through call: its text as it is, no references, no options.
+    plan.candidate = item.call->prompt;
+    return plan;
+  }
+  auto merged = merged_options(item);
+  plan.options = parse_embedding_options(merged);
+  plan.references = rewards::filter_references(item.ground_truth, merged);
+  std::optional<std::string_view> instruction;
+  if (plan.options.instruction) {
+    if (!plan.options.instruction->empty()) {
+      instruction = *plan.options.instruction;
+    }
+  } else if (ascii_lower(model).find("qwen3-embedding") != std::string::npos) {
+    instruction = default_embedding_instruction;
+  }
+  if (instruction) {
+    plan.candidate = "Instruct: ";
+    plan.candidate += *instruction;
+    plan.candidate += "\nQuery:";
+    plan.candidate += item.solution_str;
+  } else {
+    plan.candidate = item.solution_str;
+  }
+  return plan;
+}
+
+/// The L2 norm of the first `dims` values of `v`.
+double norm(const std::vector<double>& v, size_t dims) {
+  double sum = 0.0;
+  for (size_t i = 0; i < dims; ++i) {
+    sum += v[i] * v[i];
+  }
+  return std::sqrt(sum);
+}
+
+/// Scores one embedding item from its vectors.
+item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
+                             const input_span& span,
+                             const std::vector<std::vector<double>>& vectors) {
+  if (item.call) {
+    auto output = std::make_shared<model_output>();
+    const auto& vector = vectors[span.first];
+    output->embedding.assign(vector.begin(), vector.end());
+    item_outcome out;
+    out.output = std::move(output);
+    return out;
+  }
+  if (span.references == 0) {
+    return failure("embedding needs at least one reference in ground_truth");
+  }
+  const auto& candidate = vectors[span.first];
+  for (uint32_t r = 1; r <= span.references; ++r) {
+    const auto& reference = vectors[span.first + r];
+    if (reference.size() != candidate.size()) {
+      throw embedding_mismatch{"embeddings have different dimensions ("
+                               + std::to_string(candidate.size()) + " and "
+                               + std::to_string(reference.size()) + ")"};
+    }
+  }
+  // Keeping the first d values and re-normalizing (Matryoshka) leaves the cosine of the
+  // prefixes, so the cosine is taken over the prefix directly.
+  size_t dims = candidate.size();
+  if (plan.options.dimensions > 0) {
+    if (plan.options.dimensions > dims) {
+      return failure("dimensions " + std::to_string(plan.options.dimensions)
+                     + " is more than the embedding's " + std::to_string(dims));
+    }
+    dims = plan.options.dimensions;
+  }
+  double candidate_norm = norm(candidate, dims);
+  if (candidate_norm == 0.0) {
+    return failure("the embedding of solution_str is a zero vector");
+  }
+  std::optional<double> best;
+  size_t best_reference = 0;
+  for (uint32_t r = 1; r <= span.references; ++r) {
+    const auto& reference = vectors[span.first + r];
+    double reference_norm = norm(reference, dims);
+    if (reference_norm == 0.0) {
+      continue;
+    }
+    double dot = 0.0;
+    for (size_t i = 0; i < dims; ++i) {
+      dot += candidate[i] * reference[i];
+    }
+    double cosine = std::clamp(dot / (candidate_norm * reference_norm), -1.0, 1.0);
+    if (!best || cosine > *best) {
+      best = cosine;
+      best_reference = plan.references[r - 1];
+    }
+  }
+  if (!best) {
+    return failure("the embedding of every reference is a zero vector");
+  }
+  double penalty = rewards::length_penalty(item.ground_truth[best_reference], item.solution_str,
+                                           plan.options.length_penalty,
+                                           plan.options.length_threshold);
+  return success(rewards::cosine_to_unit(*best) * penalty);
+}
+
+} // namespace
+
+embedding_inputs embedding_texts(const std::vector<shared_item>& items, std::string_view model) {
+  embedding_inputs out;
+  for (const auto& item : items) {
+    auto plan = plan_embedding(model, *item);
+    input_span span;
+    span.first = static_cast<uint32_t>(out.texts.size());
+    span.references = static_cast<uint32_t>(plan.references.size());
+    out.texts.push_back(std::move(plan.candidate));
+    for (size_t r : plan.references) {
+      out.texts.push_back(item->ground_truth[r]);
+    }
+    out.spans.push_back(span);
+  }
+  return out;
+}
+
+std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items,
+                                           std::string_view model,
+                                           const embedding_inputs& inputs,
+                                           const std::vector<std::vector<double>>& vectors) {
+  if (inputs.spans.size() != items.size() || vectors.size() != inputs.texts.size()) {
+    throw std::invalid_argument{"embedding inputs do not fit their items or vectors"};
+  }
+  std::vector<item_outcome> outcomes;
+  outcomes.reserve(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& span = inputs.spans[i];
+    if (uint64_t{span.first} + span.references >= vectors.size()) {
+      throw std::invalid_argument{"embedding span lies outside the vectors"};
+    }
+    auto plan = plan_embedding(model, *items[i]);
+    if (plan.references.size() != span.references) {
+      throw std::invalid_argument{"embedding span " + std::to_string(i) + " has "
+                                  + std::to_string(span.references) + " references, its item "
+                                  + std::to_string(plan.references.size())};
+    }
+    outcomes.push_back(score_embedding(*items[i], plan, span, vectors));
+  }
+  return outcomes;
+}
+
+} // namespace arbiter::backends

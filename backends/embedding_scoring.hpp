@@ -1,0 +1,54 @@
+#pragma once
+
+// The `embedding` reward between texts and vectors, whoever computes the vectors (a remote
+// /v1/embeddings or TEI endpoint, or a local model): which texts an item needs (its candidate,
+// with an instruction for Qwen3-Embedding, and the references its options keep), and how its
+// score follows from their vectors (best cosine mapped to [0, 1] × length penalty, over the
+// first `dimensions` values). Pass-through items (`score_item::call`) need their one text and
+// get its vector back as output.
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/score_types.hpp"
+
+namespace arbiter::backends {
+
+/// Where one item's texts sit in a batch's text list: `texts[first]` is its candidate and
+/// `texts[first + 1]` ... `texts[first + references]` its references (those its options'
+/// filters keep, in ground_truth order).
+struct input_span {
+  uint32_t first = 0;
+  uint32_t references = 0;
+};
+
+/// The texts a batch of embedding items needs, and where each item's are.
+struct embedding_inputs {
+  std::vector<std::string> texts;
+  std::vector<input_span> spans;
+};
+
+/// Builds the text list for `items` (kind "embedding"). `model` is the model name the
+/// embedder serves: one containing "qwen3-embedding" (any case) turns the default instruction
+/// on, unless the item's options set `instruction`.
+embedding_inputs embedding_texts(const std::vector<shared_item>& items, std::string_view model);
+
+/// Vectors of one batch that cannot be compared (different dimensions): the embedder's fault.
+class embedding_mismatch : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One outcome per item from `vectors[i]`, the vector of `inputs.texts[i]` (same `model` as
+/// `embedding_texts`). Items fail (reward_failed) without references, over `dimensions`, or
+/// when a vector is zero. Throws std::invalid_argument when `inputs` do not fit `items` or
+/// `vectors`, and embedding_mismatch when an item's vectors differ in dimension.
+std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items,
+                                           std::string_view model,
+                                           const embedding_inputs& inputs,
+                                           const std::vector<std::vector<double>>& vectors);
+
+} // namespace arbiter::backends
