@@ -88,6 +88,16 @@ class StdlibTransport:
             conn.close()
 
 
+async def _close_when_the_loop_ends(session):
+    """Iterated once when `session` is made: asyncio.run (loop.shutdown_asyncgens) closes
+    the generators its loop started, and this one then closes the session, so a loop that
+    ends without aclose() leaves no open session behind."""
+    try:
+        yield
+    finally:
+        await session.close()
+
+
 class AiohttpTransport:
     """aiohttp, one ClientSession per event loop (a session must not cross loops)."""
 
@@ -97,12 +107,13 @@ class AiohttpTransport:
         self._url = url
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._lock = threading.Lock()
-        self._sessions = {}  # id(loop) -> (weak reference to the loop, session)
+        # id(loop) -> (weak reference to the loop, session, its _close_when_the_loop_ends)
+        self._sessions = {}
 
-    def _session(self):
+    async def _session(self):
         loop = asyncio.get_running_loop()
         with self._lock:
-            for key, (ref, _) in list(self._sessions.items()):
+            for key, (ref, _, _) in list(self._sessions.items()):
                 other = ref()
                 if other is None or other.is_closed():
                     del self._sessions[key]  # its loop is gone; so is any use of it
@@ -110,12 +121,14 @@ class AiohttpTransport:
             if entry is not None and entry[0]() is loop and not entry[1].closed:
                 return entry[1]
             session = aiohttp.ClientSession(timeout=self._timeout)
-            self._sessions[id(loop)] = (weakref.ref(loop), session)
-            return session
+            closer = _close_when_the_loop_ends(session)
+            self._sessions[id(loop)] = (weakref.ref(loop), session, closer)
+        await closer.__anext__()
+        return session
 
     async def post(self, path, body, headers):
         """Returns (status, headers with lower-case names, body bytes)."""
-        session = self._session()
+        session = await self._session()
         async with session.post(self._url + path, data=body, headers=headers) as resp:
             data = await resp.read()
             return resp.status, {k.lower(): v for k, v in resp.headers.items()}, data
@@ -126,7 +139,7 @@ class AiohttpTransport:
         with self._lock:
             entry = self._sessions.pop(id(loop), None)
         if entry is not None and entry[0]() is loop:
-            await entry[1].close()
+            await entry[2].aclose()
             # aiohttp's "graceful shutdown" advice: give the transports' close callbacks a
             # moment to run before the loop ends, or their sockets are left to the GC.
             await asyncio.sleep(0.05)

@@ -1,6 +1,7 @@
 """ArbiterClient against a real Arbiter on loopback: order, batching, failure policies,
 request errors, the async transports, and a real 429."""
 import asyncio
+import threading
 import time
 
 import pytest
@@ -153,24 +154,22 @@ def test_ascore_on_each_transport(arbiter, make_client, use_aiohttp):
 
 
 @pytest.mark.skipif(aiohttp is None, reason="aiohttp not installed")
-@pytest.mark.filterwarnings("ignore:Unclosed client session:ResourceWarning",
-                            "ignore:Unclosed connector:ResourceWarning")
 def test_one_aiohttp_session_per_event_loop(arbiter, make_client):
     client = make_client(arbiter.url)
 
     async def once(close=True):
         score = (await client.ascore([lexical("a", "a")]))[0].score
-        session = client._async._session()
+        session = await client._async._session()
         if close:
             await client.aclose()
         return score, session
 
-    # Two loops one after the other (the first's session is never closed: the client drops
-    # it once its loop is closed), then two at once.
+    # Two loops one after the other (the first ends without aclose(): its session is closed
+    # as the loop shuts down), then two at once.
     score1, s1 = asyncio.run(once(close=False))
+    assert s1.closed
     score2, s2 = asyncio.run(once())
     assert score1 == score2 == 1.0 and s1 is not s2
-    import threading
     sessions = []
     threads = [threading.Thread(target=lambda: sessions.append(asyncio.run(once())[1]))
                for _ in range(2)]
