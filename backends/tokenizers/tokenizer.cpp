@@ -133,8 +133,7 @@ std::u32string tokenizer::impl::normalize(std::u32string text) const {
       case normalizer_step::kind::unicode_form: text = unicode::normalize(text, step.form); break;
       case normalizer_step::kind::lowercase: text = unicode::to_lower(text); break;
       case normalizer_step::kind::strip_accents:
-        text.erase(std::remove_if(text.begin(), text.end(), unicode::is_mark_nonspacing),
-                   text.end());
+        text.erase(std::remove_if(text.begin(), text.end(), unicode::is_mark), text.end());
         break;
       case normalizer_step::kind::bert: {
         std::u32string out;

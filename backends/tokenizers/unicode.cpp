@@ -79,6 +79,11 @@ bool is_number(char32_t c) {
 
 bool is_mark_nonspacing(char32_t c) { return category_of(c) == UTF8PROC_CATEGORY_MN; }
 
+bool is_mark(char32_t c) {
+  const auto cat = category_of(c);
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC || cat == UTF8PROC_CATEGORY_ME;
+}
+
 bool is_bert_punctuation(char32_t c) {
   if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96)
       || (c >= 123 && c <= 126))

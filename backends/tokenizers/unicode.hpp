@@ -20,8 +20,10 @@ bool is_whitespace(char32_t c);
 bool is_letter(char32_t c);
 /// `\p{N}`: Nd, Nl, No.
 bool is_number(char32_t c);
-/// Mn.
+/// Mn (what BertNormalizer's strip_accents removes).
 bool is_mark_nonspacing(char32_t c);
+/// Mn, Mc or Me (what the StripAccents normalizer removes).
+bool is_mark(char32_t c);
 /// BertPreTokenizer's punctuation: ASCII punctuation (symbols such as `$` and `+` included)
 /// or any P* category.
 bool is_bert_punctuation(char32_t c);

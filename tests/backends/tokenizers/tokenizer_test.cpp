@@ -73,7 +73,9 @@ TEST_P(GoldenCases, MatchTokenizersExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCases,
-                         ::testing::Values("tiny_bpe", "tiny_bpe_gpt2", "minilm"));
+                         ::testing::Values("tiny_bpe", "tiny_bpe_gpt2", "tiny_bpe_llama3",
+                                           "tiny_wordpiece", "tiny_bpe_bert", "minilm"),
+                         [](const auto& param_info) { return param_info.param; });
 
 // --- API ------------------------------------------------------------------------------------------
 
