@@ -55,18 +55,31 @@ struct template_piece {
   std::int64_t type_id = 0;
 };
 
+/// Added tokens matched at one stage (before or after normalization), indexed by their first
+/// character.
+struct added_tokens_set {
+  std::vector<added_token> tokens;
+  std::unordered_map<char32_t, std::vector<std::size_t>> by_first_char;
+
+  void add(added_token token) {
+    if (token.content.empty()) return;  // tokenizers ignores empty added tokens
+    by_first_char[token.content.front()].push_back(tokens.size());
+    tokens.push_back(std::move(token));
+  }
+};
+
 /// A stretch of text, or an added token found in it.
 struct segment {
   std::u32string_view text;
   std::optional<std::int64_t> id;
 };
 
-/// Splits `text` around the added tokens in `tokens` (AddedVocabulary::find_matches):
+/// Splits `text` around the added tokens of `set` (AddedVocabulary::find_matches):
 /// non-overlapping leftmost-longest matches, single_word matches kept only between non-word
 /// characters, lstrip/rstrip taking the adjacent whitespace into the token.
-std::vector<segment> split_added(std::u32string_view text, const std::vector<added_token>& tokens) {
+std::vector<segment> split_added(std::u32string_view text, const added_tokens_set& set) {
   std::vector<segment> out;
-  if (tokens.empty()) {
+  if (set.tokens.empty()) {
     if (!text.empty()) out.push_back({text, std::nullopt});
     return out;
   }
@@ -74,9 +87,12 @@ std::vector<segment> split_added(std::u32string_view text, const std::vector<add
   std::size_t i = 0;
   while (i < text.size()) {
     const added_token* best = nullptr;
-    for (const added_token& t : tokens) {
-      if (t.content.empty() || (best && t.content.size() <= best->content.size())) continue;
-      if (text.compare(i, t.content.size(), t.content) == 0) best = &t;
+    if (const auto bucket = set.by_first_char.find(text[i]); bucket != set.by_first_char.end()) {
+      for (std::size_t k : bucket->second) {
+        const added_token& t = set.tokens[k];
+        if (best && t.content.size() <= best->content.size()) continue;
+        if (text.compare(i, t.content.size(), t.content) == 0) best = &t;
+      }
     }
     if (!best) {
       ++i;
@@ -84,7 +100,7 @@ std::vector<segment> split_added(std::u32string_view text, const std::vector<add
     }
     std::size_t start = i;
     std::size_t stop = i + best->content.size();
-    i = stop;
+    i = stop;  // a discarded single_word match is still skipped, as aho-corasick's find_iter does
     if (best->single_word) {
       const bool word_before = start > 0 && unicode::is_word_char(text[start - 1]);
       const bool word_after = stop < text.size() && unicode::is_word_char(text[stop]);
@@ -98,8 +114,7 @@ std::vector<segment> split_added(std::u32string_view text, const std::vector<add
     }
     if (emitted < start) out.push_back({text.substr(emitted, start - emitted), std::nullopt});
     out.push_back({text.substr(start, stop - start), best->id});
-    emitted = stop;
-    i = stop;
+    emitted = i = stop;
   }
   if (emitted < text.size()) out.push_back({text.substr(emitted), std::nullopt});
   return out;
@@ -111,8 +126,8 @@ struct tokenizer::impl {
   std::vector<normalizer_step> normalizers;
   std::vector<pre_tokenizer_step> pre_tokenizers;
   std::variant<wordpiece_model, bpe_model> model;
-  std::vector<added_token> raw_added;         // normalized=false: matched in the input
-  std::vector<added_token> normalized_added;  // normalized=true: matched after normalization
+  added_tokens_set raw_added;         // normalized=false: matched in the input
+  added_tokens_set normalized_added;  // normalized=true: matched after normalization
   std::unordered_map<std::string, std::int64_t> added_ids;
   bool has_template = false;
   std::vector<template_piece> single_template;
@@ -580,10 +595,10 @@ class loader {
       out.added_ids.emplace(content, token.id);
       if (flag(j, "normalized", !flag(j, "special", false))) {
         token.content = out.normalize(unicode::decode(content));
-        out.normalized_added.push_back(std::move(token));
+        out.normalized_added.add(std::move(token));
       } else {
         token.content = unicode::decode(content);
-        out.raw_added.push_back(std::move(token));
+        out.raw_added.add(std::move(token));
       }
     }
   }
