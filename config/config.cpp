@@ -811,6 +811,77 @@ void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& pro
   }
 }
 
+/// Reads one `[[models]]` table.
+model_config load_model(const toml::node& node, const std::string& where,
+                        problem_list& problems) {
+  model_config m;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return m;
+  }
+  bool has_name = false;
+  bool has_path = false;
+  for (const auto& [key, value] : *table) {
+    const std::string_view k = key.str();
+    const std::string field = where + "." + std::string(k);
+    auto text = [&](std::string& out) {
+      if (const auto* t = value.as_string()) {
+        out = t->get();
+      } else {
+        problems.push_back({field, wrong_type("a string", value)});
+      }
+    };
+    auto count = [&](uint32_t& out, int64_t max) {
+      const auto* i = value.as_integer();
+      if (i == nullptr) {
+        problems.push_back({field, wrong_type("an integer", value)});
+      } else if (i->get() < 1 || i->get() > max) {
+        problems.push_back({field, range_reason(1, max, std::to_string(i->get()))});
+      } else {
+        out = static_cast<uint32_t>(i->get());
+      }
+    };
+    if (k == "name") {
+      has_name = true;
+      text(m.name);
+    } else if (k == "kind") {
+      text(m.kind);
+    } else if (k == "path") {
+      has_path = true;
+      text(m.path);
+    } else if (k == "device") {
+      text(m.device);
+    } else if (k == "dtype") {
+      text(m.dtype);
+    } else if (k == "max_batch_items") {
+      count(m.max_batch_items, 100000);
+    } else if (k == "max_batch_tokens") {
+      count(m.max_batch_tokens, 10000000);
+    } else {
+      problems.push_back({field, "unknown field"});
+    }
+  }
+  if (!has_name) {
+    problems.push_back({where + ".name", "required"});
+  }
+  if (!has_path) {
+    problems.push_back({where + ".path", "required"});
+  }
+  return m;
+}
+
+void load_models(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({"models", wrong_type("an array of tables ([[models]])", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    cfg.models.push_back(load_model(*list->get(i), "models[" + std::to_string(i) + "]", problems));
+  }
+}
+
 /// Walks the parsed document over the defaults.
 void load_root(const toml::table& root, arbiter_config& cfg, problem_list& problems) {
   for (const auto& [key, value] : root) {
@@ -824,6 +895,8 @@ void load_root(const toml::table& root, arbiter_config& cfg, problem_list& probl
       load_data_sources(value, cfg, problems);
     } else if (name == "sources") {
       load_sources(value, cfg, problems);
+    } else if (name == "models") {
+      load_models(value, cfg, problems);
     } else {
       problems.push_back({std::string(name), "unknown field"});
     }
@@ -1198,7 +1271,9 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     for (size_t i = 0; i < reward.sources.size(); ++i) {
       const auto& wanted = reward.sources[i];
       bool known = std::any_of(cfg.sources.begin(), cfg.sources.end(),
-                               [&wanted](const source_config& s) { return s.name == wanted; });
+                               [&wanted](const source_config& s) { return s.name == wanted; })
+                   || std::any_of(cfg.models.begin(), cfg.models.end(),
+                                  [&wanted](const model_config& m) { return m.name == wanted; });
       if (!known) {
         problems.push_back({where + ".sources[" + std::to_string(i) + "]",
                             "no source is named " + quoted(wanted)});
@@ -1244,6 +1319,44 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                           "must not exceed max_concurrency ("
                             + std::to_string(src.initial_concurrency) + " > "
                             + std::to_string(src.max_concurrency) + ")"});
+    }
+  }
+
+  // Models.
+  for (size_t i = 0; i < cfg.models.size(); ++i) {
+    const auto& m = cfg.models[i];
+    const std::string where = "models[" + std::to_string(i) + "]";
+    bool taken = std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                             [&](const source_config& s) { return s.name == m.name; })
+                 || std::any_of(cfg.models.begin(), cfg.models.begin() + static_cast<long>(i),
+                                [&](const model_config& o) { return o.name == m.name; });
+    if (m.name.empty() || !std::all_of(m.name.begin(), m.name.end(), is_reward_name_char)) {
+      problems.push_back({where + ".name", "must be letters, digits, '_', '.' or '-' (got "
+                                             + quoted(m.name) + ")"});
+    } else if (taken) {
+      problems.push_back({where + ".name", "duplicate source name " + quoted(m.name)});
+    } else if (m.name == "cpu" || m.name == "cache" || m.name == "reward-graph") {
+      problems.push_back({where + ".name", quoted(m.name) + " is reserved"});
+    }
+    if (m.kind != "embedding") {
+      problems.push_back({where + ".kind", "unknown kind " + quoted(m.kind)
+                                             + "; expected \"embedding\""});
+    }
+    if (m.path.empty()) {
+      problems.push_back({where + ".path", "must not be empty"});
+    }
+    bool device_ok = m.device == "cpu" || m.device == "cuda"
+                     || (m.device.rfind("cuda:", 0) == 0 && m.device.size() > 5
+                         && std::all_of(m.device.begin() + 5, m.device.end(),
+                                        [](char c) { return c >= '0' && c <= '9'; }));
+    if (!device_ok) {
+      problems.push_back({where + ".device", "must be \"cpu\", \"cuda\" or \"cuda:N\" (got "
+                                               + quoted(m.device) + ")"});
+    }
+    static const std::vector<std::string> dtypes = {"auto", "f32", "f16", "bf16"};
+    if (std::find(dtypes.begin(), dtypes.end(), m.dtype) == dtypes.end()) {
+      problems.push_back({where + ".dtype", "unknown dtype " + quoted(m.dtype) + "; expected one of "
+                                              + join(dtypes)});
     }
   }
 

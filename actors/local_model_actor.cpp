@@ -1,0 +1,87 @@
+#include "actors/local_model_actor.hpp"
+
+#include <chrono>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+
+#include "actors/messages.hpp"
+#include "actors/reward_graph_actor.hpp"
+#include "backends/embedding_scoring.hpp"
+#include "backends/models/text_embedder.hpp"
+#include "backends/models/devices.hpp"
+
+namespace arbiter::actors {
+
+namespace {
+
+caf::behavior embedding_worker(caf::event_based_actor*,
+                               std::shared_ptr<const backends::models::text_embedder> embedder,
+                               std::string model, uint32_t max_batch_tokens) {
+  return {
+    [embedder, model, max_batch_tokens](work_atom, const work_batch& batch) {
+      work_result result;
+      result.id = batch.id;
+      auto start = std::chrono::steady_clock::now();
+      try {
+        auto inputs = backends::embedding_texts(batch.items, model);
+        auto vectors = embedder->embed(inputs.texts, max_batch_tokens);
+        result.outcomes = backends::score_embeddings(batch.items, model, inputs, vectors);
+      } catch (const std::exception& e) {
+        result.outcomes.clear();
+        for (size_t i = 0; i < batch.items.size(); ++i) {
+          item_outcome failed;
+          failed.code = errc::worker_failed;
+          failed.error = "local model " + model + ": " + e.what();
+          result.outcomes.push_back(std::move(failed));
+        }
+      }
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
+                                                            - start)
+                    .count();
+      for (auto& outcome : result.outcomes) {
+        outcome.run_ms = ms;
+      }
+      result.report.latency = std::chrono::steady_clock::now() - start;
+      return result;
+    },
+  };
+}
+
+} // namespace
+
+caf::actor spawn_embedding_worker(caf::actor_system& sys,
+                                  std::shared_ptr<const backends::models::text_embedder> embedder,
+                                  std::string model) {
+  return sys.spawn<caf::detached>(embedding_worker, std::move(embedder), std::move(model),
+                                  uint32_t{16384});
+}
+
+scheduler::source_spec local_model_spec(const config::model_config& cfg,
+                                        const config::arbiter_config& all) {
+  scheduler::source_spec spec;
+  spec.name = cfg.name;
+  spec.capabilities = {"embed", "embed" + model_route_suffix(cfg.name)};
+  for (const auto& [name, reward] : all.rewards) {
+    if (std::find(reward.sources.begin(), reward.sources.end(), cfg.name) != reward.sources.end()) {
+      spec.capabilities.push_back("embed@" + name);
+    }
+  }
+  spec.max_batch_items = cfg.max_batch_items;
+  spec.max_inflight = 1;
+  spec.remote = false;
+  return spec;
+}
+
+std::vector<std::string> model_devices(const config::model_config& cfg) {
+  if (cfg.device != "cuda") {
+    return {cfg.device};
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < backends::models::cuda_device_count(); ++i) {
+    out.push_back("cuda:" + std::to_string(i));
+  }
+  return out;
+}
+
+} // namespace arbiter::actors

@@ -1,0 +1,41 @@
+#pragma once
+
+// Worker actors for local models (`[[models]]`): one per device, each a scheduler source like
+// a remote endpoint. In its own library (arbiter_local_models) because it links libtorch;
+// only the executable and its own tests pay for that.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "config/config.hpp"
+#include "scheduler/source_registry.hpp"
+
+namespace arbiter::backends::models {
+class text_embedder;
+}
+
+namespace arbiter::actors {
+
+/// Spawns a detached worker (libtorch calls block) that answers `(work_atom, work_batch)` for
+/// `embedding` items — rewards and /v1/embeddings calls — with the embedder's vectors. `model`
+/// is the name that selects the Qwen3-Embedding instruction (the folder's path will do). An
+/// exception fails the batch's items with `worker_failed` and the reason; the worker carries
+/// on with the next batch.
+caf::actor spawn_embedding_worker(caf::actor_system& sys,
+                                  std::shared_ptr<const backends::models::text_embedder> embedder,
+                                  std::string model);
+
+/// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed,
+/// embed@model:NAME, and embed@REWARD for the rewards that name it), one batch at a time, up
+/// to `cfg.max_batch_items` items.
+scheduler::source_spec local_model_spec(const config::model_config& cfg,
+                                        const config::arbiter_config& all);
+
+/// The devices `cfg.device` names: {"cpu"}, {"cuda:0", ...} for "cuda" (every visible GPU;
+/// none when there is none), or the one given.
+std::vector<std::string> model_devices(const config::model_config& cfg);
+
+} // namespace arbiter::actors

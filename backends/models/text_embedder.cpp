@@ -1,0 +1,56 @@
+#include "backends/models/text_embedder.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "backends/tokenizers/tokenizer.hpp"
+
+namespace arbiter::backends::models {
+
+text_embedder::~text_embedder() = default;
+
+std::shared_ptr<const text_embedder> text_embedder::load(const std::string& folder,
+                                                         const model_options& options) {
+  std::shared_ptr<text_embedder> out{new text_embedder{}};
+  out->model_ = bert_embedder::load(folder, options);
+  out->tokenizer_ = std::make_unique<tokenizers::tokenizer>(
+    tokenizers::tokenizer::from_file(folder + "/tokenizer.json"));
+  return out;
+}
+
+std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::string>& texts,
+                                                      size_t max_batch_tokens) const {
+  const size_t max_tokens = model_->info().max_tokens;
+  std::vector<std::vector<int64_t>> ids;
+  ids.reserve(texts.size());
+  for (const auto& text : texts) {
+    ids.push_back(tokenizer_->encode(text, max_tokens).ids);
+  }
+  // Shortest first, so that each forward pass pads little.
+  std::vector<size_t> order(ids.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+  std::vector<std::vector<double>> out(texts.size());
+  size_t start = 0;
+  while (start < order.size()) {
+    size_t end = start + 1;
+    // Sorted ascending: the padded size of [start, end) is (end - start) × the last length.
+    while (end < order.size() && (end + 1 - start) * ids[order[end]].size() <= max_batch_tokens) {
+      ++end;
+    }
+    std::vector<std::vector<int64_t>> chunk;
+    for (size_t k = start; k < end; ++k) {
+      chunk.push_back(std::move(ids[order[k]]));
+    }
+    auto vectors = model_->embed(chunk);
+    for (size_t k = start; k < end; ++k) {
+      const auto& v = vectors[k - start];
+      out[order[k]].assign(v.begin(), v.end());
+    }
+    start = end;
+  }
+  return out;
+}
+
+} // namespace arbiter::backends::models

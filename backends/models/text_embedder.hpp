@@ -1,0 +1,42 @@
+#pragma once
+
+// Text in, vectors out: a model folder's tokenizer (tokenizer.json) in front of its native
+// embedder. Inputs longer than the model takes are truncated, as sentence-transformers does;
+// a batch is cut into forward passes of at most `max_batch_tokens` padded tokens (inputs of
+// similar length together), and an input's vector does not depend on the others.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/models/bert_embedder.hpp"
+
+namespace arbiter::backends::tokenizers {
+class tokenizer;
+}
+
+namespace arbiter::backends::models {
+
+class text_embedder {
+public:
+  /// Loads the model and `folder`/tokenizer.json; throws std::runtime_error naming the file.
+  static std::shared_ptr<const text_embedder> load(const std::string& folder,
+                                                   const model_options& options = {});
+  ~text_embedder();
+
+  /// One vector per text, in order.
+  std::vector<std::vector<double>> embed(const std::vector<std::string>& texts,
+                                         size_t max_batch_tokens = 16384) const;
+
+  const embedder_info& info() const noexcept {
+    return model_->info();
+  }
+
+private:
+  text_embedder() = default;
+  std::unique_ptr<tokenizers::tokenizer> tokenizer_;
+  std::unique_ptr<bert_embedder> model_;
+};
+
+} // namespace arbiter::backends::models
