@@ -361,6 +361,17 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
     auto tokens = estimate_tokens(item);
     auto pick = sources_.pick(item.capability, tokens, entry.avoid);
     if (!pick.source) {
+      if (!pick.busy && pick.waiting_on == "breaker" && pick.retry_at
+          && req->second.deadline < *pick.retry_at) {
+        auto& r = req->second;
+        auto index = entry.item.second;
+        item_result result = r.results[index];
+        result.code = errc::upstream_failed;
+        result.error = ejected_reason(item.capability, *pick.retry_at, r.last_failure[index]);
+        end_item(entry.item.first, r, index, std::move(result));
+        flush();
+        continue;
+      }
       note_wait(pick, item.capability);
       waiting.push_back(entry);
       continue;
@@ -383,6 +394,9 @@ void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
           remote ? estimate_tokens(*requests_.at(head->request).items[head->index]) : 0;
         auto pick = sources_.pick(capability, head_tokens);
         if (!pick.source) {
+          if (fail_ejected(cls, capability, pick)) {
+            continue;
+          }
           note_wait(pick, capability);
           break;
         }
@@ -424,6 +438,44 @@ void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
     });
     depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
   }
+}
+
+std::string scheduler_core::ejected_reason(const std::string& capability, time_point until,
+                                           const std::string& last_failure) const {
+  std::string reason = "every source serving '" + capability
+                       + "' is ejected (circuit breaker open) for another "
+                       + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), until)))
+                       + " ms, past this item's deadline";
+  if (!last_failure.empty()) {
+    reason += "; last attempt: " + last_failure;
+  }
+  return reason;
+}
+
+bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
+                                  const pick_result& pick) {
+  if (pick.busy || pick.waiting_on != "breaker" || !pick.retry_at) {
+    return false;
+  }
+  const auto* head = queues_.peek(cls, capability);
+  if (head == nullptr || head->deadline >= *pick.retry_at) {
+    return false;
+  }
+  // Every source that serves the capability is ejected past this item's deadline: waiting
+  // cannot help, so it fails now (and its reward's fallback, if any, answers at once).
+  auto task = *queues_.pop(cls, capability);
+  auto req = requests_.find(task.request);
+  if (req == requests_.end()) {
+    return true;
+  }
+  auto& r = req->second;
+  item_result result = r.results[task.index];
+  result.queue_ms = ms_between(r.enqueued[task.index], clock_.now());
+  result.code = errc::upstream_failed;
+  result.error = ejected_reason(capability, *pick.retry_at, r.last_failure[task.index]);
+  end_item(task.request, r, task.index, std::move(result));
+  flush();
+  return true;
 }
 
 void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {

@@ -213,6 +213,12 @@ private:
   void dispatch_hedges(std::vector<dispatch_batch>& out);
   /// Remembers the earliest time a source that was waiting could take work.
   void note_wait(const pick_result& pick, const std::string& capability);
+  /// When `pick` found every source serving `capability` ejected until after the deadline of
+  /// the head of `cls`'s queue for it, fails that item with upstream_failed and returns true.
+  bool fail_ejected(size_t cls, const std::string& capability, const pick_result& pick);
+  /// Why an item fails when every source serving `capability` is ejected until `until`.
+  std::string ejected_reason(const std::string& capability, time_point until,
+                             const std::string& last_failure) const;
   /// Queues item `ref` again (its state is set by the caller).
   void requeue(item_ref ref);
   /// Ends item `index` of `req` with `result`; a request whose last item this was is

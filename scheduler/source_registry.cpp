@@ -156,10 +156,12 @@ pick_result source_registry::pick(const std::string& capability, uint64_t tokens
       }
       if (st == breaker_state::half_open
           && s.breaker->probes_in_flight() >= s.breaker->config().half_open_probes) {
+        out.busy = true;
         continue;
       }
     }
     if (s.info.inflight >= s.limit()) {
+      out.busy = true;
       continue;
     }
     if (s.limiter) {

@@ -89,6 +89,9 @@ struct pick_result {
   std::optional<time_point> retry_at;
   /// Why the nearest one waits: "requests", "tokens", "backoff", "breaker" (empty otherwise).
   std::string waiting_on;
+  /// Some source serving the capability is only busy (no free slot, or its half-open probes
+  /// are out): a completion will free it.
+  bool busy = false;
 };
 
 /// The sources that can run work, by capability, with each source's policy: pacing, adaptive

@@ -97,6 +97,30 @@ def test_every_provider_down_fails_every_item_explicitly_by_its_deadline(make_se
     assert status == 200 and body["results"][0]["score"] == 1.0
 
 
+def test_once_every_source_is_ejected_requests_fall_back_at_once(make_server, provider):
+    """A dead embedder does not stall each trainer request for its whole deadline: once its
+    breaker is open past a request's deadline, the reward's fallback answers right away."""
+    down = provider("--outage", "0:100000")
+    s = make_server(config(source_toml("down", down, caps=("embed",)),
+                           routing="max_attempts = 1\nretry_budget_min = 0\n"))
+
+    def one(i):
+        start = time.monotonic()
+        status, _, body = s.score({"items": [{"reward": "embedding", "solution_str": f"a {i}",
+                                              "ground_truth": f"a {i} b"}],
+                                   "deadline_ms": 4000})
+        assert status == 200
+        return time.monotonic() - start, body["results"][0]
+
+    for i in range(5):  # five failed calls in a row open the breaker for 5 s
+        _, r = one(i)
+        assert r["status"] == "fallback", r
+    elapsed, r = one(99)
+    assert r["status"] == "fallback" and r["source"] == "lexical"
+    assert "ejected" in r["fallback_reason"], r
+    assert elapsed < 2, f"{elapsed:.1f} s: waited for the deadline instead of falling back"
+
+
 def test_pacing_keeps_a_provider_under_its_limit(make_server, provider):
     # 600 RPM enforced per second: 10 calls per second.
     p = provider("--rpm", "600", "--burst-seconds", "1", "--latency-median-ms", "20",

@@ -641,3 +641,73 @@ TEST_F(RemoteRouting, WithoutAWindowABusySourceGetsEveryItemAtOnce) {
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, embed_items(1, "b")).admitted());
   EXPECT_EQ(core_.dispatch().size(), 1u);
 }
+
+TEST_F(RemoteRouting, ItemsFailAtOnceWhenEverySourceIsEjectedPastTheirDeadline) {
+  core_.add_source(endpoint("a"));
+  // Five failed calls in a row open a's breaker for 5 s.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(5, "x")).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 5u);
+  for (auto& b : batches) {
+    fail(b, attempt_outcome_kind::connect_failure);
+  }
+  EXPECT_TRUE(core_.dispatch().empty()) << "ejected";
+  // A new item whose deadline comes before the breaker's half-open time fails now...
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 2s, judge_items(1, "short")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 2u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.code, errc::upstream_failed);
+  EXPECT_NE(r.error.find("ejected (circuit breaker open)"), std::string::npos) << r.error;
+  // ...while one that can outlive the ejection waits for the probe.
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 20s, judge_items(1, "long")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  for (const auto& d : core_.take_finished()) {
+    EXPECT_NE(d.id, 3u);
+  }
+  clock_.advance(6s);
+  core_.on_timer();
+  auto probe = core_.dispatch();
+  ASSERT_FALSE(probe.empty()) << "half-open: a probe goes out";
+}
+
+TEST_F(RemoteRouting, ABusySourceBesideAnEjectedOneKeepsItemsWaiting) {
+  core_.add_source(endpoint("down"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "a")).admitted());
+  fail(core_.dispatch().at(0), attempt_outcome_kind::unauthorized); // ejected for minutes
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  auto spec = endpoint("busy");
+  spec.max_inflight = 1;
+  core_.add_source(spec);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(1, "b")).admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 1s, judge_items(1, "c")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  EXPECT_TRUE(core_.take_finished().empty()) << "the busy source will free a slot: item 3 waits";
+  ok(running[0], 1.0);
+  auto next = core_.dispatch();
+  ASSERT_EQ(next.size(), 1u) << "item 3 runs on the freed slot";
+}
+
+TEST_F(RemoteRouting, RetriesFailAtOnceWhenTheEjectionOutlastsTheirDeadline) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 3s, judge_items(5, "x")).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 5u);
+  for (auto& b : batches) {
+    fail(b, attempt_outcome_kind::connect_failure); // the fifth opens the breaker for 5 s
+  }
+  clock_.advance(200ms); // past the retry backoff
+  core_.on_timer();
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "answered well before the 3 s deadline";
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.code, errc::upstream_failed);
+    EXPECT_NE(r.error.find("ejected (circuit breaker open)"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("last attempt"), std::string::npos) << r.error;
+  }
+}
