@@ -52,21 +52,16 @@ caf::behavior embedding_worker(caf::event_based_actor*,
 
 caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_embedder> embedder,
-                                  std::string model) {
+                                  std::string model, uint32_t max_batch_tokens) {
   return sys.spawn<caf::detached>(embedding_worker, std::move(embedder), std::move(model),
-                                  uint32_t{16384});
+                                  max_batch_tokens);
 }
 
 scheduler::source_spec local_model_spec(const config::model_config& cfg,
                                         const config::arbiter_config& all) {
   scheduler::source_spec spec;
   spec.name = cfg.name;
-  spec.capabilities = {"embed", "embed" + model_route_suffix(cfg.name)};
-  for (const auto& [name, reward] : all.rewards) {
-    if (std::find(reward.sources.begin(), reward.sources.end(), cfg.name) != reward.sources.end()) {
-      spec.capabilities.push_back("embed@" + name);
-    }
-  }
+  spec.capabilities = routed_capabilities(cfg.name, {"embed"}, cfg.name, all);
   spec.max_batch_items = cfg.max_batch_items;
   spec.max_inflight = 1;
   spec.remote = false;

@@ -20,13 +20,14 @@ class text_embedder;
 namespace arbiter::actors {
 
 /// Spawns a detached worker (libtorch calls block) that answers `(work_atom, work_batch)` for
-/// `embedding` items — rewards and /v1/embeddings calls — with the embedder's vectors. `model`
-/// is the name that selects the Qwen3-Embedding instruction (the folder's path will do). An
-/// exception fails the batch's items with `worker_failed` and the reason; the worker carries
-/// on with the next batch.
+/// `embedding` items — rewards and /v1/embeddings calls — with the embedder's vectors, in
+/// forward passes of at most `max_batch_tokens` padded tokens. `model` is the name that
+/// selects the Qwen3-Embedding instruction (the folder's path will do). An exception fails the
+/// batch's items with `worker_failed` and the reason; the worker carries on with the next
+/// batch.
 caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_embedder> embedder,
-                                  std::string model);
+                                  std::string model, uint32_t max_batch_tokens);
 
 /// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed,
 /// embed@model:NAME, and embed@REWARD for the rewards that name it), one batch at a time, up

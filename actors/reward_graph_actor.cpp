@@ -557,22 +557,18 @@ std::string model_route_suffix(const std::string& id) {
   return "@model:" + id;
 }
 
-std::vector<std::string> routed_capabilities(const config::source_config& src,
+std::vector<std::string> routed_capabilities(const std::string& source,
+                                             const std::vector<std::string>& base,
+                                             const std::string& model,
                                              const config::arbiter_config& cfg) {
-  std::vector<std::string> base;
-  for (const char* cap : {"chat", "generate", "embed", "nli", "ig"}) {
-    if (serves(src, cap)) {
-      base.emplace_back(cap);
-    }
-  }
   auto out = base;
   for (const auto& cap : base) {
     if (cap == "chat" || cap == "embed") {
-      out.push_back(cap + model_route_suffix(served_model(src)));
+      out.push_back(cap + model_route_suffix(model));
     }
   }
   for (const auto& [name, reward] : cfg.rewards) {
-    if (std::find(reward.sources.begin(), reward.sources.end(), src.name)
+    if (std::find(reward.sources.begin(), reward.sources.end(), source)
         == reward.sources.end()) {
       continue;
     }
@@ -581,6 +577,17 @@ std::vector<std::string> routed_capabilities(const config::source_config& src,
     }
   }
   return out;
+}
+
+std::vector<std::string> routed_capabilities(const config::source_config& src,
+                                             const config::arbiter_config& cfg) {
+  std::vector<std::string> base;
+  for (const char* cap : {"chat", "generate", "embed", "nli", "ig"}) {
+    if (serves(src, cap)) {
+      base.emplace_back(cap);
+    }
+  }
+  return routed_capabilities(src.name, base, served_model(src), cfg);
 }
 
 scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,

@@ -40,6 +40,12 @@ std::string model_route_suffix(const std::string& id);
 std::vector<std::string> routed_capabilities(const config::source_config& src,
                                              const config::arbiter_config& cfg);
 
+/// The same for any source called `source` that serves `base` as model `model`.
+std::vector<std::string> routed_capabilities(const std::string& source,
+                                             const std::vector<std::string>& base,
+                                             const std::string& model,
+                                             const config::arbiter_config& cfg);
+
 /// Spawns the actor that runs reward graphs. It answers `(work_atom, work_batch)` for items of
 /// kind judge, info_gain and em_info_gain: for each item it sends the model calls the reward
 /// needs ("chat", "generate", "nli", or a nested "info_gain" item) to `scheduler` as internal

@@ -150,7 +150,7 @@ bool start_local_models(caf::actor_system& sys, caf::actor sched,
       const auto& info = embedder->info();
       log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x", info.hidden,
                 " on ", info.device, " (", info.dtype, ", ", info.weight_bytes >> 20, " MiB)");
-      auto worker = actors::spawn_embedding_worker(sys, embedder, m.path);
+      auto worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens);
       bool added = true;
       self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
                     actors::local_model_spec(m, cfg), worker)
