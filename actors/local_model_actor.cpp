@@ -1,6 +1,7 @@
 #include "actors/local_model_actor.hpp"
 
 #include <chrono>
+#include <map>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -15,17 +16,27 @@ namespace arbiter::actors {
 
 namespace {
 
+/// The counters one worker updates.
+struct worker_counters {
+  prometheus::Counter* busy = nullptr;
+  prometheus::Counter* tokens = nullptr;
+  prometheus::Counter* batches = nullptr;
+};
+
 caf::behavior embedding_worker(caf::event_based_actor*,
                                std::shared_ptr<const backends::models::text_embedder> embedder,
-                               std::string model, uint32_t max_batch_tokens) {
+                               std::string model, uint32_t max_batch_tokens,
+                               worker_counters counters) {
   return {
-    [embedder, model, max_batch_tokens](work_atom, const work_batch& batch) {
+    [embedder, model, max_batch_tokens, counters](work_atom, const work_batch& batch) {
       work_result result;
       result.id = batch.id;
       auto start = std::chrono::steady_clock::now();
       try {
         auto inputs = backends::embedding_texts(batch.items, model);
-        auto vectors = embedder->embed(inputs.texts, max_batch_tokens);
+        size_t tokens = 0;
+        auto vectors = embedder->embed(inputs.texts, max_batch_tokens, &tokens);
+        counters.tokens->Increment(static_cast<double>(tokens));
         result.outcomes = backends::score_embeddings(batch.items, model, inputs, vectors);
       } catch (const std::exception& e) {
         result.outcomes.clear();
@@ -42,6 +53,8 @@ caf::behavior embedding_worker(caf::event_based_actor*,
       for (auto& outcome : result.outcomes) {
         outcome.run_ms = ms;
       }
+      counters.busy->Increment(ms / 1000.0);
+      counters.batches->Increment();
       result.report.latency = std::chrono::steady_clock::now() - start;
       return result;
     },
@@ -50,11 +63,34 @@ caf::behavior embedding_worker(caf::event_based_actor*,
 
 } // namespace
 
+local_model_metrics::local_model_metrics(metrics_registry& registry)
+  : weight_bytes(registry.add(prometheus::BuildGauge()
+                   .Name("arbiter_model_weight_bytes")
+                   .Help("Bytes a local model's weights take on its device"))),
+    busy_seconds(registry.add(prometheus::BuildCounter()
+                   .Name("arbiter_model_busy_seconds_total")
+                   .Help("Time a local model worker spent running batches"))),
+    tokens(registry.add(prometheus::BuildCounter()
+             .Name("arbiter_model_tokens_total")
+             .Help("Tokens a local model worker ran, padding excluded"))),
+    batches(registry.add(prometheus::BuildCounter()
+              .Name("arbiter_model_batches_total")
+              .Help("Batches a local model worker ran"))) {
+}
+
 caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_embedder> embedder,
-                                  std::string model, uint32_t max_batch_tokens) {
+                                  std::string model, uint32_t max_batch_tokens,
+                                  local_model_metrics& metrics, const std::string& name) {
+  const std::map<std::string, std::string> labels = {{"model", name},
+                                                     {"device", embedder->info().device}};
+  metrics.weight_bytes.Add(labels).Set(static_cast<double>(embedder->info().weight_bytes));
+  worker_counters counters;
+  counters.busy = &metrics.busy_seconds.Add(labels);
+  counters.tokens = &metrics.tokens.Add(labels);
+  counters.batches = &metrics.batches.Add(labels);
   return sys.spawn<caf::detached>(embedding_worker, std::move(embedder), std::move(model),
-                                  max_batch_tokens);
+                                  max_batch_tokens, counters);
 }
 
 scheduler::source_spec local_model_spec(const config::model_config& cfg,

@@ -10,6 +10,7 @@
 
 #include <caf/fwd.hpp>
 
+#include "common/metrics.hpp"
 #include "config/config.hpp"
 #include "scheduler/source_registry.hpp"
 
@@ -19,6 +20,19 @@ class text_embedder;
 
 namespace arbiter::actors {
 
+/// Metrics of the local model workers (docs/metrics.md), labelled by model and device.
+struct local_model_metrics {
+  explicit local_model_metrics(metrics_registry& registry);
+  /// arbiter_model_weight_bytes: bytes the weights take on the device.
+  prometheus::Family<prometheus::Gauge>& weight_bytes;
+  /// arbiter_model_busy_seconds_total: time the worker spent running batches.
+  prometheus::Family<prometheus::Counter>& busy_seconds;
+  /// arbiter_model_tokens_total: tokens run (padding excluded).
+  prometheus::Family<prometheus::Counter>& tokens;
+  /// arbiter_model_batches_total: batches run.
+  prometheus::Family<prometheus::Counter>& batches;
+};
+
 /// Spawns a detached worker (libtorch calls block) that answers `(work_atom, work_batch)` for
 /// `embedding` items — rewards and /v1/embeddings calls — with the embedder's vectors, in
 /// forward passes of at most `max_batch_tokens` padded tokens. `model` is the name that
@@ -27,7 +41,8 @@ namespace arbiter::actors {
 /// batch.
 caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_embedder> embedder,
-                                  std::string model, uint32_t max_batch_tokens);
+                                  std::string model, uint32_t max_batch_tokens,
+                                  local_model_metrics& metrics, const std::string& name);
 
 /// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed,
 /// embed@model:NAME, and embed@REWARD for the rewards that name it), one batch at a time, up

@@ -128,7 +128,9 @@ void add_default_embedder(config::arbiter_config& cfg) {
 /// Loads every `[[models]]` entry on its devices and adds one worker per device to the
 /// scheduler. Returns false, having logged which model and why, when one cannot be loaded.
 bool start_local_models(caf::actor_system& sys, caf::actor sched,
-                        const config::arbiter_config& cfg, std::vector<caf::actor>& workers) {
+                        const config::arbiter_config& cfg, actors::local_model_metrics& metrics,
+                        std::vector<net::local_model_info>& loaded,
+                        std::vector<caf::actor>& workers) {
   caf::scoped_actor self{sys};
   for (const auto& m : cfg.models) {
     auto devices = actors::model_devices(m);
@@ -150,7 +152,17 @@ bool start_local_models(caf::actor_system& sys, caf::actor sched,
       const auto& info = embedder->info();
       log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x", info.hidden,
                 " on ", info.device, " (", info.dtype, ", ", info.weight_bytes >> 20, " MiB)");
-      auto worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens);
+      net::local_model_info shown;
+      shown.name = m.name;
+      shown.path = m.path;
+      shown.device = info.device;
+      shown.architecture = info.architecture;
+      shown.dtype = info.dtype;
+      shown.max_tokens = info.max_tokens;
+      shown.weight_bytes = info.weight_bytes;
+      loaded.push_back(std::move(shown));
+      auto worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens,
+                                                   metrics, m.name);
       bool added = true;
       self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
                     actors::local_model_spec(m, cfg), worker)
@@ -198,6 +210,7 @@ int serve(const serve_options& options) {
   }
   scheduler::scheduler_metrics scheduler_metrics{registry, priorities};
   net::http_metrics http_metrics{registry};
+  actors::local_model_metrics model_metrics{registry};
   backends::reward_catalog catalog{cfg};
 
   caf::actor_system_config caf_cfg;
@@ -255,7 +268,8 @@ int serve(const serve_options& options) {
       workers.push_back(graph);
     }
   }
-  if (!start_local_models(sys, sched, cfg, workers)) {
+  std::vector<net::local_model_info> loaded_models;
+  if (!start_local_models(sys, sched, cfg, model_metrics, loaded_models, workers)) {
     for (auto& w : workers) {
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     }
@@ -271,6 +285,7 @@ int serve(const serve_options& options) {
   ctx.registry = &registry;
   ctx.metrics = &http_metrics;
   ctx.scheduler_metrics = &scheduler_metrics;
+  ctx.models = std::move(loaded_models);
   ctx.post = [&ioc](std::function<void()> fn) { boost::asio::post(ioc, std::move(fn)); };
   routes = std::make_unique<net::router>(ctx);
   server = std::make_unique<net::http_server>(ioc, cfg.server, *routes, http_metrics);

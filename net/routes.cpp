@@ -594,6 +594,17 @@ void router::info(reply_fn reply) {
                                {"latency_ms", s.latency_ms}});
           }
           doc["sources"] = sources;
+          json models = json::array();
+          for (const auto& m : ctx_.models) {
+            models.push_back({{"name", m.name},
+                              {"path", m.path},
+                              {"device", m.device},
+                              {"architecture", m.architecture},
+                              {"dtype", m.dtype},
+                              {"max_tokens", m.max_tokens},
+                              {"weight_bytes", m.weight_bytes}});
+          }
+          doc["models"] = models;
           doc["limits"] = {{"max_body_bytes", cfg.server.max_body_bytes},
                            {"max_batch_items", cfg.server.max_batch_items},
                            {"default_deadline_ms", cfg.scheduler.default_deadline.count()},

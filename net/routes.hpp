@@ -39,6 +39,17 @@ using reply_fn = std::function<void(http_reply)>;
 /// Runs a function on the connection's strand (an I/O thread), from any thread.
 using defer_fn = std::function<void(std::function<void()>)>;
 
+/// A loaded local model, as /info shows it.
+struct local_model_info {
+  std::string name;
+  std::string path;
+  std::string device;
+  std::string architecture;
+  std::string dtype;
+  uint32_t max_tokens = 0;
+  uint64_t weight_bytes = 0;
+};
+
 /// What the routes need from the rest of the server.
 struct router_context {
   caf::actor_system* system = nullptr;
@@ -48,6 +59,8 @@ struct router_context {
   metrics_registry* registry = nullptr;
   http_metrics* metrics = nullptr;
   scheduler::scheduler_metrics* scheduler_metrics = nullptr;
+  /// Local model workers, one entry per device.
+  std::vector<local_model_info> models;
   /// Runs a function soon on an I/O thread. When set, requests that arrive together (within
   /// one turn of the event loop) go to the scheduler in one message; when empty, each goes
   /// alone.

@@ -19,12 +19,18 @@ std::shared_ptr<const text_embedder> text_embedder::load(const std::string& fold
 }
 
 std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::string>& texts,
-                                                      size_t max_batch_tokens) const {
+                                                      size_t max_batch_tokens,
+                                                      size_t* tokens) const {
   const size_t max_tokens = model_->info().max_tokens;
   std::vector<std::vector<int64_t>> ids;
   ids.reserve(texts.size());
+  size_t total = 0;
   for (const auto& text : texts) {
     ids.push_back(tokenizer_->encode(text, max_tokens).ids);
+    total += ids.back().size();
+  }
+  if (tokens != nullptr) {
+    *tokens = total;
   }
   // Shortest first, so that each forward pass pads little.
   std::vector<size_t> order(ids.size());

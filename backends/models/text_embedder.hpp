@@ -25,9 +25,11 @@ public:
                                                    const model_options& options = {});
   ~text_embedder();
 
-  /// One vector per text, in order.
+  /// One vector per text, in order. `tokens`, when given, gets the tokens run (padding
+  /// excluded).
   std::vector<std::vector<double>> embed(const std::vector<std::string>& texts,
-                                         size_t max_batch_tokens = 16384) const;
+                                         size_t max_batch_tokens = 16384,
+                                         size_t* tokens = nullptr) const;
 
   const embedder_info& info() const noexcept {
     return model_->info();

@@ -49,6 +49,16 @@ def test_the_default_embedder_serves_embeddings_like_sentence_transformers(make_
     assert status == 200, reply
     for case, item in zip(cases(), reply["data"]):
         assert cosine(item["embedding"], case["vector"]) >= 0.9999, case["text"]
+    status, _, info = server.request("GET", "/info")
+    assert [(m["name"], m["device"], m["architecture"], m["max_tokens"]) for m in info["models"]] \
+        == [("all-MiniLM-L6-v2", "cpu", "bert", 256)]
+    assert info["models"][0]["weight_bytes"] > 80 << 20
+    status, _, metrics = server.request("GET", "/metrics")
+    labels = '{device="cpu",model="all-MiniLM-L6-v2"}'
+    assert f"arbiter_model_tokens_total{labels} " in metrics
+    tokens = float(metrics.split(f"arbiter_model_tokens_total{labels} ")[1].split()[0])
+    assert tokens == sum(len(c["ids"]) for c in cases())
+    assert f"arbiter_model_weight_bytes{labels} " in metrics
 
 
 def test_the_embedding_reward_runs_on_the_local_model(make_server):
