@@ -1,0 +1,483 @@
+#include "backends/models/qwen_decoder.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include "backends/models/safetensors.hpp"
+#include "backends/models/torch_compat.hpp"
+
+namespace arbiter::backends::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+json read_config(const std::string& path) {
+  std::ifstream in{path};
+  if (!in) {
+    throw std::runtime_error{path + ": cannot open"};
+  }
+  auto doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    throw std::runtime_error{path + ": not a JSON object"};
+  }
+  return doc;
+}
+
+int64_t positive(const json& cfg, const std::string& file, const char* key,
+                 std::optional<int64_t> fallback = std::nullopt) {
+  auto found = cfg.find(key);
+  if (found == cfg.end() || found->is_null()) {
+    if (fallback) {
+      return *fallback;
+    }
+    throw std::runtime_error{file + ": " + key + " is missing"};
+  }
+  if (!found->is_number_integer() || found->get<int64_t>() <= 0) {
+    throw std::runtime_error{file + ": " + key + " is not a positive integer"};
+  }
+  return found->get<int64_t>();
+}
+
+torch::Dtype torch_dtype(tensor_dtype d) {
+  switch (d) {
+    case tensor_dtype::f16:
+      return torch::kFloat16;
+    case tensor_dtype::bf16:
+      return torch::kBFloat16;
+    default:
+      return torch::kFloat32;
+  }
+}
+
+std::string show(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  }
+  return out + "]";
+}
+
+struct layer_weights {
+  torch::Tensor ln1, ln2, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, gate, up, down;
+};
+
+/// Keys and values of the positions seen so far, per layer: [batch, kv heads, time, head dim].
+struct kv_cache {
+  std::vector<torch::Tensor> keys;
+  std::vector<torch::Tensor> values;
+};
+
+} // namespace
+
+struct qwen_decoder::impl {
+  embedder_info info;
+  torch::Device device{torch::kCPU};
+  torch::Dtype dtype = torch::kFloat32;
+  bool qwen3 = false;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab = 0;
+  double eps = 1e-6;
+  double theta = 10000.0;
+  torch::Tensor embed_tokens, norm, lm_head, inv_freq;
+  std::vector<layer_weights> layers;
+
+  torch::Tensor take(const checkpoint& ckpt, const std::string& name, std::vector<int64_t> shape) {
+    const tensor_view* view = ckpt.find(name);
+    if (view == nullptr) {
+      throw std::runtime_error{ckpt.files().front() + ": tensor " + name + " is missing"};
+    }
+    if (view->dtype != tensor_dtype::f32 && view->dtype != tensor_dtype::f16
+        && view->dtype != tensor_dtype::bf16) {
+      throw std::runtime_error{view->file + ": tensor " + name + " has dtype " + view->dtype_name
+                               + "; expected F32, F16 or BF16"};
+    }
+    if (view->shape != shape) {
+      throw std::runtime_error{view->file + ": tensor " + name + " has shape " + show(view->shape)
+                               + ", config.json implies " + show(shape)};
+    }
+    auto raw = torch::from_blob(const_cast<std::byte*>(view->data), view->shape,
+                                torch::TensorOptions().dtype(torch_dtype(view->dtype)));
+    auto t = raw.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
+    info.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+    return t;
+  }
+
+  /// HF's Qwen RMSNorm: normalize in f32, cast back, scale by the weight.
+  torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& w) const {
+    auto xf = x.to(torch::kFloat32);
+    auto normed = xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps);
+    return normed.to(x.scalar_type()) * w;
+  }
+
+  static torch::Tensor rotate_half(const torch::Tensor& x) {
+    auto half = x.size(-1) / 2;
+    return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  }
+
+  /// Runs `ids` [B, T] at `positions` [B, T]; `mask` [B, past + T] marks real tokens. Appends
+  /// the new keys and values to `cache` (when given) and returns the final-norm hidden states.
+  torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& positions,
+                        const torch::Tensor& mask, kv_cache* cache) const {
+    const int64_t batch = ids.size(0);
+    const int64_t len = ids.size(1);
+    const int64_t past = cache != nullptr && !cache->keys.empty() ? cache->keys[0].size(2) : 0;
+    const int64_t total = past + len;
+    auto h = torch::embedding(embed_tokens, ids);
+    // RoPE tables for these positions: [B, 1, T, d].
+    auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;
+    auto emb = torch::cat({freqs, freqs}, -1);
+    auto cos = emb.cos().to(dtype).unsqueeze(1);
+    auto sin = emb.sin().to(dtype).unsqueeze(1);
+    // Additive mask [B, 1, T, past + T]: causal, and padding keys out. The lowest finite value
+    // rather than -inf keeps a padding query row (all keys masked) finite.
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
+    auto key_pos = torch::arange(total, opts).view({1, total});
+    auto query_pos = (torch::arange(len, opts) + past).view({len, 1});
+    auto allowed = (key_pos <= query_pos).unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);
+    auto lowest = dtype == torch::kFloat32 ? static_cast<double>(std::numeric_limits<float>::lowest())
+                                           : -1e4;
+    auto bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(dtype).device(device))
+                  .masked_fill(allowed.logical_not(), lowest)
+                  .unsqueeze(1);
+    const int64_t groups = heads / kv_heads;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const auto& w = layers[l];
+      auto x = rms_norm(h, w.ln1);
+      auto q = torch::linear(x, w.wq, w.bq).view({batch, len, heads, head_dim});
+      auto k = torch::linear(x, w.wk, w.bk).view({batch, len, kv_heads, head_dim});
+      auto v = torch::linear(x, w.wv, w.bv).view({batch, len, kv_heads, head_dim});
+      if (qwen3) {
+        q = rms_norm(q, w.q_norm);
+        k = rms_norm(k, w.k_norm);
+      }
+      q = q.transpose(1, 2);
+      k = k.transpose(1, 2);
+      v = v.transpose(1, 2);
+      q = q * cos + rotate_half(q) * sin;
+      k = k * cos + rotate_half(k) * sin;
+      if (cache != nullptr) {
+        if (cache->keys.size() <= l) {
+          cache->keys.push_back(k);
+          cache->values.push_back(v);
+        } else {
+          cache->keys[l] = torch::cat({cache->keys[l], k}, 2);
+          cache->values[l] = torch::cat({cache->values[l], v}, 2);
+        }
+        k = cache->keys[l];
+        v = cache->values[l];
+      }
+      if (groups > 1) {
+        k = k.repeat_interleave(groups, 1);
+        v = v.repeat_interleave(groups, 1);
+      }
+      auto a = attention(q, k, v, bias).transpose(1, 2).reshape({batch, len, heads * head_dim});
+      h = h + torch::linear(a, w.wo);
+      x = rms_norm(h, w.ln2);
+      h = h + torch::linear(torch::silu(torch::linear(x, w.gate)) * torch::linear(x, w.up), w.down);
+    }
+    return rms_norm(h, norm);
+  }
+
+  /// Left-pads `seqs` into ids, mask and positions (padding at position 0, tokens from 0).
+  void pad(const std::vector<std::vector<int64_t>>& seqs, torch::Tensor& ids,
+           torch::Tensor& mask, torch::Tensor& positions) const {
+    int64_t len = 0;
+    for (const auto& s : seqs) {
+      len = std::max<int64_t>(len, static_cast<int64_t>(s.size()));
+    }
+    const auto batch = static_cast<int64_t>(seqs.size());
+    auto ids_cpu = torch::zeros({batch, len}, torch::kInt64);
+    auto mask_cpu = torch::zeros({batch, len}, torch::kInt64);
+    auto pos_cpu = torch::zeros({batch, len}, torch::kInt64);
+    auto ia = ids_cpu.accessor<int64_t, 2>();
+    auto ma = mask_cpu.accessor<int64_t, 2>();
+    auto pa = pos_cpu.accessor<int64_t, 2>();
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto& s = seqs[static_cast<size_t>(b)];
+      const int64_t offset = len - static_cast<int64_t>(s.size());
+      for (size_t t = 0; t < s.size(); ++t) {
+        ia[b][offset + static_cast<int64_t>(t)] = s[t];
+        ma[b][offset + static_cast<int64_t>(t)] = 1;
+        pa[b][offset + static_cast<int64_t>(t)] = static_cast<int64_t>(t);
+      }
+    }
+    ids = ids_cpu.to(device);
+    mask = mask_cpu.to(device);
+    positions = pos_cpu.to(device);
+  }
+
+  void check(const std::vector<std::vector<int64_t>>& seqs) const {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      if (seqs[i].empty()) {
+        throw std::invalid_argument{"input " + std::to_string(i) + " is empty"};
+      }
+      for (auto id : seqs[i]) {
+        if (id < 0 || id >= vocab) {
+          throw std::invalid_argument{"input " + std::to_string(i) + " holds token id "
+                                      + std::to_string(id) + " outside the vocabulary"};
+        }
+      }
+    }
+  }
+
+  void need_lm_head() const {
+    if (!lm_head.defined()) {
+      throw std::invalid_argument{info.folder
+                                  + ": no lm_head (an embedding checkpoint); cannot generate"};
+    }
+  }
+};
+
+qwen_decoder::qwen_decoder(std::unique_ptr<impl> p) : impl_(std::move(p)) {
+}
+
+qwen_decoder::~qwen_decoder() = default;
+
+const embedder_info& qwen_decoder::info() const noexcept {
+  return impl_->info;
+}
+
+int64_t qwen_decoder::vocab_size() const noexcept {
+  return impl_->vocab;
+}
+
+std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
+                                                 const model_options& options) {
+  auto p = std::make_unique<impl>();
+  const std::string path = folder + "/config.json";
+  auto cfg = read_config(path);
+  auto model_type = cfg.value("model_type", std::string{});
+  if (model_type != "qwen2" && model_type != "qwen3") {
+    throw std::runtime_error{path + ": model_type \"" + model_type
+                             + "\" is not supported by the Qwen decoder (qwen2, qwen3)"};
+  }
+  p->qwen3 = model_type == "qwen3";
+  if (auto act = cfg.value("hidden_act", std::string{"silu"}); act != "silu") {
+    throw std::runtime_error{path + ": hidden_act \"" + act + "\" is not supported"};
+  }
+  const int64_t hidden = positive(cfg, path, "hidden_size");
+  const int64_t n_layers = positive(cfg, path, "num_hidden_layers");
+  p->heads = positive(cfg, path, "num_attention_heads");
+  p->kv_heads = positive(cfg, path, "num_key_value_heads", p->heads);
+  p->head_dim = positive(cfg, path, "head_dim", hidden / p->heads);
+  const int64_t inter = positive(cfg, path, "intermediate_size");
+  p->vocab = positive(cfg, path, "vocab_size");
+  if (p->heads % p->kv_heads != 0) {
+    throw std::runtime_error{path + ": num_attention_heads is not a multiple of "
+                                    "num_key_value_heads"};
+  }
+  if (auto eps = cfg.find("rms_norm_eps"); eps != cfg.end() && eps->is_number()) {
+    p->eps = eps->get<double>();
+  }
+  if (auto theta = cfg.find("rope_theta"); theta != cfg.end() && theta->is_number()) {
+    p->theta = theta->get<double>();
+  } else if (auto params = cfg.find("rope_parameters");
+             params != cfg.end() && params->is_object() && params->contains("rope_theta")) {
+    p->theta = (*params)["rope_theta"].get<double>();
+    if (auto type = params->value("rope_type", std::string{"default"}); type != "default") {
+      throw std::runtime_error{path + ": rope_parameters.rope_type \"" + type
+                               + "\" is not supported"};
+    }
+  }
+  if (auto scaling = cfg.find("rope_scaling"); scaling != cfg.end() && !scaling->is_null()) {
+    throw std::runtime_error{path + ": rope_scaling is not supported"};
+  }
+  const bool qkv_bias = p->qwen3 ? cfg.value("attention_bias", false) : true;
+  const bool tied = cfg.value("tie_word_embeddings", false);
+
+  p->device = torch::Device{options.device};
+  const std::string dtype = options.dtype == "auto" ? (p->device.is_cuda() ? "bf16" : "f32")
+                                                    : options.dtype;
+  p->dtype = dtype == "bf16" ? torch::kBFloat16 : dtype == "f16" ? torch::kFloat16
+                                                                  : torch::kFloat32;
+  if (dtype != "f32" && dtype != "f16" && dtype != "bf16") {
+    throw std::runtime_error{"dtype \"" + options.dtype + "\" is not one of auto, f32, f16, bf16"};
+  }
+  p->info.folder = folder;
+  p->info.architecture = model_type;
+  p->info.device = p->device.str();
+  p->info.dtype = dtype;
+  p->info.pooling = "last";
+  p->info.hidden = static_cast<uint32_t>(hidden);
+  p->info.layers = static_cast<uint32_t>(n_layers);
+  p->info.max_tokens = static_cast<uint32_t>(positive(cfg, path, "max_position_embeddings", 32768));
+
+  torch::NoGradGuard no_grad;
+  auto ckpt = checkpoint::open(folder);
+  // Causal LMs are saved with "model." before the decoder's names; Qwen3-Embedding without.
+  const std::string prefix = ckpt.find("model.embed_tokens.weight") != nullptr ? "model." : "";
+  const int64_t q_out = p->heads * p->head_dim;
+  const int64_t kv_out = p->kv_heads * p->head_dim;
+  p->embed_tokens = p->take(ckpt, prefix + "embed_tokens.weight", {p->vocab, hidden});
+  p->norm = p->take(ckpt, prefix + "norm.weight", {hidden});
+  if (ckpt.find("lm_head.weight") != nullptr) {
+    p->lm_head = p->take(ckpt, "lm_head.weight", {p->vocab, hidden});
+  } else if (tied || !prefix.empty()) {
+    p->lm_head = p->embed_tokens;
+  }
+  for (int64_t i = 0; i < n_layers; ++i) {
+    const std::string l = prefix + "layers." + std::to_string(i) + ".";
+    layer_weights w;
+    w.ln1 = p->take(ckpt, l + "input_layernorm.weight", {hidden});
+    w.ln2 = p->take(ckpt, l + "post_attention_layernorm.weight", {hidden});
+    w.wq = p->take(ckpt, l + "self_attn.q_proj.weight", {q_out, hidden});
+    w.wk = p->take(ckpt, l + "self_attn.k_proj.weight", {kv_out, hidden});
+    w.wv = p->take(ckpt, l + "self_attn.v_proj.weight", {kv_out, hidden});
+    w.wo = p->take(ckpt, l + "self_attn.o_proj.weight", {hidden, q_out});
+    if (qkv_bias) {
+      w.bq = p->take(ckpt, l + "self_attn.q_proj.bias", {q_out});
+      w.bk = p->take(ckpt, l + "self_attn.k_proj.bias", {kv_out});
+      w.bv = p->take(ckpt, l + "self_attn.v_proj.bias", {kv_out});
+    }
+    if (p->qwen3) {
+      w.q_norm = p->take(ckpt, l + "self_attn.q_norm.weight", {p->head_dim});
+      w.k_norm = p->take(ckpt, l + "self_attn.k_norm.weight", {p->head_dim});
+    }
+    w.gate = p->take(ckpt, l + "mlp.gate_proj.weight", {inter, hidden});
+    w.up = p->take(ckpt, l + "mlp.up_proj.weight", {inter, hidden});
+    w.down = p->take(ckpt, l + "mlp.down_proj.weight", {hidden, inter});
+    p->layers.push_back(std::move(w));
+  }
+  auto steps = torch::arange(0, p->head_dim, 2, torch::TensorOptions().dtype(torch::kFloat64));
+  p->inv_freq = (1.0 / torch::pow(p->theta, steps / static_cast<double>(p->head_dim)))
+                  .to(torch::kFloat32)
+                  .to(p->device);
+  return std::unique_ptr<qwen_decoder>{new qwen_decoder{std::move(p)}};
+}
+
+std::vector<std::vector<float>> qwen_decoder::logits(const std::vector<int64_t>& ids) const {
+  impl_->check({ids});
+  impl_->need_lm_head();
+  torch::NoGradGuard no_grad;
+  torch::Tensor t;
+  torch::Tensor mask;
+  torch::Tensor positions;
+  impl_->pad({ids}, t, mask, positions);
+  auto hidden = impl_->forward(t, positions, mask, nullptr);
+  auto out = torch::linear(hidden, impl_->lm_head).to(torch::kFloat32).to(torch::kCPU)[0].contiguous();
+  std::vector<std::vector<float>> rows(ids.size());
+  const float* data = out.data_ptr<float>();
+  for (size_t r = 0; r < ids.size(); ++r) {
+    rows[r].assign(data + r * impl_->vocab, data + (r + 1) * impl_->vocab);
+  }
+  return rows;
+}
+
+std::vector<std::vector<float>> qwen_decoder::embed(
+  const std::vector<std::vector<int64_t>>& ids) const {
+  if (ids.empty()) {
+    return {};
+  }
+  impl_->check(ids);
+  torch::NoGradGuard no_grad;
+  torch::Tensor t;
+  torch::Tensor mask;
+  torch::Tensor positions;
+  impl_->pad(ids, t, mask, positions);
+  auto last = impl_->forward(t, positions, mask, nullptr).select(1, -1).to(torch::kFloat32);
+  auto pooled = torch::nn::functional::normalize(
+                  last, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12))
+                  .to(torch::kCPU)
+                  .contiguous();
+  std::vector<std::vector<float>> out(ids.size());
+  const float* data = pooled.data_ptr<float>();
+  const auto dims = pooled.size(1);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    out[r].assign(data + static_cast<int64_t>(r) * dims, data + static_cast<int64_t>(r + 1) * dims);
+  }
+  return out;
+}
+
+std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int64_t>>& prompts,
+                                               const sampling_options& options,
+                                               uint32_t n) const {
+  if (prompts.empty() || n == 0) {
+    return {};
+  }
+  impl_->check(prompts);
+  impl_->need_lm_head();
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<int64_t>> seqs;
+  for (const auto& prompt : prompts) {
+    for (uint32_t k = 0; k < n; ++k) {
+      seqs.push_back(prompt);
+    }
+  }
+  const auto batch = static_cast<int64_t>(seqs.size());
+  torch::Tensor ids;
+  torch::Tensor mask;
+  torch::Tensor positions;
+  impl_->pad(seqs, ids, mask, positions);
+  auto next_pos = positions.select(1, -1).unsqueeze(1) + 1;
+  kv_cache cache;
+  std::vector<generation> out(seqs.size());
+  std::vector<bool> done(seqs.size(), false);
+  auto gen = at::detail::createCPUGenerator(options.seed);
+  auto hidden = impl_->forward(ids, positions, mask, &cache);
+  for (uint32_t step = 0; step < options.max_new_tokens; ++step) {
+    auto logits = torch::linear(hidden.select(1, -1), impl_->lm_head).to(torch::kFloat32).to(torch::kCPU);
+    auto logprobs = torch::log_softmax(logits, -1);
+    torch::Tensor chosen;
+    if (options.temperature <= 0.0) {
+      chosen = logits.argmax(-1);
+    } else {
+      auto scaled = logits / options.temperature;
+      if (options.top_k > 0 && options.top_k < logits.size(-1)) {
+        auto kth = std::get<0>(scaled.topk(options.top_k, -1)).select(1, -1).unsqueeze(1);
+        scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
+      }
+      if (options.top_p < 1.0) {
+        auto sorted = scaled.sort(-1, /*descending=*/true);
+        auto probs = torch::softmax(std::get<0>(sorted), -1);
+        // Keep the smallest prefix whose mass reaches top_p (the first token always).
+        auto before = probs.cumsum(-1) - probs;
+        auto drop_sorted = before >= options.top_p;
+        auto drop = torch::zeros_like(drop_sorted).scatter(1, std::get<1>(sorted), drop_sorted);
+        scaled = scaled.masked_fill(drop, -std::numeric_limits<float>::infinity());
+      }
+      chosen = torch::multinomial(torch::softmax(scaled, -1), 1, false, gen).squeeze(1);
+    }
+    auto chosen_a = chosen.accessor<int64_t, 1>();
+    auto lp = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1);
+    auto lp_a = lp.accessor<float, 1>();
+    bool all_done = true;
+    for (int64_t b = 0; b < batch; ++b) {
+      auto& g = out[static_cast<size_t>(b)];
+      if (done[static_cast<size_t>(b)]) {
+        continue;
+      }
+      g.tokens.push_back(chosen_a[b]);
+      g.logprobs.push_back(lp_a[b]);
+      if (std::find(options.stop_ids.begin(), options.stop_ids.end(), chosen_a[b])
+          != options.stop_ids.end()) {
+        g.finish_reason = "stop";
+        done[static_cast<size_t>(b)] = true;
+      } else {
+        all_done = false;
+      }
+    }
+    if (all_done || step + 1 == options.max_new_tokens) {
+      break;
+    }
+    auto next = chosen.view({batch, 1}).to(impl_->device);
+    mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);
+    hidden = impl_->forward(next, next_pos, mask, &cache);
+    next_pos = next_pos + 1;
+  }
+  for (auto& g : out) {
+    if (g.finish_reason.empty()) {
+      g.finish_reason = "length";
+    }
+  }
+  return out;
+}
+
+} // namespace arbiter::backends::models

@@ -1,0 +1,70 @@
+#pragma once
+
+// Qwen2 / Qwen3 decoders run natively with libtorch (equations in
+// ../shared/reference/models.md §2.2): causal LM mode (logits, batched generation with a KV
+// cache, greedy or sampled with temperature / top-p / top-k and a seed, per-token
+// log-probabilities of the chosen tokens, stop tokens) and embedding mode (Qwen3-Embedding:
+// last-token pooling, L2 normalization). Batches are left-padded; an output does not depend on
+// what else shares its batch. No torch type in this header.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/models/bert_embedder.hpp"
+
+namespace arbiter::backends::models {
+
+/// How `generate` picks tokens. temperature 0 is greedy.
+struct sampling_options {
+  double temperature = 0.0;
+  double top_p = 1.0;
+  /// 0: no top-k cut.
+  uint32_t top_k = 0;
+  uint32_t max_new_tokens = 64;
+  /// Generation of a sequence ends after it produces one of these ids (kept in its tokens).
+  std::vector<int64_t> stop_ids;
+  uint64_t seed = 0;
+};
+
+/// One generated continuation.
+struct generation {
+  std::vector<int64_t> tokens;
+  /// log p of each chosen token under the model's own distribution (temperature 1, before
+  /// top-k / top-p), as vLLM reports prompt-independent logprobs.
+  std::vector<double> logprobs;
+  /// "stop" (a stop id) or "length".
+  std::string finish_reason;
+};
+
+class qwen_decoder {
+public:
+  /// Loads `folder` (config.json with model_type qwen2 or qwen3, model.safetensors or its
+  /// index); throws std::runtime_error naming the file and tensor, as bert_embedder does.
+  static std::unique_ptr<qwen_decoder> load(const std::string& folder,
+                                            const model_options& options = {});
+  ~qwen_decoder();
+
+  /// The logits at every position of one sequence: [length][vocab].
+  std::vector<std::vector<float>> logits(const std::vector<int64_t>& ids) const;
+
+  /// Embedding mode: the final-norm hidden state of each sequence's last token, L2-normalized.
+  std::vector<std::vector<float>> embed(const std::vector<std::vector<int64_t>>& ids) const;
+
+  /// Continues each prompt `n` times (prompts × n sequences, prompt-major), batched with left
+  /// padding and a KV cache.
+  std::vector<generation> generate(const std::vector<std::vector<int64_t>>& prompts,
+                                   const sampling_options& options, uint32_t n = 1) const;
+
+  const embedder_info& info() const noexcept;
+  int64_t vocab_size() const noexcept;
+
+private:
+  struct impl;
+  explicit qwen_decoder(std::unique_ptr<impl> p);
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace arbiter::backends::models

@@ -1,0 +1,184 @@
+// The native Qwen3 / Qwen2 decoder against Hugging Face transformers on tiny random-weight
+// checkpoints (make_qwen_fixture.py): logits, greedy generations token for token, embedding
+// mode, and the sampler's contracts.
+
+#include "backends/models/qwen_decoder.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+using namespace arbiter::backends::models;
+using json = nlohmann::json;
+
+namespace {
+
+std::string fixture(const std::string& name) {
+  return std::string{ARBITER_SOURCE_DIR} + "/tests/backends/models/fixtures/" + name;
+}
+
+json expected(const std::string& name) {
+  std::ifstream in{fixture(name) + "/expected.json"};
+  return json::parse(in);
+}
+
+class QwenDecoder : public ::testing::TestWithParam<std::string> {
+protected:
+  void SetUp() override {
+    model_ = qwen_decoder::load(fixture(GetParam()));
+    expected_ = expected(GetParam());
+  }
+  std::unique_ptr<qwen_decoder> model_;
+  json expected_;
+};
+
+} // namespace
+
+TEST_P(QwenDecoder, LogitsMatchTransformers) {
+  for (const auto& c : expected_["logits"]) {
+    auto ids = c["ids"].get<std::vector<int64_t>>();
+    auto got = model_->logits(ids);
+    const auto& want = c["logits"];
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0;
+    for (size_t t = 0; t < got.size(); ++t) {
+      ASSERT_EQ(got[t].size(), want[t].size());
+      for (size_t v = 0; v < got[t].size(); ++v) {
+        worst = std::max(worst, std::fabs(double{got[t][v]} - want[t][v].get<double>()));
+      }
+    }
+    EXPECT_LE(worst, 1e-4) << "sequence of " << ids.size();
+  }
+}
+
+TEST_P(QwenDecoder, GreedyGenerationsAreTokenIdenticalAloneAndBatched) {
+  sampling_options greedy;
+  greedy.max_new_tokens = 8;
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<std::vector<int64_t>> wanted;
+  for (const auto& c : expected_["greedy"]) {
+    prompts.push_back(c["ids"].get<std::vector<int64_t>>());
+    wanted.push_back(c["tokens"].get<std::vector<int64_t>>());
+    auto alone = model_->generate({prompts.back()}, greedy);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(alone[0].tokens, wanted.back());
+    EXPECT_EQ(alone[0].finish_reason, "length");
+  }
+  auto batched = model_->generate(prompts, greedy);
+  ASSERT_EQ(batched.size(), prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(batched[i].tokens, wanted[i]) << "prompt " << i << " in a left-padded batch";
+  }
+}
+
+TEST_P(QwenDecoder, LogprobsAreTheModelsOwn) {
+  sampling_options greedy;
+  greedy.max_new_tokens = 1;
+  auto prompt = expected_["greedy"][0]["ids"].get<std::vector<int64_t>>();
+  auto g = model_->generate({prompt}, greedy).at(0);
+  auto logits = model_->logits(prompt).back();
+  double max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) {
+    sum += std::exp(x - max);
+  }
+  double want = logits[static_cast<size_t>(g.tokens[0])] - max - std::log(sum);
+  EXPECT_NEAR(g.logprobs[0], want, 1e-5);
+}
+
+TEST_P(QwenDecoder, EmbeddingModeMatchesAndIgnoresItsBatch) {
+  std::vector<std::vector<int64_t>> all;
+  for (const auto& c : expected_["embed"]) {
+    auto ids = c["ids"].get<std::vector<int64_t>>();
+    all.push_back(ids);
+    auto got = model_->embed({ids}).at(0);
+    auto want = c["vector"].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+    }
+  }
+  auto batched = model_->embed(all);
+  for (size_t k = 0; k < all.size(); ++k) {
+    auto alone = model_->embed({all[k]}).at(0);
+    for (size_t i = 0; i < alone.size(); ++i) {
+      EXPECT_NEAR(batched[k][i], alone[i], 1e-5);
+    }
+  }
+}
+
+TEST_P(QwenDecoder, SamplingIsSeededAndHonoursStopAndTopK) {
+  auto prompt = expected_["greedy"][1]["ids"].get<std::vector<int64_t>>();
+  sampling_options s;
+  s.temperature = 1.0;
+  s.top_p = 0.9;
+  s.max_new_tokens = 12;
+  s.seed = 7;
+  auto a = model_->generate({prompt}, s, 4);
+  auto b = model_->generate({prompt}, s, 4);
+  ASSERT_EQ(a.size(), 4u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "same seed, same samples";
+    EXPECT_EQ(a[i].tokens.size(), a[i].logprobs.size());
+  }
+  bool differ = false;
+  for (size_t i = 1; i < a.size(); ++i) {
+    differ = differ || a[i].tokens != a[0].tokens;
+  }
+  EXPECT_TRUE(differ) << "four samples at temperature 1 are not all the same";
+  s.seed = 8;
+  auto c = model_->generate({prompt}, s, 4);
+  EXPECT_NE(c[0].tokens, a[0].tokens);
+  // top_k = 1 is greedy.
+  sampling_options k1 = s;
+  k1.top_k = 1;
+  sampling_options greedy;
+  greedy.max_new_tokens = 12;
+  EXPECT_EQ(model_->generate({prompt}, k1).at(0).tokens,
+            model_->generate({prompt}, greedy).at(0).tokens);
+  // A stop id ends the sequence, kept as its last token.
+  auto first = model_->generate({prompt}, greedy).at(0).tokens;
+  greedy.stop_ids = {first[2]};
+  auto stopped = model_->generate({prompt}, greedy).at(0);
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.tokens.back(), first[2]);
+  EXPECT_LE(stopped.tokens.size(), 3u);
+}
+
+TEST_P(QwenDecoder, RefusesInputsItCannotRun) {
+  EXPECT_THROW(model_->logits({}), std::invalid_argument);
+  EXPECT_THROW(model_->logits({1, 999999}), std::invalid_argument);
+  EXPECT_TRUE(model_->generate({}, sampling_options{}).empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiny, QwenDecoder, ::testing::Values("tiny_qwen3", "tiny_qwen2"));
+
+TEST(QwenDecoderLoad, RefusesOtherArchitecturesAndNamesMissingTensors) {
+  auto dir = std::filesystem::temp_directory_path() / "arbiter_qwen_load";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream{dir / "config.json"} << R"({"model_type":"llama"})";
+  try {
+    qwen_decoder::load(dir.string());
+    ADD_FAILURE() << "loaded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string{e.what()}.find("model_type \"llama\" is not supported"),
+              std::string::npos)
+      << e.what();
+  }
+  // The tiny Qwen3's config over the tiny Qwen2's weights: no q_norm.
+  std::filesystem::copy_file(fixture("tiny_qwen3") + "/config.json", dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(fixture("tiny_qwen2") + "/model.safetensors", dir / "model.safetensors");
+  try {
+    qwen_decoder::load(dir.string());
+    ADD_FAILURE() << "loaded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string{e.what()}.find("model.safetensors: tensor model.layers.0.self_attn."),
+              std::string::npos)
+      << e.what();
+  }
+}
