@@ -1,6 +1,8 @@
 #include "backends/tokenizers/pre_tokenizers.hpp"
 
 #include <array>
+#include <unordered_map>
+#include <optional>
 
 #include "backends/tokenizers/unicode.hpp"
 
@@ -163,6 +165,18 @@ std::vector<std::u32string> split_bert(std::u32string_view text) {
   }
   flush();
   return pieces;
+}
+
+std::optional<unsigned char> byte_level_unmap(char32_t c) {
+  static const std::unordered_map<char32_t, unsigned char> inverse = [] {
+    std::unordered_map<char32_t, unsigned char> m;
+    const auto table = make_byte_table();
+    for (std::size_t b = 0; b < table.size(); ++b) m.emplace(table[b], static_cast<unsigned char>(b));
+    return m;
+  }();
+  auto it = inverse.find(c);
+  if (it == inverse.end()) return std::nullopt;
+  return it->second;
 }
 
 std::u32string byte_level_map(std::u32string_view text) {

@@ -3,6 +3,7 @@
 // The pre-tokenizers of Hugging Face `tokenizers` that Arbiter's models use, on code points.
 // Internal to backends/tokenizers.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,5 +37,8 @@ std::vector<std::u32string> split_bert(std::u32string_view text);
 /// ByteLevel's byte-to-unicode mapping: each UTF-8 byte of `text` becomes one printable code
 /// point (GPT-2's `bytes_to_unicode`).
 std::u32string byte_level_map(std::u32string_view text);
+
+/// The byte a code point of GPT-2's byte-level alphabet stands for, or nullopt.
+std::optional<unsigned char> byte_level_unmap(char32_t c);
 
 } // namespace arbiter::backends::tokenizers

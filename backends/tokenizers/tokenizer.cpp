@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <variant>
 
@@ -129,6 +130,11 @@ struct tokenizer::impl {
   added_tokens_set raw_added;         // normalized=false: matched in the input
   added_tokens_set normalized_added;  // normalized=true: matched after normalization
   std::unordered_map<std::string, std::int64_t> added_ids;
+  /// Decoding: every id's token text (model vocabulary and added tokens), which added tokens
+  /// are special, and whether tokens are byte-level (GPT-2's byte-to-unicode alphabet).
+  std::unordered_map<std::int64_t, std::string> id_to_token;
+  std::unordered_set<std::int64_t> special_ids;
+  bool byte_level = false;
   bool has_template = false;
   std::vector<template_piece> single_template;
   std::vector<template_piece> pair_template;
@@ -307,6 +313,35 @@ encoding tokenizer::encode_pair(std::string_view first, std::string_view second,
   if (max_length > 0)
     truncate_longest_first(a, &b, model_budget(max_length, added_special_tokens(true)));
   return impl_->post_process(std::move(a), &b);
+}
+
+std::string tokenizer::decode(const std::vector<std::int64_t>& ids, bool skip_special) const {
+  std::string out;
+  const auto* wordpiece = std::get_if<wordpiece_model>(&impl_->model);
+  for (std::int64_t id : ids) {
+    if (skip_special && impl_->special_ids.count(id) > 0) continue;
+    auto it = impl_->id_to_token.find(id);
+    if (it == impl_->id_to_token.end()) continue;
+    const std::string& token = it->second;
+    const bool added = impl_->added_ids.count(token) > 0;
+    if (impl_->byte_level && !added) {
+      // Byte-level tokens spell bytes in GPT-2's printable alphabet.
+      for (char32_t c : unicode::decode(token)) {
+        if (auto b = byte_level_unmap(c)) out.push_back(static_cast<char>(*b));
+      }
+    } else if (wordpiece != nullptr && !added) {
+      const auto& prefix = wordpiece->continuing_subword_prefix;
+      if (!prefix.empty() && token.rfind(prefix, 0) == 0) {
+        out += token.substr(prefix.size());
+      } else {
+        if (!out.empty()) out += ' ';
+        out += token;
+      }
+    } else {
+      out += token;
+    }
+  }
+  return out;
 }
 
 std::optional<std::int64_t> tokenizer::token_id(std::string_view token) const {
@@ -593,6 +628,7 @@ class loader {
       token.lstrip = flag(j, "lstrip", false);
       token.rstrip = flag(j, "rstrip", false);
       out.added_ids.emplace(content, token.id);
+      if (flag(j, "special", false)) out.special_ids.insert(token.id);
       if (flag(j, "normalized", !flag(j, "special", false))) {
         token.content = out.normalize(unicode::decode(content));
         out.normalized_added.add(std::move(token));
@@ -612,6 +648,13 @@ class loader {
     out->model = model(root.at("model"));
     post_processor(root.value("post_processor", json{}), "post_processor", *out);
     added_tokens(root.value("added_tokens", json{}), *out);
+    std::visit([&](const auto& m) {
+      for (const auto& [token, id] : m.vocab) out->id_to_token.emplace(id, token);
+    }, out->model);
+    for (const auto& [token, id] : out->added_ids) out->id_to_token[id] = token;
+    for (const auto& step : out->pre_tokenizers) {
+      if (step.what == pre_tokenizer_step::kind::byte_level) out->byte_level = true;
+    }
     return out;
   }
 

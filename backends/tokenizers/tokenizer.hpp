@@ -56,6 +56,11 @@ class tokenizer {
   encoding encode_pair(std::string_view first, std::string_view second,
                        std::size_t max_length = 0) const;
 
+  /// The text of `ids`: byte-level tokens turned back into their bytes, WordPiece pieces
+  /// joined (`##` pieces glued to the previous one), added tokens as written; special added
+  /// tokens left out when `skip_special`. Unknown ids are skipped.
+  std::string decode(const std::vector<std::int64_t>& ids, bool skip_special = true) const;
+
   /// The id of `token` (an added token or a model vocabulary entry), if it has one.
   std::optional<std::int64_t> token_id(std::string_view token) const;
 

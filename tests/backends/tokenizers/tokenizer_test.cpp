@@ -91,6 +91,21 @@ TEST(Tokenizer, LooksUpAddedAndVocabularyTokens) {
   EXPECT_EQ(minilm.token_id("hello"), 7592);
 }
 
+TEST(Tokenizer, DecodesWhatItEncodes) {
+  const tokenizer bpe = tokenizer::from_file(fixtures + "tiny_bpe/tokenizer.json");
+  for (std::string text : {"Hello world", "  two  spaces\tand a tab\n", "café 東京 🚀 12345",
+                           "I'm don't"}) {
+    EXPECT_EQ(bpe.decode(bpe.encode(text).ids), text) << text;
+  }
+  // Special tokens: the template's <|endoftext|> is left out unless asked for.
+  auto ids = bpe.encode("<|im_start|>hi").ids;
+  EXPECT_EQ(bpe.decode(ids), "hi");
+  EXPECT_EQ(bpe.decode(ids, /*skip_special=*/false), "<|im_start|>hi<|endoftext|>");
+  const tokenizer minilm = tokenizer::from_file(fixtures + "minilm/tokenizer.json");
+  EXPECT_EQ(minilm.decode(minilm.encode("Tokenization works, mostly").ids),
+            "tokenization works , mostly");
+}
+
 TEST(Tokenizer, CountsTheSpecialTokensOfItsTemplate) {
   const tokenizer bpe = tokenizer::from_file(fixtures + "tiny_bpe/tokenizer.json");
   EXPECT_EQ(bpe.added_special_tokens(false), 1u);
