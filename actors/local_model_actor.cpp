@@ -10,6 +10,7 @@
 #include "actors/reward_graph_actor.hpp"
 #include "backends/embedding_scoring.hpp"
 #include "backends/models/text_embedder.hpp"
+#include "backends/models/text_generator.hpp"
 #include "backends/models/devices.hpp"
 
 namespace arbiter::actors {
@@ -61,6 +62,55 @@ caf::behavior embedding_worker(caf::event_based_actor*,
   };
 }
 
+caf::behavior generator_worker(caf::event_based_actor*,
+                               std::shared_ptr<const backends::models::text_generator> generator,
+                               std::string name, worker_counters counters) {
+  return {
+    [generator, name, counters](work_atom, const work_batch& batch) {
+      work_result result;
+      result.id = batch.id;
+      auto start = std::chrono::steady_clock::now();
+      for (const auto& item : batch.items) {
+        auto item_start = std::chrono::steady_clock::now();
+        item_outcome outcome;
+        try {
+          if (!item->call) {
+            throw std::invalid_argument{"a " + item->kind + " item carries no model call"};
+          }
+          auto output = std::make_shared<model_output>(
+            generator->complete(*item->call, item->kind == "chat"));
+          counters.tokens->Increment(output->prompt_tokens + output->completion_tokens);
+          outcome.output = std::move(output);
+        } catch (const std::exception& e) {
+          outcome.code = errc::worker_failed;
+          outcome.error = "local model " + name + ": " + e.what();
+        }
+        outcome.run_ms = std::chrono::duration<double, std::milli>(
+                           std::chrono::steady_clock::now() - item_start)
+                           .count();
+        result.outcomes.push_back(std::move(outcome));
+      }
+      auto elapsed = std::chrono::steady_clock::now() - start;
+      counters.busy->Increment(std::chrono::duration<double>(elapsed).count());
+      counters.batches->Increment();
+      result.report.latency = elapsed;
+      return result;
+    },
+  };
+}
+
+/// The counters of the worker `name` runs on its embedder's or generator's device.
+worker_counters counters_for(local_model_metrics& metrics, const std::string& name,
+                             const backends::models::embedder_info& info) {
+  const std::map<std::string, std::string> labels = {{"model", name}, {"device", info.device}};
+  metrics.weight_bytes.Add(labels).Set(static_cast<double>(info.weight_bytes));
+  worker_counters counters;
+  counters.busy = &metrics.busy_seconds.Add(labels);
+  counters.tokens = &metrics.tokens.Add(labels);
+  counters.batches = &metrics.batches.Add(labels);
+  return counters;
+}
+
 } // namespace
 
 local_model_metrics::local_model_metrics(metrics_registry& registry)
@@ -82,22 +132,23 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_embedder> embedder,
                                   std::string model, uint32_t max_batch_tokens,
                                   local_model_metrics& metrics, const std::string& name) {
-  const std::map<std::string, std::string> labels = {{"model", name},
-                                                     {"device", embedder->info().device}};
-  metrics.weight_bytes.Add(labels).Set(static_cast<double>(embedder->info().weight_bytes));
-  worker_counters counters;
-  counters.busy = &metrics.busy_seconds.Add(labels);
-  counters.tokens = &metrics.tokens.Add(labels);
-  counters.batches = &metrics.batches.Add(labels);
+  auto counters = counters_for(metrics, name, embedder->info());
   return sys.spawn<caf::detached>(embedding_worker, std::move(embedder), std::move(model),
                                   max_batch_tokens, counters);
+}
+
+caf::actor spawn_generator_worker(caf::actor_system& sys,
+                                  std::shared_ptr<const backends::models::text_generator> generator,
+                                  local_model_metrics& metrics, const std::string& name) {
+  auto counters = counters_for(metrics, name, generator->info());
+  return sys.spawn<caf::detached>(generator_worker, std::move(generator), name, counters);
 }
 
 scheduler::source_spec local_model_spec(const config::model_config& cfg,
                                         const config::arbiter_config& all) {
   scheduler::source_spec spec;
   spec.name = cfg.name;
-  spec.capabilities = routed_capabilities(cfg.name, {"embed"}, cfg.name, all);
+  spec.capabilities = routed_capabilities(cfg.name, model_capabilities(cfg), cfg.name, all);
   spec.max_batch_items = cfg.max_batch_items;
   spec.max_inflight = 1;
   spec.remote = false;

@@ -16,6 +16,7 @@
 
 namespace arbiter::backends::models {
 class text_embedder;
+class text_generator;
 }
 
 namespace arbiter::actors {
@@ -44,9 +45,16 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::string model, uint32_t max_batch_tokens,
                                   local_model_metrics& metrics, const std::string& name);
 
-/// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed,
-/// embed@model:NAME, and embed@REWARD for the rewards that name it), one batch at a time, up
-/// to `cfg.max_batch_items` items.
+/// Spawns a detached worker that answers `(work_atom, work_batch)` for `generate` and `chat`
+/// model calls with the generator's completions, one call at a time. An exception fails that
+/// item with `worker_failed`; the others and the worker carry on.
+caf::actor spawn_generator_worker(caf::actor_system& sys,
+                                  std::shared_ptr<const backends::models::text_generator> generator,
+                                  local_model_metrics& metrics, const std::string& name);
+
+/// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed, or
+/// generate and chat; each also @model:NAME and @REWARD for the rewards that name it), one
+/// batch at a time, up to `cfg.max_batch_items` items.
 scheduler::source_spec local_model_spec(const config::model_config& cfg,
                                         const config::arbiter_config& all);
 

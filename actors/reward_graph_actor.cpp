@@ -549,6 +549,13 @@ bool serves(const config::source_config& src, const std::string& capability) {
   return std::find(caps.begin(), caps.end(), capability) != caps.end();
 }
 
+std::vector<std::string> model_capabilities(const config::model_config& m) {
+  if (m.kind == "generator") {
+    return {"generate", "chat"};
+  }
+  return {"embed"};
+}
+
 std::string served_model(const config::source_config& src) {
   return src.model.empty() ? src.name : src.model;
 }
@@ -593,10 +600,18 @@ std::vector<std::string> routed_capabilities(const config::source_config& src,
 scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
                                          const backends::reward_catalog& catalog) {
   auto any_serves = [&cfg](const std::vector<std::string>& names, const char* capability) {
-    return std::any_of(cfg.sources.begin(), cfg.sources.end(), [&](const config::source_config& s) {
-      bool listed = names.empty() || std::find(names.begin(), names.end(), s.name) != names.end();
-      return listed && serves(s, capability);
-    });
+    auto listed = [&names](const std::string& name) {
+      return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
+    };
+    return std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                       [&](const config::source_config& s) {
+                         return listed(s.name) && serves(s, capability);
+                       })
+           || std::any_of(cfg.models.begin(), cfg.models.end(), [&](const config::model_config& m) {
+                auto caps = model_capabilities(m);
+                return listed(m.name)
+                       && std::find(caps.begin(), caps.end(), capability) != caps.end();
+              });
   };
   scheduler::source_spec spec;
   spec.name = reward_graph_source;

@@ -27,6 +27,10 @@ scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
 /// kind's defaults.
 bool serves(const config::source_config& src, const std::string& capability);
 
+/// What a `[[models]]` entry serves: {"embed"} for an embedding model, {"generate", "chat"}
+/// for a generator.
+std::vector<std::string> model_capabilities(const config::model_config& m);
+
 /// The model id a source answers to on the pass-through routes (/v1/chat/completions,
 /// /v1/embeddings): its `model`, else its name.
 std::string served_model(const config::source_config& src);

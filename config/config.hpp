@@ -170,7 +170,8 @@ struct model_config {
   /// The source's name (results' `source`, `[rewards.NAME] sources`, the model id of
   /// /v1/embeddings).
   std::string name;
-  /// What it is: "embedding" (a BERT sentence embedder, capability embed).
+  /// What it is: "embedding" (a BERT sentence embedder, capability embed) or "generator" (a
+  /// Qwen2/Qwen3 causal LM, capabilities generate and chat).
   std::string kind = "embedding";
   /// The Hugging Face model folder (config.json, model.safetensors, tokenizer.json).
   std::string path;

@@ -28,6 +28,7 @@
 #include "common/log.hpp"
 #include "backends/cpu/cpu_rewards.hpp"
 #include "backends/models/text_embedder.hpp"
+#include "backends/models/text_generator.hpp"
 #include "backends/reward_catalog.hpp"
 #include "backends/reward_options.hpp"
 #include "config/config.hpp"
@@ -140,16 +141,21 @@ bool start_local_models(caf::actor_system& sys, caf::actor sched,
     }
     for (const auto& device : devices) {
       std::shared_ptr<const backends::models::text_embedder> embedder;
+      std::shared_ptr<const backends::models::text_generator> generator;
       try {
         backends::models::model_options options;
         options.device = device;
         options.dtype = m.dtype;
-        embedder = backends::models::text_embedder::load(m.path, options);
+        if (m.kind == "generator") {
+          generator = backends::models::text_generator::load(m.path, options);
+        } else {
+          embedder = backends::models::text_embedder::load(m.path, options);
+        }
       } catch (const std::exception& e) {
         log::error("model '", m.name, "' on ", device, ": ", e.what());
         return false;
       }
-      const auto& info = embedder->info();
+      const auto& info = generator ? generator->info() : embedder->info();
       log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x", info.hidden,
                 " on ", info.device, " (", info.dtype, ", ", info.weight_bytes >> 20, " MiB)");
       net::local_model_info shown;
@@ -161,8 +167,9 @@ bool start_local_models(caf::actor_system& sys, caf::actor sched,
       shown.max_tokens = info.max_tokens;
       shown.weight_bytes = info.weight_bytes;
       loaded.push_back(std::move(shown));
-      auto worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens,
-                                                   metrics, m.name);
+      auto worker = generator ? actors::spawn_generator_worker(sys, generator, metrics, m.name)
+                              : actors::spawn_embedding_worker(sys, embedder, m.path,
+                                                               m.max_batch_tokens, metrics, m.name);
       bool added = true;
       self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
                     actors::local_model_spec(m, cfg), worker)

@@ -67,7 +67,7 @@ std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
     }
   }
   for (const auto& m : cfg.models) {
-    models.push_back({m.name, {"embed"}, {m.name}});
+    models.push_back({m.name, actors::model_capabilities(m), {m.name}});
   }
   return models;
 }

@@ -306,6 +306,10 @@ encoding tokenizer::encode(std::string_view text, std::size_t max_length) const 
   return impl_->post_process(std::move(ids), nullptr);
 }
 
+std::vector<std::int64_t> tokenizer::encode_plain(std::string_view text) const {
+  return impl_->tokenize(text);
+}
+
 encoding tokenizer::encode_pair(std::string_view first, std::string_view second,
                                 std::size_t max_length) const {
   std::vector<std::int64_t> a = impl_->tokenize(first);

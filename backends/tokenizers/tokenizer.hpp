@@ -51,6 +51,10 @@ class tokenizer {
   /// number of special tokens the post-processor adds.
   encoding encode(std::string_view text, std::size_t max_length = 0) const;
 
+  /// The model's ids for `text` without the post-processor's special tokens (a generation
+  /// prompt, which must not end in an EOS a template appends).
+  std::vector<std::int64_t> encode_plain(std::string_view text) const;
+
   /// Encodes a text pair (`[CLS] A [SEP] B [SEP]` for BERT). Truncation is longest-first, as
   /// `tokenizers`' default TruncationStrategy::LongestFirst.
   encoding encode_pair(std::string_view first, std::string_view second,

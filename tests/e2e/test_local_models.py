@@ -101,3 +101,64 @@ def test_config_check_names_bad_model_fields(tmp_path):
     assert "models[0].path: required" in out.stdout
     assert "models[0].kind: unknown kind" in out.stdout
     assert "models[0].device: must be" in out.stdout
+
+
+TINY_LM = ROOT / "tests" / "backends" / "models" / "fixtures" / "tiny_qwen3_lm"
+
+
+def generator_config(extra=""):
+    return f'[[models]]\nname = "tiny-lm"\nkind = "generator"\npath = "{TINY_LM}"\n' + extra
+
+
+def test_info_gain_samples_from_a_local_generator(make_server, provider):
+    """ΔIG with its samples drawn by a local tiny Qwen3 (random weights, so the text is
+    gibberish) and NLI from a fake TEI: the score follows the formula from the details."""
+    from arbiter_testing import source_toml
+    from test_rewards import recompute_soft_ig
+    p = provider()
+    s = make_server(generator_config(source_toml("tei", p.url, "tei", ["nli"])))
+    items = [{"question": "What is the capital of France",
+              "context": "Paris is the capital of France.", "answers": ["Paris"]}]
+    status, _, body = s.request("POST", "/compute_info_gain", {
+        "items": items, "options": {"num_samples": 4, "seed": 7, "max_new_tokens": 12}})
+    assert status == 200, body
+    assert body["errors"][0] is None, body
+    d = body["details"][0]
+    assert len(d["with_context"]) == 4 and len(d["no_context"]) == 4
+    for sample in d["with_context"] + d["no_context"]:
+        assert sample["mean_loglik"] < 0
+    side = {"samples": d["with_context"], "entailment": d["entailment_with_context"]}
+    base = {"samples": d["no_context"], "entailment": d["entailment_no_context"]}
+    expected = recompute_soft_ig(side, ["Paris"]) - recompute_soft_ig(base, ["Paris"])
+    assert body["scores"][0] == pytest.approx(expected, abs=1e-9)
+    assert set(body["results"][0]["sources"]) == {"tiny-lm", "tei"}
+    # Seeded: the same request samples the same texts.
+    _, _, again = s.request("POST", "/compute_info_gain", {
+        "items": items, "options": {"num_samples": 4, "seed": 7, "max_new_tokens": 12}})
+    assert [x["text"] for x in again["details"][0]["with_context"]] == \
+        [x["text"] for x in d["with_context"]]
+
+
+def test_a_local_generator_answers_chat_completions(make_server):
+    s = make_server(generator_config())
+    status, _, models = s.request("GET", "/v1/models")
+    assert [(m["id"], m["capabilities"]) for m in models["data"]] == \
+        [("tiny-lm", ["generate", "chat"])]
+    status, _, reply = s.request("POST", "/v1/chat/completions", {
+        "model": "tiny-lm", "messages": [{"role": "user", "content": "hello"}],
+        "max_tokens": 5, "n": 2, "seed": 3, "temperature": 0.8,
+        "chat_template_kwargs": {"enable_thinking": False}})
+    assert status == 200, reply
+    assert len(reply["choices"]) == 2
+    assert reply["usage"]["completion_tokens"] <= 10 and reply["usage"]["prompt_tokens"] > 0
+    assert all(c["finish_reason"] in ("stop", "length") for c in reply["choices"])
+    assert reply["arbiter"]["source"] == "tiny-lm"
+    # A prompt longer than the model takes fails explicitly, and the worker carries on.
+    status, _, reply = s.request("POST", "/v1/chat/completions", {
+        "model": "tiny-lm", "messages": [{"role": "user", "content": "word " * 400}],
+        "max_tokens": 5})
+    assert status == 502 and reply["error"]["code"] == "worker_failed", reply
+    assert "exceeds the model's 128" in reply["error"]["message"]
+    status, _, reply = s.request("POST", "/v1/chat/completions", {
+        "model": "tiny-lm", "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})
+    assert status == 200, reply

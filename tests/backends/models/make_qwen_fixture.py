@@ -18,9 +18,9 @@ SEQUENCES = [[5], [1, 2, 3, 4, 5, 6, 7], [100, 7, 42, 42, 9, 0, 127, 64, 3, 88, 
 PROMPTS = [[3, 14, 15, 92], [65], [8, 9, 7, 9, 3, 2, 3, 8, 4, 6]]
 
 
-def make(name, config_cls, model_cls, **extra):
+def make(name, config_cls, model_cls, vocab=128, tokenizer=None, **extra):
     torch.manual_seed(1234)
-    config = config_cls(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    config = config_cls(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
                         rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, **extra)
     model = model_cls(config).eval()
@@ -32,6 +32,13 @@ def make(name, config_cls, model_cls, **extra):
     folder = OUT / name
     folder.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(folder, safe_serialization=True)
+    (folder / "generation_config.json").unlink(missing_ok=True)
+    if tokenizer is not None:
+        # A generator for the worker and end-to-end tests: the tokenizers fixture's tiny BPE
+        # (vocabulary 705 with its added tokens), no expected outputs.
+        (folder / "tokenizer.json").write_bytes(Path(tokenizer).read_bytes())
+        print(f"wrote {folder}")
+        return
     cases = {"logits": [], "greedy": [], "embed": []}
     with torch.no_grad():
         for ids in SEQUENCES:
@@ -54,6 +61,8 @@ def make(name, config_cls, model_cls, **extra):
 def main():
     make("tiny_qwen3", Qwen3Config, Qwen3ForCausalLM, head_dim=16)  # head_dim ≠ hidden / heads
     make("tiny_qwen2", Qwen2Config, Qwen2ForCausalLM)
+    bpe = Path(__file__).resolve().parents[1] / "tokenizers" / "fixtures" / "tiny_bpe" / "tokenizer.json"
+    make("tiny_qwen3_lm", Qwen3Config, Qwen3ForCausalLM, vocab=705, tokenizer=bpe, head_dim=16)
 
 
 if __name__ == "__main__":

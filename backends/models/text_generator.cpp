@@ -1,0 +1,136 @@
+#include "backends/models/text_generator.hpp"
+
+#include <fstream>
+#include <random>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/rewards/text_similarity.hpp"
+#include "backends/tokenizers/tokenizer.hpp"
+
+namespace arbiter::backends::models {
+
+namespace {
+
+using json = nlohmann::json;
+
+/// ChatML, as Qwen's template writes it, with the generation prompt.
+std::string render_chatml(const model_call& call) {
+  std::string out;
+  auto add = [&out](const std::string& role, const std::string& content) {
+    out += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
+  };
+  if (!call.messages.empty()) {
+    auto messages = json::parse(call.messages);
+    for (const auto& m : messages) {
+      std::string content;
+      if (auto c = m.find("content"); c != m.end() && c->is_string()) {
+        content = c->get<std::string>();
+      } else if (c != m.end() && c->is_array()) {
+        for (const auto& part : *c) {
+          if (part.is_object() && part.value("type", std::string{}) == "text") {
+            content += part.value("text", std::string{});
+          }
+        }
+      }
+      add(m.value("role", std::string{"user"}), content);
+    }
+  } else {
+    add("user", call.prompt);
+  }
+  out += "<|im_start|>assistant\n";
+  if (call.enable_thinking && !*call.enable_thinking) {
+    out += "<think>\n\n</think>\n\n";
+  }
+  return out;
+}
+
+} // namespace
+
+text_generator::~text_generator() = default;
+
+std::shared_ptr<const text_generator> text_generator::load(const std::string& folder,
+                                                           const model_options& options) {
+  std::shared_ptr<text_generator> out{new text_generator{}};
+  out->model_ = qwen_decoder::load(folder, options);
+  out->tokenizer_ = std::make_unique<tokenizers::tokenizer>(
+    tokenizers::tokenizer::from_file(folder + "/tokenizer.json"));
+  for (const char* token : {"<|endoftext|>", "<|im_end|>"}) {
+    if (auto id = out->tokenizer_->token_id(token)) {
+      out->end_ids_.push_back(*id);
+    }
+  }
+  std::ifstream in{folder + "/config.json"};
+  auto cfg = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_object() && cfg.contains("eos_token_id")) {
+    const auto& eos = cfg["eos_token_id"];
+    for (const auto& id : eos.is_array() ? eos : json::array({eos})) {
+      if (id.is_number_integer()) {
+        out->end_ids_.push_back(id.get<int64_t>());
+      }
+    }
+  }
+  return out;
+}
+
+model_output text_generator::complete(const model_call& call, bool chat) const {
+  const std::string prompt = chat ? render_chatml(call) : call.prompt;
+  auto ids = tokenizer_->encode_plain(prompt);
+  if (ids.empty()) {
+    throw std::invalid_argument{"the prompt is empty"};
+  }
+  sampling_options options;
+  options.temperature = call.temperature.value_or(1.0);
+  options.top_p = call.top_p.value_or(1.0);
+  options.max_new_tokens = call.max_tokens.value_or(256);
+  if (ids.size() + options.max_new_tokens > model_->info().max_tokens) {
+    throw std::invalid_argument{"prompt of " + std::to_string(ids.size()) + " tokens plus "
+                                + std::to_string(options.max_new_tokens)
+                                + " new ones exceeds the model's "
+                                + std::to_string(model_->info().max_tokens)};
+  }
+  options.stop_ids = end_ids_;
+  options.seed = call.seed ? *call.seed : std::random_device{}();
+  auto generations = model_->generate({ids}, options, call.n);
+  model_output out;
+  out.prompt_tokens = static_cast<uint32_t>(ids.size());
+  for (auto& g : generations) {
+    bool ended = g.finish_reason == "stop";
+    size_t kept = ended ? g.tokens.size() - 1 : g.tokens.size();
+    std::string text = tokenizer_->decode({g.tokens.begin(), g.tokens.begin() + static_cast<long>(kept)});
+    // A stop string ends the text where it starts; the tokens kept are those whose text
+    // begins before it.
+    size_t cut = std::string::npos;
+    for (const auto& s : call.stop) {
+      if (!s.empty()) {
+        cut = std::min(cut, text.find(s));
+      }
+    }
+    if (cut != std::string::npos) {
+      text.resize(cut);
+      ended = true;
+      size_t n = 0;
+      while (n < kept && tokenizer_->decode({g.tokens.begin(), g.tokens.begin() + static_cast<long>(n)}).size() < cut) {
+        ++n;
+      }
+      kept = n;
+    }
+    generated_text t;
+    t.text = chat ? text : std::string{rewards::python_strip(text)};
+    // Every text carries at least its first token's log-probability.
+    size_t counted = std::max<size_t>(kept, 1);
+    double sum = 0.0;
+    for (size_t i = 0; i < counted; ++i) {
+      sum += g.logprobs[i];
+    }
+    t.mean_logprob = sum / static_cast<double>(counted);
+    t.tokens = static_cast<uint32_t>(counted);
+    t.finish_reason = ended ? "stop" : "length";
+    out.completion_tokens += static_cast<uint32_t>(g.tokens.size());
+    out.texts.push_back(std::move(t));
+  }
+  return out;
+}
+
+} // namespace arbiter::backends::models

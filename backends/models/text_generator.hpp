@@ -1,0 +1,45 @@
+#pragma once
+
+// Text in, completions out: a causal LM folder's tokenizer (tokenizer.json) in front of the
+// native Qwen decoder, serving the `generate` and `chat` model calls of reward graphs (ΔIG's
+// samples, a judge's votes) and of /v1/chat/completions.
+
+#include <memory>
+#include <string>
+
+#include "backends/models/qwen_decoder.hpp"
+#include "common/score_types.hpp"
+
+namespace arbiter::backends::tokenizers {
+class tokenizer;
+}
+
+namespace arbiter::backends::models {
+
+class text_generator {
+public:
+  /// Loads the decoder and `folder`/tokenizer.json; throws std::runtime_error naming the file.
+  static std::shared_ptr<const text_generator> load(const std::string& folder,
+                                                    const model_options& options = {});
+  ~text_generator();
+
+  /// Runs one call: `call.n` completions of its prompt (`chat`: rendered with the ChatML
+  /// template, `call.messages` when set, with an empty think block when enable_thinking is
+  /// false). Unset fields: temperature 1, top_p 1, 256 new tokens, a fresh seed. Generation
+  /// stops at the model's end tokens or a `call.stop` string (cut from the text); each text
+  /// carries the mean log-probability of its tokens and their count. Throws
+  /// std::invalid_argument for a prompt longer than the model takes.
+  model_output complete(const model_call& call, bool chat) const;
+
+  const embedder_info& info() const noexcept {
+    return model_->info();
+  }
+
+private:
+  text_generator() = default;
+  std::unique_ptr<tokenizers::tokenizer> tokenizer_;
+  std::unique_ptr<qwen_decoder> model_;
+  std::vector<int64_t> end_ids_;
+};
+
+} // namespace arbiter::backends::models
