@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Generation throughput: Arbiter's native Qwen3 decoder (libtorch, a `[[models]]` generator
+behind /v1/chat/completions) next to Hugging Face transformers' `generate` on the same random
+weights, in one run on the same machine.
+
+The model is Qwen3-0.6B-shaped in width (hidden 1024, 16 heads, 8 KV heads, head_dim 128,
+intermediate 3072, vocabulary 151936, tied embeddings) with `--layers` layers (28 is the real
+depth; fewer keep a CPU run short), random weights made here with transformers and saved as
+safetensors (f32). Prompts are ChatML-rendered texts, tokenized by the tokenizers fixture's tiny
+byte-level BPE (token ids below 705, so the same ids reach both sides); both decode greedily
+for `--new-tokens` tokens per prompt, one prompt at a time. The table gives generated tokens,
+seconds and tokens/s per run and the ratio to transformers. Needs build/arbiter,
+`pip install torch transformers tokenizers`; writes the model under $TMPDIR/arbiter_gen_bench.
+
+    python3 bench/generate_bench.py --layers 4 --prompts 4 --new-tokens 32
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "support"))
+
+from arbiter_testing import start_server  # noqa: E402
+
+TOKENIZER = REPO / "tests" / "backends" / "tokenizers" / "fixtures" / "tiny_bpe" / "tokenizer.json"
+WORDS = "the reward model scores each sampled answer against the reference solution".split()
+
+
+def make_model(folder: Path, layers: int):
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+    marker = folder / f"layers-{layers}"
+    if marker.exists():
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    torch.manual_seed(0)
+    config = Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                         num_hidden_layers=layers, num_attention_heads=16, num_key_value_heads=8,
+                         head_dim=128, max_position_embeddings=4096, rope_theta=1e6,
+                         rms_norm_eps=1e-6, tie_word_embeddings=True)
+    model = Qwen3ForCausalLM(config).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    (folder / "generation_config.json").unlink(missing_ok=True)
+    shutil.copy(TOKENIZER, folder / "tokenizer.json")
+    marker.write_text("")
+
+
+def chatml(text):
+    return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--prompts", type=int, default=4)
+    p.add_argument("--new-tokens", type=int, default=32)
+    args = p.parse_args()
+
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import Qwen3ForCausalLM
+
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / "arbiter_gen_bench"
+    make_model(folder, args.layers)
+    texts = [" ".join(WORDS[(i + k) % len(WORDS)] for k in range(40)) for i in range(args.prompts)]
+    tok = Tokenizer.from_file(str(TOKENIZER))
+    prompt_ids = [tok.encode(chatml(t), add_special_tokens=False).ids for t in texts]
+    end_ids = [tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|im_end|>")]
+
+    rows = []
+    server = start_server(folder, f'[[models]]\nname = "bench"\nkind = "generator"\npath = "{folder}"\n')
+    try:
+        def ask(text):
+            status, _, body = server.request("POST", "/v1/chat/completions", {
+                "model": "bench", "messages": [{"role": "user", "content": text}],
+                "max_tokens": args.new_tokens, "temperature": 0.0})
+            assert status == 200, body
+            return body["usage"]["completion_tokens"]
+
+        ask(texts[0])  # warm-up
+        start = time.perf_counter()
+        generated = sum(ask(t) for t in texts)
+        rows.append(("arbiter", time.perf_counter() - start, generated))
+    finally:
+        server.stop()
+
+    model = Qwen3ForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    for threads in (1, torch.get_num_threads()):
+        torch.set_num_threads(threads)
+        with torch.no_grad():
+            model.generate(torch.tensor([prompt_ids[0]]), max_new_tokens=2, do_sample=False)
+            start = time.perf_counter()
+            generated = 0
+            for ids in prompt_ids:
+                out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                                     max_new_tokens=args.new_tokens, do_sample=False,
+                                     eos_token_id=end_ids, pad_token_id=0)
+                generated += out.shape[1] - len(ids)
+        rows.append((f"transformers-{threads}", time.perf_counter() - start, generated))
+
+    base = rows[1][2] / rows[1][1]
+    print(f"Qwen3 width 0.6B, {args.layers} layers, random f32 weights; {args.prompts} prompts of "
+          f"~{sum(map(len, prompt_ids)) // len(prompt_ids)} tokens, greedy, up to "
+          f"{args.new_tokens} new tokens each, one prompt at a time\n")
+    print("| run | generated tokens | seconds | tokens/s | × transformers-1 |")
+    print("|---|---|---|---|---|")
+    for name, seconds, generated in rows:
+        print(f"| {name} | {generated} | {seconds:.2f} | {generated / seconds:.1f} | "
+              f"{generated / seconds / base:.2f} |")
+    (REPO / "bench" / "results" / "generate_bench.json").write_text(
+        json.dumps({"args": vars(args), "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
