@@ -3,6 +3,7 @@
 // make_minilm_fixture.py from the same token ids.
 
 #include "backends/models/bert_embedder.hpp"
+#include "test_device.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -51,7 +52,7 @@ protected:
     if (folder.empty() || !std::filesystem::exists(folder + "/model.safetensors")) {
       return;
     }
-    model_ = bert_embedder::load(folder).release();
+    model_ = bert_embedder::load(folder, test_support::test_options()).release();
   }
   static void TearDownTestSuite() {
     delete model_;
@@ -78,7 +79,7 @@ TEST_F(MiniLm, DescribesItself) {
   EXPECT_EQ(info.max_tokens, 256u);
   EXPECT_EQ(info.pooling, "mean");
   EXPECT_EQ(info.dtype, "f32");
-  EXPECT_EQ(info.device, "cpu");
+  EXPECT_EQ(info.device, test_support::test_options().device);
   EXPECT_GT(info.weight_bytes, 80u << 20);
 }
 

@@ -5,6 +5,7 @@
 // other branches (no buckets, pos_key_proj / pos_query_proj, absolute positions, embed_proj).
 
 #include "backends/models/deberta_classifier.hpp"
+#include "test_device.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -54,7 +55,7 @@ class TinyDeberta : public ::testing::TestWithParam<std::string> {};
 } // namespace
 
 TEST_P(TinyDeberta, MatchesTransformersOneByOne) {
-  auto model = deberta_classifier::load(fixtures + GetParam());
+  auto model = deberta_classifier::load(fixtures + GetParam(), test_support::test_options());
   for (const auto& c : load_cases(GetParam())) {
     auto got = model->logits({c.ids}, {c.type_ids});
     ASSERT_EQ(got.size(), 1u);
@@ -65,7 +66,7 @@ TEST_P(TinyDeberta, MatchesTransformersOneByOne) {
 }
 
 TEST_P(TinyDeberta, ARowDoesNotDependOnItsBatch) {
-  auto model = deberta_classifier::load(fixtures + GetParam());
+  auto model = deberta_classifier::load(fixtures + GetParam(), test_support::test_options());
   auto cases = load_cases(GetParam());
   // Mixed lengths, longest in the middle, so every short input is padded.
   std::vector<std::vector<int64_t>> ids, types;
@@ -88,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, TinyDeberta,
                          ::testing::Values("tiny_deberta_v2", "tiny_deberta_v2_alt"));
 
 TEST(DebertaClassifier, FindsLabelsByNameInAnyCase) {
-  auto mnli = deberta_classifier::load(fixtures + "tiny_deberta_v2");
+  auto mnli = deberta_classifier::load(fixtures + "tiny_deberta_v2", test_support::test_options());
   EXPECT_EQ(mnli->labels(), (std::vector<std::string>{"CONTRADICTION", "NEUTRAL", "ENTAILMENT"}));
   EXPECT_EQ(mnli->label_index("entailment"), 2u);
   EXPECT_EQ(mnli->label_index("Neutral"), 1u);
@@ -99,13 +100,13 @@ TEST(DebertaClassifier, FindsLabelsByNameInAnyCase) {
   EXPECT_EQ(nli->neutral, 1u);
   EXPECT_EQ(nli->contradiction, 0u);
 
-  auto v3 = deberta_classifier::load(fixtures + "tiny_deberta_v2_alt");
+  auto v3 = deberta_classifier::load(fixtures + "tiny_deberta_v2_alt", test_support::test_options());
   EXPECT_EQ(v3->label_index("ENTAILMENT"), 0u);
   EXPECT_EQ(v3->nli_labels()->contradiction, 2u);
 }
 
 TEST(DebertaClassifier, DescribesItselfAndRefusesBadInputs) {
-  auto model = deberta_classifier::load(fixtures + "tiny_deberta_v2");
+  auto model = deberta_classifier::load(fixtures + "tiny_deberta_v2", test_support::test_options());
   const auto& info = model->info();
   EXPECT_EQ(info.architecture, "deberta-v2");
   EXPECT_EQ(info.hidden, 32u);

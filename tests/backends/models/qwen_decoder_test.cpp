@@ -3,6 +3,7 @@
 // mode, and the sampler's contracts.
 
 #include "backends/models/qwen_decoder.hpp"
+#include "test_device.hpp"
 
 #include <cmath>
 #include <filesystem>
@@ -28,7 +29,7 @@ json expected(const std::string& name) {
 class QwenDecoder : public ::testing::TestWithParam<std::string> {
 protected:
   void SetUp() override {
-    model_ = qwen_decoder::load(fixture(GetParam()));
+    model_ = qwen_decoder::load(fixture(GetParam()), test_support::test_options());
     expected_ = expected(GetParam());
   }
   std::unique_ptr<qwen_decoder> model_;
