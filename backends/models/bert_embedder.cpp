@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/models/devices.hpp"
+#include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
 #include "backends/models/torch_compat.hpp"
 
@@ -16,49 +17,6 @@ namespace arbiter::backends::models {
 namespace {
 
 using json = nlohmann::json;
-
-json read_json(const std::string& path, bool required) {
-  std::ifstream in{path};
-  if (!in) {
-    if (required) {
-      throw std::runtime_error{path + ": cannot open"};
-    }
-    return json::object();
-  }
-  auto doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    throw std::runtime_error{path + ": not a JSON object"};
-  }
-  return doc;
-}
-
-int64_t config_int(const json& cfg, const std::string& file, const char* key,
-                   std::optional<int64_t> fallback = std::nullopt) {
-  auto found = cfg.find(key);
-  if (found == cfg.end() || found->is_null()) {
-    if (fallback) {
-      return *fallback;
-    }
-    throw std::runtime_error{file + ": " + key + " is missing"};
-  }
-  if (!found->is_number_integer() || found->get<int64_t>() <= 0) {
-    throw std::runtime_error{file + ": " + key + " is not a positive integer"};
-  }
-  return found->get<int64_t>();
-}
-
-torch::Dtype torch_dtype(tensor_dtype d) {
-  switch (d) {
-    case tensor_dtype::f32:
-      return torch::kFloat32;
-    case tensor_dtype::f16:
-      return torch::kFloat16;
-    case tensor_dtype::bf16:
-      return torch::kBFloat16;
-    default:
-      return torch::kInt64;
-  }
-}
 
 /// One BERT layer's weights.
 struct layer_weights {
@@ -69,8 +27,7 @@ struct layer_weights {
 
 struct bert_embedder::impl {
   embedder_info info;
-  torch::Device device{torch::kCPU};
-  torch::Dtype dtype = torch::kFloat32;
+  placement where;
   int64_t heads = 0;
   double eps = 1e-12;
   bool tanh_gelu = false;
@@ -78,44 +35,23 @@ struct bert_embedder::impl {
   torch::Tensor word, position, token_type, emb_ln_w, emb_ln_b;
   std::vector<layer_weights> layers;
 
-  /// The tensor `name` (under the checkpoint's prefix), checked against `shape` and moved to
-  /// the device and dtype.
+  /// The tensor `name` under the checkpoint's prefix (old checkpoints name LayerNorm weights
+  /// gamma and beta), checked against `shape` and placed.
   torch::Tensor take(const checkpoint& ckpt, const std::string& prefix, const std::string& name,
                      std::vector<int64_t> shape) {
     std::string full = prefix + name;
     const tensor_view* view = ckpt.find(full);
-    if (view == nullptr && name.size() > 6 && name.compare(name.size() - 6, 6, "weight") == 0
-        && name.find("LayerNorm") != std::string::npos) {
-      view = ckpt.find(prefix + name.substr(0, name.size() - 6) + "gamma");
+    auto ends_with = [&name](const std::string& tail) {
+      return name.size() > tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (view == nullptr && name.find("LayerNorm") != std::string::npos) {
+      if (ends_with("weight")) {
+        view = ckpt.find(prefix + name.substr(0, name.size() - 6) + "gamma");
+      } else if (ends_with("bias")) {
+        view = ckpt.find(prefix + name.substr(0, name.size() - 4) + "beta");
+      }
     }
-    if (view == nullptr && name.size() > 4 && name.compare(name.size() - 4, 4, "bias") == 0
-        && name.find("LayerNorm") != std::string::npos) {
-      view = ckpt.find(prefix + name.substr(0, name.size() - 4) + "beta");
-    }
-    if (view == nullptr) {
-      throw std::runtime_error{ckpt.files().front() + ": tensor " + full + " is missing"};
-    }
-    if (view->dtype != tensor_dtype::f32 && view->dtype != tensor_dtype::f16
-        && view->dtype != tensor_dtype::bf16) {
-      throw std::runtime_error{view->file + ": tensor " + full + " has dtype "
-                               + view->dtype_name + "; expected F32, F16 or BF16"};
-    }
-    if (view->shape != shape) {
-      auto show = [](const std::vector<int64_t>& s) {
-        std::string out = "[";
-        for (size_t i = 0; i < s.size(); ++i) {
-          out += (i ? ", " : "") + std::to_string(s[i]);
-        }
-        return out + "]";
-      };
-      throw std::runtime_error{view->file + ": tensor " + full + " has shape "
-                               + show(view->shape) + ", config.json implies " + show(shape)};
-    }
-    auto raw = torch::from_blob(const_cast<std::byte*>(view->data), view->shape,
-                                torch::TensorOptions().dtype(torch_dtype(view->dtype)));
-    auto t = raw.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
-    info.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
-    return t;
+    return load_tensor(ckpt, view, full, shape, where, info.weight_bytes);
   }
 
   torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& w,
@@ -139,16 +75,17 @@ struct bert_embedder::impl {
         mask_a[b][static_cast<int64_t>(t)] = 1;
       }
     }
-    auto input = ids_cpu.to(device);
-    auto mask = mask_cpu.to(device);
-    auto positions = torch::arange(len, torch::TensorOptions().dtype(torch::kInt64).device(device));
+    auto input = ids_cpu.to(where.device);
+    auto mask = mask_cpu.to(where.device);
+    auto positions =
+      torch::arange(len, torch::TensorOptions().dtype(torch::kInt64).device(where.device));
     auto x = torch::embedding(word, input) + torch::embedding(position, positions).unsqueeze(0)
              + token_type[0];
     x = layer_norm(x, emb_ln_w, emb_ln_b);
     // Additive mask: 0 where a key is a token, the dtype's lowest value where it is padding.
-    auto bias = (1 - mask.to(dtype)).unsqueeze(1).unsqueeze(1)
+    auto bias = (1 - mask.to(where.dtype)).unsqueeze(1).unsqueeze(1)
                 * static_cast<double>(std::numeric_limits<float>::lowest());
-    if (dtype != torch::kFloat32) {
+    if (where.dtype != torch::kFloat32) {
       bias = bias.clamp_min(-1e4);
     }
     const int64_t hidden = x.size(-1);
@@ -194,7 +131,7 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
                                                    const model_options& options) {
   auto p = std::make_unique<impl>();
   const std::string config_path = folder + "/config.json";
-  auto cfg = read_json(config_path, true);
+  auto cfg = read_json_file(config_path);
   auto model_type = cfg.value("model_type", std::string{});
   if (model_type != "bert") {
     throw std::runtime_error{config_path + ": model_type \"" + model_type
@@ -206,13 +143,13 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
   } else if (act != "gelu") {
     throw std::runtime_error{config_path + ": hidden_act \"" + act + "\" is not supported"};
   }
-  const int64_t hidden = config_int(cfg, config_path, "hidden_size");
-  const int64_t n_layers = config_int(cfg, config_path, "num_hidden_layers");
-  p->heads = config_int(cfg, config_path, "num_attention_heads");
-  const int64_t inter = config_int(cfg, config_path, "intermediate_size");
-  const int64_t vocab = config_int(cfg, config_path, "vocab_size");
-  const int64_t max_pos = config_int(cfg, config_path, "max_position_embeddings", 512);
-  const int64_t types = config_int(cfg, config_path, "type_vocab_size", 2);
+  const int64_t hidden = config_positive(cfg, config_path, "hidden_size");
+  const int64_t n_layers = config_positive(cfg, config_path, "num_hidden_layers");
+  p->heads = config_positive(cfg, config_path, "num_attention_heads");
+  const int64_t inter = config_positive(cfg, config_path, "intermediate_size");
+  const int64_t vocab = config_positive(cfg, config_path, "vocab_size");
+  const int64_t max_pos = config_positive(cfg, config_path, "max_position_embeddings", 512);
+  const int64_t types = config_positive(cfg, config_path, "type_vocab_size", 2);
   if (hidden % p->heads != 0) {
     throw std::runtime_error{config_path + ": hidden_size is not a multiple of num_attention_heads"};
   }
@@ -220,7 +157,7 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
     p->eps = eps->get<double>();
   }
   const std::string pooling_path = folder + "/1_Pooling/config.json";
-  auto pooling = read_json(pooling_path, false);
+  auto pooling = read_json_file(pooling_path, false);
   if (pooling.value("pooling_mode_cls_token", false)) {
     p->cls_pooling = true;
     p->info.pooling = "cls";
@@ -229,26 +166,15 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
   } else {
     throw std::runtime_error{pooling_path + ": only mean or CLS pooling is supported"};
   }
-  auto st = read_json(folder + "/sentence_bert_config.json", false);
+  auto st = read_json_file(folder + "/sentence_bert_config.json", false);
   p->info.max_tokens = static_cast<uint32_t>(
     std::min<int64_t>(max_pos, st.value("max_seq_length", max_pos)));
 
-  p->device = torch::Device{options.device};
-  const bool gpu = p->device.is_cuda();
-  const std::string dtype = options.dtype == "auto" ? (gpu ? "bf16" : "f32") : options.dtype;
-  if (dtype == "f32") {
-    p->dtype = torch::kFloat32;
-  } else if (dtype == "f16") {
-    p->dtype = torch::kFloat16;
-  } else if (dtype == "bf16") {
-    p->dtype = torch::kBFloat16;
-  } else {
-    throw std::runtime_error{"dtype \"" + options.dtype + "\" is not one of auto, f32, f16, bf16"};
-  }
+  p->where = place(options);
   p->info.folder = folder;
   p->info.architecture = "bert";
-  p->info.device = p->device.str();
-  p->info.dtype = dtype;
+  p->info.device = p->where.device.str();
+  p->info.dtype = p->where.dtype_name;
   p->info.hidden = static_cast<uint32_t>(hidden);
   p->info.layers = static_cast<uint32_t>(n_layers);
 

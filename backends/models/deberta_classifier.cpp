@@ -9,54 +9,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
 #include "backends/models/torch_compat.hpp"
 
 // Follows transformers' modeling_deberta_v2.py (DebertaV2ForSequenceClassification, eval mode).
-// The config, tensor-loading helpers repeat bert_embedder.cpp's (both in anonymous namespaces).
 
 namespace arbiter::backends::models {
 
 namespace {
 
 using json = nlohmann::json;
-
-json read_config(const std::string& path) {
-  std::ifstream in{path};
-  if (!in) {
-    throw std::runtime_error{path + ": cannot open"};
-  }
-  auto doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    throw std::runtime_error{path + ": not a JSON object"};
-  }
-  return doc;
-}
-
-/// An integer field; `fallback` when absent or null.
-int64_t config_int(const json& cfg, const std::string& file, const char* key,
-                   std::optional<int64_t> fallback = std::nullopt) {
-  auto found = cfg.find(key);
-  if (found == cfg.end() || found->is_null()) {
-    if (fallback) {
-      return *fallback;
-    }
-    throw std::runtime_error{file + ": " + key + " is missing"};
-  }
-  if (!found->is_number_integer()) {
-    throw std::runtime_error{file + ": " + key + " is not an integer"};
-  }
-  return found->get<int64_t>();
-}
-
-int64_t config_positive(const json& cfg, const std::string& file, const char* key,
-                        std::optional<int64_t> fallback = std::nullopt) {
-  auto v = config_int(cfg, file, key, fallback);
-  if (v <= 0) {
-    throw std::runtime_error{file + ": " + key + " is not a positive integer"};
-  }
-  return v;
-}
 
 bool config_bool(const json& cfg, const std::string& file, const char* key, bool fallback) {
   auto found = cfg.find(key);
@@ -118,19 +81,6 @@ bool contains(const std::vector<std::string>& items, const char* item) {
   return std::find(items.begin(), items.end(), item) != items.end();
 }
 
-torch::Dtype torch_dtype(tensor_dtype d) {
-  switch (d) {
-    case tensor_dtype::f32:
-      return torch::kFloat32;
-    case tensor_dtype::f16:
-      return torch::kFloat16;
-    case tensor_dtype::bf16:
-      return torch::kBFloat16;
-    default:
-      return torch::kInt64;
-  }
-}
-
 /// HF's ACT2FN entries a DeBERTa config may name.
 enum class activation { gelu, gelu_tanh, tanh, relu };
 
@@ -178,8 +128,7 @@ struct layer_weights {
 struct deberta_classifier::impl {
   classifier_info info;
   std::vector<std::string> labels;
-  torch::Device device{torch::kCPU};
-  torch::Dtype dtype = torch::kFloat32;
+  placement where;
   int64_t heads = 0;
   int64_t head_size = 0;
   double eps = 1e-7;
@@ -205,35 +154,11 @@ struct deberta_classifier::impl {
   torch::Tensor pool_w, pool_b, cls_w, cls_b;
   std::vector<layer_weights> layers;
 
-  /// The tensor `name`, checked against `shape` and moved to the device and dtype.
+  /// The tensor `name`, checked against `shape` and placed.
   torch::Tensor take(const checkpoint& ckpt, const std::string& prefix, const std::string& name,
                      const std::vector<int64_t>& shape) {
-    std::string full = prefix + name;
-    const tensor_view* view = ckpt.find(full);
-    if (view == nullptr) {
-      throw std::runtime_error{ckpt.files().front() + ": tensor " + full + " is missing"};
-    }
-    if (view->dtype != tensor_dtype::f32 && view->dtype != tensor_dtype::f16
-        && view->dtype != tensor_dtype::bf16) {
-      throw std::runtime_error{view->file + ": tensor " + full + " has dtype "
-                               + view->dtype_name + "; expected F32, F16 or BF16"};
-    }
-    if (view->shape != shape) {
-      auto show = [](const std::vector<int64_t>& s) {
-        std::string out = "[";
-        for (size_t i = 0; i < s.size(); ++i) {
-          out += (i ? ", " : "") + std::to_string(s[i]);
-        }
-        return out + "]";
-      };
-      throw std::runtime_error{view->file + ": tensor " + full + " has shape "
-                               + show(view->shape) + ", config.json implies " + show(shape)};
-    }
-    auto raw = torch::from_blob(const_cast<std::byte*>(view->data), view->shape,
-                                torch::TensorOptions().dtype(torch_dtype(view->dtype)));
-    auto t = raw.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
-    info.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
-    return t;
+    return load_tensor(ckpt, ckpt.find(prefix + name), prefix + name, shape, where,
+                       info.weight_bytes);
   }
 
   torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& w,
@@ -283,19 +208,19 @@ struct deberta_classifier::impl {
         mask_a[b][static_cast<int64_t>(t)] = 1;
       }
     }
-    auto input = ids_cpu.to(device);
-    auto mask = mask_cpu.to(device);
-    auto keep = mask.to(dtype).unsqueeze(-1); // [batch, len, 1]: 1 for tokens, 0 for padding
+    auto input = ids_cpu.to(where.device);
+    auto mask = mask_cpu.to(where.device);
+    auto keep = mask.to(where.dtype).unsqueeze(-1); // [batch, len, 1]: 1 for tokens, 0 for padding
 
     // Embeddings: word (+ absolute position) (+ token type) (→ embed_proj), LN, padding zeroed.
     auto x = torch::embedding(word, input);
     if (position.defined()) {
       auto positions =
-        torch::arange(len, torch::TensorOptions().dtype(torch::kInt64).device(device));
+        torch::arange(len, torch::TensorOptions().dtype(torch::kInt64).device(where.device));
       x = x + torch::embedding(position, positions).unsqueeze(0);
     }
     if (token_type.defined()) {
-      x = x + torch::embedding(token_type, types_cpu.to(device));
+      x = x + torch::embedding(token_type, types_cpu.to(where.device));
     }
     if (embed_proj.defined()) {
       x = torch::linear(x, embed_proj);
@@ -305,9 +230,9 @@ struct deberta_classifier::impl {
 
     // Additive key mask: 0 for tokens, the dtype's lowest value for padding. Padded query rows
     // come out as garbage that no real row ever reads.
-    auto bias = (1 - mask.to(dtype)).unsqueeze(1).unsqueeze(1)
+    auto bias = (1 - mask.to(where.dtype)).unsqueeze(1).unsqueeze(1)
                 * static_cast<double>(std::numeric_limits<float>::lowest());
-    if (dtype != torch::kFloat32) {
+    if (where.dtype != torch::kFloat32) {
       bias = bias.clamp_min(-1e4);
     }
     const int64_t hidden = x.size(-1);
@@ -320,7 +245,7 @@ struct deberta_classifier::impl {
     const double scale = std::sqrt(static_cast<double>(head_size * scale_factor));
     torch::Tensor c2p_index, p2c_index;
     if (relative) {
-      auto index = relative_index(len).to(device);
+      auto index = relative_index(len).to(where.device);
       c2p_index = index.expand({batch, heads, len, len});
       // HF gathers p2c row by key j with clamp(−b(j − i) + span), then transposes.
       p2c_index = index.t().expand({batch, heads, len, len});
@@ -405,7 +330,7 @@ std::unique_ptr<deberta_classifier> deberta_classifier::load(const std::string& 
                                                              const model_options& options) {
   auto p = std::make_unique<impl>();
   const std::string config_path = folder + "/config.json";
-  auto cfg = read_config(config_path);
+  auto cfg = read_json_file(config_path);
   auto model_type = cfg.value("model_type", std::string{});
   if (model_type != "deberta-v2") {
     throw std::runtime_error{config_path + ": model_type \"" + model_type
@@ -495,22 +420,11 @@ std::unique_ptr<deberta_classifier> deberta_classifier::load(const std::string& 
     }
   }
 
-  p->device = torch::Device{options.device};
-  const bool gpu = p->device.is_cuda();
-  const std::string dtype = options.dtype == "auto" ? (gpu ? "bf16" : "f32") : options.dtype;
-  if (dtype == "f32") {
-    p->dtype = torch::kFloat32;
-  } else if (dtype == "f16") {
-    p->dtype = torch::kFloat16;
-  } else if (dtype == "bf16") {
-    p->dtype = torch::kBFloat16;
-  } else {
-    throw std::runtime_error{"dtype \"" + options.dtype + "\" is not one of auto, f32, f16, bf16"};
-  }
+  p->where = place(options);
   p->info.folder = folder;
   p->info.architecture = "deberta-v2";
-  p->info.device = p->device.str();
-  p->info.dtype = dtype;
+  p->info.device = p->where.device.str();
+  p->info.dtype = p->where.dtype_name;
   p->info.hidden = static_cast<uint32_t>(hidden);
   p->info.layers = static_cast<uint32_t>(n_layers);
   p->info.max_tokens = static_cast<uint32_t>(max_pos);

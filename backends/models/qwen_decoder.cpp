@@ -8,6 +8,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
 #include "backends/models/torch_compat.hpp"
 
@@ -16,52 +17,6 @@ namespace arbiter::backends::models {
 namespace {
 
 using json = nlohmann::json;
-
-json read_config(const std::string& path) {
-  std::ifstream in{path};
-  if (!in) {
-    throw std::runtime_error{path + ": cannot open"};
-  }
-  auto doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    throw std::runtime_error{path + ": not a JSON object"};
-  }
-  return doc;
-}
-
-int64_t positive(const json& cfg, const std::string& file, const char* key,
-                 std::optional<int64_t> fallback = std::nullopt) {
-  auto found = cfg.find(key);
-  if (found == cfg.end() || found->is_null()) {
-    if (fallback) {
-      return *fallback;
-    }
-    throw std::runtime_error{file + ": " + key + " is missing"};
-  }
-  if (!found->is_number_integer() || found->get<int64_t>() <= 0) {
-    throw std::runtime_error{file + ": " + key + " is not a positive integer"};
-  }
-  return found->get<int64_t>();
-}
-
-torch::Dtype torch_dtype(tensor_dtype d) {
-  switch (d) {
-    case tensor_dtype::f16:
-      return torch::kFloat16;
-    case tensor_dtype::bf16:
-      return torch::kBFloat16;
-    default:
-      return torch::kFloat32;
-  }
-}
-
-std::string show(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) {
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  }
-  return out + "]";
-}
 
 struct layer_weights {
   torch::Tensor ln1, ln2, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, gate, up, down;
@@ -77,8 +32,7 @@ struct kv_cache {
 
 struct qwen_decoder::impl {
   embedder_info info;
-  torch::Device device{torch::kCPU};
-  torch::Dtype dtype = torch::kFloat32;
+  placement where;
   bool qwen3 = false;
   int64_t heads = 0;
   int64_t kv_heads = 0;
@@ -90,24 +44,7 @@ struct qwen_decoder::impl {
   std::vector<layer_weights> layers;
 
   torch::Tensor take(const checkpoint& ckpt, const std::string& name, std::vector<int64_t> shape) {
-    const tensor_view* view = ckpt.find(name);
-    if (view == nullptr) {
-      throw std::runtime_error{ckpt.files().front() + ": tensor " + name + " is missing"};
-    }
-    if (view->dtype != tensor_dtype::f32 && view->dtype != tensor_dtype::f16
-        && view->dtype != tensor_dtype::bf16) {
-      throw std::runtime_error{view->file + ": tensor " + name + " has dtype " + view->dtype_name
-                               + "; expected F32, F16 or BF16"};
-    }
-    if (view->shape != shape) {
-      throw std::runtime_error{view->file + ": tensor " + name + " has shape " + show(view->shape)
-                               + ", config.json implies " + show(shape)};
-    }
-    auto raw = torch::from_blob(const_cast<std::byte*>(view->data), view->shape,
-                                torch::TensorOptions().dtype(torch_dtype(view->dtype)));
-    auto t = raw.to(device, dtype, /*non_blocking=*/false, /*copy=*/true);
-    info.weight_bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
-    return t;
+    return load_tensor(ckpt, ckpt.find(name), name, shape, where, info.weight_bytes);
   }
 
   /// HF's Qwen RMSNorm: normalize in f32, cast back, scale by the weight.
@@ -134,17 +71,17 @@ struct qwen_decoder::impl {
     // RoPE tables for these positions: [B, 1, T, d].
     auto freqs = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq;
     auto emb = torch::cat({freqs, freqs}, -1);
-    auto cos = emb.cos().to(dtype).unsqueeze(1);
-    auto sin = emb.sin().to(dtype).unsqueeze(1);
+    auto cos = emb.cos().to(where.dtype).unsqueeze(1);
+    auto sin = emb.sin().to(where.dtype).unsqueeze(1);
     // Additive mask [B, 1, T, past + T]: causal, and padding keys out. The lowest finite value
     // rather than -inf keeps a padding query row (all keys masked) finite.
-    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(device);
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(where.device);
     auto key_pos = torch::arange(total, opts).view({1, total});
     auto query_pos = (torch::arange(len, opts) + past).view({len, 1});
     auto allowed = (key_pos <= query_pos).unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);
-    auto lowest = dtype == torch::kFloat32 ? static_cast<double>(std::numeric_limits<float>::lowest())
+    auto lowest = where.dtype == torch::kFloat32 ? static_cast<double>(std::numeric_limits<float>::lowest())
                                            : -1e4;
-    auto bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(dtype).device(device))
+    auto bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(where.dtype).device(where.device))
                   .masked_fill(allowed.logical_not(), lowest)
                   .unsqueeze(1);
     const int64_t groups = heads / kv_heads;
@@ -209,9 +146,9 @@ struct qwen_decoder::impl {
         pa[b][offset + static_cast<int64_t>(t)] = static_cast<int64_t>(t);
       }
     }
-    ids = ids_cpu.to(device);
-    mask = mask_cpu.to(device);
-    positions = pos_cpu.to(device);
+    ids = ids_cpu.to(where.device);
+    mask = mask_cpu.to(where.device);
+    positions = pos_cpu.to(where.device);
   }
 
   void check(const std::vector<std::vector<int64_t>>& seqs) const {
@@ -253,7 +190,7 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
                                                  const model_options& options) {
   auto p = std::make_unique<impl>();
   const std::string path = folder + "/config.json";
-  auto cfg = read_config(path);
+  auto cfg = read_json_file(path);
   auto model_type = cfg.value("model_type", std::string{});
   if (model_type != "qwen2" && model_type != "qwen3") {
     throw std::runtime_error{path + ": model_type \"" + model_type
@@ -263,13 +200,13 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   if (auto act = cfg.value("hidden_act", std::string{"silu"}); act != "silu") {
     throw std::runtime_error{path + ": hidden_act \"" + act + "\" is not supported"};
   }
-  const int64_t hidden = positive(cfg, path, "hidden_size");
-  const int64_t n_layers = positive(cfg, path, "num_hidden_layers");
-  p->heads = positive(cfg, path, "num_attention_heads");
-  p->kv_heads = positive(cfg, path, "num_key_value_heads", p->heads);
-  p->head_dim = positive(cfg, path, "head_dim", hidden / p->heads);
-  const int64_t inter = positive(cfg, path, "intermediate_size");
-  p->vocab = positive(cfg, path, "vocab_size");
+  const int64_t hidden = config_positive(cfg, path, "hidden_size");
+  const int64_t n_layers = config_positive(cfg, path, "num_hidden_layers");
+  p->heads = config_positive(cfg, path, "num_attention_heads");
+  p->kv_heads = config_positive(cfg, path, "num_key_value_heads", p->heads);
+  p->head_dim = config_positive(cfg, path, "head_dim", hidden / p->heads);
+  const int64_t inter = config_positive(cfg, path, "intermediate_size");
+  p->vocab = config_positive(cfg, path, "vocab_size");
   if (p->heads % p->kv_heads != 0) {
     throw std::runtime_error{path + ": num_attention_heads is not a multiple of "
                                     "num_key_value_heads"};
@@ -293,22 +230,15 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   const bool qkv_bias = p->qwen3 ? cfg.value("attention_bias", false) : true;
   const bool tied = cfg.value("tie_word_embeddings", false);
 
-  p->device = torch::Device{options.device};
-  const std::string dtype = options.dtype == "auto" ? (p->device.is_cuda() ? "bf16" : "f32")
-                                                    : options.dtype;
-  p->dtype = dtype == "bf16" ? torch::kBFloat16 : dtype == "f16" ? torch::kFloat16
-                                                                  : torch::kFloat32;
-  if (dtype != "f32" && dtype != "f16" && dtype != "bf16") {
-    throw std::runtime_error{"dtype \"" + options.dtype + "\" is not one of auto, f32, f16, bf16"};
-  }
+  p->where = place(options);
   p->info.folder = folder;
   p->info.architecture = model_type;
-  p->info.device = p->device.str();
-  p->info.dtype = dtype;
+  p->info.device = p->where.device.str();
+  p->info.dtype = p->where.dtype_name;
   p->info.pooling = "last";
   p->info.hidden = static_cast<uint32_t>(hidden);
   p->info.layers = static_cast<uint32_t>(n_layers);
-  p->info.max_tokens = static_cast<uint32_t>(positive(cfg, path, "max_position_embeddings", 32768));
+  p->info.max_tokens = static_cast<uint32_t>(config_positive(cfg, path, "max_position_embeddings", 32768));
 
   torch::NoGradGuard no_grad;
   auto ckpt = checkpoint::open(folder);
@@ -349,7 +279,7 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   auto steps = torch::arange(0, p->head_dim, 2, torch::TensorOptions().dtype(torch::kFloat64));
   p->inv_freq = (1.0 / torch::pow(p->theta, steps / static_cast<double>(p->head_dim)))
                   .to(torch::kFloat32)
-                  .to(p->device);
+                  .to(p->where.device);
   return std::unique_ptr<qwen_decoder>{new qwen_decoder{std::move(p)}};
 }
 
@@ -467,7 +397,7 @@ std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int
     if (all_done || step + 1 == options.max_new_tokens) {
       break;
     }
-    auto next = chosen.view({batch, 1}).to(impl_->device);
+    auto next = chosen.view({batch, 1}).to(impl_->where.device);
     mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);
     hidden = impl_->forward(next, next_pos, mask, &cache);
     next_pos = next_pos + 1;

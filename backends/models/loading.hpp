@@ -1,0 +1,128 @@
+#pragma once
+
+// What every native model's loader does the same way: read config.json fields with clear
+// errors, place the model (device, dtype) from `model_options`, and take a checkpoint tensor
+// checked against the shape config.json implies. Includes torch: only for the model .cpp
+// files (like torch_compat.hpp).
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include "backends/models/bert_embedder.hpp"
+#include "backends/models/safetensors.hpp"
+
+namespace arbiter::backends::models {
+
+/// The JSON object in `path`; an empty object when the file is absent and not `required`.
+inline nlohmann::json read_json_file(const std::string& path, bool required = true) {
+  std::ifstream in{path};
+  if (!in) {
+    if (required) {
+      throw std::runtime_error{path + ": cannot open"};
+    }
+    return nlohmann::json::object();
+  }
+  auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    throw std::runtime_error{path + ": not a JSON object"};
+  }
+  return doc;
+}
+
+/// The integer `key` of `cfg` (read from `file`); `fallback` when absent or null.
+inline int64_t config_int(const nlohmann::json& cfg, const std::string& file, const char* key,
+                          std::optional<int64_t> fallback = std::nullopt) {
+  auto found = cfg.find(key);
+  if (found == cfg.end() || found->is_null()) {
+    if (fallback) {
+      return *fallback;
+    }
+    throw std::runtime_error{file + ": " + key + " is missing"};
+  }
+  if (!found->is_number_integer()) {
+    throw std::runtime_error{file + ": " + key + " is not an integer"};
+  }
+  return found->get<int64_t>();
+}
+
+/// As config_int, and it must be positive.
+inline int64_t config_positive(const nlohmann::json& cfg, const std::string& file,
+                               const char* key, std::optional<int64_t> fallback = std::nullopt) {
+  auto v = config_int(cfg, file, key, fallback);
+  if (v <= 0) {
+    throw std::runtime_error{file + ": " + key + " is not a positive integer"};
+  }
+  return v;
+}
+
+/// Where a model runs and in which dtype ("auto": f32 on CPU, bf16 on GPU).
+struct placement {
+  torch::Device device{torch::kCPU};
+  torch::Dtype dtype = torch::kFloat32;
+  /// "f32", "f16" or "bf16".
+  std::string dtype_name;
+};
+
+inline placement place(const model_options& options) {
+  placement p;
+  p.device = torch::Device{options.device};
+  p.dtype_name = options.dtype == "auto" ? (p.device.is_cuda() ? "bf16" : "f32") : options.dtype;
+  if (p.dtype_name == "f32") {
+    p.dtype = torch::kFloat32;
+  } else if (p.dtype_name == "f16") {
+    p.dtype = torch::kFloat16;
+  } else if (p.dtype_name == "bf16") {
+    p.dtype = torch::kBFloat16;
+  } else {
+    throw std::runtime_error{"dtype \"" + options.dtype + "\" is not one of auto, f32, f16, bf16"};
+  }
+  return p;
+}
+
+/// "[a, b]".
+inline std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+/// The tensor `view` (named `name`; nullptr: missing from `ckpt`), checked to be F32, F16 or
+/// BF16 of `shape`, copied to `where`; its bytes there are added to `bytes`. Errors name the
+/// file and the tensor.
+inline torch::Tensor load_tensor(const checkpoint& ckpt, const tensor_view* view,
+                                 const std::string& name, const std::vector<int64_t>& shape,
+                                 const placement& where, uint64_t& bytes) {
+  if (view == nullptr) {
+    throw std::runtime_error{ckpt.files().front() + ": tensor " + name + " is missing"};
+  }
+  torch::Dtype stored = torch::kFloat32;
+  if (view->dtype == tensor_dtype::f16) {
+    stored = torch::kFloat16;
+  } else if (view->dtype == tensor_dtype::bf16) {
+    stored = torch::kBFloat16;
+  } else if (view->dtype != tensor_dtype::f32) {
+    throw std::runtime_error{view->file + ": tensor " + name + " has dtype " + view->dtype_name
+                             + "; expected F32, F16 or BF16"};
+  }
+  if (view->shape != shape) {
+    throw std::runtime_error{view->file + ": tensor " + name + " has shape "
+                             + shape_text(view->shape) + ", config.json implies "
+                             + shape_text(shape)};
+  }
+  auto raw = torch::from_blob(const_cast<std::byte*>(view->data), view->shape,
+                              torch::TensorOptions().dtype(stored));
+  auto t = raw.to(where.device, where.dtype, /*non_blocking=*/false, /*copy=*/true);
+  bytes += static_cast<uint64_t>(t.numel()) * t.element_size();
+  return t;
+}
+
+} // namespace arbiter::backends::models
