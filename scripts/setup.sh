@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   libtomlplusplus-dev        # configuration files
   libcli11-dev               # command line
   libutf8proc-dev            # Unicode for the CPU rewards
+  libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
   libgtest-dev libgmock-dev  # unit tests
   libtorch-dev               # native models (libtorch 1.13, CPU)
   libopenblas0-serial        # a fast BLAS for libtorch (the default reference BLAS is ~15x slower)

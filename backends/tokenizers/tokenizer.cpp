@@ -10,6 +10,7 @@
 #include <variant>
 
 #include <nlohmann/json.hpp>
+#include <sentencepiece_processor.h>
 
 #include "backends/tokenizers/models.hpp"
 #include "backends/tokenizers/pre_tokenizers.hpp"
@@ -127,6 +128,9 @@ struct tokenizer::impl {
   std::vector<normalizer_step> normalizers;
   std::vector<pre_tokenizer_step> pre_tokenizers;
   std::variant<wordpiece_model, bpe_model> model;
+  /// SentencePiece tokenizers (DeBERTa's spm.model): normalization, pre-tokenization and the
+  /// Unigram/BPE model all happen inside libsentencepiece; `model` is unused.
+  std::shared_ptr<const sentencepiece::SentencePieceProcessor> spm;
   added_tokens_set raw_added;         // normalized=false: matched in the input
   added_tokens_set normalized_added;  // normalized=true: matched after normalization
   std::unordered_map<std::string, std::int64_t> added_ids;
@@ -220,6 +224,15 @@ std::vector<std::int64_t> tokenizer::impl::tokenize(std::string_view text) const
   for (const segment& raw : split_added(input, raw_added)) {
     if (raw.id) {
       ids.push_back(*raw.id);
+      continue;
+    }
+    if (spm) {
+      // Each stretch between added tokens is encoded on its own, as `tokenizers` normalizes
+      // and pre-tokenizes each one (Metaspace prepends "▁" to every stretch).
+      std::vector<int> pieces;
+      const auto status = spm->Encode(unicode::encode(raw.text), &pieces);
+      if (!status.ok()) throw std::runtime_error("sentencepiece: " + status.ToString());
+      ids.insert(ids.end(), pieces.begin(), pieces.end());
       continue;
     }
     const std::u32string normalized = normalize(std::u32string{raw.text});
@@ -321,6 +334,27 @@ encoding tokenizer::encode_pair(std::string_view first, std::string_view second,
 
 std::string tokenizer::decode(const std::vector<std::int64_t>& ids, bool skip_special) const {
   std::string out;
+  if (impl_->spm) {
+    // Runs of model pieces go through sentencepiece (which turns "▁" back into spaces);
+    // added tokens are written as they are.
+    std::vector<int> run;
+    auto flush = [&] {
+      if (run.empty()) return;
+      std::string text;
+      if (impl_->spm->Decode(run, &text).ok()) out += text;
+      run.clear();
+    };
+    for (std::int64_t id : ids) {
+      if (auto it = impl_->id_to_token.find(id); it != impl_->id_to_token.end()) {
+        flush();
+        if (!(skip_special && impl_->special_ids.count(id) > 0)) out += it->second;
+      } else if (id >= 0 && id < impl_->spm->GetPieceSize()) {
+        run.push_back(static_cast<int>(id));
+      }
+    }
+    flush();
+    return out;
+  }
   const auto* wordpiece = std::get_if<wordpiece_model>(&impl_->model);
   for (std::int64_t id : ids) {
     if (skip_special && impl_->special_ids.count(id) > 0) continue;
@@ -351,6 +385,11 @@ std::string tokenizer::decode(const std::vector<std::int64_t>& ids, bool skip_sp
 std::optional<std::int64_t> tokenizer::token_id(std::string_view token) const {
   const std::string key{token};
   if (auto it = impl_->added_ids.find(key); it != impl_->added_ids.end()) return it->second;
+  if (impl_->spm) {
+    const int id = impl_->spm->PieceToId(key);
+    if (impl_->spm->IsUnknown(id) && impl_->spm->IdToPiece(id) != key) return std::nullopt;
+    return id;
+  }
   return std::visit(
     [&](const auto& m) -> std::optional<std::int64_t> {
       const auto it = m.vocab.find(key);
@@ -643,6 +682,56 @@ class loader {
     }
   }
 
+  /// A SentencePiece model's added tokens and post-processor: from tokenizer.json when the
+  /// folder has one (its normalizer, pre-tokenizer and model describe what sentencepiece
+  /// does and are not read), else the model's control and unknown pieces, "[MASK]" after the
+  /// last piece (DeBERTa-v3) and DeBERTa's `[CLS] A [SEP] (B [SEP])`.
+  std::shared_ptr<const tokenizer::impl> load_sentencepiece(
+      std::shared_ptr<const sentencepiece::SentencePieceProcessor> spm, const json* root) const {
+    auto out = std::make_shared<tokenizer::impl>();
+    out->spm = std::move(spm);
+    if (root) {
+      if (!root->is_object()) fail("not a tokenizer.json object");
+      post_processor(root->value("post_processor", json{}), "post_processor", *out);
+      added_tokens(root->value("added_tokens", json{}), *out);
+    } else {
+      auto add_special = [&](const std::string& content, std::int64_t id) {
+        added_token token;
+        token.content = unicode::decode(content);
+        token.id = id;
+        out->added_ids.emplace(content, id);
+        out->special_ids.insert(id);
+        out->raw_added.add(std::move(token));
+      };
+      const int pieces = out->spm->GetPieceSize();
+      for (int id = 0; id < pieces; ++id) {
+        if (out->spm->IsControl(id) || out->spm->IsUnknown(id))
+          add_special(out->spm->IdToPiece(id), id);
+      }
+      if (out->added_ids.count("[MASK]") == 0) add_special("[MASK]", pieces);
+      const auto cls = out->added_ids.find("[CLS]");
+      const auto sep = out->added_ids.find("[SEP]");
+      if (cls != out->added_ids.end() && sep != out->added_ids.end()) {
+        out->has_template = true;
+        template_piece a;
+        a.is_sequence = true;
+        template_piece b = a;
+        b.sequence = 1;
+        b.type_id = 1;
+        template_piece c;
+        c.ids = {cls->second};
+        template_piece s0;
+        s0.ids = {sep->second};
+        template_piece s1 = s0;
+        s1.type_id = 1;
+        out->single_template = {c, a, s0};
+        out->pair_template = {c, a, s0, b, s1};
+      }
+    }
+    for (const auto& [token, id] : out->added_ids) out->id_to_token[id] = token;
+    return out;
+  }
+
   std::shared_ptr<const tokenizer::impl> load(const json& root) const {
     if (!root.is_object()) fail("not a tokenizer.json object");
     auto out = std::make_shared<tokenizer::impl>();
@@ -679,6 +768,29 @@ tokenizer tokenizer::from_json(std::string_view json_text, const std::string& so
   try {
     return tokenizer{l.load(root)};
   } catch (const json::exception& e) {  // a field of the wrong JSON type
+    l.fail(std::string{"unexpected content: "} + e.what());
+  }
+}
+
+tokenizer tokenizer::from_sentencepiece(const std::string& model_path,
+                                       const std::string& tokenizer_json) {
+  auto spm = std::make_shared<sentencepiece::SentencePieceProcessor>();
+  if (const auto status = spm->Load(model_path); !status.ok())
+    throw std::runtime_error(model_path + ": cannot load the SentencePiece model: "
+                             + status.ToString());
+  if (tokenizer_json.empty()) return tokenizer{loader{model_path}.load_sentencepiece(spm, nullptr)};
+  std::ifstream in{tokenizer_json, std::ios::binary};
+  if (!in) throw std::runtime_error(tokenizer_json + ": cannot open the file");
+  const loader l{tokenizer_json};
+  json root;
+  try {
+    root = json::parse(in);
+  } catch (const json::exception& e) {
+    l.fail(std::string{"not valid JSON: "} + e.what());
+  }
+  try {
+    return tokenizer{l.load_sentencepiece(spm, &root)};
+  } catch (const json::exception& e) {
     l.fail(std::string{"unexpected content: "} + e.what());
   }
 }

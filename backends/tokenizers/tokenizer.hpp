@@ -17,6 +17,11 @@
 // Anything else (Unigram, WordLevel, Metaspace, Precompiled, other Split regexes, ...) is
 // refused when loading, with the JSON path of what is not supported.
 //
+// SentencePiece models (DeBERTa-v2/v3's `spm.model`) load with `from_sentencepiece`: Debian's
+// libsentencepiece does the normalization and the Unigram/BPE model, and the added tokens and
+// post-processor come from the folder's tokenizer.json when there is one. The ids equal
+// `tokenizers` reading the tokenizer.json that transformers' DebertaV2Converter writes.
+//
 // The `truncation` and `padding` sections of tokenizer.json are not applied: the caller passes
 // max_length, and batching pads. Encoding is const and may run on many threads at once.
 
@@ -42,6 +47,13 @@ class tokenizer {
   /// serve, the JSON path and what is unsupported, e.g.
   /// `.../tokenizer.json: model.type "Unigram" is not supported`.
   static tokenizer from_file(const std::string& path);
+  /// Loads a SentencePiece model (`spm.model`). `tokenizer_json`, when not empty, names the
+  /// folder's tokenizer.json, read only for its added tokens and post-processor; without it
+  /// the model's control pieces ([PAD], [CLS], [SEP]) and [UNK] are special, "[MASK]" takes
+  /// the id after the last piece, and pairs become `[CLS] A [SEP] B [SEP]` (DeBERTa). Throws
+  /// std::runtime_error naming the file.
+  static tokenizer from_sentencepiece(const std::string& model_path,
+                                      const std::string& tokenizer_json = {});
   /// As from_file, for JSON text already in memory; `source` names it in errors.
   static tokenizer from_json(std::string_view json_text, const std::string& source);
 
