@@ -10,10 +10,10 @@
 #include <variant>
 
 #include <nlohmann/json.hpp>
-#include <sentencepiece_processor.h>
 
 #include "backends/tokenizers/models.hpp"
 #include "backends/tokenizers/pre_tokenizers.hpp"
+#include "backends/tokenizers/sentencepiece_api.hpp"
 #include "backends/tokenizers/unicode.hpp"
 
 namespace arbiter::backends::tokenizers {
@@ -21,6 +21,45 @@ namespace arbiter::backends::tokenizers {
 namespace {
 
 using json = nlohmann::json;
+
+/// A SentencePiece model, through libsentencepiece (see sentencepiece_api.hpp).
+class spm_model {
+ public:
+  explicit spm_model(const std::string& path) : api_{load_sentencepiece_api()} {
+    std::string error;
+    model_ = api_.load(path, &error);
+    if (model_ == nullptr)
+      throw std::runtime_error(path + ": cannot load the SentencePiece model: " + error);
+  }
+  ~spm_model() { api_.destroy(model_); }
+  spm_model(const spm_model&) = delete;
+  spm_model& operator=(const spm_model&) = delete;
+
+  void encode(const std::string& text, std::vector<std::int64_t>& ids) const {
+    std::vector<int> pieces;
+    std::string error;
+    if (!api_.encode(model_, text, &pieces, &error))
+      throw std::runtime_error("sentencepiece: " + error);
+    ids.insert(ids.end(), pieces.begin(), pieces.end());
+  }
+  std::string decode(const std::vector<int>& ids) const {
+    std::string text;
+    return api_.decode(model_, ids, &text) ? text : std::string{};
+  }
+  int size() const { return api_.piece_size(model_); }
+  int id(const std::string& piece) const { return api_.piece_to_id(model_, piece); }
+  std::string piece(int id) const {
+    std::string out;
+    api_.id_to_piece(model_, id, &out);
+    return out;
+  }
+  bool control(int id) const { return api_.is_control(model_, id); }
+  bool unknown(int id) const { return api_.is_unknown(model_, id); }
+
+ private:
+  const sentencepiece_api& api_;
+  void* model_ = nullptr;
+};
 
 struct normalizer_step {
   enum class kind { bert, unicode_form, lowercase, strip_accents };
@@ -130,7 +169,7 @@ struct tokenizer::impl {
   std::variant<wordpiece_model, bpe_model> model;
   /// SentencePiece tokenizers (DeBERTa's spm.model): normalization, pre-tokenization and the
   /// Unigram/BPE model all happen inside libsentencepiece; `model` is unused.
-  std::shared_ptr<const sentencepiece::SentencePieceProcessor> spm;
+  std::shared_ptr<const spm_model> spm;
   added_tokens_set raw_added;         // normalized=false: matched in the input
   added_tokens_set normalized_added;  // normalized=true: matched after normalization
   std::unordered_map<std::string, std::int64_t> added_ids;
@@ -229,10 +268,7 @@ std::vector<std::int64_t> tokenizer::impl::tokenize(std::string_view text) const
     if (spm) {
       // Each stretch between added tokens is encoded on its own, as `tokenizers` normalizes
       // and pre-tokenizes each one (Metaspace prepends "▁" to every stretch).
-      std::vector<int> pieces;
-      const auto status = spm->Encode(unicode::encode(raw.text), &pieces);
-      if (!status.ok()) throw std::runtime_error("sentencepiece: " + status.ToString());
-      ids.insert(ids.end(), pieces.begin(), pieces.end());
+      spm->encode(unicode::encode(raw.text), ids);
       continue;
     }
     const std::u32string normalized = normalize(std::u32string{raw.text});
@@ -340,15 +376,14 @@ std::string tokenizer::decode(const std::vector<std::int64_t>& ids, bool skip_sp
     std::vector<int> run;
     auto flush = [&] {
       if (run.empty()) return;
-      std::string text;
-      if (impl_->spm->Decode(run, &text).ok()) out += text;
+      out += impl_->spm->decode(run);
       run.clear();
     };
     for (std::int64_t id : ids) {
       if (auto it = impl_->id_to_token.find(id); it != impl_->id_to_token.end()) {
         flush();
         if (!(skip_special && impl_->special_ids.count(id) > 0)) out += it->second;
-      } else if (id >= 0 && id < impl_->spm->GetPieceSize()) {
+      } else if (id >= 0 && id < impl_->spm->size()) {
         run.push_back(static_cast<int>(id));
       }
     }
@@ -386,8 +421,8 @@ std::optional<std::int64_t> tokenizer::token_id(std::string_view token) const {
   const std::string key{token};
   if (auto it = impl_->added_ids.find(key); it != impl_->added_ids.end()) return it->second;
   if (impl_->spm) {
-    const int id = impl_->spm->PieceToId(key);
-    if (impl_->spm->IsUnknown(id) && impl_->spm->IdToPiece(id) != key) return std::nullopt;
+    const int id = impl_->spm->id(key);
+    if (impl_->spm->unknown(id) && impl_->spm->piece(id) != key) return std::nullopt;
     return id;
   }
   return std::visit(
@@ -687,7 +722,7 @@ class loader {
   /// does and are not read), else the model's control and unknown pieces, "[MASK]" after the
   /// last piece (DeBERTa-v3) and DeBERTa's `[CLS] A [SEP] (B [SEP])`.
   std::shared_ptr<const tokenizer::impl> load_sentencepiece(
-      std::shared_ptr<const sentencepiece::SentencePieceProcessor> spm, const json* root) const {
+      std::shared_ptr<const spm_model> spm, const json* root) const {
     auto out = std::make_shared<tokenizer::impl>();
     out->spm = std::move(spm);
     if (root) {
@@ -703,10 +738,9 @@ class loader {
         out->special_ids.insert(id);
         out->raw_added.add(std::move(token));
       };
-      const int pieces = out->spm->GetPieceSize();
+      const int pieces = out->spm->size();
       for (int id = 0; id < pieces; ++id) {
-        if (out->spm->IsControl(id) || out->spm->IsUnknown(id))
-          add_special(out->spm->IdToPiece(id), id);
+        if (out->spm->control(id) || out->spm->unknown(id)) add_special(out->spm->piece(id), id);
       }
       if (out->added_ids.count("[MASK]") == 0) add_special("[MASK]", pieces);
       const auto cls = out->added_ids.find("[CLS]");
@@ -774,10 +808,7 @@ tokenizer tokenizer::from_json(std::string_view json_text, const std::string& so
 
 tokenizer tokenizer::from_sentencepiece(const std::string& model_path,
                                        const std::string& tokenizer_json) {
-  auto spm = std::make_shared<sentencepiece::SentencePieceProcessor>();
-  if (const auto status = spm->Load(model_path); !status.ok())
-    throw std::runtime_error(model_path + ": cannot load the SentencePiece model: "
-                             + status.ToString());
+  auto spm = std::make_shared<const spm_model>(model_path);
   if (tokenizer_json.empty()) return tokenizer{loader{model_path}.load_sentencepiece(spm, nullptr)};
   std::ifstream in{tokenizer_json, std::ios::binary};
   if (!in) throw std::runtime_error(tokenizer_json + ": cannot open the file");

@@ -1,0 +1,95 @@
+#include "backends/models/text_classifier.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <stdexcept>
+
+#include "backends/tokenizers/tokenizer.hpp"
+
+namespace arbiter::backends::models {
+
+namespace {
+
+tokenizers::tokenizer load_tokenizer(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const std::string spm = folder + "/spm.model";
+  const std::string json = folder + "/tokenizer.json";
+  if (fs::exists(spm)) {
+    return tokenizers::tokenizer::from_sentencepiece(spm, fs::exists(json) ? json : "");
+  }
+  if (fs::exists(json)) {
+    return tokenizers::tokenizer::from_file(json);
+  }
+  throw std::runtime_error(folder + ": no tokenizer (neither spm.model nor tokenizer.json)");
+}
+
+} // namespace
+
+text_classifier::~text_classifier() = default;
+
+std::shared_ptr<const text_classifier> text_classifier::load(const std::string& folder,
+                                                             const model_options& options) {
+  std::shared_ptr<text_classifier> out{new text_classifier{}};
+  out->model_ = deberta_classifier::load(folder, options);
+  auto labels = out->model_->nli_labels();
+  if (!labels) {
+    std::string names;
+    for (const auto& l : out->model_->labels()) {
+      names += (names.empty() ? "" : ", ") + l;
+    }
+    throw std::runtime_error(folder + "/config.json: id2label (" + names
+                             + ") must name entailment, neutral and contradiction");
+  }
+  out->labels_ = *labels;
+  out->tokenizer_ = std::make_unique<tokenizers::tokenizer>(load_tokenizer(folder));
+  return out;
+}
+
+std::vector<nli_probabilities> text_classifier::nli(
+  const std::vector<std::pair<std::string, std::string>>& pairs, size_t max_batch_tokens,
+  size_t* tokens) const {
+  const size_t max_tokens = model_->info().max_tokens;
+  std::vector<tokenizers::encoding> encoded;
+  encoded.reserve(pairs.size());
+  size_t total = 0;
+  for (const auto& [premise, hypothesis] : pairs) {
+    encoded.push_back(tokenizer_->encode_pair(premise, hypothesis, max_tokens));
+    total += encoded.back().ids.size();
+  }
+  if (tokens != nullptr) {
+    *tokens = total;
+  }
+  // Shortest first, so that each forward pass pads little.
+  std::vector<size_t> order(encoded.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return encoded[a].ids.size() < encoded[b].ids.size();
+  });
+  std::vector<nli_probabilities> out(pairs.size());
+  size_t start = 0;
+  while (start < order.size()) {
+    size_t end = start + 1;
+    // Sorted ascending: the padded size of [start, end) is (end - start) × the last length.
+    while (end < order.size()
+           && (end + 1 - start) * encoded[order[end]].ids.size() <= max_batch_tokens) {
+      ++end;
+    }
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<std::vector<int64_t>> type_ids;
+    for (size_t k = start; k < end; ++k) {
+      ids.push_back(std::move(encoded[order[k]].ids));
+      type_ids.push_back(std::move(encoded[order[k]].type_ids));
+    }
+    auto probs = model_->probabilities(ids, type_ids);
+    for (size_t k = start; k < end; ++k) {
+      const auto& p = probs[k - start];
+      out[order[k]] = {p.at(labels_.entailment), p.at(labels_.neutral),
+                       p.at(labels_.contradiction)};
+    }
+    start = end;
+  }
+  return out;
+}
+
+} // namespace arbiter::backends::models
