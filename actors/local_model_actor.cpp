@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/reward_graph_actor.hpp"
 #include "backends/embedding_scoring.hpp"
+#include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
 #include "backends/models/text_generator.hpp"
 #include "backends/models/devices.hpp"
@@ -99,11 +100,64 @@ caf::behavior generator_worker(caf::event_based_actor*,
   };
 }
 
-/// The counters of the worker `name` runs on its embedder's or generator's device.
+caf::behavior nli_worker(caf::event_based_actor*,
+                         std::shared_ptr<const backends::models::text_classifier> classifier,
+                         std::string name, uint32_t max_batch_tokens, worker_counters counters) {
+  return {
+    [classifier, name, max_batch_tokens, counters](work_atom, const work_batch& batch) {
+      work_result result;
+      result.id = batch.id;
+      auto start = std::chrono::steady_clock::now();
+      result.outcomes.resize(batch.items.size());
+      // Items without a call fail alone; the rest run as one batch.
+      std::vector<std::pair<std::string, std::string>> pairs;
+      std::vector<size_t> index;
+      for (size_t i = 0; i < batch.items.size(); ++i) {
+        const auto& item = batch.items[i];
+        if (!item->call) {
+          result.outcomes[i].code = errc::worker_failed;
+          result.outcomes[i].error = "local model " + name + ": a " + item->kind
+                                     + " item carries no model call";
+          continue;
+        }
+        pairs.emplace_back(item->call->prompt, item->call->hypothesis);
+        index.push_back(i);
+      }
+      try {
+        size_t tokens = 0;
+        auto probs = classifier->nli(pairs, max_batch_tokens, &tokens);
+        counters.tokens->Increment(static_cast<double>(tokens));
+        for (size_t k = 0; k < index.size(); ++k) {
+          auto output = std::make_shared<model_output>();
+          output->entailment = probs[k].entailment;
+          output->neutral = probs[k].neutral;
+          output->contradiction = probs[k].contradiction;
+          result.outcomes[index[k]].output = std::move(output);
+        }
+      } catch (const std::exception& e) {
+        for (size_t i : index) {
+          result.outcomes[i].code = errc::worker_failed;
+          result.outcomes[i].error = "local model " + name + ": " + e.what();
+        }
+      }
+      auto elapsed = std::chrono::steady_clock::now() - start;
+      double ms = std::chrono::duration<double, std::milli>(elapsed).count();
+      for (auto& outcome : result.outcomes) {
+        outcome.run_ms = ms;
+      }
+      counters.busy->Increment(ms / 1000.0);
+      counters.batches->Increment();
+      result.report.latency = elapsed;
+      return result;
+    },
+  };
+}
+
+/// The counters of the worker `name` runs on `device`, whose weights take `weight_bytes`.
 worker_counters counters_for(local_model_metrics& metrics, const std::string& name,
-                             const backends::models::embedder_info& info) {
-  const std::map<std::string, std::string> labels = {{"model", name}, {"device", info.device}};
-  metrics.weight_bytes.Add(labels).Set(static_cast<double>(info.weight_bytes));
+                             const std::string& device, uint64_t weight_bytes) {
+  const std::map<std::string, std::string> labels = {{"model", name}, {"device", device}};
+  metrics.weight_bytes.Add(labels).Set(static_cast<double>(weight_bytes));
   worker_counters counters;
   counters.busy = &metrics.busy_seconds.Add(labels);
   counters.tokens = &metrics.tokens.Add(labels);
@@ -132,7 +186,8 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_embedder> embedder,
                                   std::string model, uint32_t max_batch_tokens,
                                   local_model_metrics& metrics, const std::string& name) {
-  auto counters = counters_for(metrics, name, embedder->info());
+  const auto& info = embedder->info();
+  auto counters = counters_for(metrics, name, info.device, info.weight_bytes);
   return sys.spawn<caf::detached>(embedding_worker, std::move(embedder), std::move(model),
                                   max_batch_tokens, counters);
 }
@@ -140,8 +195,19 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
 caf::actor spawn_generator_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_generator> generator,
                                   local_model_metrics& metrics, const std::string& name) {
-  auto counters = counters_for(metrics, name, generator->info());
+  const auto& info = generator->info();
+  auto counters = counters_for(metrics, name, info.device, info.weight_bytes);
   return sys.spawn<caf::detached>(generator_worker, std::move(generator), name, counters);
+}
+
+caf::actor spawn_nli_worker(caf::actor_system& sys,
+                            std::shared_ptr<const backends::models::text_classifier> classifier,
+                            uint32_t max_batch_tokens, local_model_metrics& metrics,
+                            const std::string& name) {
+  const auto& info = classifier->info();
+  auto counters = counters_for(metrics, name, info.device, info.weight_bytes);
+  return sys.spawn<caf::detached>(nli_worker, std::move(classifier), name, max_batch_tokens,
+                                  counters);
 }
 
 scheduler::source_spec local_model_spec(const config::model_config& cfg,

@@ -15,6 +15,7 @@
 #include "scheduler/source_registry.hpp"
 
 namespace arbiter::backends::models {
+class text_classifier;
 class text_embedder;
 class text_generator;
 }
@@ -52,8 +53,18 @@ caf::actor spawn_generator_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_generator> generator,
                                   local_model_metrics& metrics, const std::string& name);
 
-/// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed, or
-/// generate and chat; each also @model:NAME and @REWARD for the rewards that name it), one
+/// Spawns a detached worker that answers `(work_atom, work_batch)` for `nli` model calls (the
+/// premise in `prompt`, the hypothesis in `hypothesis`) with the classifier's entailment,
+/// neutral and contradiction probabilities, the batch's pairs together in forward passes of at
+/// most `max_batch_tokens` padded tokens. An exception fails the batch's items with
+/// `worker_failed`; the worker carries on.
+caf::actor spawn_nli_worker(caf::actor_system& sys,
+                            std::shared_ptr<const backends::models::text_classifier> classifier,
+                            uint32_t max_batch_tokens, local_model_metrics& metrics,
+                            const std::string& name);
+
+/// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed;
+/// generate and chat; or nli; each also @model:NAME and @REWARD for the rewards that name it), one
 /// batch at a time, up to `cfg.max_batch_items` items.
 scheduler::source_spec local_model_spec(const config::model_config& cfg,
                                         const config::arbiter_config& all);

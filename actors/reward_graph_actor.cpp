@@ -553,6 +553,9 @@ std::vector<std::string> model_capabilities(const config::model_config& m) {
   if (m.kind == "generator") {
     return {"generate", "chat"};
   }
+  if (m.kind == "nli") {
+    return {"nli"};
+  }
   return {"embed"};
 }
 

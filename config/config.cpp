@@ -1338,9 +1338,10 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     } else if (m.name == "cpu" || m.name == "cache" || m.name == "reward-graph") {
       problems.push_back({where + ".name", quoted(m.name) + " is reserved"});
     }
-    if (m.kind != "embedding" && m.kind != "generator") {
-      problems.push_back({where + ".kind", "unknown kind " + quoted(m.kind)
-                                             + "; expected \"embedding\" or \"generator\""});
+    if (m.kind != "embedding" && m.kind != "generator" && m.kind != "nli") {
+      problems.push_back({where + ".kind",
+                          "unknown kind " + quoted(m.kind)
+                            + "; expected \"embedding\", \"generator\" or \"nli\""});
     }
     if (m.path.empty()) {
       problems.push_back({where + ".path", "must not be empty"});

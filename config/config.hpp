@@ -170,10 +170,12 @@ struct model_config {
   /// The source's name (results' `source`, `[rewards.NAME] sources`, the model id of
   /// /v1/embeddings).
   std::string name;
-  /// What it is: "embedding" (a BERT sentence embedder, capability embed) or "generator" (a
-  /// Qwen2/Qwen3 causal LM, capabilities generate and chat).
+  /// What it is: "embedding" (a BERT sentence embedder, capability embed), "generator" (a
+  /// Qwen2/Qwen3 causal LM, capabilities generate and chat) or "nli" (a DeBERTa-v2/v3
+  /// sequence classifier with entailment/neutral/contradiction labels, capability nli).
   std::string kind = "embedding";
-  /// The Hugging Face model folder (config.json, model.safetensors, tokenizer.json).
+  /// The Hugging Face model folder (config.json, model.safetensors, and tokenizer.json or,
+  /// for DeBERTa, spm.model).
   std::string path;
   /// "cpu", "cuda" (every visible GPU, one worker each) or "cuda:N".
   std::string device = "cpu";

@@ -27,6 +27,7 @@
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 #include "backends/cpu/cpu_rewards.hpp"
+#include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
 #include "backends/models/text_generator.hpp"
 #include "backends/reward_catalog.hpp"
@@ -140,36 +141,43 @@ bool start_local_models(caf::actor_system& sys, caf::actor sched,
       return false;
     }
     for (const auto& device : devices) {
-      std::shared_ptr<const backends::models::text_embedder> embedder;
-      std::shared_ptr<const backends::models::text_generator> generator;
+      caf::actor worker;
+      net::local_model_info shown;
+      auto describe = [&](const auto& info) {
+        shown.device = info.device;
+        shown.architecture = info.architecture;
+        shown.dtype = info.dtype;
+        shown.max_tokens = info.max_tokens;
+        shown.weight_bytes = info.weight_bytes;
+        log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x",
+                  info.hidden, " on ", info.device, " (", info.dtype, ", ",
+                  info.weight_bytes >> 20, " MiB)");
+      };
       try {
         backends::models::model_options options;
         options.device = device;
         options.dtype = m.dtype;
         if (m.kind == "generator") {
-          generator = backends::models::text_generator::load(m.path, options);
+          auto generator = backends::models::text_generator::load(m.path, options);
+          describe(generator->info());
+          worker = actors::spawn_generator_worker(sys, generator, metrics, m.name);
+        } else if (m.kind == "nli") {
+          auto classifier = backends::models::text_classifier::load(m.path, options);
+          describe(classifier->info());
+          worker = actors::spawn_nli_worker(sys, classifier, m.max_batch_tokens, metrics, m.name);
         } else {
-          embedder = backends::models::text_embedder::load(m.path, options);
+          auto embedder = backends::models::text_embedder::load(m.path, options);
+          describe(embedder->info());
+          worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens,
+                                                  metrics, m.name);
         }
       } catch (const std::exception& e) {
         log::error("model '", m.name, "' on ", device, ": ", e.what());
         return false;
       }
-      const auto& info = generator ? generator->info() : embedder->info();
-      log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x", info.hidden,
-                " on ", info.device, " (", info.dtype, ", ", info.weight_bytes >> 20, " MiB)");
-      net::local_model_info shown;
       shown.name = m.name;
       shown.path = m.path;
-      shown.device = info.device;
-      shown.architecture = info.architecture;
-      shown.dtype = info.dtype;
-      shown.max_tokens = info.max_tokens;
-      shown.weight_bytes = info.weight_bytes;
       loaded.push_back(std::move(shown));
-      auto worker = generator ? actors::spawn_generator_worker(sys, generator, metrics, m.name)
-                              : actors::spawn_embedding_worker(sys, embedder, m.path,
-                                                               m.max_batch_tokens, metrics, m.name);
       bool added = true;
       self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
                     actors::local_model_spec(m, cfg), worker)

@@ -139,6 +139,61 @@ def test_info_gain_samples_from_a_local_generator(make_server, provider):
         [x["text"] for x in d["with_context"]]
 
 
+TINY_NLI = ROOT / "tests" / "backends" / "models" / "fixtures" / "tiny_deberta_nli"
+
+
+def nli_config(name="tiny-nli", path=TINY_NLI, extra=""):
+    return f'[[models]]\nname = "{name}"\nkind = "nli"\npath = "{path}"\n' + extra
+
+
+def test_info_gain_runs_on_a_local_generator_and_a_local_nli_model(make_server):
+    """ΔIG with nothing remote: samples from a local tiny Qwen3, entailment from a local tiny
+    DeBERTa-v3 (its own spm.model). The NLI numbers themselves are checked against
+    transformers by models_tests (text_classifier_test); here: the route, the formula, and that
+    every NLI call ran on the local worker."""
+    from test_rewards import recompute_soft_ig
+    s = make_server(generator_config() + nli_config())
+    items = [{"question": "What is the capital of France",
+              "context": "Paris is the capital of France.", "answers": ["Paris", "paris city"]},
+             {"question": "Who wrote the book", "context": "Some people wrote a book.",
+              "answers": ["people"]}]
+    options = {"num_samples": 3, "seed": 11, "max_new_tokens": 10}
+    status, _, body = s.request("POST", "/compute_info_gain", {"items": items, "options": options})
+    assert status == 200, body
+    assert body["errors"] == [None, None], body
+    for item, d, score, result in zip(items, body["details"], body["scores"], body["results"]):
+        side = {"samples": d["with_context"], "entailment": d["entailment_with_context"]}
+        base = {"samples": d["no_context"], "entailment": d["entailment_no_context"]}
+        expected = recompute_soft_ig(side, item["answers"]) - recompute_soft_ig(base, item["answers"])
+        assert score == pytest.approx(expected, abs=1e-9)
+        assert set(result["sources"]) == {"tiny-lm", "tiny-nli"}
+        values = [p for ent in (d["entailment_with_context"], d["entailment_no_context"])
+                  for p in ent["resp_entails_ans"] + ent["ans_entails_resp"]]
+        assert values and all(0.0 < p < 1.0 for p in values), values
+        assert len(set(values)) > 1, "a random-weight model still tells inputs apart"
+    # Seeded and the same weights: the same request gives the same scores.
+    _, _, again = s.request("POST", "/compute_info_gain", {"items": items, "options": options})
+    assert again["scores"] == body["scores"]
+    status, _, info = s.request("GET", "/info")
+    shown = {m["name"]: m for m in info["models"]}
+    assert shown["tiny-nli"]["architecture"] == "deberta-v2"
+    assert shown["tiny-nli"]["max_tokens"] == 128
+    _, _, metrics = s.request("GET", "/metrics")
+    tokens = metrics.split('arbiter_model_tokens_total{device="cpu",model="tiny-nli"} ')[1]
+    assert float(tokens.split()[0]) > 0
+
+
+def test_an_nli_folder_without_entailment_labels_is_refused(make_server, tmp_path):
+    broken = tmp_path / "nli"
+    shutil.copytree(TINY_NLI, broken)
+    config = json.loads((broken / "config.json").read_text())
+    config["id2label"] = {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+    (broken / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeError) as e:
+        make_server(nli_config(path=broken))
+    assert "exit 2" in str(e.value)
+
+
 def test_a_local_generator_answers_chat_completions(make_server):
     s = make_server(generator_config())
     status, _, models = s.request("GET", "/v1/models")
