@@ -65,34 +65,47 @@ caf::behavior embedding_worker(caf::event_based_actor*,
 
 caf::behavior generator_worker(caf::event_based_actor*,
                                std::shared_ptr<const backends::models::text_generator> generator,
-                               std::string name, worker_counters counters) {
+                               std::string name, uint32_t max_batch_tokens,
+                               worker_counters counters) {
   return {
-    [generator, name, counters](work_atom, const work_batch& batch) {
+    [generator, name, max_batch_tokens, counters](work_atom, const work_batch& batch) {
       work_result result;
       result.id = batch.id;
       auto start = std::chrono::steady_clock::now();
-      for (const auto& item : batch.items) {
-        auto item_start = std::chrono::steady_clock::now();
-        item_outcome outcome;
-        try {
-          if (!item->call) {
-            throw std::invalid_argument{"a " + item->kind + " item carries no model call"};
-          }
-          auto output = std::make_shared<model_output>(
-            generator->complete(*item->call, item->kind == "chat"));
-          counters.tokens->Increment(output->prompt_tokens + output->completion_tokens);
-          outcome.output = std::move(output);
-        } catch (const std::exception& e) {
-          outcome.code = errc::worker_failed;
-          outcome.error = "local model " + name + ": " + e.what();
+      result.outcomes.resize(batch.items.size());
+      // The batch's calls decode together (each with its own options and seed); one that
+      // cannot run fails alone.
+      std::vector<backends::models::text_generator::call_ref> calls;
+      std::vector<size_t> index;
+      for (size_t i = 0; i < batch.items.size(); ++i) {
+        const auto& item = batch.items[i];
+        if (!item->call) {
+          result.outcomes[i].code = errc::worker_failed;
+          result.outcomes[i].error = "local model " + name + ": a " + item->kind
+                                     + " item carries no model call";
+          continue;
         }
-        outcome.run_ms = std::chrono::duration<double, std::milli>(
-                           std::chrono::steady_clock::now() - item_start)
-                           .count();
-        result.outcomes.push_back(std::move(outcome));
+        calls.push_back({item->call.get(), item->kind == "chat"});
+        index.push_back(i);
+      }
+      auto done = generator->complete_all(calls, max_batch_tokens);
+      for (size_t k = 0; k < index.size(); ++k) {
+        auto& outcome = result.outcomes[index[k]];
+        if (!done[k].output) {
+          outcome.code = errc::worker_failed;
+          outcome.error = "local model " + name + ": " + done[k].error;
+          continue;
+        }
+        counters.tokens->Increment(done[k].output->prompt_tokens
+                                   + done[k].output->completion_tokens);
+        outcome.output = std::make_shared<model_output>(std::move(*done[k].output));
       }
       auto elapsed = std::chrono::steady_clock::now() - start;
-      counters.busy->Increment(std::chrono::duration<double>(elapsed).count());
+      const double ms = std::chrono::duration<double, std::milli>(elapsed).count();
+      for (auto& outcome : result.outcomes) {
+        outcome.run_ms = ms;
+      }
+      counters.busy->Increment(ms / 1000.0);
       counters.batches->Increment();
       result.report.latency = elapsed;
       return result;
@@ -194,10 +207,12 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
 
 caf::actor spawn_generator_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_generator> generator,
-                                  local_model_metrics& metrics, const std::string& name) {
+                                  uint32_t max_batch_tokens, local_model_metrics& metrics,
+                                  const std::string& name) {
   const auto& info = generator->info();
   auto counters = counters_for(metrics, name, info.device, info.weight_bytes);
-  return sys.spawn<caf::detached>(generator_worker, std::move(generator), name, counters);
+  return sys.spawn<caf::detached>(generator_worker, std::move(generator), name, max_batch_tokens,
+                                  counters);
 }
 
 caf::actor spawn_nli_worker(caf::actor_system& sys,

@@ -329,18 +329,79 @@ std::vector<std::vector<float>> qwen_decoder::embed(
 std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int64_t>>& prompts,
                                                const sampling_options& options,
                                                uint32_t n) const {
-  if (prompts.empty() || n == 0) {
-    return {};
-  }
-  impl_->check(prompts);
-  impl_->need_lm_head();
-  torch::NoGradGuard no_grad;
-  std::vector<std::vector<int64_t>> seqs;
+  std::vector<generation_request> requests;
   for (const auto& prompt : prompts) {
-    for (uint32_t k = 0; k < n; ++k) {
-      seqs.push_back(prompt);
+    requests.push_back({prompt, options, n});
+  }
+  std::vector<generation> out;
+  for (auto& gens : generate(requests)) {
+    for (auto& g : gens) {
+      out.push_back(std::move(g));
     }
   }
+  return out;
+}
+
+namespace {
+
+/// The next token of each of a request's rows, picked as its options say.
+torch::Tensor pick_tokens(const torch::Tensor& logits, const sampling_options& options,
+                          at::Generator& gen) {
+  if (options.temperature <= 0.0) {
+    return logits.argmax(-1);
+  }
+  auto scaled = logits / options.temperature;
+  if (options.top_k > 0 && options.top_k < logits.size(-1)) {
+    auto kth = std::get<0>(scaled.topk(options.top_k, -1)).select(1, -1).unsqueeze(1);
+    scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
+  }
+  if (options.top_p < 1.0) {
+    auto sorted = scaled.sort(-1, /*descending=*/true);
+    auto probs = torch::softmax(std::get<0>(sorted), -1);
+    // Keep the smallest prefix whose mass reaches top_p (the first token always).
+    auto before = probs.cumsum(-1) - probs;
+    auto drop_sorted = before >= options.top_p;
+    auto drop = torch::zeros_like(drop_sorted).scatter(1, std::get<1>(sorted), drop_sorted);
+    scaled = scaled.masked_fill(drop, -std::numeric_limits<float>::infinity());
+  }
+  return torch::multinomial(torch::softmax(scaled, -1), 1, false, gen).squeeze(1);
+}
+
+} // namespace
+
+std::vector<std::vector<generation>> qwen_decoder::generate(
+  const std::vector<generation_request>& requests) const {
+  std::vector<std::vector<generation>> out(requests.size());
+  // Rows [first[r], first[r] + n) belong to request r.
+  std::vector<std::vector<int64_t>> seqs;
+  std::vector<int64_t> first;
+  std::vector<size_t> owner;
+  uint32_t longest = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    first.push_back(static_cast<int64_t>(seqs.size()));
+    out[r].resize(requests[r].n);
+    for (uint32_t k = 0; k < requests[r].n; ++k) {
+      seqs.push_back(requests[r].prompt);
+      owner.push_back(r);
+    }
+    if (requests[r].n > 0) {
+      longest = std::max(longest, requests[r].options.max_new_tokens);
+    }
+  }
+  if (seqs.empty()) {
+    return out;
+  }
+  if (longest == 0) {
+    for (auto& gens_of : out) {
+      for (auto& g : gens_of) {
+        g.finish_reason = "length";
+      }
+    }
+    return out;
+  }
+  impl_->check(seqs);
+  impl_->need_lm_head();
+  torch::NoGradGuard no_grad;
   const auto batch = static_cast<int64_t>(seqs.size());
   torch::Tensor ids;
   torch::Tensor mask;
@@ -348,53 +409,52 @@ std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int
   impl_->pad(seqs, ids, mask, positions);
   auto next_pos = positions.select(1, -1).unsqueeze(1) + 1;
   kv_cache cache;
-  std::vector<generation> out(seqs.size());
   std::vector<bool> done(seqs.size(), false);
-  auto gen = at::detail::createCPUGenerator(options.seed);
+  std::vector<at::Generator> gens;
+  for (const auto& req : requests) {
+    gens.push_back(at::detail::createCPUGenerator(req.options.seed));
+  }
   auto hidden = impl_->forward(ids, positions, mask, &cache);
-  for (uint32_t step = 0; step < options.max_new_tokens; ++step) {
+  for (uint32_t step = 0; step < longest; ++step) {
     auto logits = torch::linear(hidden.select(1, -1), impl_->lm_head).to(torch::kFloat32).to(torch::kCPU);
     auto logprobs = torch::log_softmax(logits, -1);
-    torch::Tensor chosen;
-    if (options.temperature <= 0.0) {
-      chosen = logits.argmax(-1);
-    } else {
-      auto scaled = logits / options.temperature;
-      if (options.top_k > 0 && options.top_k < logits.size(-1)) {
-        auto kth = std::get<0>(scaled.topk(options.top_k, -1)).select(1, -1).unsqueeze(1);
-        scaled = scaled.masked_fill(scaled < kth, -std::numeric_limits<float>::infinity());
+    // Each request picks for all its rows, finished or not, so that its draws depend on it
+    // alone; finished rows are fed their pick and ignored.
+    auto chosen = torch::zeros({batch}, torch::kLong);
+    for (size_t r = 0; r < requests.size(); ++r) {
+      const auto n = static_cast<int64_t>(requests[r].n);
+      if (n == 0 || step >= requests[r].options.max_new_tokens) {
+        continue;
       }
-      if (options.top_p < 1.0) {
-        auto sorted = scaled.sort(-1, /*descending=*/true);
-        auto probs = torch::softmax(std::get<0>(sorted), -1);
-        // Keep the smallest prefix whose mass reaches top_p (the first token always).
-        auto before = probs.cumsum(-1) - probs;
-        auto drop_sorted = before >= options.top_p;
-        auto drop = torch::zeros_like(drop_sorted).scatter(1, std::get<1>(sorted), drop_sorted);
-        scaled = scaled.masked_fill(drop, -std::numeric_limits<float>::infinity());
-      }
-      chosen = torch::multinomial(torch::softmax(scaled, -1), 1, false, gen).squeeze(1);
+      chosen.narrow(0, first[r], n)
+        .copy_(pick_tokens(logits.narrow(0, first[r], n), requests[r].options, gens[r]));
     }
     auto chosen_a = chosen.accessor<int64_t, 1>();
     auto lp = logprobs.gather(1, chosen.unsqueeze(1)).squeeze(1);
     auto lp_a = lp.accessor<float, 1>();
     bool all_done = true;
     for (int64_t b = 0; b < batch; ++b) {
-      auto& g = out[static_cast<size_t>(b)];
-      if (done[static_cast<size_t>(b)]) {
+      const auto row = static_cast<size_t>(b);
+      if (done[row]) {
         continue;
       }
+      const auto r = owner[row];
+      const auto& options = requests[r].options;
+      auto& g = out[r][static_cast<size_t>(b - first[r])];
       g.tokens.push_back(chosen_a[b]);
       g.logprobs.push_back(lp_a[b]);
       if (std::find(options.stop_ids.begin(), options.stop_ids.end(), chosen_a[b])
           != options.stop_ids.end()) {
         g.finish_reason = "stop";
-        done[static_cast<size_t>(b)] = true;
+        done[row] = true;
+      } else if (step + 1 >= options.max_new_tokens) {
+        g.finish_reason = "length";
+        done[row] = true;
       } else {
         all_done = false;
       }
     }
-    if (all_done || step + 1 == options.max_new_tokens) {
+    if (all_done || step + 1 == longest) {
       break;
     }
     auto next = chosen.view({batch, 1}).to(impl_->where.device);
@@ -402,9 +462,11 @@ std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int
     hidden = impl_->forward(next, next_pos, mask, &cache);
     next_pos = next_pos + 1;
   }
-  for (auto& g : out) {
-    if (g.finish_reason.empty()) {
-      g.finish_reason = "length";
+  for (auto& gens_of : out) {
+    for (auto& g : gens_of) {
+      if (g.finish_reason.empty()) {
+        g.finish_reason = "length";
+      }
     }
   }
   return out;

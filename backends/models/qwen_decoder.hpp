@@ -39,6 +39,13 @@ struct generation {
   std::string finish_reason;
 };
 
+/// One call's share of a batched `generate`: its prompt, how to sample it and how many times.
+struct generation_request {
+  std::vector<int64_t> prompt;
+  sampling_options options;
+  uint32_t n = 1;
+};
+
 class qwen_decoder {
 public:
   /// Loads `folder` (config.json with model_type qwen2 or qwen3, model.safetensors or its
@@ -54,9 +61,17 @@ public:
   std::vector<std::vector<float>> embed(const std::vector<std::vector<int64_t>>& ids) const;
 
   /// Continues each prompt `n` times (prompts × n sequences, prompt-major), batched with left
-  /// padding and a KV cache.
+  /// padding and a KV cache. Each prompt samples with its own generator seeded by
+  /// `options.seed`.
   std::vector<generation> generate(const std::vector<std::vector<int64_t>>& prompts,
                                    const sampling_options& options, uint32_t n = 1) const;
+
+  /// Several calls in one left-padded batch: request r's `n` sequences follow its own options
+  /// (temperature, top-k, top-p, max_new_tokens, stop ids) and draw from its own generator
+  /// seeded by its seed, so what a request samples does not depend on what else shares the
+  /// batch (beyond float rounding from padding). Result r holds request r's generations.
+  std::vector<std::vector<generation>> generate(
+    const std::vector<generation_request>& requests) const;
 
   const embedder_info& info() const noexcept;
   int64_t vocab_size() const noexcept;

@@ -74,27 +74,33 @@ std::shared_ptr<const text_generator> text_generator::load(const std::string& fo
   return out;
 }
 
-model_output text_generator::complete(const model_call& call, bool chat) const {
+generation_request text_generator::prepare(const model_call& call, bool chat) const {
   const std::string prompt = chat ? render_chatml(call) : call.prompt;
-  auto ids = tokenizer_->encode_plain(prompt);
-  if (ids.empty()) {
+  generation_request req;
+  req.prompt = tokenizer_->encode_plain(prompt);
+  if (req.prompt.empty()) {
     throw std::invalid_argument{"the prompt is empty"};
   }
-  sampling_options options;
+  auto& options = req.options;
   options.temperature = call.temperature.value_or(1.0);
   options.top_p = call.top_p.value_or(1.0);
   options.max_new_tokens = call.max_tokens.value_or(256);
-  if (ids.size() + options.max_new_tokens > model_->info().max_tokens) {
-    throw std::invalid_argument{"prompt of " + std::to_string(ids.size()) + " tokens plus "
+  if (req.prompt.size() + options.max_new_tokens > model_->info().max_tokens) {
+    throw std::invalid_argument{"prompt of " + std::to_string(req.prompt.size()) + " tokens plus "
                                 + std::to_string(options.max_new_tokens)
                                 + " new ones exceeds the model's "
                                 + std::to_string(model_->info().max_tokens)};
   }
   options.stop_ids = end_ids_;
   options.seed = call.seed ? *call.seed : std::random_device{}();
-  auto generations = model_->generate({ids}, options, call.n);
+  req.n = call.n;
+  return req;
+}
+
+model_output text_generator::finish(const model_call& call, bool chat, size_t prompt_tokens,
+                                    std::vector<generation>& generations) const {
   model_output out;
-  out.prompt_tokens = static_cast<uint32_t>(ids.size());
+  out.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
   for (auto& g : generations) {
     bool ended = g.finish_reason == "stop";
     size_t kept = ended ? g.tokens.size() - 1 : g.tokens.size();
@@ -129,6 +135,75 @@ model_output text_generator::complete(const model_call& call, bool chat) const {
     t.finish_reason = ended ? "stop" : "length";
     out.completion_tokens += static_cast<uint32_t>(g.tokens.size());
     out.texts.push_back(std::move(t));
+  }
+  return out;
+}
+
+model_output text_generator::complete(const model_call& call, bool chat) const {
+  auto done = complete_all({{&call, chat}});
+  if (!done[0].output) {
+    throw std::invalid_argument{done[0].error};
+  }
+  return std::move(*done[0].output);
+}
+
+std::vector<text_generator::completion> text_generator::complete_all(
+  const std::vector<call_ref>& calls, size_t max_batch_tokens, size_t* batches) const {
+  std::vector<completion> out(calls.size());
+  std::vector<generation_request> requests(calls.size());
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    try {
+      requests[i] = prepare(*calls[i].call, calls[i].chat);
+      ready.push_back(i);
+    } catch (const std::exception& e) {
+      out[i].error = e.what();
+    }
+  }
+  // Similar prompt lengths together; a pass holds calls while its padded size — every
+  // sequence as long as the longest prompt plus the most new tokens — stays in the budget (a
+  // call bigger than the budget runs alone).
+  std::stable_sort(ready.begin(), ready.end(), [&](size_t a, size_t b) {
+    return requests[a].prompt.size() < requests[b].prompt.size();
+  });
+  size_t passes = 0;
+  size_t start = 0;
+  while (start < ready.size()) {
+    size_t rows = 0;
+    size_t longest = 0;
+    size_t end = start;
+    while (end < ready.size()) {
+      const auto& req = requests[ready[end]];
+      size_t r = rows + req.n;
+      size_t l = std::max(longest, req.prompt.size() + req.options.max_new_tokens);
+      if (end > start && r * l > max_batch_tokens) {
+        break;
+      }
+      rows = r;
+      longest = l;
+      ++end;
+    }
+    std::vector<generation_request> pass;
+    for (size_t k = start; k < end; ++k) {
+      pass.push_back(requests[ready[k]]);
+    }
+    try {
+      auto generations = model_->generate(pass);
+      for (size_t k = start; k < end; ++k) {
+        const size_t i = ready[k];
+        out[i].output = finish(*calls[i].call, calls[i].chat, requests[i].prompt.size(),
+                               generations[k - start]);
+      }
+    } catch (const std::exception& e) {
+      for (size_t k = start; k < end; ++k) {
+        out[ready[k]].error = e.what();
+      }
+    }
+    ++passes;
+    start = end;
+  }
+  if (batches != nullptr) {
+    *batches = passes;
   }
   return out;
 }

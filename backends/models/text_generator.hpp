@@ -5,7 +5,9 @@
 // samples, a judge's votes) and of /v1/chat/completions.
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/models/qwen_decoder.hpp"
 #include "common/score_types.hpp"
@@ -31,12 +33,35 @@ public:
   /// std::invalid_argument for a prompt longer than the model takes.
   model_output complete(const model_call& call, bool chat) const;
 
+  /// A call to run with others: `chat` says whether it is rendered with ChatML.
+  struct call_ref {
+    const model_call* call = nullptr;
+    bool chat = false;
+  };
+  /// A call's output, or why it failed (its prompt too long or empty, or the pass failing).
+  struct completion {
+    std::optional<model_output> output;
+    std::string error;
+  };
+
+  /// Runs several calls as `complete` does, together: calls of similar prompt length share a
+  /// left-padded decode batch as long as its padded size (sequences × (longest prompt + most
+  /// new tokens)) stays within `max_batch_tokens`. Each call keeps its own sampling options and
+  /// seed, so its texts do not depend on the others. `batches`, when given, gets the number of
+  /// decode passes.
+  std::vector<completion> complete_all(const std::vector<call_ref>& calls,
+                                       size_t max_batch_tokens = 16384,
+                                       size_t* batches = nullptr) const;
+
   const embedder_info& info() const noexcept {
     return model_->info();
   }
 
 private:
   text_generator() = default;
+  generation_request prepare(const model_call& call, bool chat) const;
+  model_output finish(const model_call& call, bool chat, size_t prompt_tokens,
+                      std::vector<generation>& generations) const;
   std::unique_ptr<tokenizers::tokenizer> tokenizer_;
   std::unique_ptr<qwen_decoder> model_;
   std::vector<int64_t> end_ids_;

@@ -139,6 +139,45 @@ def test_info_gain_samples_from_a_local_generator(make_server, provider):
         [x["text"] for x in d["with_context"]]
 
 
+def model_batches(server, name):
+    _, _, metrics = server.request("GET", "/metrics")
+    line = f'arbiter_model_batches_total{{device="cpu",model="{name}"}} '
+    return float(metrics.split(line)[1].split()[0]) if line in metrics else 0.0
+
+
+def test_concurrent_calls_share_a_decode_batch_and_sample_as_alone(make_server):
+    """Calls that queue while the generator is busy decode together in one left-padded batch,
+    each with its own seed and max_tokens: the texts equal those of the same calls sent one at
+    a time (no cache, so every call runs)."""
+    import threading
+    s = make_server(generator_config("[routing]\ncache_capacity = 0\n"))
+
+    def ask(seed, conn=None):
+        status, _, reply = s.request("POST", "/v1/chat/completions", {
+            "model": "tiny-lm", "messages": [{"role": "user", "content": f"question {seed}"}],
+            "max_tokens": 30 + seed, "seed": seed, "temperature": 0.9}, conn=conn)
+        assert status == 200, reply
+        return [c["message"]["content"] for c in reply["choices"]]
+
+    seeds = list(range(1, 9))
+    alone = {seed: ask(seed) for seed in seeds}
+    before = model_batches(s, "tiny-lm")
+    got, start = {}, threading.Barrier(len(seeds))
+
+    def run(seed):
+        conn = s.connection()
+        start.wait()
+        got[seed] = ask(seed, conn)
+
+    threads = [threading.Thread(target=run, args=(seed,)) for seed in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == alone
+    assert model_batches(s, "tiny-lm") - before < len(seeds), "no two calls shared a batch"
+
+
 TINY_NLI = ROOT / "tests" / "backends" / "models" / "fixtures" / "tiny_deberta_nli"
 
 

@@ -149,6 +149,42 @@ TEST_P(QwenDecoder, SamplingIsSeededAndHonoursStopAndTopK) {
   EXPECT_LE(stopped.tokens.size(), 3u);
 }
 
+TEST_P(QwenDecoder, CallsBatchedTogetherKeepTheirOwnOptionsAndSamples) {
+  // Three calls of different prompts, lengths, temperatures, seeds, n and max_new_tokens in
+  // one left-padded batch give what each gives alone.
+  std::vector<generation_request> requests;
+  for (size_t i = 0; i < 3; ++i) {
+    generation_request r;
+    r.prompt = expected_["greedy"][i % expected_["greedy"].size()]["ids"].get<std::vector<int64_t>>();
+    r.options.temperature = i == 1 ? 0.0 : 0.7 + 0.2 * static_cast<double>(i);
+    r.options.top_p = i == 2 ? 0.8 : 1.0;
+    r.options.max_new_tokens = static_cast<uint32_t>(4 + 3 * i);
+    r.options.seed = 100 + i;
+    r.n = static_cast<uint32_t>(1 + i);
+    requests.push_back(r);
+  }
+  auto together = model_->generate(requests);
+  ASSERT_EQ(together.size(), requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto alone = model_->generate(std::vector<generation_request>{requests[i]});
+    ASSERT_EQ(together[i].size(), requests[i].n);
+    ASSERT_EQ(alone[0].size(), requests[i].n);
+    for (size_t k = 0; k < requests[i].n; ++k) {
+      EXPECT_EQ(together[i][k].tokens, alone[0][k].tokens) << "call " << i << " sample " << k;
+      EXPECT_EQ(together[i][k].tokens.size(), requests[i].options.max_new_tokens);
+      EXPECT_EQ(together[i][k].finish_reason, "length");
+      ASSERT_EQ(together[i][k].logprobs.size(), alone[0][k].logprobs.size());
+      for (size_t t = 0; t < alone[0][k].logprobs.size(); ++t) {
+        EXPECT_NEAR(together[i][k].logprobs[t], alone[0][k].logprobs[t], 1e-5);
+      }
+    }
+  }
+  // The greedy call is the golden greedy continuation.
+  auto wanted = expected_["greedy"][1]["tokens"].get<std::vector<int64_t>>();
+  wanted.resize(requests[1].options.max_new_tokens);
+  EXPECT_EQ(together[1][0].tokens, wanted);
+}
+
 TEST_P(QwenDecoder, RefusesInputsItCannotRun) {
   EXPECT_THROW(model_->logits({}), std::invalid_argument);
   EXPECT_THROW(model_->logits({1, 999999}), std::invalid_argument);

@@ -1,0 +1,87 @@
+// Text in, completions out, several calls at once: the tiny Qwen3 LM with its byte-level BPE
+// tokenizer (fixtures/tiny_qwen3_lm). Calls batched together give what each gives alone; a
+// call that cannot run fails alone; the token budget cuts the calls into several passes.
+
+#include "backends/models/text_generator.hpp"
+#include "test_device.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace arbiter;
+using namespace arbiter::backends::models;
+
+namespace {
+
+const std::string folder = ARBITER_SOURCE_DIR "/tests/backends/models/fixtures/tiny_qwen3_lm";
+
+std::vector<model_call> calls() {
+  std::vector<model_call> out;
+  for (int i = 0; i < 4; ++i) {
+    model_call c;
+    c.prompt = std::string(static_cast<size_t>(1 + 3 * i), 'a') + " question " + std::to_string(i);
+    c.temperature = i == 0 ? 0.0 : 0.9;
+    c.max_tokens = static_cast<uint32_t>(3 + i);
+    c.n = static_cast<uint32_t>(1 + i % 2);
+    c.seed = static_cast<uint64_t>(40 + i);
+    out.push_back(c);
+  }
+  return out;
+}
+
+void expect_same(const model_output& a, const model_output& b) {
+  ASSERT_EQ(a.texts.size(), b.texts.size());
+  for (size_t k = 0; k < a.texts.size(); ++k) {
+    EXPECT_EQ(a.texts[k].text, b.texts[k].text);
+    EXPECT_EQ(a.texts[k].tokens, b.texts[k].tokens);
+    EXPECT_NEAR(a.texts[k].mean_logprob, b.texts[k].mean_logprob, 1e-5);
+  }
+  EXPECT_EQ(a.prompt_tokens, b.prompt_tokens);
+  EXPECT_EQ(a.completion_tokens, b.completion_tokens);
+}
+
+} // namespace
+
+TEST(TextGenerator, CallsRunTogetherAsTheyRunAlone) {
+  auto gen = text_generator::load(folder, test_support::test_options());
+  auto all = calls();
+  std::vector<text_generator::call_ref> refs;
+  for (size_t i = 0; i < all.size(); ++i) {
+    refs.push_back({&all[i], i % 2 == 1});
+  }
+  size_t passes = 0;
+  auto together = gen->complete_all(refs, 16384, &passes);
+  EXPECT_EQ(passes, 1u);
+  ASSERT_EQ(together.size(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_TRUE(together[i].output) << together[i].error;
+    EXPECT_EQ(together[i].output->texts.size(), all[i].n);
+    expect_same(*together[i].output, gen->complete(all[i], i % 2 == 1));
+  }
+  // A small budget: one call per pass, the same texts.
+  auto split = gen->complete_all(refs, 8, &passes);
+  EXPECT_EQ(passes, all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_TRUE(split[i].output) << split[i].error;
+    expect_same(*split[i].output, *together[i].output);
+  }
+}
+
+TEST(TextGenerator, ACallThatCannotRunFailsAlone) {
+  auto gen = text_generator::load(folder, test_support::test_options());
+  auto all = calls();
+  model_call too_long = all[1];
+  too_long.prompt = std::string(2000, 'x');
+  model_call empty = all[2];
+  empty.prompt.clear();
+  std::vector<text_generator::call_ref> refs = {
+    {&all[0], false}, {&too_long, false}, {&empty, false}, {&all[3], false}};
+  auto got = gen->complete_all(refs);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_TRUE(got[0].output && got[3].output);
+  expect_same(*got[0].output, gen->complete(all[0], false));
+  EXPECT_FALSE(got[1].output);
+  EXPECT_NE(got[1].error.find("exceeds the model's 128"), std::string::npos) << got[1].error;
+  EXPECT_FALSE(got[2].output);
+  EXPECT_EQ(got[2].error, "the prompt is empty");
+  EXPECT_THROW(gen->complete(too_long, false), std::invalid_argument);
+}
