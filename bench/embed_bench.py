@@ -6,7 +6,7 @@ The same texts (a fixed mix of short and long sentences) are embedded by:
 - arbiter:  `arbiter serve` with the built-in default embedder, POST /v1/embeddings with
             `--batch` inputs per request, `--concurrency` requests in flight;
 - st-1:     sentence-transformers `encode(batch_size=--batch)` in this process, torch with 1
-            intra-op thread (what each Arbiter worker uses);
+            intra-op thread;
 - st-N:     the same with torch's default thread count.
 Each run reports texts/s and tokens/s (tokens counted with the model's own tokenizer,
 [CLS]/[SEP] included, truncated at 256) and the ratio to st-1, plus the largest difference
