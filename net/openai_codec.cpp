@@ -11,6 +11,7 @@
 #include <openssl/evp.h>
 
 #include "actors/reward_graph_actor.hpp"
+#include "net/json_body.hpp"
 
 namespace arbiter::net {
 
@@ -22,18 +23,6 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-bool parse_object(std::string_view body, json& doc, codec_error& err) {
-  doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    err = {400, "body", "body: not valid JSON"};
-    return false;
-  }
-  if (!doc.is_object()) {
-    err = {400, "body", "body: expected a JSON object"};
-    return false;
-  }
-  return true;
-}
 
 /// `doc[key]` when present and not null.
 const json* field(const json& doc, const char* key) {
@@ -328,7 +317,7 @@ bool embed_items(const json& inputs, const char* key, const passthrough_context&
 bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
                          chat_request_body& out, codec_error& err) {
   json doc;
-  if (!parse_object(body, doc, err) || !refuse_unsupported_chat(doc, err)
+  if (!parse_json_object(body, doc, err) || !refuse_unsupported_chat(doc, err)
       || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
     return false;
   }
@@ -427,7 +416,7 @@ std::string encode_chat_response(const chat_request_body& request, const item_re
 bool decode_openai_embeddings(std::string_view body, const passthrough_context& ctx,
                               embed_request_body& out, codec_error& err) {
   json doc;
-  if (!parse_object(body, doc, err)
+  if (!parse_json_object(body, doc, err)
       || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
     return false;
   }
@@ -459,7 +448,7 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
 bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
                       embed_request_body& out, codec_error& err) {
   json doc;
-  if (!parse_object(body, doc, err)
+  if (!parse_json_object(body, doc, err)
       || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
     return false;
   }

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "net/json_body.hpp"
+
 namespace arbiter::net {
 
 namespace {
@@ -27,18 +29,6 @@ std::string_view trim_right(std::string_view text) noexcept {
   return text;
 }
 
-bool parse_body(std::string_view body, json& doc, codec_error& err) {
-  doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    err = {400, "body", "body: not valid JSON"};
-    return false;
-  }
-  if (!doc.is_object()) {
-    err = {400, "body", "body: expected a JSON object"};
-    return false;
-  }
-  return true;
-}
 
 /// Reads `doc[key]` as a list of strings; an absent key fails when `required`.
 bool string_list(const json& doc, const char* key, bool required, std::vector<std::string>& out,
@@ -166,7 +156,7 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
                              const codec_context& ctx, std::vector<score_item>& out,
                              codec_error& err) {
   json doc;
-  if (!parse_body(body, doc, err)) {
+  if (!parse_json_object(body, doc, err)) {
     return false;
   }
   std::vector<std::string> queries;
@@ -241,7 +231,7 @@ std::string encode_openrlhf_response(const std::vector<item_result>& results,
 bool decode_slime_request(std::string_view body, const backends::reward_entry& reward,
                           score_item& out, codec_error& err) {
   json doc;
-  if (!parse_body(body, doc, err)) {
+  if (!parse_json_object(body, doc, err)) {
     return false;
   }
   auto response = doc.find("response");
