@@ -21,7 +21,9 @@ DEBIAN_PACKAGES=(
   libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
   libgtest-dev libgmock-dev  # unit tests
   libtorch-dev               # native models (libtorch 1.13, CPU)
-  libopenblas0-serial        # a fast BLAS for libtorch (the default reference BLAS is ~15x slower)
+  libopenblas0-pthread       # a fast, thread-safe BLAS for libtorch (reference BLAS is ~15x
+                             # slower; the serial OpenBLAS corrupts results when two model
+                             # workers run at once)
 )
 
 echo "== installing Debian packages (${#DEBIAN_PACKAGES[@]})"
