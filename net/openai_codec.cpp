@@ -483,6 +483,99 @@ bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
   return embed_items(*inputs, "inputs", ctx, "", out, err);
 }
 
+bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
+                        predict_request_body& out, codec_error& err) {
+  json doc;
+  if (!parse_json_object(body, doc, err)
+      || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
+    return false;
+  }
+  if (const json* raw = field(doc, "raw_scores")) {
+    if (!raw->is_boolean()) {
+      err = {400, "raw_scores", "raw_scores: expected a boolean"};
+      return false;
+    }
+    if (raw->get<bool>()) {
+      err = {400, "raw_scores", "raw_scores: not supported (sources answer probabilities)"};
+      return false;
+    }
+  }
+  if (field(doc, "truncation_direction") != nullptr) {
+    err = {400, "truncation_direction",
+           "truncation_direction: not supported (the NLI source truncates longest-first)"};
+    return false;
+  }
+  if (const json* truncate = field(doc, "truncate");
+      truncate != nullptr && !truncate->is_boolean()) {
+    err = {400, "truncate", "truncate: expected a boolean"};
+    return false;
+  }
+  const json* inputs = field(doc, "inputs");
+  if (inputs == nullptr) {
+    err = {400, "inputs", "inputs: required"};
+    return false;
+  }
+  auto is_pair = [](const json& v) {
+    return v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string();
+  };
+  std::vector<const json*> pairs;
+  if (is_pair(*inputs)) {
+    out.single = true;
+    pairs.push_back(inputs);
+  } else if (inputs->is_array() && !inputs->empty()) {
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      if (!is_pair((*inputs)[i])) {
+        auto where = "inputs[" + std::to_string(i) + "]";
+        err = {400, where, where + ": expected a [premise, hypothesis] pair of strings"};
+        return false;
+      }
+      pairs.push_back(&(*inputs)[i]);
+    }
+  } else {
+    err = {400, "inputs",
+           "inputs: expected a [premise, hypothesis] pair or a non-empty list of pairs (NLI; "
+           "single-text classification is not served)"};
+    return false;
+  }
+  if (pairs.size() > ctx.codec->max_batch_items) {
+    err = {413, "inputs",
+           "inputs: more than " + std::to_string(ctx.codec->max_batch_items)
+             + " pairs in one request (server.max_batch_items)"};
+    return false;
+  }
+  for (const json* pair : pairs) {
+    score_item item;
+    item.reward = "predict";
+    item.kind = "nli";
+    item.capability = "nli";
+    auto call = std::make_shared<model_call>();
+    call->prompt = (*pair)[0].get<std::string>();
+    call->hypothesis = (*pair)[1].get<std::string>();
+    item.call = std::move(call);
+    out.items.push_back(std::move(item));
+  }
+  return true;
+}
+
+std::string encode_tei_predict(const predict_request_body& request,
+                               const std::vector<item_result>& results) {
+  json all = json::array();
+  for (const auto& result : results) {
+    const model_output none;
+    const model_output& o = result.output ? *result.output : none;
+    std::vector<std::pair<const char*, double>> labels = {
+      {"entailment", o.entailment}, {"neutral", o.neutral}, {"contradiction", o.contradiction}};
+    std::stable_sort(labels.begin(), labels.end(),
+                     [](const auto& a, const auto& b) { return a.second > b.second; });
+    json one = json::array();
+    for (const auto& [label, score] : labels) {
+      one.push_back({{"label", label}, {"score", score}});
+    }
+    all.push_back(std::move(one));
+  }
+  return dump(request.single && all.size() == 1 ? all[0] : all);
+}
+
 std::vector<float> shaped_vector(const embed_request_body& request, const item_result& result) {
   if (!result.output) {
     return {};

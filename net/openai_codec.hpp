@@ -79,6 +79,26 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
 bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
                       embed_request_body& out, codec_error& err);
 
+/// A validated TEI `POST /predict` for NLI: one `nli` item per (premise, hypothesis) pair.
+struct predict_request_body {
+  size_t priority = 0;
+  std::chrono::milliseconds deadline{0};
+  std::vector<score_item> items;
+  /// `inputs` was one pair (answered with one list of labels) rather than a list of pairs.
+  bool single = false;
+};
+
+/// Decodes TEI's `POST /predict` for NLI: `inputs` is a `[premise, hypothesis]` pair or a
+/// list of them; `truncate` may be a boolean (the source truncates); `raw_scores: true` and
+/// `truncation_direction` are refused, since sources answer probabilities.
+bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
+                        predict_request_body& out, codec_error& err);
+
+/// TEI's answer: per pair, `[{"label", "score"}, ...]` for entailment, neutral and
+/// contradiction, highest score first; a bare list for a single pair.
+std::string encode_tei_predict(const predict_request_body& request,
+                               const std::vector<item_result>& results);
+
 /// The vector of one result, sliced and normalized as `request` asks.
 std::vector<float> shaped_vector(const embed_request_body& request, const item_result& result);
 

@@ -144,6 +144,10 @@ void router::handle(std::string_view method, std::string_view target, std::strin
     if (expect("POST", route)) {
       embeddings(route, std::move(body), std::move(reply), std::move(defer));
     }
+  } else if (path == "/predict") {
+    if (expect("POST", "/predict")) {
+      predict(std::move(body), std::move(reply), std::move(defer));
+    }
   } else if (path == "/v1/models") {
     if (expect("GET", "/v1/models")) {
       http_reply r;
@@ -468,6 +472,38 @@ void router::embeddings(const std::string& route, std::string body, reply_fn rep
   };
   run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
       style);
+}
+
+void router::predict(std::string body, reply_fn reply, defer_fn defer) {
+  const std::string route = "/predict";
+  auto start = steady_clock::now();
+  if (refuse_while_draining(route, reply, error_style::tei)) {
+    return;
+  }
+  auto decoded = std::make_shared<predict_request_body>();
+  codec_error err;
+  bool ok = decode_tei_predict(body, passthrough_, *decoded, err);
+  parse_histogram_->Observe(seconds_since(start));
+  if (!ok) {
+    refuse_decoded(route, err, reply, error_style::tei);
+    return;
+  }
+  ctx_.metrics->request_items.Observe(static_cast<double>(decoded->items.size()));
+  actors::score_request req;
+  req.priority = decoded->priority;
+  req.deadline = start + decoded->deadline;
+  req.items = std::move(decoded->items);
+  decoded->items.clear();
+  auto encode = [this, decoded](const std::vector<item_result>& results) {
+    if (auto failed = failure_reply(results, error_style::tei)) {
+      return std::move(*failed);
+    }
+    http_reply r;
+    r.body = encode_tei_predict(*decoded, results);
+    return r;
+  };
+  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
+      error_style::tei);
 }
 
 bool router::refuse_while_draining(const std::string& route, const reply_fn& reply,

@@ -107,6 +107,7 @@ private:
   void remote_rm(std::string_view target, std::string body, reply_fn reply, defer_fn defer);
   void chat_completions(std::string body, reply_fn reply, defer_fn defer);
   void embeddings(const std::string& route, std::string body, reply_fn reply, defer_fn defer);
+  void predict(std::string body, reply_fn reply, defer_fn defer);
   /// The reward a trainer route uses (`?reward=`, else `[protocols] reward`); answers 400 and
   /// returns nullptr when there is none.
   const backends::reward_entry* trainer_reward(const std::string& route, std::string_view target,

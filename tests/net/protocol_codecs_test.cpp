@@ -329,6 +329,54 @@ TEST_F(PassThrough, EmbeddingRequestsMakeOneCallItemPerInput) {
   EXPECT_EQ(err.field, "prompt_name");
 }
 
+TEST_F(PassThrough, TeiPredictTakesNliPairsAndNamesBadFields) {
+  predict_request_body one;
+  codec_error err;
+  ASSERT_TRUE(decode_tei_predict(R"({"inputs":["it rains","the ground is wet"],"truncate":true})",
+                                 ctx_, one, err))
+    << err.message;
+  ASSERT_EQ(one.items.size(), 1u);
+  EXPECT_TRUE(one.single);
+  EXPECT_EQ(one.items[0].kind, "nli");
+  EXPECT_EQ(one.items[0].capability, "nli");
+  EXPECT_EQ(one.items[0].call->prompt, "it rains");
+  EXPECT_EQ(one.items[0].call->hypothesis, "the ground is wet");
+  predict_request_body two;
+  ASSERT_TRUE(decode_tei_predict(R"({"inputs":[["a","b"],["c","d"]],"raw_scores":false})", ctx_,
+                                 two, err));
+  EXPECT_FALSE(two.single);
+  ASSERT_EQ(two.items.size(), 2u);
+  EXPECT_EQ(two.items[1].call->hypothesis, "d");
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+         {R"({})", "inputs"},
+         {R"({"inputs":"just one text"})", "inputs"},
+         {R"({"inputs":[]})", "inputs"},
+         {R"({"inputs":[["a","b"],["c"]]})", "inputs[1]"},
+         {R"({"inputs":[["a","b"],["c",2]]})", "inputs[1]"},
+         {R"({"inputs":[["a","b"],["c","d"],["e","f"],["g","h"]]})", "inputs"},
+         {R"({"inputs":["a","b"],"raw_scores":true})", "raw_scores"},
+         {R"({"inputs":["a","b"],"truncate":"yes"})", "truncate"},
+         {R"({"inputs":["a","b"],"truncation_direction":"left"})", "truncation_direction"}}) {
+    predict_request_body bad;
+    EXPECT_FALSE(decode_tei_predict(body, ctx_, bad, err)) << body;
+    EXPECT_EQ(err.field, field) << body;
+  }
+  // Answers: labels by score, highest first; a bare list for a single pair.
+  std::vector<item_result> results(1);
+  auto out = std::make_shared<model_output>();
+  out->entailment = 0.2;
+  out->neutral = 0.7;
+  out->contradiction = 0.1;
+  results[0].output = out;
+  EXPECT_EQ(encode_tei_predict(one, results),
+            R"([{"label":"neutral","score":0.7},{"label":"entailment","score":0.2},)"
+            R"({"label":"contradiction","score":0.1}])");
+  results.push_back(results[0]);
+  auto body = encode_tei_predict(two, results);
+  EXPECT_EQ(body.substr(0, 3), "[[{");
+  EXPECT_EQ(body.substr(body.size() - 3), "}]]");
+}
+
 TEST_F(PassThrough, VectorsAreSlicedNormalizedAndEncoded) {
   embed_request_body req;
   auto result = ok_result(0.0);
