@@ -65,10 +65,11 @@ caf::behavior embedding_worker(caf::event_based_actor*,
 
 caf::behavior generator_worker(caf::event_based_actor*,
                                std::shared_ptr<const backends::models::text_generator> generator,
-                               std::string name, uint32_t max_batch_tokens,
+                               std::string name, uint32_t max_batch_tokens, bool batch_calls,
                                worker_counters counters) {
   return {
-    [generator, name, max_batch_tokens, counters](work_atom, const work_batch& batch) {
+    [generator, name, max_batch_tokens, batch_calls, counters](work_atom,
+                                                               const work_batch& batch) {
       work_result result;
       result.id = batch.id;
       auto start = std::chrono::steady_clock::now();
@@ -88,7 +89,14 @@ caf::behavior generator_worker(caf::event_based_actor*,
         calls.push_back({item->call.get(), item->kind == "chat"});
         index.push_back(i);
       }
-      auto done = generator->complete_all(calls, max_batch_tokens);
+      std::vector<backends::models::text_generator::completion> done;
+      if (batch_calls) {
+        done = generator->complete_all(calls, max_batch_tokens);
+      } else {
+        for (const auto& call : calls) {
+          done.push_back(std::move(generator->complete_all({call}, max_batch_tokens).at(0)));
+        }
+      }
       for (size_t k = 0; k < index.size(); ++k) {
         auto& outcome = result.outcomes[index[k]];
         if (!done[k].output) {
@@ -207,12 +215,12 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
 
 caf::actor spawn_generator_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_generator> generator,
-                                  uint32_t max_batch_tokens, local_model_metrics& metrics,
-                                  const std::string& name) {
+                                  uint32_t max_batch_tokens, bool batch_calls,
+                                  local_model_metrics& metrics, const std::string& name) {
   const auto& info = generator->info();
   auto counters = counters_for(metrics, name, info.device, info.weight_bytes);
   return sys.spawn<caf::detached>(generator_worker, std::move(generator), name, max_batch_tokens,
-                                  counters);
+                                  batch_calls, counters);
 }
 
 caf::actor spawn_nli_worker(caf::actor_system& sys,

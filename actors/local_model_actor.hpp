@@ -49,12 +49,12 @@ caf::actor spawn_embedding_worker(caf::actor_system& sys,
 /// Spawns a detached worker that answers `(work_atom, work_batch)` for `generate` and `chat`
 /// model calls with the generator's completions: the batch's calls decode together, in
 /// left-padded passes of at most `max_batch_tokens` padded tokens, each with its own sampling
-/// options and seed. A call that cannot run (its prompt too long) fails with `worker_failed`;
-/// the others and the worker carry on.
+/// options and seed; with `batch_calls` false, one call after another. A call that cannot run
+/// (its prompt too long) fails with `worker_failed`; the others and the worker carry on.
 caf::actor spawn_generator_worker(caf::actor_system& sys,
                                   std::shared_ptr<const backends::models::text_generator> generator,
-                                  uint32_t max_batch_tokens, local_model_metrics& metrics,
-                                  const std::string& name);
+                                  uint32_t max_batch_tokens, bool batch_calls,
+                                  local_model_metrics& metrics, const std::string& name);
 
 /// Spawns a detached worker that answers `(work_atom, work_batch)` for `nli` model calls (the
 /// premise in `prompt`, the hypothesis in `hypothesis`) with the classifier's entailment,

@@ -858,6 +858,12 @@ model_config load_model(const toml::node& node, const std::string& where,
       count(m.max_batch_items, 100000);
     } else if (k == "max_batch_tokens") {
       count(m.max_batch_tokens, 10000000);
+    } else if (k == "batch_calls") {
+      if (const auto* b = value.as_boolean()) {
+        m.batch_calls = b->get();
+      } else {
+        problems.push_back({field, wrong_type("a boolean", value)});
+      }
     } else {
       problems.push_back({field, "unknown field"});
     }

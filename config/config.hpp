@@ -185,6 +185,11 @@ struct model_config {
   uint32_t max_batch_items = 64;
   /// Most padded tokens one forward pass takes (batches are split below it).
   uint32_t max_batch_tokens = 16384;
+  /// Generators: decode the calls of a batch together (faster). Sampling then sees logits
+  /// that differ from a call run alone by float rounding, which can flip a sampled token now
+  /// and then; false runs one call at a time, so a seeded call samples the same texts bit for
+  /// bit whatever else is queued.
+  bool batch_calls = true;
 };
 
 /// The CPU rewards (`lexical`, `exact_match`).

@@ -160,8 +160,8 @@ bool start_local_models(caf::actor_system& sys, caf::actor sched,
         if (m.kind == "generator") {
           auto generator = backends::models::text_generator::load(m.path, options);
           describe(generator->info());
-          worker = actors::spawn_generator_worker(sys, generator, m.max_batch_tokens, metrics,
-                                                  m.name);
+          worker = actors::spawn_generator_worker(sys, generator, m.max_batch_tokens,
+                                                  m.batch_calls, metrics, m.name);
         } else if (m.kind == "nli") {
           auto classifier = backends::models::text_classifier::load(m.path, options);
           describe(classifier->info());

@@ -68,8 +68,9 @@ public:
 
   /// Several calls in one left-padded batch: request r's `n` sequences follow its own options
   /// (temperature, top-k, top-p, max_new_tokens, stop ids) and draw from its own generator
-  /// seeded by its seed, so what a request samples does not depend on what else shares the
-  /// batch (beyond float rounding from padding). Result r holds request r's generations.
+  /// seeded by its seed, so what a request samples depends on the rest of the batch only
+  /// through float rounding of its logits (which keeps greedy picks, but can flip a sampled
+  /// token now and then). Result r holds request r's generations.
   std::vector<std::vector<generation>> generate(
     const std::vector<generation_request>& requests) const;
 

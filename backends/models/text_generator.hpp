@@ -47,8 +47,8 @@ public:
   /// Runs several calls as `complete` does, together: calls of similar prompt length share a
   /// left-padded decode batch as long as its padded size (sequences × (longest prompt + most
   /// new tokens)) stays within `max_batch_tokens`. Each call keeps its own sampling options and
-  /// seed, so its texts do not depend on the others. `batches`, when given, gets the number of
-  /// decode passes.
+  /// seed; the others reach it only through float rounding (see qwen_decoder::generate).
+  /// `batches`, when given, gets the number of decode passes.
   std::vector<completion> complete_all(const std::vector<call_ref>& calls,
                                        size_t max_batch_tokens = 16384,
                                        size_t* batches = nullptr) const;

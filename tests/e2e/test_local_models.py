@@ -147,15 +147,16 @@ def model_batches(server, name):
 
 def test_concurrent_calls_share_a_decode_batch_and_sample_as_alone(make_server):
     """Calls that queue while the generator is busy decode together in one left-padded batch,
-    each with its own seed and max_tokens: the texts equal those of the same calls sent one at
-    a time (no cache, so every call runs)."""
+    each with its own max_tokens: the texts equal those of the same calls sent one at a time
+    (no cache, so every call runs). Greedy: a sampled token could flip with the batch's float
+    rounding (docs/configuration.md, batch_calls)."""
     import threading
     s = make_server(generator_config("[routing]\ncache_capacity = 0\n"))
 
     def ask(seed, conn=None):
         status, _, reply = s.request("POST", "/v1/chat/completions", {
             "model": "tiny-lm", "messages": [{"role": "user", "content": f"question {seed}"}],
-            "max_tokens": 30 + seed, "seed": seed, "temperature": 0.9}, conn=conn)
+            "max_tokens": 30 + seed, "temperature": 0.0}, conn=conn)
         assert status == 200, reply
         return [c["message"]["content"] for c in reply["choices"]]
 
@@ -191,7 +192,9 @@ def test_info_gain_runs_on_a_local_generator_and_a_local_nli_model(make_server):
     transformers by models_tests (text_classifier_test); here: the route, the formula, and that
     every NLI call ran on the local worker."""
     from test_rewards import recompute_soft_ig
-    s = make_server(generator_config() + nli_config())
+    # batch_calls = false: each generation call decodes alone, so the seeded samples are the
+    # same bit for bit on the second request (see the next test for batched calls).
+    s = make_server(generator_config("batch_calls = false\n") + nli_config())
     items = [{"question": "What is the capital of France",
               "context": "Paris is the capital of France.", "answers": ["Paris", "paris city"]},
              {"question": "Who wrote the book", "context": "Some people wrote a book.",
@@ -210,9 +213,12 @@ def test_info_gain_runs_on_a_local_generator_and_a_local_nli_model(make_server):
                   for p in ent["resp_entails_ans"] + ent["ans_entails_resp"]]
         assert values and all(0.0 < p < 1.0 for p in values), values
         assert len(set(values)) > 1, "a random-weight model still tells inputs apart"
-    # Seeded and the same weights: the same request gives the same scores.
+    # Seeded and the same weights: the same request samples the same texts with the same
+    # likelihoods, so the same scores up to the float rounding of the NLI batches.
     _, _, again = s.request("POST", "/compute_info_gain", {"items": items, "options": options})
-    assert again["scores"] == body["scores"]
+    for side in ("with_context", "no_context"):
+        assert [d[side] for d in again["details"]] == [d[side] for d in body["details"]]
+    assert again["scores"] == pytest.approx(body["scores"], abs=1e-5)
     status, _, info = s.request("GET", "/info")
     shown = {m["name"]: m for m in info["models"]}
     assert shown["tiny-nli"]["architecture"] == "deberta-v2"
@@ -220,6 +226,43 @@ def test_info_gain_runs_on_a_local_generator_and_a_local_nli_model(make_server):
     _, _, metrics = s.request("GET", "/metrics")
     tokens = metrics.split('arbiter_model_tokens_total{device="cpu",model="tiny-nli"} ')[1]
     assert float(tokens.split()[0]) > 0
+
+
+def test_tei_predict_answers_from_the_local_nli_model_as_transformers_does(make_server):
+    """TEI's /predict on the local tiny DeBERTa: each pair's probabilities equal what
+    transformers computed from the same texts (fixture expected.json, made by
+    make_deberta_nli_fixture.py) — tokenizer, truncation, forward and label order over HTTP."""
+    s = make_server(nli_config())
+    cases = json.loads((TINY_NLI / "expected.json").read_text())["nli_cases"]
+    order = ("contradiction", "entailment", "neutral")  # the fixture's id2label
+    status, _, reply = s.request("POST", "/predict", {
+        "inputs": [[c["premise"], c["hypothesis"]] for c in cases]})
+    assert status == 200, reply
+    assert len(reply) == len(cases)
+    for case, labels in zip(cases, reply):
+        got = {x["label"]: x["score"] for x in labels}
+        assert [x["score"] for x in labels] == sorted(got.values(), reverse=True)
+        for name, want in zip(order, case["probabilities"]):
+            assert got[name] == pytest.approx(want, abs=1e-5), (case["premise"], name)
+    status, _, one = s.request("POST", "/predict", {"inputs": [cases[0]["premise"],
+                                                               cases[0]["hypothesis"]]})
+    assert status == 200
+    assert [x["label"] for x in one] == [x["label"] for x in reply[0]]
+    assert [x["score"] for x in one] == pytest.approx([x["score"] for x in reply[0]], abs=1e-5)
+    status, _, err = s.request("POST", "/predict", {"inputs": "a single text"})
+    assert status == 400 and err["error_type"] == "validation" and "inputs" in err["error"], err
+
+
+def test_tei_predict_routes_to_a_remote_nli_source(make_server, provider):
+    from arbiter_testing import source_toml
+    p = provider()
+    s = make_server(source_toml("tei", p.url, "tei", ["nli"]))
+    status, _, reply = s.request("POST", "/predict", {"inputs": [["a", "b"], ["c", "d"]]})
+    assert status == 200, reply
+    assert len(reply) == 2
+    for labels in reply:
+        assert {x["label"] for x in labels} == {"entailment", "neutral", "contradiction"}
+        assert sum(x["score"] for x in labels) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_an_nli_folder_without_entailment_labels_is_refused(make_server, tmp_path):
