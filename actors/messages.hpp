@@ -91,13 +91,14 @@ using scheduler_info = scheduler::scheduler_snapshot;
 
 } // namespace arbiter::actors
 
-// These types travel between actors of one process only. The cluster (CAF's middleman) will
-// need `inspect` overloads and type IDs instead.
+// The work messages can cross to other nodes: actors/wire.hpp gives them `inspect` overloads
+// (in one process they still travel unserialized). These types travel between actors of one
+// process only.
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_reply)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_batch)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::work_result)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::reply_callback)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::scheduler::source_spec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<arbiter::actors::score_submission>)
+
+#include "actors/wire.hpp" // after the types it describes
