@@ -98,13 +98,18 @@ void pump(scheduler_actor* self) {
         [self, id, source = batch.source](caf::error& err) {
           auto& s = self->state;
           auto why = "the worker failed: " + self->system().render(err);
-          s.core->fail_batch(id, errc::worker_failed, why);
           // Workers answer every batch, failures included; an error means the actor itself
-          // is gone. Stop routing to it now rather than when its down message arrives.
+          // is gone (or its node is unreachable). Stop routing to it now rather than when its
+          // down message arrives; what it held is retried elsewhere (remove_source).
           if (auto gone = s.workers.find(source); gone != s.workers.end()) {
             s.source_of.erase(gone->second.address());
             s.workers.erase(gone);
             s.core->remove_source(source, why);
+          } else {
+            scheduler::attempt_report report;
+            report.kind = scheduler::attempt_outcome_kind::connect_failure;
+            report.detail = why;
+            s.core->complete(id, std::move(report), {});
           }
           pump(self);
         });

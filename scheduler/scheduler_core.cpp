@@ -107,16 +107,44 @@ source_id scheduler_core::add_source(source_spec spec) {
 }
 
 void scheduler_core::remove_source(source_id id, const std::string& reason) {
+  // What the lost source held goes back through the retry path as a failed attempt: retried
+  // on another source while attempts and time are left. Its batches are forgotten, so a late
+  // answer from it (a node that comes back) finds nothing and is ignored.
   std::vector<batch_id> lost;
   for (const auto& [bid, batch] : batches_) {
     if (batch.source == id) {
       lost.push_back(bid);
     }
   }
+  attempt_report report;
+  report.kind = attempt_outcome_kind::connect_failure;
+  report.detail = reason;
   for (auto bid : lost) {
-    fail_batch(bid, errc::worker_failed, reason);
+    complete(bid, report, {});
   }
   sources_.remove(id);
+  // A retry that waits for a capability no source serves any more would wait for its
+  // deadline: it fails now, with the reason.
+  std::vector<retry_entry> waiting;
+  for (auto& entry : retries_) {
+    auto req = requests_.find(entry.item.first);
+    if (req == requests_.end() || req->second.states[entry.item.second] != item_state::retrying) {
+      continue;
+    }
+    auto& r = req->second;
+    auto index = entry.item.second;
+    if (sources_.serves(r.items[index]->capability)) {
+      waiting.push_back(entry);
+      continue;
+    }
+    item_result result = r.results[index];
+    result.code = errc::worker_failed;
+    result.error = r.last_failure[index] + "; no other source serves "
+                   + r.items[index]->capability;
+    end_item(entry.item.first, r, index, std::move(result));
+  }
+  retries_ = std::move(waiting);
+  flush();
 }
 
 bool scheduler_core::remote_capability(const std::string& capability) const {

@@ -101,7 +101,10 @@ public:
     fallback_ = std::move(fallback);
   }
 
-  /// Removes a source. Its in-flight items fail with `worker_failed`.
+  /// Removes a source (a worker that stopped, a node that was lost). Its in-flight items count
+  /// a failed attempt (`connect_failure`, `reason`) and are retried on other sources while
+  /// attempts and time are left; a late answer from it is ignored. Items left with no source
+  /// serving their capability fail with `worker_failed` and the reason.
   void remove_source(source_id id, const std::string& reason);
 
   /// Admits or refuses a request. On admission the core owns the items and will finish the

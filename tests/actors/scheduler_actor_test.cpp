@@ -105,7 +105,7 @@ TEST_F(SchedulerActor, ScoresThroughCpuWorkersInOrder) {
   }
 }
 
-TEST_F(SchedulerActor, AWorkerThatDiesFailsItsItemsExplicitlyAndOthersFinish) {
+TEST_F(SchedulerActor, AWorkerThatDiesHasItsItemsRetriedOnTheOthers) {
   config::scheduler_config cfg;
   cfg.dispatch_batch_items = 1;
   cfg.max_inflight_batches_per_source = 1;
@@ -123,15 +123,13 @@ TEST_F(SchedulerActor, AWorkerThatDiesFailsItsItemsExplicitlyAndOthersFinish) {
   for (const auto& r : reply.results) {
     if (r.status == item_status::failed) {
       ++failed;
-      EXPECT_EQ(r.code, errc::worker_failed);
-      EXPECT_EQ(r.source, "doomed");
-      EXPECT_NE(r.error.find("worker"), std::string::npos) << r.error;
+      ADD_FAILURE() << r.source << ": " << r.error;
     } else {
       EXPECT_EQ(r.source, "cpu");
       EXPECT_DOUBLE_EQ(r.score, 2.0 / 3.0);
     }
   }
-  EXPECT_EQ(failed, 1u) << "only the batch the dying worker held fails";
+  EXPECT_EQ(failed, 0u) << "the batch the dying worker held is retried on the other";
   // The scheduler carries on with the worker that is left.
   auto again = score(sched, {lexical_item("x", "x")});
   ASSERT_EQ(again.results.size(), 1u);
