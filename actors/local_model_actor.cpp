@@ -25,6 +25,37 @@ struct worker_counters {
   prometheus::Counter* batches = nullptr;
 };
 
+/// The indices of the batch's items that carry a model call; the others fail in `result`
+/// (sized to the batch), naming the worker.
+std::vector<size_t> items_with_calls(const work_batch& batch, const std::string& name,
+                                     work_result& result) {
+  result.outcomes.resize(batch.items.size());
+  std::vector<size_t> index;
+  for (size_t i = 0; i < batch.items.size(); ++i) {
+    if (batch.items[i]->call) {
+      index.push_back(i);
+      continue;
+    }
+    result.outcomes[i].code = errc::worker_failed;
+    result.outcomes[i].error = "local model " + name + ": a " + batch.items[i]->kind
+                               + " item carries no model call";
+  }
+  return index;
+}
+
+/// Stamps the batch's time on every outcome and the report, and counts it.
+void finish_batch(work_result& result, std::chrono::steady_clock::time_point start,
+                  const worker_counters& counters) {
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  const double ms = std::chrono::duration<double, std::milli>(elapsed).count();
+  for (auto& outcome : result.outcomes) {
+    outcome.run_ms = ms;
+  }
+  counters.busy->Increment(ms / 1000.0);
+  counters.batches->Increment();
+  result.report.latency = elapsed;
+}
+
 caf::behavior embedding_worker(caf::event_based_actor*,
                                std::shared_ptr<const backends::models::text_embedder> embedder,
                                std::string model, uint32_t max_batch_tokens,
@@ -49,15 +80,7 @@ caf::behavior embedding_worker(caf::event_based_actor*,
           result.outcomes.push_back(std::move(failed));
         }
       }
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now()
-                                                            - start)
-                    .count();
-      for (auto& outcome : result.outcomes) {
-        outcome.run_ms = ms;
-      }
-      counters.busy->Increment(ms / 1000.0);
-      counters.batches->Increment();
-      result.report.latency = std::chrono::steady_clock::now() - start;
+      finish_batch(result, start, counters);
       return result;
     },
   };
@@ -73,21 +96,12 @@ caf::behavior generator_worker(caf::event_based_actor*,
       work_result result;
       result.id = batch.id;
       auto start = std::chrono::steady_clock::now();
-      result.outcomes.resize(batch.items.size());
       // The batch's calls decode together (each with its own options and seed); one that
       // cannot run fails alone.
+      auto index = items_with_calls(batch, name, result);
       std::vector<backends::models::text_generator::call_ref> calls;
-      std::vector<size_t> index;
-      for (size_t i = 0; i < batch.items.size(); ++i) {
-        const auto& item = batch.items[i];
-        if (!item->call) {
-          result.outcomes[i].code = errc::worker_failed;
-          result.outcomes[i].error = "local model " + name + ": a " + item->kind
-                                     + " item carries no model call";
-          continue;
-        }
-        calls.push_back({item->call.get(), item->kind == "chat"});
-        index.push_back(i);
+      for (size_t i : index) {
+        calls.push_back({batch.items[i]->call.get(), batch.items[i]->kind == "chat"});
       }
       std::vector<backends::models::text_generator::completion> done;
       if (batch_calls) {
@@ -108,14 +122,7 @@ caf::behavior generator_worker(caf::event_based_actor*,
                                    + done[k].output->completion_tokens);
         outcome.output = std::make_shared<model_output>(std::move(*done[k].output));
       }
-      auto elapsed = std::chrono::steady_clock::now() - start;
-      const double ms = std::chrono::duration<double, std::milli>(elapsed).count();
-      for (auto& outcome : result.outcomes) {
-        outcome.run_ms = ms;
-      }
-      counters.busy->Increment(ms / 1000.0);
-      counters.batches->Increment();
-      result.report.latency = elapsed;
+      finish_batch(result, start, counters);
       return result;
     },
   };
@@ -129,20 +136,11 @@ caf::behavior nli_worker(caf::event_based_actor*,
       work_result result;
       result.id = batch.id;
       auto start = std::chrono::steady_clock::now();
-      result.outcomes.resize(batch.items.size());
-      // Items without a call fail alone; the rest run as one batch.
+      // The batch's pairs run together.
+      auto index = items_with_calls(batch, name, result);
       std::vector<std::pair<std::string, std::string>> pairs;
-      std::vector<size_t> index;
-      for (size_t i = 0; i < batch.items.size(); ++i) {
-        const auto& item = batch.items[i];
-        if (!item->call) {
-          result.outcomes[i].code = errc::worker_failed;
-          result.outcomes[i].error = "local model " + name + ": a " + item->kind
-                                     + " item carries no model call";
-          continue;
-        }
-        pairs.emplace_back(item->call->prompt, item->call->hypothesis);
-        index.push_back(i);
+      for (size_t i : index) {
+        pairs.emplace_back(batch.items[i]->call->prompt, batch.items[i]->call->hypothesis);
       }
       try {
         size_t tokens = 0;
@@ -161,14 +159,7 @@ caf::behavior nli_worker(caf::event_based_actor*,
           result.outcomes[i].error = "local model " + name + ": " + e.what();
         }
       }
-      auto elapsed = std::chrono::steady_clock::now() - start;
-      double ms = std::chrono::duration<double, std::milli>(elapsed).count();
-      for (auto& outcome : result.outcomes) {
-        outcome.run_ms = ms;
-      }
-      counters.busy->Increment(ms / 1000.0);
-      counters.batches->Increment();
-      result.report.latency = elapsed;
+      finish_batch(result, start, counters);
       return result;
     },
   };
