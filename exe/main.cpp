@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "actors/cluster.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 #include "exe/serve.hpp"
@@ -35,6 +36,24 @@ int main(int argc, char** argv) {
   int port = -1;
   serve->add_option("--port", port, "port to bind, 0 picks a free one (overrides server.port)");
   serve->add_option("--log-level", log_level, "debug, info, warn or error (stderr)");
+  int cluster_port = -1;
+  serve->add_option("--cluster-port", cluster_port,
+                    "publish the scheduler for worker nodes on this port (0 picks one)");
+  serve->add_option("--cluster-host", options.cluster_host,
+                    "address the cluster port binds (keep it private: no authentication yet)")
+    ->capture_default_str();
+
+  arbiter::actors::worker_node_options node;
+  std::string join;
+  auto* worker = app.add_subcommand(
+    "worker", "Run a worker node: join the coordinator (`arbiter serve --cluster-port`) and "
+              "serve its CPU rewards until SIGINT/SIGTERM; exits 1 when the coordinator "
+              "cannot be reached or goes away.");
+  worker->add_option("--join", join, "the coordinator's cluster address, HOST:PORT")->required();
+  worker->add_option("--name", node.name, "source name of this node's workers (default node-PID)");
+  worker->add_option("--cpu-workers", node.cpu_workers, "CPU workers (0: one per core)")
+    ->capture_default_str();
+  worker->add_option("--log-level", log_level, "debug, info, warn or error (stderr)");
 
   auto* check = app.add_subcommand(
     "check-config", "Validate a TOML configuration file: prints 'FIELD: REASON' for every "
@@ -54,6 +73,24 @@ int main(int argc, char** argv) {
 
   if (*check) {
     return arbiter::exe::check_config(check_file);
+  }
+  if (*worker) {
+    auto colon = join.rfind(':');
+    int join_port = -1;
+    try {
+      join_port = colon == std::string::npos ? -1 : std::stoi(join.substr(colon + 1));
+    } catch (const std::exception&) {
+    }
+    if (colon == std::string::npos || colon == 0 || join_port <= 0 || join_port > 65535) {
+      std::cerr << "arbiter: --join: expected HOST:PORT, got '" << join << "'\n";
+      return 2;
+    }
+    node.host = join.substr(0, colon);
+    node.port = static_cast<uint16_t>(join_port);
+    return arbiter::actors::run_worker_node(node);
+  }
+  if (cluster_port != -1) {
+    options.cluster_port = cluster_port;
   }
   if (!config_file.empty()) {
     options.config_file = config_file;

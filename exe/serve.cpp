@@ -16,9 +16,11 @@
 #include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
 #include "actors/cpu_worker_actor.hpp"
+#include "actors/cluster.hpp"
 #include "actors/local_model_actor.hpp"
 #include "actors/messages.hpp"
 #include "actors/remote_source_actor.hpp"
@@ -232,6 +234,9 @@ int serve(const serve_options& options) {
   caf::actor_system_config caf_cfg;
   caf_cfg.set("scheduler.max-threads", static_cast<size_t>(or_cores(cfg.scheduler.threads)));
   caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.scheduler.policy));
+  if (options.cluster_port) {
+    actors::configure_cluster(caf_cfg, {});
+  }
 
   // Declared before the io_context and the actor system so they outlive both: bridge actors
   // and pending I/O handlers refer to them until the very end.
@@ -245,6 +250,17 @@ int serve(const serve_options& options) {
   };
   auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing,
                                        fallback);
+  if (options.cluster_port) {
+    auto published = sys.middleman().publish(sched, static_cast<uint16_t>(*options.cluster_port),
+                                             options.cluster_host.c_str(), true);
+    if (!published) {
+      log::error("cannot publish the scheduler on ", options.cluster_host, ":",
+                 *options.cluster_port, ": ", sys.render(published.error()));
+      caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
+      return 1;
+    }
+    log::info("cluster: worker nodes join on ", options.cluster_host, ":", *published);
+  }
   std::vector<caf::actor> workers;
   {
     caf::scoped_actor self{sys};

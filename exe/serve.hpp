@@ -12,6 +12,10 @@ struct serve_options {
   std::optional<std::string> config_file;
   std::optional<std::string> host;
   std::optional<int> port;
+  /// Publish the scheduler for worker nodes (`arbiter worker --join`) on this address and
+  /// port (the cluster, issue 7; no authentication yet, so keep it on a private address).
+  std::string cluster_host = "127.0.0.1";
+  std::optional<int> cluster_port;
 };
 
 /// Runs the server until SIGINT or SIGTERM, then drains. Returns the process exit code: 0
