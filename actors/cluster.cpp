@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <ctime>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -28,8 +30,20 @@ void configure_cluster(caf::actor_system_config& cfg, const cluster_settings& se
   cfg.set("middleman.connection-timeout", caf::timespan{settings.connection_timeout});
 }
 
+namespace {
+
+/// Waits up to `d` for SIGINT or SIGTERM (blocked in every thread); true when one came.
+bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds d) {
+  timespec ts{};
+  ts.tv_sec = static_cast<time_t>(d.count() / 1000);
+  ts.tv_nsec = static_cast<long>((d.count() % 1000) * 1000000);
+  return sigtimedwait(&signals, nullptr, &ts) > 0;
+}
+
+} // namespace
+
 int run_worker_node(const worker_node_options& options) {
-  // SIGINT/SIGTERM are waited for below, on this thread only.
+  // SIGINT/SIGTERM are blocked in every thread (CAF's start after this) and waited for here.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -39,53 +53,82 @@ int run_worker_node(const worker_node_options& options) {
   caf::actor_system_config cfg;
   configure_cluster(cfg, options.settings);
   caf::actor_system sys{cfg};
-  auto coordinator = sys.middleman().remote_actor(options.host, options.port);
-  if (!coordinator) {
-    log::error("cannot join ", options.host, ":", options.port, ": ",
-               sys.render(coordinator.error()));
-    return 1;
-  }
   const std::string name = options.name.empty() ? "node-" + std::to_string(getpid())
                                                 : options.name;
-  auto n = options.cpu_workers != 0 ? options.cpu_workers
-                                    : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<caf::actor> workers;
-  {
-    caf::scoped_actor self{sys};
-    for (uint32_t i = 0; i < n; ++i) {
-      auto worker = spawn_cpu_worker(sys, {});
-      bool added = false;
-      self->request(*coordinator, std::chrono::seconds{10}, add_source_atom::value, name,
-                    std::vector<std::string>{"cpu"}, worker)
-        .receive([&](scheduler::source_id) { added = true; },
-                 [&](caf::error& e) {
-                   log::error("the coordinator refused worker ", i, ": ", sys.render(e));
-                 });
-      if (!added) {
-        return 1;
+  const uint32_t n = options.cpu_workers != 0
+                       ? options.cpu_workers
+                       : std::max(1u, std::thread::hardware_concurrency());
+  const std::chrono::milliseconds first_backoff{250};
+  const std::chrono::milliseconds max_backoff{8000};
+  auto backoff = first_backoff;
+  // Join, serve until the coordinator is lost, and join again (a restarted coordinator), with
+  // a doubling wait between attempts; a signal ends the node at any point.
+  while (true) {
+    auto coordinator = sys.middleman().remote_actor(options.host, options.port);
+    if (!coordinator) {
+      log::warn("cannot join ", options.host, ":", options.port, " (",
+                sys.render(coordinator.error()), "); trying again in ", backoff.count(), " ms");
+      if (wait_for_signal(signals, backoff)) {
+        return 0;
       }
-      workers.push_back(worker);
+      backoff = std::min(backoff * 2, max_backoff);
+      continue;
     }
+    std::vector<caf::actor> workers;
+    bool joined = true;
+    {
+      caf::scoped_actor self{sys};
+      for (uint32_t i = 0; i < n && joined; ++i) {
+        auto worker = spawn_cpu_worker(sys, {});
+        workers.push_back(worker);
+        self->request(*coordinator, std::chrono::seconds{10}, add_source_atom::value, name,
+                      std::vector<std::string>{"cpu"}, worker)
+          .receive([](scheduler::source_id) {},
+                   [&](caf::error& e) {
+                     log::warn("the coordinator did not take worker ", i, ": ",
+                               sys.render(e));
+                     joined = false;
+                   });
+      }
+    }
+    auto lost = std::make_shared<std::atomic<bool>>(!joined);
+    caf::actor watcher;
+    if (joined) {
+      backoff = first_backoff;
+      log::info("node '", name, "' joined ", options.host, ":", options.port, " with ", n,
+                " cpu workers");
+      watcher = sys.spawn(
+        [lost](caf::event_based_actor* self, caf::actor target) -> caf::behavior {
+          self->monitor(target);
+          self->set_down_handler([self, lost](const caf::down_msg& down) {
+            log::warn("lost the coordinator: ", self->system().render(down.reason));
+            *lost = true;
+            self->quit();
+          });
+          // A behavior keeps it alive until the down message (it takes no other message).
+          return {[](caf::ok_atom) {}};
+        },
+        *coordinator);
+    }
+    bool stop = false;
+    while (!*lost && !stop) {
+      stop = wait_for_signal(signals, std::chrono::milliseconds{200});
+    }
+    for (auto& w : workers) {
+      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    }
+    if (watcher) {
+      caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
+    }
+    if (stop) {
+      return 0;
+    }
+    log::info("rejoining in ", backoff.count(), " ms");
+    if (wait_for_signal(signals, backoff)) {
+      return 0;
+    }
+    backoff = std::min(backoff * 2, max_backoff);
   }
-  log::info("node '", name, "' joined ", options.host, ":", options.port, " with ", n,
-            " cpu workers");
-  // Lost coordinator: a down message; a signal: sigwait. Whichever comes first ends the node.
-  auto lost = std::make_shared<std::atomic<bool>>(false);
-  auto watcher = sys.spawn([lost](caf::event_based_actor* self, caf::actor target) {
-    self->monitor(target);
-    self->set_down_handler([self, lost](const caf::down_msg& down) {
-      log::error("lost the coordinator: ", self->system().render(down.reason));
-      *lost = true;
-      kill(getpid(), SIGTERM);
-    });
-  }, *coordinator);
-  int sig = 0;
-  sigwait(&signals, &sig);
-  for (auto& w : workers) {
-    caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
-  }
-  caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
-  return *lost ? 1 : 0;
 }
 
 } // namespace arbiter::actors

@@ -6,8 +6,9 @@
 // like local workers. A node that dies is seen through its workers' down messages (and by
 // heartbeat when it freezes), and what it held is retried on the other sources.
 //
-// Not yet: authentication (the cluster port must stay on a private address), reconnecting
-// after a coordinator restart, model workers and remote-API clients on nodes, /info nodes.
+// A node that loses the coordinator (a restart) joins again with backoff. Not yet:
+// authentication (the cluster port must stay on a private address), model workers and
+// remote-API clients on nodes, /info nodes.
 
 #include <chrono>
 #include <cstdint>
@@ -39,8 +40,9 @@ struct worker_node_options {
   cluster_settings settings;
 };
 
-/// Runs a worker node until SIGINT/SIGTERM or until the coordinator goes away. Returns the
-/// process exit code: 0 on a signal, 1 when the coordinator cannot be reached or is lost.
+/// Runs a worker node until SIGINT/SIGTERM: joins the coordinator, and when it cannot be
+/// reached or is lost (a restart), joins again after a wait that doubles from 250 ms to 8 s.
+/// Returns the process exit code, 0.
 int run_worker_node(const worker_node_options& options);
 
 } // namespace arbiter::actors

@@ -47,8 +47,8 @@ int main(int argc, char** argv) {
   std::string join;
   auto* worker = app.add_subcommand(
     "worker", "Run a worker node: join the coordinator (`arbiter serve --cluster-port`) and "
-              "serve its CPU rewards until SIGINT/SIGTERM; exits 1 when the coordinator "
-              "cannot be reached or goes away.");
+              "serve its CPU rewards until SIGINT/SIGTERM; when the coordinator cannot be "
+              "reached or goes away, join again with backoff (250 ms doubling to 8 s).");
   worker->add_option("--join", join, "the coordinator's cluster address, HOST:PORT")->required();
   worker->add_option("--name", node.name, "source name of this node's workers (default node-PID)");
   worker->add_option("--cpu-workers", node.cpu_workers, "CPU workers (0: one per core)")

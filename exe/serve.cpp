@@ -352,7 +352,7 @@ int serve(const serve_options& options) {
     io_threads.emplace_back([&ioc] { ioc.run(); });
   }
   std::cout << "listening on http://" << cfg.server.host << ":" << server->port() << std::endl;
-  log::info("arbiter ", arbiter::version, ": ", workers.size(), " cpu workers, ", n_io,
+  log::info("arbiter ", arbiter::version, ": ", workers.size(), " worker actors, ", n_io,
             " io threads, ", or_cores(cfg.scheduler.threads), " scheduler threads");
 
   int signo = stop_signal.get_future().get();

@@ -110,3 +110,21 @@ def test_a_node_lost_under_load_loses_no_item(cluster, fault):
     assert status == 200
     assert "node-doomed" not in {r["source"] for r in body["results"]}
     assert time.time() - fault_at < 30
+
+
+def test_a_node_rejoins_a_restarted_coordinator(make_server, cluster):
+    server, node, port = cluster
+    node("node-a")
+    status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
+    assert "node-a" in {r["source"] for r in body["results"]}
+    server.stop()
+    # A new coordinator on the same cluster port: the node joins it again (backoff from 250 ms).
+    again = make_server("[cpu]\nworkers = 1\n", args=("--cluster-port", str(port)))
+    deadline = time.time() + 15
+    seen = set()
+    while time.time() < deadline and "node-a" not in seen:
+        time.sleep(0.3)
+        status, _, body = again.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
+        assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+        seen = {r["source"] for r in body["results"]}
+    assert "node-a" in seen, "the node did not rejoin the restarted coordinator"
