@@ -1,36 +1,191 @@
 #include "actors/cluster.hpp"
 
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <ctime>
+#include <map>
 #include <memory>
-#include <thread>
-#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/all.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/stateful_actor.hpp>
 
-#include "actors/cpu_worker_actor.hpp"
-#include "actors/messages.hpp"
 #include "common/log.hpp"
 
 namespace arbiter::actors {
 
+cluster_settings cluster_settings::from(const config::cluster_config& cfg) {
+  cluster_settings s;
+  s.heartbeat = cfg.heartbeat;
+  s.connection_timeout = cfg.timeout;
+  s.certificate = cfg.certificate;
+  s.key = cfg.key;
+  s.ca = cfg.ca;
+  return s;
+}
+
 void configure_cluster(caf::actor_system_config& cfg, const cluster_settings& settings) {
   cfg.load<caf::io::middleman>();
+  if (settings.tls()) {
+    // CAF's OpenSSL module requires a valid certificate on both ends of every connection
+    // (SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT) as soon as any of these is set.
+    cfg.load<caf::openssl::manager>();
+    cfg.openssl_certificate = settings.certificate;
+    cfg.openssl_key = settings.key;
+    cfg.openssl_cafile = settings.ca;
+  }
   cfg.add_message_type<work_batch>("arbiter::work_batch");
   cfg.add_message_type<work_result>("arbiter::work_result");
+  cfg.add_message_type<scheduler::source_spec>("arbiter::source_spec");
+  cfg.add_message_type<node_hello>("arbiter::node_hello");
   cfg.set("middleman.heartbeat-interval", caf::timespan{settings.heartbeat});
   cfg.set("middleman.connection-timeout", caf::timespan{settings.connection_timeout});
 }
 
+caf::expected<uint16_t> publish_cluster(caf::actor_system& sys, const caf::actor& whom,
+                                        const std::string& host, uint16_t port,
+                                        const cluster_settings& settings) {
+  if (settings.tls()) {
+    return caf::openssl::publish(whom, port, host.c_str(), true);
+  }
+  return sys.middleman().publish(whom, port, host.c_str(), true);
+}
+
+caf::expected<caf::actor> join_cluster(caf::actor_system& sys, const std::string& host,
+                                       uint16_t port, const cluster_settings& settings) {
+  if (settings.tls()) {
+    return caf::openssl::remote_actor(sys, host, port);
+  }
+  return sys.middleman().remote_actor(host, port);
+}
+
 namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+int64_t ms_since(clock_type::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t).count();
+}
+
+struct node_entry {
+  node_hello hello;
+  caf::actor_addr actor;
+  bool up = true;
+  std::string reason;
+  clock_type::time_point joined;
+  clock_type::time_point last_seen;
+  std::vector<std::string> sources;
+};
+
+struct gateway_state {
+  caf::actor scheduler;
+  /// By node name; lost nodes stay until their name joins again.
+  std::map<std::string, node_entry> nodes;
+  static inline const char* name = "arbiter.cluster_gateway";
+};
+
+/// Lost nodes kept for /info at most; the oldest lost one goes first.
+constexpr size_t max_lost_nodes = 256;
+
+void forget_oldest_lost(gateway_state& s) {
+  size_t lost = 0;
+  auto oldest = s.nodes.end();
+  for (auto it = s.nodes.begin(); it != s.nodes.end(); ++it) {
+    if (!it->second.up) {
+      ++lost;
+      if (oldest == s.nodes.end() || it->second.last_seen < oldest->second.last_seen) {
+        oldest = it;
+      }
+    }
+  }
+  if (lost > max_lost_nodes) {
+    s.nodes.erase(oldest);
+  }
+}
+
+caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler) {
+  self->state.scheduler = std::move(scheduler);
+  self->set_down_handler([self](const caf::down_msg& down) {
+    for (auto& [name, node] : self->state.nodes) {
+      if (node.up && node.actor == down.source) {
+        node.up = false;
+        node.reason = self->system().render(down.reason);
+        log::warn("cluster: lost node '", name, "' (", node.hello.host, " pid ",
+                  node.hello.pid, "): ", node.reason, "; its work is retried elsewhere");
+      }
+    }
+    forget_oldest_lost(self->state);
+  });
+  return {
+    [self](node_join_atom, node_hello& hello, caf::actor node) -> caf::result<caf::ok_atom> {
+      auto& nodes = self->state.nodes;
+      if (hello.name.empty() || hello.name.find('/') != std::string::npos) {
+        return caf::make_error(caf::sec::invalid_argument,
+                               "node name must be non-empty and without '/'");
+      }
+      auto it = nodes.find(hello.name);
+      if (it != nodes.end() && it->second.up && it->second.actor != node.address()) {
+        return caf::make_error(caf::sec::invalid_argument,
+                               "a node named '" + hello.name + "' is already joined");
+      }
+      node_entry entry;
+      entry.hello = std::move(hello);
+      entry.actor = node.address();
+      entry.joined = entry.last_seen = clock_type::now();
+      self->monitor(node);
+      log::info("cluster: node '", entry.hello.name, "' joined (", entry.hello.host, " pid ",
+                entry.hello.pid, ", arbiter ", entry.hello.version, ")");
+      auto name = entry.hello.name;
+      nodes[name] = std::move(entry);
+      return caf::ok_atom::value;
+    },
+    [self](add_source_atom, const std::string& node, scheduler::source_spec& spec,
+           caf::actor worker) -> caf::result<scheduler::source_id> {
+      auto it = self->state.nodes.find(node);
+      if (it == self->state.nodes.end() || !it->second.up) {
+        return caf::make_error(caf::sec::invalid_argument,
+                               "node '" + node + "' has not joined");
+      }
+      spec.name = node + "/" + spec.name;
+      it->second.sources.push_back(spec.name);
+      auto rp = self->make_response_promise<scheduler::source_id>();
+      self->request(self->state.scheduler, std::chrono::seconds{10}, add_source_atom::value,
+                    std::move(spec), std::move(worker))
+        .then([rp](scheduler::source_id id) mutable { rp.deliver(id); },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
+    [self](node_beat_atom, const std::string& node) {
+      auto it = self->state.nodes.find(node);
+      if (it != self->state.nodes.end() && it->second.up) {
+        it->second.last_seen = clock_type::now();
+      }
+    },
+    [self](info_atom) {
+      std::vector<node_info> out;
+      for (const auto& [name, node] : self->state.nodes) {
+        node_info info;
+        info.name = name;
+        info.host = node.hello.host;
+        info.pid = node.hello.pid;
+        info.version = node.hello.version;
+        info.state = node.up ? "up" : "lost";
+        info.reason = node.reason;
+        info.joined_ms_ago = ms_since(node.joined);
+        info.last_seen_ms_ago = ms_since(node.last_seen);
+        info.sources = node.sources;
+        out.push_back(std::move(info));
+      }
+      return out;
+    },
+  };
+}
 
 /// Waits up to `d` for SIGINT or SIGTERM (blocked in every thread); true when one came.
 bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds d) {
@@ -40,90 +195,100 @@ bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds d) {
   return sigtimedwait(&signals, nullptr, &ts) > 0;
 }
 
+/// The node's side of one membership: watches the gateway and sends it a heartbeat message
+/// every `every`; sets `lost` when the gateway goes.
+caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::string name,
+                         std::chrono::milliseconds every,
+                         std::shared_ptr<std::atomic<bool>> lost) {
+  self->monitor(gateway);
+  self->set_down_handler([self, lost](const caf::down_msg& down) {
+    log::warn("lost the coordinator: ", self->system().render(down.reason));
+    *lost = true;
+    self->quit();
+  });
+  self->delayed_send(self, every, tick_atom::value);
+  return {
+    [self, gateway, name, every](tick_atom) {
+      self->send(gateway, node_beat_atom::value, name);
+      self->delayed_send(self, every, tick_atom::value);
+    },
+  };
+}
+
 } // namespace
 
-int run_worker_node(const worker_node_options& options) {
-  // SIGINT/SIGTERM are blocked in every thread (CAF's start after this) and waited for here.
+caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler) {
+  return sys.spawn(gateway, std::move(scheduler));
+}
+
+int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
+                    const node_hello& hello, const std::vector<spawned_source>& sources,
+                    const cluster_settings& settings) {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  caf::actor_system_config cfg;
-  configure_cluster(cfg, options.settings);
-  caf::actor_system sys{cfg};
-  const std::string name = options.name.empty() ? "node-" + std::to_string(getpid())
-                                                : options.name;
-  const uint32_t n = options.cpu_workers != 0
-                       ? options.cpu_workers
-                       : std::max(1u, std::thread::hardware_concurrency());
   const std::chrono::milliseconds first_backoff{250};
   const std::chrono::milliseconds max_backoff{8000};
   auto backoff = first_backoff;
+  const std::string where = host + ":" + std::to_string(port);
   // Join, serve until the coordinator is lost, and join again (a restarted coordinator), with
   // a doubling wait between attempts; a signal ends the node at any point.
   while (true) {
-    auto coordinator = sys.middleman().remote_actor(options.host, options.port);
-    if (!coordinator) {
-      log::warn("cannot join ", options.host, ":", options.port, " (",
-                sys.render(coordinator.error()), "); trying again in ", backoff.count(), " ms");
-      if (wait_for_signal(signals, backoff)) {
-        return 0;
-      }
-      backoff = std::min(backoff * 2, max_backoff);
-      continue;
+    auto gateway = join_cluster(sys, host, port, settings);
+    bool joined = static_cast<bool>(gateway);
+    if (!joined) {
+      const bool handshake = gateway.error() == caf::sec::disconnect_during_handshake;
+      log::warn("cannot join ", where, settings.tls() ? " (TLS)" : "", ": ",
+                sys.render(gateway.error()),
+                handshake ? " (closed during the handshake: a certificate the other end's CA "
+                            "did not sign, or TLS configured on one end only)"
+                          : "",
+                "; trying again in ", backoff.count(), " ms");
     }
-    std::vector<caf::actor> workers;
-    bool joined = true;
-    {
+    auto lost = std::make_shared<std::atomic<bool>>(false);
+    caf::actor watch;
+    if (joined) {
+      watch = sys.spawn(node_watch, *gateway, hello.name, settings.heartbeat, lost);
       caf::scoped_actor self{sys};
-      for (uint32_t i = 0; i < n && joined; ++i) {
-        auto worker = spawn_cpu_worker(sys, {});
-        workers.push_back(worker);
-        self->request(*coordinator, std::chrono::seconds{10}, add_source_atom::value, name,
-                      std::vector<std::string>{"cpu"}, worker)
+      const auto timeout = std::chrono::seconds{10};
+      self->request(*gateway, timeout, node_join_atom::value, hello, watch)
+        .receive([](caf::ok_atom) {},
+                 [&](caf::error& e) {
+                   log::warn("the coordinator at ", where, " refused the node: ",
+                             sys.render(e));
+                   joined = false;
+                 });
+      for (size_t i = 0; i < sources.size() && joined; ++i) {
+        self->request(*gateway, timeout, add_source_atom::value, hello.name, sources[i].spec,
+                      sources[i].worker)
           .receive([](scheduler::source_id) {},
                    [&](caf::error& e) {
-                     log::warn("the coordinator did not take worker ", i, ": ",
-                               sys.render(e));
+                     log::warn("the coordinator did not take source '", sources[i].spec.name,
+                               "': ", sys.render(e));
                      joined = false;
                    });
       }
     }
-    auto lost = std::make_shared<std::atomic<bool>>(!joined);
-    caf::actor watcher;
     if (joined) {
       backoff = first_backoff;
-      log::info("node '", name, "' joined ", options.host, ":", options.port, " with ", n,
-                " cpu workers");
-      watcher = sys.spawn(
-        [lost](caf::event_based_actor* self, caf::actor target) -> caf::behavior {
-          self->monitor(target);
-          self->set_down_handler([self, lost](const caf::down_msg& down) {
-            log::warn("lost the coordinator: ", self->system().render(down.reason));
-            *lost = true;
-            self->quit();
-          });
-          // A behavior keeps it alive until the down message (it takes no other message).
-          return {[](caf::ok_atom) {}};
-        },
-        *coordinator);
+      log::info("node '", hello.name, "' joined ", where, settings.tls() ? " over TLS" : "",
+                " with ", sources.size(), " sources");
+      bool stop = false;
+      while (!*lost && !stop) {
+        stop = wait_for_signal(signals, std::chrono::milliseconds{200});
+      }
+      if (stop) {
+        caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
+        return 0;
+      }
     }
-    bool stop = false;
-    while (!*lost && !stop) {
-      stop = wait_for_signal(signals, std::chrono::milliseconds{200});
+    if (watch) {
+      caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
     }
-    for (auto& w : workers) {
-      caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
+    if (joined) {
+      log::info("rejoining in ", backoff.count(), " ms");
     }
-    if (watcher) {
-      caf::anon_send_exit(watcher, caf::exit_reason::user_shutdown);
-    }
-    if (stop) {
-      return 0;
-    }
-    log::info("rejoining in ", backoff.count(), " ms");
     if (wait_for_signal(signals, backoff)) {
       return 0;
     }

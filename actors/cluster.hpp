@@ -1,20 +1,31 @@
 #pragma once
 
-// The cluster (issue 7), first slice: the coordinator (`arbiter serve --cluster-port P`)
-// publishes its scheduler through CAF's middleman; a worker node (`arbiter worker --join
-// HOST:PORT`) spawns CPU workers and registers them with it, and the scheduler routes to them
-// like local workers. A node that dies is seen through its workers' down messages (and by
-// heartbeat when it freezes), and what it held is retried on the other sources.
+// The cluster (docs/deployment.md): the coordinator (`arbiter serve` with `[cluster]` enabled)
+// publishes a gateway actor through CAF's middleman; a worker node (`arbiter worker --join
+// HOST:PORT`) introduces itself to the gateway and registers its workers (CPU workers, local
+// model workers, remote-API clients), which the scheduler then routes to like local sources.
 //
-// A node that loses the coordinator (a restart) joins again with backoff. Not yet:
-// authentication (the cluster port must stay on a private address), model workers and
-// remote-API clients on nodes, /info nodes.
+// - A node that dies is seen through its workers' down messages, and one that freezes by the
+//   middleman's heartbeat and connection timeout; what it held is retried on the other sources
+//   (scheduler_core::remove_source).
+// - A node that loses the coordinator (a restart) joins again with backoff.
+// - With certificates set, every connection is mutual TLS through CAF's OpenSSL module: both
+//   ends present a certificate signed by the cluster's CA, or the handshake fails. Without
+//   them the cluster port may only bind a loopback address (config validation).
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/expected.hpp>
 #include <caf/fwd.hpp>
+#include <caf/meta/type_name.hpp>
+
+#include "actors/messages.hpp"
+#include "config/config.hpp"
 
 namespace arbiter::actors {
 
@@ -23,26 +34,92 @@ struct cluster_settings {
   /// How often peers send a heartbeat, and how long a silent connection lives.
   std::chrono::milliseconds heartbeat{1000};
   std::chrono::milliseconds connection_timeout{3000};
+  /// Mutual TLS: this process's certificate chain, its key and the cluster CA (PEM files).
+  /// All empty: plain TCP.
+  std::string certificate;
+  std::string key;
+  std::string ca;
+
+  bool tls() const { return !certificate.empty(); }
+
+  static cluster_settings from(const config::cluster_config& cfg);
 };
 
-/// Loads the middleman into `cfg`, registers the work messages (actors/wire.hpp) and turns on
-/// heartbeats and connection timeouts (both off by default in CAF 0.17).
+/// Loads the middleman (and, with certificates, CAF's OpenSSL module) into `cfg`, registers
+/// the messages that cross nodes (actors/wire.hpp) and turns on heartbeats and connection
+/// timeouts (both off by default in CAF 0.17).
 void configure_cluster(caf::actor_system_config& cfg, const cluster_settings& settings);
 
-/// What `arbiter worker` was asked for.
-struct worker_node_options {
-  std::string host;
-  uint16_t port = 0;
-  /// The source name the node's workers get (default: "node-" + the process id).
+/// Publishes `whom` on host:port, over TLS when the settings have certificates. Returns the
+/// bound port.
+caf::expected<uint16_t> publish_cluster(caf::actor_system& sys, const caf::actor& whom,
+                                        const std::string& host, uint16_t port,
+                                        const cluster_settings& settings);
+
+/// Connects to the actor published at host:port, over TLS when the settings have
+/// certificates.
+caf::expected<caf::actor> join_cluster(caf::actor_system& sys, const std::string& host,
+                                       uint16_t port, const cluster_settings& settings);
+
+/// What a worker node tells the coordinator about itself when it joins.
+struct node_hello {
+  /// Unique among the nodes that are up; its sources are named "NAME/SOURCE".
   std::string name;
-  /// CPU workers to run (0: one per core).
-  uint32_t cpu_workers = 0;
-  cluster_settings settings;
+  /// The node's host name and process id, for people reading /info.
+  std::string host;
+  uint32_t pid = 0;
+  std::string version;
 };
 
-/// Runs a worker node until SIGINT/SIGTERM: joins the coordinator, and when it cannot be
-/// reached or is lost (a restart), joins again after a wait that doubles from 250 ms to 8 s.
-/// Returns the process exit code, 0.
-int run_worker_node(const worker_node_options& options);
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
+  return f(caf::meta::type_name("node_hello"), x.name, x.host, x.pid, x.version);
+}
+
+/// One node as the coordinator's `/info` shows it.
+struct node_info {
+  std::string name;
+  std::string host;
+  uint32_t pid = 0;
+  std::string version;
+  /// "up", or "lost" (its connection closed or timed out; shown until the name joins again).
+  std::string state;
+  /// Why it was lost, e.g. "remote link unreachable".
+  std::string reason;
+  /// Milliseconds since it joined, and since its last heartbeat message.
+  int64_t joined_ms_ago = 0;
+  int64_t last_seen_ms_ago = 0;
+  /// Its sources as the scheduler names them ("NAME/cpu", "NAME/MODEL", ...).
+  std::vector<std::string> sources;
+};
+
+/// The coordinator's gateway, the actor worker nodes connect to. It takes
+///   (node_join_atom, node_hello, node actor)                -> ok, or an error (name taken)
+///   (add_source_atom, node name, source_spec, worker actor) -> the source id
+///   (node_beat_atom, node name)                             -> no answer; updates last seen
+///   (info_atom)                                             -> std::vector<node_info>
+/// and passes sources on to the scheduler under the name "NODE/SOURCE". It watches each
+/// node's actor: when that goes (the connection is lost) the node shows as lost; the
+/// scheduler watches the workers themselves.
+caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler);
+
+/// A worker actor and the spec it is registered under (serve registers its own, a node passes
+/// its to the gateway).
+struct spawned_source {
+  /// The spec as built where it was spawned (named as in the config: "cpu", the model or
+  /// source name; the gateway prefixes a node's with "NODE/").
+  scheduler::source_spec spec;
+  caf::actor worker;
+};
+
+/// Runs a worker node until SIGINT/SIGTERM: joins the coordinator at host:port, registers
+/// `sources`, and sends a heartbeat message every `settings.heartbeat`. When the coordinator
+/// cannot be reached or is lost (a restart) it joins again after a wait that doubles from
+/// 250 ms to 8 s. The workers stay up across rejoins. Returns the process exit code, 0.
+int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
+                    const node_hello& hello, const std::vector<spawned_source>& sources,
+                    const cluster_settings& settings);
 
 } // namespace arbiter::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<arbiter::actors::node_info>)

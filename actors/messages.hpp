@@ -35,6 +35,10 @@ using add_source_atom = caf::atom_constant<caf::atom("addsource")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 /// I/O thread -> remote source: an HTTP exchange finished.
 using http_done_atom = caf::atom_constant<caf::atom("httpdone")>;
+/// worker node -> cluster gateway: join (actors/cluster.hpp).
+using node_join_atom = caf::atom_constant<caf::atom("nodejoin")>;
+/// worker node -> cluster gateway: still here (every heartbeat interval).
+using node_beat_atom = caf::atom_constant<caf::atom("nodebeat")>;
 
 /// A request as the ingress hands it to the scheduler.
 struct score_request {
@@ -98,7 +102,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::reply_callback)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::scheduler::source_spec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<arbiter::actors::score_submission>)
 
 #include "actors/wire.hpp" // after the types it describes

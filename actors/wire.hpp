@@ -285,6 +285,45 @@ typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   }
 }
 
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, adaptive_concurrency_config& x) {
+  wire::duration_ref target_latency{x.target_latency};
+  return f(caf::meta::type_name("adaptive_concurrency_config"), x.initial_limit, x.min_limit,
+           x.max_limit, x.backoff_ratio, target_latency, x.growth_tolerance,
+           x.blowup_tolerance, x.growth_window);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, rate_limit_config& x) {
+  wire::duration_ref burst{x.burst};
+  wire::duration_ref max_retry_after{x.max_retry_after};
+  wire::duration_ref backoff_base{x.backoff_base};
+  wire::duration_ref backoff_cap{x.backoff_cap};
+  return f(caf::meta::type_name("rate_limit_config"), x.requests_per_minute,
+           x.tokens_per_minute, burst, max_retry_after, backoff_base, backoff_cap);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, circuit_breaker_config& x) {
+  wire::duration_ref window{x.window};
+  wire::duration_ref base_ejection{x.base_ejection};
+  wire::duration_ref max_ejection{x.max_ejection};
+  return f(caf::meta::type_name("circuit_breaker_config"), x.consecutive_failures,
+           x.failure_ratio, x.minimum_volume, window, x.window_buckets, base_ejection,
+           x.ejection_multiplier, max_ejection, x.half_open_probes);
+}
+
+/// A source a worker node registers (its spec is built on the node, from the node's config).
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, source_spec& x) {
+  wire::duration_ref batch_wait{x.batch_wait};
+  wire::optional_ref<rate_limit_config> rate_limit{x.rate_limit};
+  wire::optional_ref<circuit_breaker_config> breaker{x.breaker};
+  return f(caf::meta::type_name("source_spec"), x.name, x.capabilities, x.max_batch_items,
+           batch_wait, x.max_inflight, x.adaptive, x.concurrency, rate_limit, breaker,
+           x.completion_tokens, x.remote);
+}
+
 } // namespace arbiter::scheduler
 
 namespace arbiter::actors {

@@ -1,8 +1,8 @@
 # Finds the C++ Actor Framework (CAF) 0.17, which Debian's libcaf-dev ships without a CMake
 # package config or pkg-config file.
 #
-# Defines CAF_FOUND, CAF_VERSION and the imported targets CAF::core, CAF::io and (when the
-# library is present) CAF::openssl.
+# Defines CAF_FOUND, CAF_VERSION and the imported targets CAF::core, CAF::io and CAF::openssl
+# (the cluster's mutual TLS).
 find_path(CAF_INCLUDE_DIR NAMES caf/all.hpp)
 find_library(CAF_CORE_LIBRARY NAMES caf_core)
 find_library(CAF_IO_LIBRARY NAMES caf_io)
@@ -20,7 +20,7 @@ endif()
 
 include(FindPackageHandleStandardArgs)
 find_package_handle_standard_args(CAF
-  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY
+  REQUIRED_VARS CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY
   VERSION_VAR CAF_VERSION)
 
 if(CAF_FOUND AND NOT TARGET CAF::core)
@@ -34,11 +34,9 @@ if(CAF_FOUND AND NOT TARGET CAF::core)
   set_target_properties(CAF::io PROPERTIES
     IMPORTED_LOCATION "${CAF_IO_LIBRARY}"
     INTERFACE_LINK_LIBRARIES CAF::core)
-  if(CAF_OPENSSL_LIBRARY)
-    add_library(CAF::openssl SHARED IMPORTED)
-    set_target_properties(CAF::openssl PROPERTIES
-      IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
-      INTERFACE_LINK_LIBRARIES CAF::io)
-  endif()
+  add_library(CAF::openssl SHARED IMPORTED)
+  set_target_properties(CAF::openssl PROPERTIES
+    IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+    INTERFACE_LINK_LIBRARIES CAF::io)
 endif()
 mark_as_advanced(CAF_INCLUDE_DIR CAF_CORE_LIBRARY CAF_IO_LIBRARY CAF_OPENSSL_LIBRARY)

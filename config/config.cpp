@@ -1,6 +1,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -228,6 +229,47 @@ const std::vector<field_descriptor>& scalar_fields() {
           },
           [](arbiter_config& c, std::string v) { c.protocols.slime_reward_key = std::move(v); },
           "When set, /remote_rm answers an object with the score under this key"),
+      // [cluster]
+      bool_field(
+          "cluster.enabled",
+          [](const arbiter_config& c) { return c.cluster.enabled ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.cluster.enabled = v != 0.0; },
+          "Publish the scheduler for worker nodes (arbiter worker --join)"),
+      str_field(
+          "cluster.host", 1,
+          [](const arbiter_config& c) -> const std::string& { return c.cluster.host; },
+          [](arbiter_config& c, std::string v) { c.cluster.host = std::move(v); },
+          "Address the cluster port binds; loopback unless certificates are set"),
+      int_field(
+          "cluster.port", 0, std::numeric_limits<uint16_t>::max(),
+          [](const arbiter_config& c) -> int64_t { return c.cluster.port; },
+          [](arbiter_config& c, int64_t v) { c.cluster.port = static_cast<uint16_t>(v); },
+          "Port worker nodes join on; 0 picks a free one"),
+      int_field(
+          "cluster.heartbeat_ms", 10, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.cluster.heartbeat.count(); },
+          [](arbiter_config& c, int64_t v) { c.cluster.heartbeat = ms{v}; },
+          "How often cluster peers send a heartbeat"),
+      int_field(
+          "cluster.timeout_ms", 10, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.cluster.timeout.count(); },
+          [](arbiter_config& c, int64_t v) { c.cluster.timeout = ms{v}; },
+          "A peer silent this long is given up (its work is retried elsewhere)"),
+      str_field(
+          "cluster.certificate", 0,
+          [](const arbiter_config& c) -> const std::string& { return c.cluster.certificate; },
+          [](arbiter_config& c, std::string v) { c.cluster.certificate = std::move(v); },
+          "PEM certificate chain of this process (mutual TLS)"),
+      str_field(
+          "cluster.key", 0,
+          [](const arbiter_config& c) -> const std::string& { return c.cluster.key; },
+          [](arbiter_config& c, std::string v) { c.cluster.key = std::move(v); },
+          "PEM private key of the certificate"),
+      str_field(
+          "cluster.ca", 0,
+          [](const arbiter_config& c) -> const std::string& { return c.cluster.ca; },
+          [](arbiter_config& c, std::string v) { c.cluster.ca = std::move(v); },
+          "PEM CA certificate that signs every cluster member"),
       // [routing]
       int_field(
           "routing.max_attempts", 1, 100,
@@ -893,7 +935,7 @@ void load_root(const toml::table& root, arbiter_config& cfg, problem_list& probl
   for (const auto& [key, value] : root) {
     const std::string_view name = key.str();
     if (name == "server" || name == "scheduler" || name == "cpu" || name == "routing"
-        || name == "protocols") {
+        || name == "protocols" || name == "cluster") {
       load_section(name, value, cfg, problems);
     } else if (name == "rewards") {
       load_rewards(value, cfg, problems);
@@ -937,6 +979,14 @@ void validate_after_load(const arbiter_config& cfg, size_t first_load_problem,
     }
   }
 }
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+namespace {
 
 bool is_class_name_char(char ch) {
   return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
@@ -1210,6 +1260,31 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                         "must not exceed scheduler.max_deadline_ms (" +
                             std::to_string(sched.default_deadline.count()) + " > " +
                             std::to_string(sched.max_deadline.count()) + ")"});
+  }
+
+  // The cluster.
+  const auto& cl = cfg.cluster;
+  if (cl.timeout <= cl.heartbeat) {
+    problems.push_back({"cluster.timeout_ms", "must exceed cluster.heartbeat_ms (" +
+                                                std::to_string(cl.timeout.count()) + " <= " +
+                                                std::to_string(cl.heartbeat.count()) + ")"});
+  }
+  const bool any_tls = !cl.certificate.empty() || !cl.key.empty() || !cl.ca.empty();
+  for (const auto& [field, path] : {std::pair{"cluster.certificate", &cl.certificate},
+                                    std::pair{"cluster.key", &cl.key},
+                                    std::pair{"cluster.ca", &cl.ca}}) {
+    if (any_tls && path->empty()) {
+      problems.push_back({field, "required with the other TLS settings (certificate, key and "
+                                 "ca go together)"});
+    } else if (!path->empty() && !std::ifstream{*path}.good()) {
+      problems.push_back({field, "cannot read " + quoted(*path)});
+    }
+  }
+  if (cl.enabled && !any_tls && !is_loopback_host(cl.host)) {
+    problems.push_back({"cluster.certificate",
+                        "required when cluster.host is not a loopback address (got " +
+                            quoted(cl.host) +
+                            "): without certificates anyone who reaches the port could join"});
   }
 
   // Priority classes.

@@ -232,6 +232,27 @@ struct protocols_config {
 };
 
 /// The whole configuration. Every field has a default, so an empty file is valid.
+/// The cluster (docs/deployment.md): the coordinator (`arbiter serve`) publishes its scheduler
+/// on `host:port` when `enabled`; worker nodes (`arbiter worker --join`) read the heartbeat,
+/// timeout and certificate settings from the same section.
+struct cluster_config {
+  /// Publish the scheduler for worker nodes (`--cluster-port` turns it on too).
+  bool enabled = false;
+  /// Address the cluster port binds. Without certificates it must be a loopback address.
+  std::string host = "127.0.0.1";
+  /// Port worker nodes join on; 0 picks a free one (logged).
+  uint16_t port = 7710;
+  /// How often peers send a heartbeat, and how long a silent connection lives: a node that
+  /// stops answering is given up after about `timeout`.
+  std::chrono::milliseconds heartbeat{1000};
+  std::chrono::milliseconds timeout{3000};
+  /// Mutual TLS (CAF's OpenSSL module): this process's certificate chain and private key (PEM),
+  /// and the CA that signs every member's certificate. All three or none.
+  std::string certificate;
+  std::string key;
+  std::string ca;
+};
+
 struct arbiter_config {
   server_config server;
   scheduler_config scheduler;
@@ -243,6 +264,7 @@ struct arbiter_config {
   std::vector<model_config> models;
   cpu_config cpu;
   protocols_config protocols;
+  cluster_config cluster;
   /// Configured rewards, by name. The built-in kinds are always available under their own
   /// names (`lexical`, `embedding`, ...); entries here add names or override those.
   std::map<std::string, reward_config> rewards;
@@ -268,6 +290,9 @@ const std::vector<std::string>& builtin_reward_kinds();
 
 /// The configuration `arbiter serve` runs with when given no file.
 arbiter_config embedded_default();
+
+/// Whether `host` names this machine's loopback interface ("localhost", "127.x.y.z", "::1").
+bool is_loopback_host(const std::string& host);
 
 /// Reads a TOML file over the embedded default. On success `problems` is empty. Every problem
 /// found (parse errors with line and column, unknown fields, wrong types, out-of-range values,

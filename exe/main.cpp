@@ -4,7 +4,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include "actors/cluster.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 #include "exe/serve.hpp"
@@ -38,21 +37,30 @@ int main(int argc, char** argv) {
   serve->add_option("--log-level", log_level, "debug, info, warn or error (stderr)");
   int cluster_port = -1;
   serve->add_option("--cluster-port", cluster_port,
-                    "publish the scheduler for worker nodes on this port (0 picks one)");
-  serve->add_option("--cluster-host", options.cluster_host,
-                    "address the cluster port binds (keep it private: no authentication yet)")
-    ->capture_default_str();
+                    "turn the cluster on: worker nodes join on this port, 0 picks one "
+                    "(overrides cluster.port)");
+  std::string cluster_host;
+  serve->add_option("--cluster-host", cluster_host,
+                    "address the cluster port binds (overrides cluster.host; a non-loopback "
+                    "address needs cluster.certificate, key and ca)");
 
-  arbiter::actors::worker_node_options node;
+  arbiter::exe::worker_options node;
   std::string join;
+  std::string node_config;
+  int cpu_workers = -1;
   auto* worker = app.add_subcommand(
-    "worker", "Run a worker node: join the coordinator (`arbiter serve --cluster-port`) and "
-              "serve its CPU rewards until SIGINT/SIGTERM; when the coordinator cannot be "
-              "reached or goes away, join again with backoff (250 ms doubling to 8 s).");
+    "worker", "Run a worker node: join the coordinator (`arbiter serve` with the cluster on) "
+              "and serve with the workers its configuration asks for ([cpu], [[models]], "
+              "[[sources]]) until SIGINT/SIGTERM; when the coordinator cannot be reached or "
+              "goes away, join again with backoff (250 ms doubling to 8 s). Certificates and "
+              "heartbeat come from [cluster]. See docs/deployment.md.");
   worker->add_option("--join", join, "the coordinator's cluster address, HOST:PORT")->required();
-  worker->add_option("--name", node.name, "source name of this node's workers (default node-PID)");
-  worker->add_option("--cpu-workers", node.cpu_workers, "CPU workers (0: one per core)")
-    ->capture_default_str();
+  worker->add_option("--config", node_config, "TOML configuration file")
+    ->check(CLI::ExistingFile);
+  worker->add_option("--name", node.name,
+                     "node name, prefix of its source names (default HOSTNAME-PID)");
+  worker->add_option("--cpu-workers", cpu_workers,
+                     "CPU workers, 0 for one per core (overrides cpu.workers)");
   worker->add_option("--log-level", log_level, "debug, info, warn or error (stderr)");
 
   auto* check = app.add_subcommand(
@@ -87,10 +95,23 @@ int main(int argc, char** argv) {
     }
     node.host = join.substr(0, colon);
     node.port = static_cast<uint16_t>(join_port);
-    return arbiter::actors::run_worker_node(node);
+    if (node.name.find('/') != std::string::npos) {
+      std::cerr << "arbiter: --name: must not contain '/', got '" << node.name << "'\n";
+      return 2;
+    }
+    if (cpu_workers >= 0) {
+      node.cpu_workers = static_cast<uint32_t>(cpu_workers);
+    }
+    if (!node_config.empty()) {
+      node.config_file = node_config;
+    }
+    return arbiter::exe::worker(node);
   }
   if (cluster_port != -1) {
     options.cluster_port = cluster_port;
+  }
+  if (!cluster_host.empty()) {
+    options.cluster_host = cluster_host;
   }
   if (!config_file.empty()) {
     options.config_file = config_file;

@@ -23,6 +23,7 @@
 #include "actors/cluster.hpp"
 #include "actors/local_model_actor.hpp"
 #include "actors/messages.hpp"
+#include "exe/startup.hpp"
 #include "actors/remote_source_actor.hpp"
 #include "actors/reward_graph_actor.hpp"
 #include "actors/scheduler_actor.hpp"
@@ -43,68 +44,6 @@
 namespace arbiter::exe {
 
 namespace {
-
-std::optional<std::string> getenv_string(const std::string& name) {
-  if (const char* v = std::getenv(name.c_str())) {
-    return std::string{v};
-  }
-  return std::nullopt;
-}
-
-uint32_t or_cores(uint32_t n) {
-  if (n > 0) {
-    return n;
-  }
-  auto cores = std::thread::hardware_concurrency();
-  return cores == 0 ? 2 : cores;
-}
-
-/// Checks each configured reward's options as the ingress checks an item's extra_info.
-void check_reward_options(const config::arbiter_config& cfg,
-                          std::vector<config::config_problem>& problems) {
-  for (const auto& [name, reward] : cfg.rewards) {
-    if (reward.options.empty()) {
-      continue;
-    }
-    auto options = backends::merged_options(reward.options, "");
-    if (auto problem = backends::check_options(reward.kind, options)) {
-      problems.push_back({"rewards." + name + ".options." + problem->key, problem->reason});
-    }
-  }
-}
-
-/// Loads the file (or the embedded default), then the environment, then the flags.
-bool load_configuration(const serve_options& options, config::arbiter_config& cfg) {
-  std::vector<config::config_problem> problems;
-  auto file = options.config_file ? options.config_file : getenv_string("ARBITER_CONFIG");
-  cfg = file ? config::load_file(*file, problems) : config::embedded_default();
-  if (problems.empty()) {
-    config::apply_environment(cfg, getenv_string, problems);
-  }
-  if (options.host) {
-    cfg.server.host = *options.host;
-  }
-  if (options.port) {
-    if (*options.port < 0 || *options.port > 65535) {
-      problems.push_back({"--port", "must be between 0 and 65535 (got "
-                                      + std::to_string(*options.port) + ")"});
-    } else {
-      cfg.server.port = static_cast<uint16_t>(*options.port);
-    }
-  }
-  if (problems.empty()) {
-    config::validate(cfg, problems);
-    check_reward_options(cfg, problems);
-  }
-  if (!problems.empty()) {
-    std::cerr << "arbiter: invalid configuration"
-              << (file ? " in " + *file : std::string{" (embedded default + environment)"})
-              << ":\n"
-              << config::describe(problems);
-    return false;
-  }
-  return true;
-}
 
 /// With no `[[models]]` and no source serving embed, adds the built-in default embedder:
 /// all-MiniLM-L6-v2 from the folder found at build time (the PyPI package
@@ -129,75 +68,6 @@ void add_default_embedder(config::arbiter_config& cfg) {
   cfg.models.push_back(m);
 }
 
-/// Loads every `[[models]]` entry on its devices and adds one worker per device to the
-/// scheduler. Returns false, having logged which model and why, when one cannot be loaded.
-bool start_local_models(caf::actor_system& sys, caf::actor sched,
-                        const config::arbiter_config& cfg, actors::local_model_metrics& metrics,
-                        std::vector<net::local_model_info>& loaded,
-                        std::vector<caf::actor>& workers) {
-  caf::scoped_actor self{sys};
-  for (const auto& m : cfg.models) {
-    auto devices = actors::model_devices(m);
-    if (devices.empty()) {
-      log::error("model '", m.name, "': device \"cuda\" but no GPU is visible");
-      return false;
-    }
-    for (const auto& device : devices) {
-      caf::actor worker;
-      net::local_model_info shown;
-      auto describe = [&](const auto& info) {
-        shown.device = info.device;
-        shown.architecture = info.architecture;
-        shown.dtype = info.dtype;
-        shown.max_tokens = info.max_tokens;
-        shown.weight_bytes = info.weight_bytes;
-        log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x",
-                  info.hidden, " on ", info.device, " (", info.dtype, ", ",
-                  info.weight_bytes >> 20, " MiB)");
-      };
-      try {
-        backends::models::model_options options;
-        options.device = device;
-        options.dtype = m.dtype;
-        if (m.kind == "generator") {
-          auto generator = backends::models::text_generator::load(m.path, options);
-          describe(generator->info());
-          worker = actors::spawn_generator_worker(sys, generator, m.max_batch_tokens,
-                                                  m.batch_calls, metrics, m.name);
-        } else if (m.kind == "nli") {
-          auto classifier = backends::models::text_classifier::load(m.path, options);
-          describe(classifier->info());
-          worker = actors::spawn_nli_worker(sys, classifier, m.max_batch_tokens, metrics, m.name);
-        } else {
-          auto embedder = backends::models::text_embedder::load(m.path, options);
-          describe(embedder->info());
-          worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens,
-                                                  metrics, m.name);
-        }
-      } catch (const std::exception& e) {
-        log::error("model '", m.name, "' on ", device, ": ", e.what());
-        return false;
-      }
-      shown.name = m.name;
-      shown.path = m.path;
-      loaded.push_back(std::move(shown));
-      bool added = true;
-      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
-                    actors::local_model_spec(m, cfg), worker)
-        .receive([](scheduler::source_id) {},
-                 [&](caf::error& e) {
-                   log::error("cannot add model '", m.name, "': ", sys.render(e));
-                   added = false;
-                 });
-      if (!added) {
-        return false;
-      }
-      workers.push_back(worker);
-    }
-  }
-  return true;
-}
-
 } // namespace
 
 int check_config(const std::string& path) {
@@ -217,7 +87,33 @@ int check_config(const std::string& path) {
 
 int serve(const serve_options& options) {
   config::arbiter_config cfg;
-  if (!load_configuration(options, cfg)) {
+  auto flags = [&options](config::arbiter_config& c,
+                          std::vector<config::config_problem>& problems) {
+    if (options.host) {
+      c.server.host = *options.host;
+    }
+    if (options.port) {
+      if (*options.port < 0 || *options.port > 65535) {
+        problems.push_back({"--port", "must be between 0 and 65535 (got "
+                                        + std::to_string(*options.port) + ")"});
+      } else {
+        c.server.port = static_cast<uint16_t>(*options.port);
+      }
+    }
+    if (options.cluster_host) {
+      c.cluster.host = *options.cluster_host;
+    }
+    if (options.cluster_port) {
+      if (*options.cluster_port < 0 || *options.cluster_port > 65535) {
+        problems.push_back({"--cluster-port", "must be between 0 and 65535 (got "
+                                                + std::to_string(*options.cluster_port) + ")"});
+      } else {
+        c.cluster.enabled = true;
+        c.cluster.port = static_cast<uint16_t>(*options.cluster_port);
+      }
+    }
+  };
+  if (!load_configuration(options.config_file, flags, cfg)) {
     return 2;
   }
   add_default_embedder(cfg);
@@ -234,8 +130,9 @@ int serve(const serve_options& options) {
   caf::actor_system_config caf_cfg;
   caf_cfg.set("scheduler.max-threads", static_cast<size_t>(or_cores(cfg.scheduler.threads)));
   caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.scheduler.policy));
-  if (options.cluster_port) {
-    actors::configure_cluster(caf_cfg, {});
+  const auto cluster = actors::cluster_settings::from(cfg.cluster);
+  if (cfg.cluster.enabled) {
+    actors::configure_cluster(caf_cfg, cluster);
   }
 
   // Declared before the io_context and the actor system so they outlive both: bridge actors
@@ -250,68 +147,63 @@ int serve(const serve_options& options) {
   };
   auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing,
                                        fallback);
-  if (options.cluster_port) {
-    auto published = sys.middleman().publish(sched, static_cast<uint16_t>(*options.cluster_port),
-                                             options.cluster_host.c_str(), true);
+  caf::actor gateway;
+  if (cfg.cluster.enabled) {
+    gateway = actors::spawn_cluster_gateway(sys, sched);
+    auto published = actors::publish_cluster(sys, gateway, cfg.cluster.host, cfg.cluster.port,
+                                              cluster);
     if (!published) {
-      log::error("cannot publish the scheduler on ", options.cluster_host, ":",
-                 *options.cluster_port, ": ", sys.render(published.error()));
+      log::error("cannot publish the cluster gateway on ", cfg.cluster.host, ":",
+                 cfg.cluster.port, ": ", sys.render(published.error()));
+      caf::anon_send_exit(gateway, caf::exit_reason::user_shutdown);
       caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
       return 1;
     }
-    log::info("cluster: worker nodes join on ", options.cluster_host, ":", *published);
+    cfg.cluster.port = *published;
+    log::info("cluster: worker nodes join on ", cfg.cluster.host, ":", *published,
+              cluster.tls() ? " (mutual TLS)"
+                            : " (no certificates: loopback only, anyone on this machine can join)");
+  }
+  std::vector<actors::spawned_source> spawned;
+  spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), spawned);
+  spawn_remote_sources(sys, ioc, cfg, spawned);
+  std::vector<net::local_model_info> loaded_models;
+  bool models_ok = start_local_models(sys, cfg, model_metrics, loaded_models, spawned);
+  auto graph_spec = actors::reward_graph_spec(cfg, catalog);
+  if (models_ok && !graph_spec.capabilities.empty()) {
+    spawned.push_back({std::move(graph_spec), actors::spawn_reward_graph(sys, sched, catalog)});
   }
   std::vector<caf::actor> workers;
-  {
-    caf::scoped_actor self{sys};
-    auto n = or_cores(cfg.cpu.workers);
-    for (uint32_t i = 0; i < n; ++i) {
-      auto worker = actors::spawn_cpu_worker(sys, cfg.cpu);
-      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
-                    std::string{"cpu"}, std::vector<std::string>{"cpu"}, worker)
-        .receive([](scheduler::source_id) {},
-                 [&](caf::error& e) { log::error("cannot add a cpu worker: ", sys.render(e)); });
-      workers.push_back(worker);
-    }
-    for (const auto& src : cfg.sources) {
-      if (!src.api_key_env.empty() && actors::resolve_api_key(src).empty()) {
-        log::warn("source '", src.name, "': ", src.api_key_env,
-                  " is not set; calling it without an API key");
-      }
-      auto actor = actors::spawn_remote_source(sys, ioc, src);
-      auto spec = actors::remote_source_spec(src, cfg.routing);
-      spec.capabilities = actors::routed_capabilities(src, cfg);
-      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
-                    std::move(spec), actor)
-        .receive([](scheduler::source_id) {},
-                 [&](caf::error& e) {
-                   log::error("cannot add source '", src.name, "': ", sys.render(e));
-                 });
-      workers.push_back(actor);
-      log::info("source '", src.name, "': ", src.kind, " at ", src.url);
-    }
-    auto graph_spec = actors::reward_graph_spec(cfg, catalog);
-    if (!graph_spec.capabilities.empty()) {
-      auto graph = actors::spawn_reward_graph(sys, sched, catalog);
-      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
-                    std::move(graph_spec), graph)
-        .receive([](scheduler::source_id) {},
-                 [&](caf::error& e) { log::error("cannot add the reward graphs: ", sys.render(e)); });
-      workers.push_back(graph);
-    }
+  if (gateway) {
+    workers.push_back(gateway);
   }
-  std::vector<net::local_model_info> loaded_models;
-  if (!start_local_models(sys, sched, cfg, model_metrics, loaded_models, workers)) {
+  for (auto& s : spawned) {
+    workers.push_back(s.worker);
+  }
+  if (!models_ok) {
     for (auto& w : workers) {
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     }
     caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
     return 2;
   }
+  {
+    caf::scoped_actor self{sys};
+    for (auto& s : spawned) {
+      auto name = s.spec.name;
+      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
+                    std::move(s.spec), s.worker)
+        .receive([](scheduler::source_id) {},
+                 [&](caf::error& e) {
+                   log::error("cannot add source '", name, "': ", sys.render(e));
+                 });
+    }
+  }
 
   net::router_context ctx;
   ctx.system = &sys;
   ctx.scheduler = sched;
+  ctx.cluster = gateway;
   ctx.config = &cfg;
   ctx.catalog = &catalog;
   ctx.registry = &registry;
@@ -352,7 +244,7 @@ int serve(const serve_options& options) {
     io_threads.emplace_back([&ioc] { ioc.run(); });
   }
   std::cout << "listening on http://" << cfg.server.host << ":" << server->port() << std::endl;
-  log::info("arbiter ", arbiter::version, ": ", workers.size(), " worker actors, ", n_io,
+  log::info("arbiter ", arbiter::version, ": ", spawned.size(), " worker actors, ", n_io,
             " io threads, ", or_cores(cfg.scheduler.threads), " scheduler threads");
 
   int signo = stop_signal.get_future().get();

@@ -12,15 +12,32 @@ struct serve_options {
   std::optional<std::string> config_file;
   std::optional<std::string> host;
   std::optional<int> port;
-  /// Publish the scheduler for worker nodes (`arbiter worker --join`) on this address and
-  /// port (the cluster, issue 7; no authentication yet, so keep it on a private address).
-  std::string cluster_host = "127.0.0.1";
+  /// Override `[cluster]`: a port turns the cluster on (docs/deployment.md).
+  std::optional<std::string> cluster_host;
   std::optional<int> cluster_port;
 };
 
 /// Runs the server until SIGINT or SIGTERM, then drains. Returns the process exit code: 0
 /// after a clean drain, 2 for a configuration problem, 1 for other start-up failures.
 int serve(const serve_options& options);
+
+/// What `arbiter worker` was asked for on its command line.
+struct worker_options {
+  std::optional<std::string> config_file;
+  /// The coordinator's cluster address.
+  std::string host;
+  uint16_t port = 0;
+  /// Prefix of this node's source names (default: the host name and process id).
+  std::string name;
+  /// Override cpu.workers (0: one per core).
+  std::optional<uint32_t> cpu_workers;
+};
+
+/// Runs a worker node (docs/deployment.md) until SIGINT or SIGTERM: spawns the workers its
+/// configuration asks for (`[cpu]`, `[[models]]`, `[[sources]]`) and registers them with the
+/// coordinator, joining again with backoff when the coordinator goes away. Returns 0, or 2
+/// for a configuration problem or a model that cannot be loaded.
+int worker(const worker_options& options);
 
 /// Validates a configuration file; prints "FIELD: REASON" per problem. Returns 0 or 1.
 int check_config(const std::string& path);

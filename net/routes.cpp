@@ -7,6 +7,7 @@
 #include <caf/event_based_actor.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/reward_graph_actor.hpp"
 #include "arbiter/version.hpp"
@@ -590,7 +591,7 @@ void router::info(reply_fn reply) {
   ctx_.system->spawn([this, sched, reply = std::move(reply)](caf::event_based_actor* self) {
     self->request(sched, std::chrono::seconds{5}, actors::info_atom::value)
       .then(
-        [this, reply](const actors::scheduler_info& snap) {
+        [this, self, reply](const actors::scheduler_info& snap) {
           const auto& cfg = *ctx_.config;
           json doc;
           doc["name"] = "arbiter";
@@ -645,9 +646,44 @@ void router::info(reply_fn reply) {
                            {"max_batch_items", cfg.server.max_batch_items},
                            {"default_deadline_ms", cfg.scheduler.default_deadline.count()},
                            {"max_deadline_ms", cfg.scheduler.max_deadline.count()}};
-          http_reply r;
-          r.body = doc.dump();
-          respond("/info", std::move(r), reply);
+          auto send = [this, reply](const json& body) {
+            http_reply r;
+            r.body = body.dump();
+            respond("/info", std::move(r), reply);
+          };
+          if (!ctx_.cluster) {
+            doc["cluster"] = {{"enabled", false}};
+            send(doc);
+            return;
+          }
+          doc["cluster"] = {{"enabled", true},
+                            {"host", cfg.cluster.host},
+                            {"port", cfg.cluster.port},
+                            {"tls", !cfg.cluster.certificate.empty()},
+                            {"heartbeat_ms", cfg.cluster.heartbeat.count()},
+                            {"timeout_ms", cfg.cluster.timeout.count()}};
+          self->request(ctx_.cluster, std::chrono::seconds{5}, actors::info_atom::value)
+            .then(
+              [send, doc](const std::vector<actors::node_info>& nodes) mutable {
+                json list = json::array();
+                for (const auto& n : nodes) {
+                  list.push_back({{"name", n.name},
+                                  {"host", n.host},
+                                  {"pid", n.pid},
+                                  {"version", n.version},
+                                  {"state", n.state},
+                                  {"reason", n.reason},
+                                  {"joined_ms_ago", n.joined_ms_ago},
+                                  {"last_seen_ms_ago", n.last_seen_ms_ago},
+                                  {"sources", n.sources}});
+                }
+                doc["cluster"]["nodes"] = list;
+                send(doc);
+              },
+              [send, doc](caf::error&) mutable {
+                doc["cluster"]["nodes"] = nullptr;
+                send(doc);
+              });
         },
         [this, reply](caf::error& e) {
           http_reply r;

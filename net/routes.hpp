@@ -54,6 +54,8 @@ struct local_model_info {
 struct router_context {
   caf::actor_system* system = nullptr;
   caf::actor scheduler;
+  /// The cluster gateway (actors/cluster.hpp), when the cluster is on: /info lists its nodes.
+  caf::actor cluster;
   const config::arbiter_config* config = nullptr;
   const backends::reward_catalog* catalog = nullptr;
   metrics_registry* registry = nullptr;

@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 DEBIAN_PACKAGES=(
   build-essential cmake pkg-config git python3 python3-pip
-  libcaf-dev                 # actors (CAF 0.17.6)
+  libcaf-dev                 # actors (CAF 0.17.6, with its OpenSSL module for the cluster)
   libboost-dev               # Beast and Asio (header-only)
   libssl-dev                 # TLS for remote backends
   libsimdjson-dev            # JSON in
@@ -20,6 +20,7 @@ DEBIAN_PACKAGES=(
   libutf8proc-dev            # Unicode for the CPU rewards
   libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
   libgtest-dev libgmock-dev  # unit tests
+  openssl iproute2           # cluster tests: certificates, network namespaces
   libtorch-dev               # native models (libtorch 1.13, CPU)
   libopenblas0-pthread       # a fast, thread-safe BLAS for libtorch (reference BLAS is ~15x
                              # slower; the serial OpenBLAS corrupts results when two model

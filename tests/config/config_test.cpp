@@ -520,7 +520,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_MAX_INFLIGHT_BATCHES_PER_SOURCE"),
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
-  EXPECT_EQ(vars.size(), 40u);
+  EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
+  EXPECT_EQ(vars.size(), 48u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();
@@ -536,6 +537,10 @@ TEST(Environment, VariableListCoversEveryScalarField) {
       EXPECT_EQ(cfg.protocols.on_failure, "?"); // validate() reports it
     } else if (field == "protocols.slime_reward_key") {
       EXPECT_EQ(cfg.protocols.slime_reward_key, "?");
+    } else if (field == "cluster.host") {
+      EXPECT_EQ(cfg.cluster.host, "?"); // validate() reports it when the cluster is on
+    } else if (field == "cluster.certificate" || field == "cluster.key" || field == "cluster.ca") {
+      EXPECT_TRUE(problems.empty()) << field; // validate() reports the unreadable file
     } else {
       EXPECT_EQ(fields_of(problems), std::vector<std::string>{name}) << describe(problems);
     }
@@ -585,6 +590,48 @@ TEST(Docs, MentionEveryFieldAndVariable) {
 }
 
 } // namespace
+
+TEST(Validate, ClusterPortIsLoopbackOnlyWithoutCertificates) {
+  std::vector<config_problem> problems;
+  auto cfg = load_string("[cluster]\nenabled = true\nport = 0\nhost = \"127.0.0.1\"\n",
+                         "loopback.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_TRUE(cfg.cluster.enabled);
+  EXPECT_EQ(cfg.cluster.port, 0);
+
+  load_string("[cluster]\nenabled = true\nhost = \"10.0.0.5\"\n", "open.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.certificate"});
+  EXPECT_NE(problems.at(0).reason.find("\"10.0.0.5\""), std::string::npos);
+
+  // Off, any host is fine: a worker node reads [cluster] only for its certificates.
+  problems.clear();
+  load_string("[cluster]\nhost = \"0.0.0.0\"\n", "off.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+
+  EXPECT_TRUE(is_loopback_host("localhost"));
+  EXPECT_TRUE(is_loopback_host("127.0.0.2"));
+  EXPECT_TRUE(is_loopback_host("::1"));
+  EXPECT_FALSE(is_loopback_host("0.0.0.0"));
+  EXPECT_FALSE(is_loopback_host("1270.0.0.1x"));
+}
+
+TEST(Validate, ClusterCertificatesGoTogetherAndMustBeReadable) {
+  const std::string readable = ARBITER_SOURCE_DIR "/README.md";
+  std::vector<config_problem> problems;
+  load_string("[cluster]\ncertificate = \"" + readable + "\"\n", "partial.toml", problems);
+  EXPECT_EQ(fields_of(problems), (std::vector<std::string>{"cluster.ca", "cluster.key"}));
+
+  problems.clear();
+  load_string("[cluster]\nenabled = true\nhost = \"0.0.0.0\"\ncertificate = \"" + readable +
+                "\"\nkey = \"" + readable + "\"\nca = \"/nonexistent/ca.pem\"\n",
+              "missing.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.ca"});
+  EXPECT_NE(problems.at(0).reason.find("cannot read"), std::string::npos);
+
+  problems.clear();
+  load_string("[cluster]\nheartbeat_ms = 500\ntimeout_ms = 500\n", "timeout.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.timeout_ms"});
+}
 
 TEST(LoadConfig, SchedulerPolicyMustBeKnown) {
   std::vector<config_problem> problems;

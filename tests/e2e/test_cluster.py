@@ -1,9 +1,17 @@
-"""The cluster's first slice (issue 7): a coordinator (`arbiter serve --cluster-port`) and worker
-nodes (`arbiter worker --join`) as real processes on loopback, CAF's middleman between them.
-Nodes serve the coordinator's CPU rewards beside its own workers; a node killed (SIGKILL) or
-frozen (SIGSTOP, seen by heartbeat) mid-request loses no item: what it held is retried on the
-others."""
+"""The cluster (issue 7): a coordinator (`arbiter serve --cluster-port`) and worker nodes
+(`arbiter worker --join`) as real processes, CAF's middleman between them.
+
+- Nodes serve the coordinator's rewards beside its own workers: CPU workers, and the
+  remote-API sources of their own configuration.
+- A node killed (SIGKILL) or frozen (SIGSTOP, seen by heartbeat) mid-request loses no item:
+  what it held is retried on the others. /info shows it lost.
+- With certificates, every connection is mutual TLS: a node whose certificate another CA
+  signed, or that has none, is refused. Without them the port may only bind loopback.
+- Where network namespaces can be made, a node at its own address is cut off (a partition)
+  and comes back."""
+import os
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,35 +31,70 @@ def free_port():
     return port
 
 
-@pytest.fixture
-def cluster(make_server):
-    """A coordinator with one CPU worker of its own, and a function that starts nodes."""
-    port = free_port()
-    server = make_server("[cpu]\nworkers = 1\n", args=("--cluster-port", str(port)))
-    nodes = []
+class Nodes:
+    """Starts `arbiter worker` processes; all are killed at the end of the test."""
 
-    def node(name, workers=1):
-        proc = subprocess.Popen([ARBITER_BIN, "worker", "--join", f"127.0.0.1:{port}",
-                                 "--name", name, "--cpu-workers", str(workers)],
-                                stderr=subprocess.PIPE, text=True)
-        nodes.append(proc)
-        # Joined once its log says so.
-        deadline = time.time() + 10
+    def __init__(self, tmp_path):
+        self.tmp_path = tmp_path
+        self.procs = []
+
+    def start(self, port, name, workers=1, config=None, env=None, host="127.0.0.1",
+              wrapper=(), expect="joined"):
+        """Starts a node and waits for its log to say `expect` ("joined" or "cannot join")."""
+        cmd = [*wrapper, ARBITER_BIN, "worker", "--join", f"{host}:{port}", "--name", name,
+               "--cpu-workers", str(workers)]
+        if config is not None:
+            path = self.tmp_path / f"node-{name}.toml"
+            path.write_text(config)
+            cmd += ["--config", str(path)]
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+        full_env.update(env or {})
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=full_env)
+        self.procs.append(proc)
+        proc.log = []
+        deadline = time.time() + 15
         while time.time() < deadline:
             line = proc.stderr.readline()
-            if "joined" in line:
-                threading.Thread(target=proc.stderr.read, daemon=True).start()
+            proc.log.append(line)
+            if expect in line:
+                threading.Thread(target=lambda: proc.log.extend(proc.stderr), daemon=True).start()
                 return proc
             if not line and proc.poll() is not None:
                 break
-        raise RuntimeError(f"node {name} did not join")
+        raise RuntimeError(f"node {name}: no '{expect}' in its log: {''.join(proc.log)}")
 
-    yield server, node, port
-    for proc in nodes:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-        proc.wait()
+    def kill_all(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGCONT)
+                proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    n = Nodes(tmp_path)
+    yield n
+    n.kill_all()
+
+
+@pytest.fixture
+def cluster(make_server, nodes):
+    """A coordinator with one CPU worker of its own, and a function that starts nodes."""
+    port = free_port()
+    server = make_server("[cpu]\nworkers = 1\n", args=("--cluster-port", str(port)))
+    yield server, lambda name, workers=1, **kw: nodes.start(port, name, workers, **kw), port
+
+
+def node_names(body):
+    """The nodes that served a /v1/score reply ("node-a/cpu" -> "node-a")."""
+    return {r["source"].split("/")[0] for r in body["results"] if "/" in r["source"]}
+
+
+def cluster_nodes(server):
+    status, _, info = server.request("GET", "/info")
+    assert status == 200
+    return {n["name"]: n for n in info["cluster"]["nodes"]}
 
 
 def lexical_items(n, size, seed=0):
@@ -68,7 +111,8 @@ def test_two_nodes_serve_a_batch_with_the_coordinator(cluster):
     status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(300, 400)})
     assert status == 200, body
     assert all(r["status"] == "ok" for r in body["results"]), body["results"][:3]
-    assert {"node-a", "node-b"} <= {r["source"] for r in body["results"]}
+    assert {"node-a", "node-b"} <= node_names(body)
+    assert {r["source"] for r in body["results"]} <= {"cpu", "node-a/cpu", "node-b/cpu"}
 
 
 @pytest.mark.parametrize("fault", ["kill", "freeze"])
@@ -93,7 +137,8 @@ def test_a_node_lost_under_load_loses_no_item(cluster, fault):
     t.start()
     time.sleep(0.4)
     assert t.is_alive(), "the stream ended before the fault"
-    served_before = sum(r["source"] == "node-doomed" for _, _, b in replies for r in b["results"])
+    served_before = sum(r["source"] == "node-doomed/cpu" for _, _, b in replies
+                        for r in b["results"])
     doomed.send_signal(signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
     fault_at = time.time()
     time.sleep(4.0 if fault == "freeze" else 1.0)  # past the heartbeat's connection timeout
@@ -108,15 +153,18 @@ def test_a_node_lost_under_load_loses_no_item(cluster, fault):
     # After detection the lost node serves nothing more.
     status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(60, 300)})
     assert status == 200
-    assert "node-doomed" not in {r["source"] for r in body["results"]}
+    assert "node-doomed" not in node_names(body)
     assert time.time() - fault_at < 30
+    listed = cluster_nodes(server)
+    assert listed["node-doomed"]["state"] == "lost" and listed["node-doomed"]["reason"]
+    assert listed["node-ok"]["state"] == "up"
 
 
 def test_a_node_rejoins_a_restarted_coordinator(make_server, cluster):
     server, node, port = cluster
     node("node-a")
     status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
-    assert "node-a" in {r["source"] for r in body["results"]}
+    assert "node-a" in node_names(body)
     server.stop()
     # A new coordinator on the same cluster port: the node joins it again (backoff from 250 ms).
     again = make_server("[cpu]\nworkers = 1\n", args=("--cluster-port", str(port)))
@@ -126,5 +174,203 @@ def test_a_node_rejoins_a_restarted_coordinator(make_server, cluster):
         time.sleep(0.3)
         status, _, body = again.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
         assert status == 200 and all(r["status"] == "ok" for r in body["results"])
-        seen = {r["source"] for r in body["results"]}
+        seen = node_names(body)
     assert "node-a" in seen, "the node did not rejoin the restarted coordinator"
+
+
+def test_info_lists_nodes_with_their_sources_and_health(cluster):
+    server, node, port = cluster
+    node("node-a", workers=2)
+    status, _, info = server.request("GET", "/info")
+    assert status == 200
+    assert info["cluster"]["enabled"] and info["cluster"]["port"] == port
+    assert info["cluster"]["tls"] is False and info["cluster"]["timeout_ms"] == 3000
+    [a] = info["cluster"]["nodes"]
+    assert a["name"] == "node-a" and a["state"] == "up" and a["pid"] > 0 and a["host"]
+    assert a["sources"] == ["node-a/cpu", "node-a/cpu"]
+    assert 0 <= a["last_seen_ms_ago"] < 3000
+    # The scheduler's sources carry the same names.
+    assert sum(s["name"] == "node-a/cpu" for s in info["sources"]) == 2
+
+
+def test_a_node_name_already_joined_is_refused(cluster):
+    _, node, _ = cluster
+    node("twin")
+    second = node("twin", expect="refused the node")
+    assert second.poll() is None  # it keeps trying, with backoff
+
+
+def test_a_node_carries_its_own_remote_source(cluster, provider):
+    """The judge endpoint is known only to the node (its LLM_JUDGE_SERVER_URL): the
+    coordinator's `judge` items are served through it."""
+    server, node, _ = cluster
+    p = provider()
+    node("node-j", env={"LLM_JUDGE_SERVER_URL": p.url})
+    items = [{"reward": "judge", "solution_str": f"cand {i} shared words",
+              "ground_truth": f"reference {i} shared words", "extra_info": {"problem": "p"}}
+             for i in range(6)]
+    status, _, body = server.request("POST", "/v1/score", {"items": items})
+    assert status == 200, body
+    assert all(r["status"] == "ok" for r in body["results"]), body["results"]
+    assert {r["source"] for r in body["results"]} == {"node-j/llm_judge_server"}
+    assert p.stats()["requests"]["/v1/chat/completions"]["200"] == 6
+
+
+# ---- mutual TLS ----------------------------------------------------------------------------
+
+def openssl(*args):
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def make_ca(folder, name):
+    """A CA and two certificates it signs (EC P-256), as docs/deployment.md issues them."""
+    folder.mkdir()
+    ca_key, ca = folder / "ca.key", folder / "ca.pem"
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", f"/CN={name} CA")
+    for member in ("coordinator", "node"):
+        key, csr, pem = (folder / f"{member}.{ext}" for ext in ("key", "csr", "pem"))
+        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", key, "-out", csr, "-subj", f"/CN={member}")
+        openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
+                "-out", pem, "-days", "2")
+    return folder
+
+
+def tls_toml(ca, member, host="127.0.0.1"):
+    return (f'[cluster]\nhost = "{host}"\ncertificate = "{ca / (member + ".pem")}"\n'
+            f'key = "{ca / (member + ".key")}"\nca = "{ca / "ca.pem"}"\n')
+
+
+@pytest.fixture(scope="module")
+def cas(tmp_path_factory):
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command is not installed (scripts/setup.sh installs it)")
+    root = tmp_path_factory.mktemp("pki")
+    return make_ca(root / "cluster", "cluster"), make_ca(root / "other", "other")
+
+
+def test_tls_cluster_takes_its_nodes_and_refuses_strangers(make_server, nodes, cas):
+    ours, other = cas
+    port = free_port()
+    server = make_server("[cpu]\nworkers = 1\n" + tls_toml(ours, "coordinator"),
+                         args=("--cluster-port", str(port)))
+    good = nodes.start(port, "good", config=tls_toml(ours, "node"))
+    # Signed by another CA; and no certificate at all (plain TCP against the TLS port).
+    stranger = nodes.start(port, "stranger", config=tls_toml(other, "node"),
+                           expect="cannot join")
+    plain = nodes.start(port, "plain", expect="cannot join")
+    # Let them knock a few times (backoff 250, 500, 1000 ms): each refusal must leave the good
+    # node's connection alone.
+    deadline = time.time() + 10
+    while time.time() < deadline and min(
+            sum("cannot join" in line for line in p.log) for p in (stranger, plain)) < 3:
+        time.sleep(0.1)
+    assert "closed during the handshake" in "".join(stranger.log)
+    status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+    assert node_names(body) == {"good"}
+    info = server.request("GET", "/info")[2]["cluster"]
+    assert info["tls"] is True
+    assert [n["name"] for n in info["nodes"]] == ["good"]
+    assert good.poll() is None and stranger.poll() is None and plain.poll() is None
+    assert not any("joined" in line for line in stranger.log + plain.log)
+    assert not any("lost the coordinator" in line for line in good.log), good.log
+
+
+def test_an_open_cluster_port_is_refused_by_config(make_server, tmp_path, cas):
+    ours, _ = cas
+    cases = [
+        ('[cluster]\nenabled = true\nhost = "0.0.0.0"\n', "cluster.certificate: required when"),
+        (f'[cluster]\nenabled = true\ncertificate = "{ours / "node.pem"}"\n',
+         "cluster.key: required with the other TLS settings"),
+        (f'[cluster]\nenabled = true\ncertificate = "{ours / "node.pem"}"\n'
+         f'key = "{ours / "node.key"}"\nca = "{tmp_path / "missing.pem"}"\n',
+         "cluster.ca: cannot read"),
+        ('[cluster]\nheartbeat_ms = 2000\ntimeout_ms = 1000\n', "cluster.timeout_ms: must exceed"),
+    ]
+    for text, want in cases:
+        cfg = tmp_path / "bad.toml"
+        cfg.write_text(text)
+        run = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
+                             capture_output=True, text=True, timeout=20)
+        assert run.returncode == 2, (text, run.stderr)
+        assert want in run.stderr, (text, run.stderr)
+
+
+# ---- a partition, with network namespaces ----------------------------------------------------
+
+def netns_available():
+    if shutil.which("ip") is None:
+        return "the ip command is not installed"
+    probe = f"arb-probe-{os.getpid()}"
+    run = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if run.returncode != 0:
+        return f"cannot make network namespaces here: {run.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+@pytest.fixture
+def netns_node_link():
+    """A network namespace joined to this one by a veth pair: 10.199.N.1 here, 10.199.N.2
+    inside. Yields (namespace, outer address, the inside link's name)."""
+    why = netns_available()
+    if why:
+        pytest.skip(why)
+    n = os.getpid() % 200 + 20
+    ns, outer, inner = f"arb-node-{os.getpid()}", f"arbh{n}", f"arbn{n}"
+
+    def ip(*args, inside=False):
+        subprocess.run(["ip", *(["netns", "exec", ns, "ip"] if inside else []), *args],
+                       check=True, capture_output=True)
+
+    ip("netns", "add", ns)
+    try:
+        ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        ip("link", "set", inner, "netns", ns)
+        ip("addr", "add", f"10.199.{n}.1/24", "dev", outer)
+        ip("link", "set", outer, "up")
+        ip("addr", "add", f"10.199.{n}.2/24", "dev", inner, inside=True)
+        ip("link", "set", inner, "up", inside=True)
+        ip("link", "set", "lo", "up", inside=True)
+        yield ns, f"10.199.{n}.1", inner
+    finally:
+        subprocess.run(["ip", "link", "del", outer], capture_output=True)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def test_a_partitioned_node_is_given_up_and_rejoins_when_healed(make_server, nodes, cas,
+                                                                netns_node_link):
+    ours, _ = cas
+    ns, address, inner = netns_node_link
+    port = free_port()
+    server = make_server("[cpu]\nworkers = 1\n" + tls_toml(ours, "coordinator", host=address),
+                         args=("--cluster-port", str(port)))
+    nodes.start(port, "far", workers=2, config=tls_toml(ours, "node"), host=address,
+                wrapper=("ip", "netns", "exec", ns))
+    status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
+    assert "far" in node_names(body)
+    assert cluster_nodes(server)["far"]["host"]
+
+    # The partition: the node's link goes down; packets are lost, nothing is closed.
+    subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", inner, "down"], check=True)
+    cut_at = time.time()
+    replies = [server.request("POST", "/v1/score", {"items": lexical_items(60, 300, seed=k),
+                                                    "deadline_ms": 60000}) for k in range(5)]
+    for status, _, body in replies:
+        assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    deadline = time.time() + 15
+    while cluster_nodes(server)["far"]["state"] != "lost" and time.time() < deadline:
+        time.sleep(0.2)
+    assert cluster_nodes(server)["far"]["state"] == "lost"
+    assert time.time() - cut_at < 15
+
+    # Healed: the node sees its coordinator gone too, and joins again.
+    subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", inner, "up"], check=True)
+    deadline = time.time() + 30
+    while cluster_nodes(server)["far"]["state"] != "up" and time.time() < deadline:
+        time.sleep(0.3)
+    assert cluster_nodes(server)["far"]["state"] == "up"
+    status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"])

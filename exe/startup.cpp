@@ -1,0 +1,158 @@
+#include "exe/startup.hpp"
+
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include <caf/actor_system.hpp>
+
+#include "actors/cpu_worker_actor.hpp"
+#include "actors/remote_source_actor.hpp"
+#include "actors/reward_graph_actor.hpp"
+#include "backends/models/text_classifier.hpp"
+#include "backends/models/text_embedder.hpp"
+#include "backends/models/text_generator.hpp"
+#include "backends/reward_options.hpp"
+#include "common/log.hpp"
+
+namespace arbiter::exe {
+
+std::optional<std::string> getenv_string(const std::string& name) {
+  if (const char* v = std::getenv(name.c_str())) {
+    return std::string{v};
+  }
+  return std::nullopt;
+}
+
+uint32_t or_cores(uint32_t n) {
+  if (n > 0) {
+    return n;
+  }
+  auto cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 2 : cores;
+}
+
+void check_reward_options(const config::arbiter_config& cfg,
+                          std::vector<config::config_problem>& problems) {
+  for (const auto& [name, reward] : cfg.rewards) {
+    if (reward.options.empty()) {
+      continue;
+    }
+    auto options = backends::merged_options(reward.options, "");
+    if (auto problem = backends::check_options(reward.kind, options)) {
+      problems.push_back({"rewards." + name + ".options." + problem->key, problem->reason});
+    }
+  }
+}
+
+bool load_configuration(const std::optional<std::string>& config_file,
+                        const config_overrides& flags, config::arbiter_config& cfg) {
+  std::vector<config::config_problem> problems;
+  auto file = config_file ? config_file : getenv_string("ARBITER_CONFIG");
+  cfg = file ? config::load_file(*file, problems) : config::embedded_default();
+  if (problems.empty()) {
+    config::apply_environment(cfg, getenv_string, problems);
+  }
+  if (flags) {
+    flags(cfg, problems);
+  }
+  if (problems.empty()) {
+    config::validate(cfg, problems);
+    check_reward_options(cfg, problems);
+  }
+  if (!problems.empty()) {
+    std::cerr << "arbiter: invalid configuration"
+              << (file ? " in " + *file : std::string{" (embedded default + environment)"})
+              << ":\n"
+              << config::describe(problems);
+    return false;
+  }
+  return true;
+}
+
+void spawn_cpu_workers(caf::actor_system& sys, const config::arbiter_config& cfg, uint32_t n,
+                       std::vector<actors::spawned_source>& out) {
+  for (uint32_t i = 0; i < n; ++i) {
+    actors::spawned_source s;
+    s.spec.name = "cpu";
+    s.spec.capabilities = {"cpu"};
+    s.spec.max_batch_items = cfg.scheduler.dispatch_batch_items;
+    s.spec.max_inflight = cfg.scheduler.max_inflight_batches_per_source;
+    s.worker = actors::spawn_cpu_worker(sys, cfg.cpu);
+    out.push_back(std::move(s));
+  }
+}
+
+void spawn_remote_sources(caf::actor_system& sys, boost::asio::io_context& ioc,
+                          const config::arbiter_config& cfg,
+                          std::vector<actors::spawned_source>& out) {
+  for (const auto& src : cfg.sources) {
+    if (!src.api_key_env.empty() && actors::resolve_api_key(src).empty()) {
+      log::warn("source '", src.name, "': ", src.api_key_env,
+                " is not set; calling it without an API key");
+    }
+    actors::spawned_source s;
+    s.spec = actors::remote_source_spec(src, cfg.routing);
+    s.spec.capabilities = actors::routed_capabilities(src, cfg);
+    s.worker = actors::spawn_remote_source(sys, ioc, src);
+    out.push_back(std::move(s));
+    log::info("source '", src.name, "': ", src.kind, " at ", src.url);
+  }
+}
+
+bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cfg,
+                        actors::local_model_metrics& metrics,
+                        std::vector<net::local_model_info>& loaded,
+                        std::vector<actors::spawned_source>& out) {
+  for (const auto& m : cfg.models) {
+    auto devices = actors::model_devices(m);
+    if (devices.empty()) {
+      log::error("model '", m.name, "': device \"cuda\" but no GPU is visible");
+      return false;
+    }
+    for (const auto& device : devices) {
+      caf::actor worker;
+      net::local_model_info shown;
+      auto describe = [&](const auto& info) {
+        shown.device = info.device;
+        shown.architecture = info.architecture;
+        shown.dtype = info.dtype;
+        shown.max_tokens = info.max_tokens;
+        shown.weight_bytes = info.weight_bytes;
+        log::info("model '", m.name, "': ", info.architecture, " ", info.layers, "x",
+                  info.hidden, " on ", info.device, " (", info.dtype, ", ",
+                  info.weight_bytes >> 20, " MiB)");
+      };
+      try {
+        backends::models::model_options options;
+        options.device = device;
+        options.dtype = m.dtype;
+        if (m.kind == "generator") {
+          auto generator = backends::models::text_generator::load(m.path, options);
+          describe(generator->info());
+          worker = actors::spawn_generator_worker(sys, generator, m.max_batch_tokens,
+                                                  m.batch_calls, metrics, m.name);
+        } else if (m.kind == "nli") {
+          auto classifier = backends::models::text_classifier::load(m.path, options);
+          describe(classifier->info());
+          worker = actors::spawn_nli_worker(sys, classifier, m.max_batch_tokens, metrics, m.name);
+        } else {
+          auto embedder = backends::models::text_embedder::load(m.path, options);
+          describe(embedder->info());
+          worker = actors::spawn_embedding_worker(sys, embedder, m.path, m.max_batch_tokens,
+                                                  metrics, m.name);
+        }
+      } catch (const std::exception& e) {
+        log::error("model '", m.name, "' on ", device, ": ", e.what());
+        return false;
+      }
+      shown.name = m.name;
+      shown.path = m.path;
+      loaded.push_back(std::move(shown));
+      out.push_back({actors::local_model_spec(m, cfg), worker});
+    }
+  }
+  return true;
+}
+
+} // namespace arbiter::exe

@@ -1,0 +1,56 @@
+#pragma once
+
+// Start-up shared by `arbiter serve` and `arbiter worker`: loading the configuration, and
+// spawning the worker actors a configuration asks for (CPU workers, local model workers,
+// remote-API clients) together with the specs they are registered under.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <caf/fwd.hpp>
+
+#include "actors/cluster.hpp"
+#include "actors/local_model_actor.hpp"
+#include "config/config.hpp"
+#include "net/routes.hpp"
+
+namespace arbiter::exe {
+
+std::optional<std::string> getenv_string(const std::string& name);
+
+/// `n`, or the number of cores when 0.
+uint32_t or_cores(uint32_t n);
+
+using config_overrides =
+  std::function<void(config::arbiter_config&, std::vector<config::config_problem>&)>;
+
+/// Loads the file (or $ARBITER_CONFIG, or the embedded default), then the environment, then
+/// `flags`, and validates. Prints every problem to stderr and returns false when there is one.
+bool load_configuration(const std::optional<std::string>& file, const config_overrides& flags,
+                        config::arbiter_config& cfg);
+
+/// Checks each configured reward's options as the ingress checks an item's extra_info.
+void check_reward_options(const config::arbiter_config& cfg,
+                          std::vector<config::config_problem>& problems);
+
+/// Spawns `n` CPU workers (source "cpu").
+void spawn_cpu_workers(caf::actor_system& sys, const config::arbiter_config& cfg, uint32_t n,
+                       std::vector<actors::spawned_source>& out);
+
+/// Spawns a client actor for every `[[sources]]` entry (their HTTP runs on `ioc`).
+void spawn_remote_sources(caf::actor_system& sys, boost::asio::io_context& ioc,
+                          const config::arbiter_config& cfg,
+                          std::vector<actors::spawned_source>& out);
+
+/// Loads every `[[models]]` entry on its devices and spawns one worker per device. Returns
+/// false, having logged which model and why, when one cannot be loaded.
+bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cfg,
+                        actors::local_model_metrics& metrics,
+                        std::vector<net::local_model_info>& loaded,
+                        std::vector<actors::spawned_source>& out);
+
+} // namespace arbiter::exe

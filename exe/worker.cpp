@@ -1,0 +1,90 @@
+// `arbiter worker`: a worker node of the cluster (docs/deployment.md).
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <utility>  // Boost 1.74's Asio needs std::exchange declared first.
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
+
+#include "actors/cluster.hpp"
+#include "arbiter/version.hpp"
+#include "common/log.hpp"
+#include "exe/serve.hpp"
+#include "exe/startup.hpp"
+#include "common/metrics.hpp"
+
+namespace arbiter::exe {
+
+int worker(const worker_options& options) {
+  config::arbiter_config cfg;
+  auto flags = [&options](config::arbiter_config& c, std::vector<config::config_problem>&) {
+    if (options.cpu_workers) {
+      c.cpu.workers = *options.cpu_workers;
+    }
+  };
+  if (!load_configuration(options.config_file, flags, cfg)) {
+    return 2;
+  }
+  // SIGINT/SIGTERM are blocked in every thread (CAF's and Asio's start after this) and waited
+  // for by run_worker_node.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  const auto cluster = actors::cluster_settings::from(cfg.cluster);
+  caf::actor_system_config caf_cfg;
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(or_cores(cfg.scheduler.threads)));
+  caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.scheduler.policy));
+  actors::configure_cluster(caf_cfg, cluster);
+  boost::asio::io_context ioc;
+  caf::actor_system sys{caf_cfg};
+
+  // The node's own metrics are not served (it has no HTTP port); the coordinator's /metrics
+  // and /info show its sources.
+  metrics_registry registry;
+  actors::local_model_metrics model_metrics{registry};
+  std::vector<actors::spawned_source> sources;
+  spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), sources);
+  spawn_remote_sources(sys, ioc, cfg, sources);
+  std::vector<net::local_model_info> loaded;
+  const bool models_ok = start_local_models(sys, cfg, model_metrics, loaded, sources);
+  auto keep_running = boost::asio::make_work_guard(ioc);
+  std::vector<std::thread> io_threads;
+  if (!cfg.sources.empty()) {
+    for (uint32_t i = 0; i < std::min(or_cores(cfg.server.io_threads), 4u); ++i) {
+      io_threads.emplace_back([&ioc] { ioc.run(); });
+    }
+  }
+  int rc = 2;
+  if (models_ok) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    actors::node_hello hello;
+    hello.host = host;
+    hello.pid = static_cast<uint32_t>(getpid());
+    hello.version = arbiter::version;
+    hello.name = options.name.empty() ? std::string{host} + "-" + std::to_string(hello.pid)
+                                      : options.name;
+    rc = actors::run_worker_node(sys, options.host, options.port, hello, sources, cluster);
+  }
+  for (auto& s : sources) {
+    caf::anon_send_exit(s.worker, caf::exit_reason::user_shutdown);
+  }
+  keep_running.reset();
+  ioc.stop();
+  for (auto& t : io_threads) {
+    t.join();
+  }
+  log::info("worker node stopped");
+  return rc;
+}
+
+} // namespace arbiter::exe
