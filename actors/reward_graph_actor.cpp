@@ -625,8 +625,12 @@ scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
     if (!backends::graph_kind(entry.kind)) {
       continue;
     }
+    // With the cluster on, worker nodes may bring the generator and NLI models later: the
+    // graph takes ΔIG items unless a configured IG service serves them (without any node
+    // serving generate and nli, its calls fail at once with no_eligible_source).
     bool can = entry.kind != "info_gain"
-               || (any_serves(entry.sources, "generate") && any_serves(entry.sources, "nli"));
+               || (any_serves(entry.sources, "generate") && any_serves(entry.sources, "nli"))
+               || (cfg.cluster.enabled && entry.sources.empty() && !any_serves({}, "ig"));
     if (can
         && std::find(spec.capabilities.begin(), spec.capabilities.end(), entry.capability)
              == spec.capabilities.end()) {

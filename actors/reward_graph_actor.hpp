@@ -18,7 +18,8 @@ inline constexpr const char* reward_graph_source = "reward-graph";
 /// What the scheduler needs to know of the reward-graph source: the graph capabilities it
 /// serves, given the configured sources and rewards — "judge" and "em_ig" always, "ig" when
 /// some source serves "generate" and some serves "nli" (a remote IG service may serve "ig"
-/// too; routing picks), and each again with the "@NAME" suffix of every reward that names
+/// too; routing picks) or when the cluster is on and no IG service is configured (worker
+/// nodes may bring the models), and each again with the "@NAME" suffix of every reward that names
 /// its sources (when those sources serve what the graph needs).
 scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
                                          const backends::reward_catalog& catalog);

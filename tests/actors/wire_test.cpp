@@ -193,3 +193,51 @@ TEST_F(Wire, MessagesCanBePrinted) {
   EXPECT_NE(text.find("work_batch"), std::string::npos) << text;
   EXPECT_NE(text.find("capital of France"), std::string::npos) << text;
 }
+
+TEST_F(Wire, ASourceSpecArrivesWhole) {
+  // What a worker node registers with: a remote source's pacing, breaker and AIMD settings.
+  scheduler::source_spec spec;
+  spec.name = "judge";
+  spec.capabilities = {"chat", "chat:judge-8b"};
+  spec.max_batch_items = 1;
+  spec.batch_wait = std::chrono::milliseconds{5};
+  spec.max_inflight = 64;
+  spec.adaptive = true;
+  spec.concurrency.initial_limit = 8;
+  spec.concurrency.growth_tolerance = 1e9;
+  spec.concurrency.target_latency = std::chrono::milliseconds{250};
+  scheduler::rate_limit_config rl;
+  rl.requests_per_minute = 600;
+  rl.tokens_per_minute = 90000;
+  rl.burst = std::chrono::seconds{6};
+  spec.rate_limit = rl;
+  spec.completion_tokens = 512;
+  spec.remote = true;
+  auto got = load<scheduler::source_spec>(save(spec));
+  EXPECT_EQ(got.name, "judge");
+  EXPECT_EQ(got.capabilities, spec.capabilities);
+  EXPECT_EQ(got.max_batch_items, 1u);
+  EXPECT_EQ(got.batch_wait, std::chrono::milliseconds{5});
+  EXPECT_EQ(got.max_inflight, 64u);
+  EXPECT_TRUE(got.adaptive);
+  EXPECT_EQ(got.concurrency.initial_limit, 8u);
+  EXPECT_EQ(got.concurrency.growth_tolerance, 1e9);
+  EXPECT_EQ(got.concurrency.target_latency, std::chrono::milliseconds{250});
+  ASSERT_TRUE(got.rate_limit.has_value());
+  EXPECT_EQ(got.rate_limit->requests_per_minute, 600u);
+  EXPECT_EQ(got.rate_limit->tokens_per_minute, 90000u);
+  EXPECT_EQ(got.rate_limit->burst, std::chrono::seconds{6});
+  EXPECT_FALSE(got.breaker.has_value());
+  EXPECT_EQ(got.completion_tokens, 512u);
+  EXPECT_TRUE(got.remote);
+
+  spec.breaker = scheduler::circuit_breaker_config{};
+  spec.breaker->consecutive_failures = 9;
+  spec.breaker->max_ejection = std::chrono::seconds{30};
+  spec.rate_limit.reset();
+  got = load<scheduler::source_spec>(save(spec));
+  ASSERT_TRUE(got.breaker.has_value());
+  EXPECT_EQ(got.breaker->consecutive_failures, 9u);
+  EXPECT_EQ(got.breaker->max_ejection, std::chrono::seconds{30});
+  EXPECT_FALSE(got.rate_limit.has_value());
+}

@@ -9,6 +9,7 @@
   signed, or that has none, is refused. Without them the port may only bind loopback.
 - Where network namespaces can be made, a node at its own address is cut off (a partition)
   and comes back."""
+import json
 import os
 import random
 import shutil
@@ -374,3 +375,40 @@ def test_a_partitioned_node_is_given_up_and_rejoins_when_healed(make_server, nod
     assert cluster_nodes(server)["far"]["state"] == "up"
     status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
     assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+
+
+def test_info_gain_runs_on_model_workers_of_a_node(cluster):
+    """The coordinator has no model; a node carries the tiny Qwen3 generator and the tiny
+    DeBERTa NLI model. ΔIG items are computed by the coordinator's reward graph with every
+    model call on the node."""
+    from test_local_models import TINY_LM, TINY_NLI
+    from test_rewards import recompute_soft_ig
+    server, node, _ = cluster
+    node("node-m", config=(f'[[models]]\nname = "lm"\nkind = "generator"\npath = "{TINY_LM}"\n'
+                           f'[[models]]\nname = "nli"\nkind = "nli"\npath = "{TINY_NLI}"\n'))
+    items = [{"question": "What is the capital of France",
+              "context": "Paris is the capital of France.", "answers": ["Paris"]}]
+    options = {"num_samples": 3, "seed": 5, "max_new_tokens": 8}
+    status, _, body = server.request("POST", "/compute_info_gain",
+                                     {"items": items, "options": options})
+    assert status == 200, body
+    assert body["errors"] == [None], body
+    d = body["details"][0]
+    side = {"samples": d["with_context"], "entailment": d["entailment_with_context"]}
+    base = {"samples": d["no_context"], "entailment": d["entailment_no_context"]}
+    want = recompute_soft_ig(side, ["Paris"]) - recompute_soft_ig(base, ["Paris"])
+    assert body["scores"][0] == pytest.approx(want, abs=1e-9)
+    assert set(body["results"][0]["sources"]) == {"node-m/lm", "node-m/nli"}
+    assert sorted(cluster_nodes(server)["node-m"]["sources"]) == ["node-m/cpu", "node-m/lm",
+                                                                   "node-m/nli"]
+
+
+def test_info_gain_without_nodes_fails_at_once_with_the_reason(cluster):
+    server, _, _ = cluster
+    items = [{"question": "q", "context": "c", "answers": ["a"]}]
+    started = time.time()
+    status, _, body = server.request("POST", "/compute_info_gain",
+                                     {"items": items, "options": {"num_samples": 2}})
+    assert time.time() - started < 5
+    assert status == 200, body
+    assert body["errors"][0] and "no source serves" in json.dumps(body), body

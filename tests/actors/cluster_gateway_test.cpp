@@ -1,0 +1,154 @@
+// The cluster gateway in one process (actors/cluster.hpp): what it does with the messages a
+// worker node sends, without the middleman (tests/e2e/test_cluster.py runs real nodes).
+#include "actors/cluster.hpp"
+
+#include <chrono>
+#include <memory>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/cpu_worker_actor.hpp"
+#include "actors/scheduler_actor.hpp"
+
+using namespace arbiter;
+using namespace arbiter::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Stands in for a node's watch actor: lives until told to exit.
+caf::behavior idle(caf::event_based_actor*) {
+  return {[](caf::ok_atom) {}};
+}
+
+class ClusterGateway : public ::testing::Test {
+protected:
+  ClusterGateway() : metrics_(registry_, {"normal"}) {
+    caf_cfg_.set("scheduler.max-threads", size_t{2});
+    sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
+    config::scheduler_config cfg;
+    cfg.priorities = {{"normal", 1000, config::queue_order::fifo}};
+    cfg.default_priority = "normal";
+    sched_ = spawn_scheduler(*sys_, cfg, metrics_);
+    gateway_ = spawn_cluster_gateway(*sys_, sched_);
+  }
+
+  ~ClusterGateway() override {
+    for (auto& a : {sched_, gateway_}) {
+      caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    }
+  }
+
+  /// Sends `(node_join_atom, hello, node)`; returns the error text, empty when taken.
+  std::string join(const std::string& name, const caf::actor& node) {
+    caf::scoped_actor self{*sys_};
+    std::string out;
+    node_hello hello{name, "host-1", 42, "0.1.0"};
+    self->request(gateway_, 5s, node_join_atom::value, hello, node)
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) { out = sys_->render(e); });
+    return out;
+  }
+
+  std::string add(const std::string& node, const caf::actor& worker) {
+    caf::scoped_actor self{*sys_};
+    std::string out;
+    scheduler::source_spec spec;
+    spec.name = "cpu";
+    spec.capabilities = {"cpu"};
+    self->request(gateway_, 5s, add_source_atom::value, node, spec, worker)
+      .receive([](scheduler::source_id) {}, [&](caf::error& e) { out = sys_->render(e); });
+    return out;
+  }
+
+  std::vector<node_info> nodes() {
+    caf::scoped_actor self{*sys_};
+    std::vector<node_info> out;
+    self->request(gateway_, 5s, info_atom::value)
+      .receive([&](std::vector<node_info>& v) { out = std::move(v); },
+               [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+    return out;
+  }
+
+  std::vector<std::string> scheduler_sources() {
+    caf::scoped_actor self{*sys_};
+    std::vector<std::string> out;
+    self->request(sched_, 5s, info_atom::value)
+      .receive(
+        [&](const scheduler_info& snap) {
+          for (const auto& s : snap.sources) {
+            out.push_back(s.name);
+          }
+        },
+        [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+    return out;
+  }
+
+  metrics_registry registry_;
+  scheduler::scheduler_metrics metrics_;
+  caf::actor_system_config caf_cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  caf::actor sched_;
+  caf::actor gateway_;
+};
+
+} // namespace
+
+TEST_F(ClusterGateway, NamesANodesSourcesAfterItAndListsIt) {
+  auto node = sys_->spawn(idle);
+  auto worker = spawn_cpu_worker(*sys_, {});
+  ASSERT_EQ(join("node-a", node), "");
+  ASSERT_EQ(add("node-a", worker), "");
+  EXPECT_EQ(scheduler_sources(), std::vector<std::string>{"node-a/cpu"});
+  auto listed = nodes();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name, "node-a");
+  EXPECT_EQ(listed[0].host, "host-1");
+  EXPECT_EQ(listed[0].pid, 42u);
+  EXPECT_EQ(listed[0].state, "up");
+  EXPECT_EQ(listed[0].sources, std::vector<std::string>{"node-a/cpu"});
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(ClusterGateway, RefusesUnjoinedNodesBadNamesAndATakenName) {
+  auto node = sys_->spawn(idle);
+  auto other = sys_->spawn(idle);
+  auto worker = spawn_cpu_worker(*sys_, {});
+  EXPECT_NE(add("ghost", worker).find("has not joined"), std::string::npos);
+  EXPECT_NE(join("a/b", node).find("without '/'"), std::string::npos);
+  EXPECT_NE(join("", node).find("non-empty"), std::string::npos);
+  ASSERT_EQ(join("twin", node), "");
+  EXPECT_NE(join("twin", other).find("already joined"), std::string::npos);
+  EXPECT_EQ(join("twin", node), "") << "the same node joining again is taken";
+  EXPECT_TRUE(scheduler_sources().empty());
+  for (auto& a : {node, other, worker}) {
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_F(ClusterGateway, ANodeWhoseActorGoesIsShownLostAndItsNameCanJoinAgain) {
+  auto node = sys_->spawn(idle);
+  ASSERT_EQ(join("node-a", node), "");
+  caf::anon_send_exit(node, caf::exit_reason::remote_link_unreachable);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  std::vector<node_info> listed;
+  do {
+    listed = nodes();
+  } while (!listed.empty() && listed[0].state == "up"
+           && std::chrono::steady_clock::now() < deadline);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, "lost");
+  EXPECT_NE(listed[0].reason.find("remote_link_unreachable"), std::string::npos);
+  // A lost node's name is free: the node, restarted, joins under it again.
+  auto again = sys_->spawn(idle);
+  ASSERT_EQ(join("node-a", again), "");
+  listed = nodes();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, "up");
+  EXPECT_TRUE(listed[0].sources.empty());
+  caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
+}
