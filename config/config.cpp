@@ -194,6 +194,10 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](arbiter_config& c, int64_t v) { c.scheduler.drain_timeout = ms{v}; },
           "How long work may finish after SIGINT/SIGTERM"),
       // [cpu]
+      bool_field(
+          "cpu.enabled", [](const arbiter_config& c) { return c.cpu.enabled ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.cpu.enabled = v != 0.0; },
+          "Run CPU workers here (false: leave the CPU rewards to worker nodes)"),
       int_field(
           "cpu.workers", 0, max_u32,
           [](const arbiter_config& c) -> int64_t { return c.cpu.workers; },

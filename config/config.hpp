@@ -194,6 +194,9 @@ struct model_config {
 
 /// The CPU rewards (`lexical`, `exact_match`).
 struct cpu_config {
+  /// false: no CPU workers in this process (a coordinator that leaves the CPU rewards to its
+  /// worker nodes).
+  bool enabled = true;
   /// CPU worker actors. 0 means one per core.
   uint32_t workers = 0;
   /// Longest text (in code points) `lexical` accepts per side; longer items fail with

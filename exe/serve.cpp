@@ -165,7 +165,9 @@ int serve(const serve_options& options) {
                             : " (no certificates: loopback only, anyone on this machine can join)");
   }
   std::vector<actors::spawned_source> spawned;
-  spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), spawned);
+  if (cfg.cpu.enabled) {
+    spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), spawned);
+  }
   spawn_remote_sources(sys, ioc, cfg, spawned);
   std::vector<net::local_model_info> loaded_models;
   bool models_ok = start_local_models(sys, cfg, model_metrics, loaded_models, spawned);

@@ -52,7 +52,9 @@ int worker(const worker_options& options) {
   metrics_registry registry;
   actors::local_model_metrics model_metrics{registry};
   std::vector<actors::spawned_source> sources;
-  spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), sources);
+  if (cfg.cpu.enabled) {
+    spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), sources);
+  }
   spawn_remote_sources(sys, ioc, cfg, sources);
   std::vector<net::local_model_info> loaded;
   const bool models_ok = start_local_models(sys, cfg, model_metrics, loaded, sources);

@@ -521,7 +521,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 48u);
+  EXPECT_EQ(vars.size(), 49u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();

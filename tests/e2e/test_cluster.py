@@ -412,3 +412,16 @@ def test_info_gain_without_nodes_fails_at_once_with_the_reason(cluster):
     assert time.time() - started < 5
     assert status == 200, body
     assert body["errors"][0] and "no source serves" in json.dumps(body), body
+
+
+def test_a_coordinator_without_cpu_workers_leaves_cpu_rewards_to_nodes(make_server, nodes):
+    port = free_port()
+    server = make_server("[cpu]\nenabled = false\n", args=("--cluster-port", str(port)))
+    status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(3, 20)})
+    assert status == 200
+    assert all(r["status"] == "failed" and r["error"]["code"] == "no_eligible_source"
+               for r in body["results"]), body
+    nodes.start(port, "only", workers=2)
+    status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(100, 50)})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+    assert {r["source"] for r in body["results"]} == {"only/cpu"}
