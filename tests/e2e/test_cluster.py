@@ -18,6 +18,7 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -219,22 +220,13 @@ def test_a_node_carries_its_own_remote_source(cluster, provider):
 
 # ---- mutual TLS ----------------------------------------------------------------------------
 
-def openssl(*args):
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
+MAKE_CERTS = Path(__file__).resolve().parents[2] / "deploy" / "certs" / "make-certs.sh"
 
 
-def make_ca(folder, name):
-    """A CA and two certificates it signs (EC P-256), as docs/deployment.md issues them."""
-    folder.mkdir()
-    ca_key, ca = folder / "ca.key", folder / "ca.pem"
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", ca_key, "-out", ca, "-days", "2", "-subj", f"/CN={name} CA")
-    for member in ("coordinator", "node"):
-        key, csr, pem = (folder / f"{member}.{ext}" for ext in ("key", "csr", "pem"))
-        openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                "-keyout", key, "-out", csr, "-subj", f"/CN={member}")
-        openssl("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-                "-out", pem, "-days", "2")
+def make_ca(folder):
+    """A CA and the certificates it signs, issued as docs/deployment.md says."""
+    subprocess.run(["bash", str(MAKE_CERTS), str(folder), "coordinator", "node"], check=True,
+                   capture_output=True)
     return folder
 
 
@@ -248,7 +240,7 @@ def cas(tmp_path_factory):
     if shutil.which("openssl") is None:
         pytest.skip("the openssl command is not installed (scripts/setup.sh installs it)")
     root = tmp_path_factory.mktemp("pki")
-    return make_ca(root / "cluster", "cluster"), make_ca(root / "other", "other")
+    return make_ca(root / "cluster"), make_ca(root / "other")
 
 
 def test_tls_cluster_takes_its_nodes_and_refuses_strangers(make_server, nodes, cas):

@@ -1,0 +1,71 @@
+"""deploy/ stays true to the code: the example configurations pass `arbiter check-config`
+(with certificates from deploy/certs/make-certs.sh where the files would be mounted), the
+Kubernetes manifest carries the same files and ports, and the Slurm script parses."""
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arbiter_testing import ARBITER_BIN
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pki")
+    subprocess.run(["bash", str(DEPLOY / "certs" / "make-certs.sh"), str(folder), "coordinator",
+                    "node"], check=True, capture_output=True)
+    return folder
+
+
+def manifest():
+    return list(yaml.safe_load_all((DEPLOY / "kubernetes" / "arbiter.yaml").read_text()))
+
+
+@pytest.mark.parametrize("name", ["coordinator.toml", "node.toml"])
+def test_example_configs_pass_check_config(tmp_path, pki, name):
+    text = (DEPLOY / "config" / name).read_text().replace("/etc/arbiter/tls", str(pki))
+    path = tmp_path / name
+    path.write_text(text)
+    run = subprocess.run([ARBITER_BIN, "check-config", str(path)], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_certificates_chain_to_their_ca(pki):
+    for member in ("coordinator", "node"):
+        run = subprocess.run(["openssl", "verify", "-CAfile", str(pki / "ca.pem"),
+                              str(pki / f"{member}.pem")], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert (pki / f"{member}.key").stat().st_mode & 0o077 == 0, "keys are private"
+
+
+def test_the_kubernetes_manifest_matches_the_configs():
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in manifest()}
+    config_map = docs[("ConfigMap", "arbiter-config")]["data"]
+    for name in ("coordinator.toml", "node.toml"):
+        assert config_map[name] == (DEPLOY / "config" / name).read_text(), name
+    coordinator = tomllib.loads(config_map["coordinator.toml"])
+    service = {p["name"]: p["port"] for p in docs[("Service", "arbiter")]["spec"]["ports"]}
+    assert service == {"http": coordinator["server"]["port"],
+                       "cluster": coordinator["cluster"]["port"]}
+    worker = docs[("Deployment", "arbiter-worker")]["spec"]["template"]["spec"]["containers"][0]
+    join = worker["args"][worker["args"].index("--join") + 1]
+    assert join == f"arbiter:{coordinator['cluster']['port']}"
+    pod = docs[("Deployment", "arbiter-coordinator")]["spec"]["template"]["spec"]
+    probe = pod["containers"][0]["readinessProbe"]["httpGet"]
+    assert probe["path"] == "/health"
+    # Both mount the TLS secret where the configs look for it.
+    for d in ("arbiter-coordinator", "arbiter-worker"):
+        mounts = docs[("Deployment", d)]["spec"]["template"]["spec"]["containers"][0][
+            "volumeMounts"]
+        assert {"name": "tls", "mountPath": "/etc/arbiter/tls", "readOnly": True} in mounts
+
+
+def test_the_slurm_script_parses():
+    run = subprocess.run(["bash", "-n", str(DEPLOY / "slurm" / "arbiter.sbatch")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
