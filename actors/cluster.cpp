@@ -30,6 +30,15 @@ cluster_settings cluster_settings::from(const config::cluster_config& cfg) {
   return s;
 }
 
+cluster_metrics::cluster_metrics(metrics_registry& registry)
+  : nodes(registry.add(prometheus::BuildGauge()
+                         .Name("arbiter_cluster_nodes")
+                         .Help("Worker nodes the coordinator knows, by state (up, lost)"))),
+    events(registry.add(prometheus::BuildCounter()
+                          .Name("arbiter_cluster_node_events_total")
+                          .Help("Worker nodes that joined, were lost or were refused"))) {
+}
+
 void configure_cluster(caf::actor_system_config& cfg, const cluster_settings& settings) {
   cfg.load<caf::io::middleman>();
   if (settings.tls()) {
@@ -85,6 +94,7 @@ struct node_entry {
 
 struct gateway_state {
   caf::actor scheduler;
+  cluster_metrics* metrics = nullptr;
   /// By node name; lost nodes stay until their name joins again.
   std::map<std::string, node_entry> nodes;
   static inline const char* name = "arbiter.cluster_gateway";
@@ -109,8 +119,24 @@ void forget_oldest_lost(gateway_state& s) {
   }
 }
 
-caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler) {
+/// Sets arbiter_cluster_nodes from the table, and counts `event` when given.
+void count(gateway_state& s, const char* event = nullptr) {
+  size_t up = 0;
+  for (const auto& [name, node] : s.nodes) {
+    up += node.up ? 1 : 0;
+  }
+  s.metrics->nodes.Add({{"state", "up"}}).Set(static_cast<double>(up));
+  s.metrics->nodes.Add({{"state", "lost"}}).Set(static_cast<double>(s.nodes.size() - up));
+  if (event != nullptr) {
+    s.metrics->events.Add({{"event", event}}).Increment();
+  }
+}
+
+caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler,
+                      cluster_metrics* metrics) {
   self->state.scheduler = std::move(scheduler);
+  self->state.metrics = metrics;
+  count(self->state);
   self->set_down_handler([self](const caf::down_msg& down) {
     for (auto& [name, node] : self->state.nodes) {
       if (node.up && node.actor == down.source) {
@@ -118,19 +144,23 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
         node.reason = self->system().render(down.reason);
         log::warn("cluster: lost node '", name, "' (", node.hello.host, " pid ",
                   node.hello.pid, "): ", node.reason, "; its work is retried elsewhere");
+        self->state.metrics->events.Add({{"event", "lost"}}).Increment();
       }
     }
     forget_oldest_lost(self->state);
+    count(self->state);
   });
   return {
     [self](node_join_atom, node_hello& hello, caf::actor node) -> caf::result<caf::ok_atom> {
       auto& nodes = self->state.nodes;
       if (hello.name.empty() || hello.name.find('/') != std::string::npos) {
+        count(self->state, "refused");
         return caf::make_error(caf::sec::invalid_argument,
                                "node name must be non-empty and without '/'");
       }
       auto it = nodes.find(hello.name);
       if (it != nodes.end() && it->second.up && it->second.actor != node.address()) {
+        count(self->state, "refused");
         return caf::make_error(caf::sec::invalid_argument,
                                "a node named '" + hello.name + "' is already joined");
       }
@@ -143,6 +173,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
                 entry.hello.pid, ", arbiter ", entry.hello.version, ")");
       auto name = entry.hello.name;
       nodes[name] = std::move(entry);
+      count(self->state, "joined");
       return caf::ok_atom::value;
     },
     [self](add_source_atom, const std::string& node, scheduler::source_spec& spec,
@@ -217,8 +248,9 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
 
 } // namespace
 
-caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler) {
-  return sys.spawn(gateway, std::move(scheduler));
+caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
+                                 cluster_metrics& metrics) {
+  return sys.spawn(gateway, std::move(scheduler), &metrics);
 }
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,

@@ -25,6 +25,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/messages.hpp"
+#include "common/metrics.hpp"
 #include "config/config.hpp"
 
 namespace arbiter::actors {
@@ -93,6 +94,15 @@ struct node_info {
   std::vector<std::string> sources;
 };
 
+/// The gateway's metrics (docs/metrics.md, "Cluster").
+struct cluster_metrics {
+  explicit cluster_metrics(metrics_registry& registry);
+  /// arbiter_cluster_nodes{state="up"|"lost"}: nodes the coordinator knows.
+  prometheus::Family<prometheus::Gauge>& nodes;
+  /// arbiter_cluster_node_events_total{event="joined"|"lost"|"refused"}.
+  prometheus::Family<prometheus::Counter>& events;
+};
+
 /// The coordinator's gateway, the actor worker nodes connect to. It takes
 ///   (node_join_atom, node_hello, node actor)                -> ok, or an error (name taken)
 ///   (add_source_atom, node name, source_spec, worker actor) -> the source id
@@ -101,7 +111,8 @@ struct node_info {
 /// and passes sources on to the scheduler under the name "NODE/SOURCE". It watches each
 /// node's actor: when that goes (the connection is lost) the node shows as lost; the
 /// scheduler watches the workers themselves.
-caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler);
+caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
+                                 cluster_metrics& metrics);
 
 /// A worker actor and the spec it is registered under (serve registers its own, a node passes
 /// its to the gateway).

@@ -125,6 +125,7 @@ int serve(const serve_options& options) {
   scheduler::scheduler_metrics scheduler_metrics{registry, priorities};
   net::http_metrics http_metrics{registry};
   actors::local_model_metrics model_metrics{registry};
+  actors::cluster_metrics cluster_metrics{registry};
   backends::reward_catalog catalog{cfg};
 
   caf::actor_system_config caf_cfg;
@@ -149,7 +150,7 @@ int serve(const serve_options& options) {
                                        fallback);
   caf::actor gateway;
   if (cfg.cluster.enabled) {
-    gateway = actors::spawn_cluster_gateway(sys, sched);
+    gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics);
     auto published = actors::publish_cluster(sys, gateway, cfg.cluster.host, cfg.cluster.port,
                                               cluster);
     if (!published) {

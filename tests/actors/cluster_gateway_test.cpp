@@ -27,14 +27,14 @@ caf::behavior idle(caf::event_based_actor*) {
 
 class ClusterGateway : public ::testing::Test {
 protected:
-  ClusterGateway() : metrics_(registry_, {"normal"}) {
+  ClusterGateway() : metrics_(registry_, {"normal"}), cluster_metrics_(registry_) {
     caf_cfg_.set("scheduler.max-threads", size_t{2});
     sys_ = std::make_unique<caf::actor_system>(caf_cfg_);
     config::scheduler_config cfg;
     cfg.priorities = {{"normal", 1000, config::queue_order::fifo}};
     cfg.default_priority = "normal";
     sched_ = spawn_scheduler(*sys_, cfg, metrics_);
-    gateway_ = spawn_cluster_gateway(*sys_, sched_);
+    gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_);
   }
 
   ~ClusterGateway() override {
@@ -89,6 +89,7 @@ protected:
 
   metrics_registry registry_;
   scheduler::scheduler_metrics metrics_;
+  cluster_metrics cluster_metrics_;
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   caf::actor sched_;
@@ -150,5 +151,12 @@ TEST_F(ClusterGateway, ANodeWhoseActorGoesIsShownLostAndItsNameCanJoinAgain) {
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].state, "up");
   EXPECT_TRUE(listed[0].sources.empty());
+  auto text = registry_.render();
+  EXPECT_NE(text.find("arbiter_cluster_nodes{state=\"up\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("arbiter_cluster_nodes{state=\"lost\"} 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("arbiter_cluster_node_events_total{event=\"joined\"} 2"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("arbiter_cluster_node_events_total{event=\"lost\"} 1"),
+            std::string::npos) << text;
   caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
 }

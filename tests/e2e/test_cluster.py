@@ -160,6 +160,9 @@ def test_a_node_lost_under_load_loses_no_item(cluster, fault):
     listed = cluster_nodes(server)
     assert listed["node-doomed"]["state"] == "lost" and listed["node-doomed"]["reason"]
     assert listed["node-ok"]["state"] == "up"
+    _, _, metrics = server.request("GET", "/metrics")
+    assert 'arbiter_cluster_nodes{state="lost"} 1' in metrics
+    assert 'arbiter_cluster_node_events_total{event="lost"} 1' in metrics
 
 
 def test_a_node_rejoins_a_restarted_coordinator(make_server, cluster):

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/cluster.hpp"
 #include "net/http_metrics.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 
@@ -186,6 +187,7 @@ TEST(MetricsDoc, ListsEveryMetricTheServerDeclares) {
   metrics_registry registry;
   scheduler::scheduler_metrics s{registry, {"high"}};
   net::http_metrics h{registry};
+  actors::cluster_metrics c{registry};
   std::ifstream in{std::string{ARBITER_SOURCE_DIR} + "/docs/metrics.md"};
   ASSERT_TRUE(in) << "docs/metrics.md is missing";
   std::stringstream doc;
