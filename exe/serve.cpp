@@ -16,26 +16,20 @@
 #include <boost/asio/signal_set.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
-#include "actors/cpu_worker_actor.hpp"
 #include "actors/cluster.hpp"
 #include "actors/local_model_actor.hpp"
 #include "actors/messages.hpp"
-#include "exe/startup.hpp"
 #include "actors/remote_source_actor.hpp"
 #include "actors/reward_graph_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 #include "backends/cpu/cpu_rewards.hpp"
-#include "backends/models/text_classifier.hpp"
-#include "backends/models/text_embedder.hpp"
-#include "backends/models/text_generator.hpp"
 #include "backends/reward_catalog.hpp"
-#include "backends/reward_options.hpp"
 #include "config/config.hpp"
+#include "exe/startup.hpp"
 #include "net/http_metrics.hpp"
 #include "net/http_server.hpp"
 #include "net/routes.hpp"
