@@ -76,8 +76,17 @@ void expect_same_config(const arbiter_config& a, const arbiter_config& b) {
     EXPECT_EQ(a.scheduler.priorities[i].capacity, b.scheduler.priorities[i].capacity) << i;
     EXPECT_EQ(a.scheduler.priorities[i].order, b.scheduler.priorities[i].order) << i;
   }
+  EXPECT_EQ(a.cpu.enabled, b.cpu.enabled);
   EXPECT_EQ(a.cpu.workers, b.cpu.workers);
   EXPECT_EQ(a.cpu.max_lexical_chars, b.cpu.max_lexical_chars);
+  EXPECT_EQ(a.cluster.enabled, b.cluster.enabled);
+  EXPECT_EQ(a.cluster.host, b.cluster.host);
+  EXPECT_EQ(a.cluster.port, b.cluster.port);
+  EXPECT_EQ(a.cluster.heartbeat, b.cluster.heartbeat);
+  EXPECT_EQ(a.cluster.timeout, b.cluster.timeout);
+  EXPECT_EQ(a.cluster.certificate, b.cluster.certificate);
+  EXPECT_EQ(a.cluster.key, b.cluster.key);
+  EXPECT_EQ(a.cluster.ca, b.cluster.ca);
   ASSERT_EQ(a.rewards.size(), b.rewards.size());
   for (const auto& [name, reward] : a.rewards) {
     ASSERT_EQ(b.rewards.count(name), 1u) << name;
@@ -133,8 +142,16 @@ capacity = 50
 order = "edf"
 
 [cpu]
+enabled = false
 workers = 6
 max_lexical_chars = 99
+
+[cluster]
+enabled = true
+host = "127.0.0.9"
+port = 7711
+heartbeat_ms = 250
+timeout_ms = 900
 
 [rewards.squad_em]
 kind = "exact_match"
@@ -162,6 +179,12 @@ squad = "squad_em"
   EXPECT_EQ(cfg.scheduler.drain_timeout, 300ms);
   EXPECT_EQ(cfg.cpu.workers, 6u);
   EXPECT_EQ(cfg.cpu.max_lexical_chars, 99u);
+  EXPECT_FALSE(cfg.cpu.enabled);
+  EXPECT_TRUE(cfg.cluster.enabled);
+  EXPECT_EQ(cfg.cluster.host, "127.0.0.9");
+  EXPECT_EQ(cfg.cluster.port, 7711);
+  EXPECT_EQ(cfg.cluster.heartbeat, 250ms);
+  EXPECT_EQ(cfg.cluster.timeout, 900ms);
   ASSERT_EQ(cfg.rewards.size(), 1u);
   EXPECT_EQ(cfg.rewards.at("squad_em").name, "squad_em");
   EXPECT_EQ(cfg.rewards.at("squad_em").kind, "exact_match");
