@@ -6,17 +6,20 @@ For each N in --nodes (default 1 2 4), in turn:
 
 - single: `arbiter serve` with `[cpu] workers = N`;
 - cluster: `arbiter serve --cluster-port P` with `[cpu] enabled = false` (the coordinator only
-  routes) and N `arbiter worker --join` processes of one CPU worker each, all on loopback.
+  routes) and N `arbiter worker --join` processes of one CPU worker each, all on loopback;
+- cluster+tls (with --tls): the same with mutual TLS (certificates from
+  deploy/certs/make-certs.sh).
 
 Each setup is driven by arbiter-loadgen twice: 256-item batches on 4 connections
 (throughput, items/s) and single-item requests on one connection (latency: what the remote hop
-adds, p50/p99). The two setups of one N run back to back, so compare the ratio column, not
-absolute numbers across machines. Every run's scores are checked against difflib first.
+adds, p50/p99). The setups of one N run back to back (with --repeats R, R interleaved rounds
+and medians), so compare the ratio column, not absolute numbers across machines. Every run's scores are checked against difflib first.
 
 Prints a markdown table and writes OUT/cluster_bench.json.
 
     python3 bench/cluster_bench.py                      # after building build/arbiter
     python3 bench/cluster_bench.py --nodes 1 2 --duration-s 4
+    python3 bench/cluster_bench.py --tls                # and with mutual TLS
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import random
 import shlex
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,10 +85,17 @@ def post(url: str, body: Dict) -> Dict:
         return json.loads(r.read())
 
 
+def tls_toml(pki: Path, member: str, kind: str) -> str:
+    if kind != "cluster+tls":
+        return ""
+    return (f'[cluster]\ncertificate = "{pki / (member + ".pem")}"\n'
+            f'key = "{pki / (member + ".key")}"\nca = "{pki / "ca.pem"}"\n')
+
+
 class Setup:
     """A server (and its nodes) for one row; stop() ends them all."""
 
-    def __init__(self, binary: Path, kind: str, n: int, workdir: Path):
+    def __init__(self, binary: Path, kind: str, n: int, workdir: Path, pki: Path = None):
         self.procs: List[subprocess.Popen] = []
         env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
         env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
@@ -94,7 +105,7 @@ class Setup:
             cfg.write_text(f"[cpu]\nworkers = {n}\n")
         else:
             port = free_port()
-            cfg.write_text("[cpu]\nenabled = false\n")
+            cfg.write_text("[cpu]\nenabled = false\n" + tls_toml(pki, "coordinator", kind))
             args += ["--cluster-port", str(port)]
         server = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True, env=env)
@@ -104,25 +115,23 @@ class Setup:
             self.stop()
             raise RuntimeError(f"server did not start: {line!r}")
         self.url = line.split("listening on ", 1)[1]
-        if kind == "cluster":
+        if kind != "single":
             for i in range(n):
-                node = subprocess.Popen(
-                    [str(binary), "worker", "--join", f"127.0.0.1:{port}", "--name", f"n{i}",
-                     "--cpu-workers", "1"], stderr=subprocess.PIPE, text=True, env=env)
+                node_cfg = workdir / f"{kind}-{n}-node.toml"
+                node_cfg.write_text(tls_toml(pki, "node", kind))
+                log_path = workdir / f"{kind}-{n}-node-{i}.log"
+                with open(log_path, "w") as log_file:
+                    node = subprocess.Popen(
+                        [str(binary), "worker", "--join", f"127.0.0.1:{port}", "--name",
+                         f"n{i}", "--cpu-workers", "1", "--config", str(node_cfg)],
+                        stderr=log_file, text=True, env=env)
                 self.procs.append(node)
                 deadline = time.time() + 15
-                while time.time() < deadline:
-                    got = node.stderr.readline()
-                    if "joined" in got:
-                        break
-                    if not got and node.poll() is not None:
-                        break
-                else:
-                    got = ""
-                if "joined" not in got:
-                    self.stop()
-                    raise RuntimeError(f"node n{i} did not join")
-                node.stderr.close()  # its log is not needed any more
+                while "joined" not in log_path.read_text():
+                    if time.time() > deadline or node.poll() is not None:
+                        self.stop()
+                        raise RuntimeError(f"node n{i} did not join: {log_path.read_text()}")
+                    time.sleep(0.05)
 
     def stop(self) -> None:
         for p in reversed(self.procs):
@@ -170,6 +179,9 @@ def main() -> int:
     p.add_argument("--warmup-s", type=float, default=1.0)
     p.add_argument("--batch-items", type=int, default=256)
     p.add_argument("--text-chars", type=int, default=200)
+    p.add_argument("--tls", action="store_true", help="add rows with mutual TLS")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="runs per row, interleaved; the table shows medians")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args()
     for path in (args.arbiter, args.loadgen):
@@ -183,31 +195,50 @@ def main() -> int:
     bodies(single_file, 1, 64, args.text_chars, 2)
     log(f"# cluster_bench: {platform.node()}, {os.cpu_count()} cores, lexical "
         f"{args.text_chars}-char texts, {args.duration_s}s per run")
-    rows = []
-    for n in args.nodes:
-        for kind in ("single", "cluster"):
-            log(f"  {kind}, {n} worker{'s' if n > 1 else ''} ...")
-            setup = Setup(args.arbiter, kind, n, work)
-            try:
-                check_scores(setup.url, batch_bodies[0])
-                batch = loadgen(args, setup.url, batch_file, args.batch_items, 4)
-                single = loadgen(args, setup.url, single_file, 1, 1)
-            finally:
-                setup.stop()
-            rows.append({"setup": kind, "workers": n, "batch": batch, "single": single})
+    pki = work / "pki"
+    kinds = ["single", "cluster"]
+    if args.tls:
+        subprocess.run(["bash", str(REPO / "deploy" / "certs" / "make-certs.sh"), str(pki),
+                        "coordinator", "node"], check=True, capture_output=True)
+        kinds.append("cluster+tls")
+    runs: Dict[tuple, List[Dict]] = {}
+    for rep in range(args.repeats):
+        for n in args.nodes:
+            for kind in kinds:
+                log(f"  [{rep + 1}/{args.repeats}] {kind}, {n} worker{'s' if n > 1 else ''} ...")
+                setup = Setup(args.arbiter, kind, n, work, pki)
+                try:
+                    check_scores(setup.url, batch_bodies[0])
+                    batch = loadgen(args, setup.url, batch_file, args.batch_items, 4)
+                    single = loadgen(args, setup.url, single_file, 1, 1)
+                finally:
+                    setup.stop()
+                runs.setdefault((kind, n), []).append({"batch": batch, "single": single})
+
+    def median(kind: str, n: int, scenario: str, key: str) -> float:
+        return statistics.median(r[scenario][key] for r in runs[(kind, n)])
+
+    log("")
+    log(f"Medians of {args.repeats} interleaved run(s) per row.")
     log("")
     log("| setup | CPU workers | batch items/s | × single process | single-item p50 ms "
         "| p99 ms | p50 added by the hop ms |")
     log("|---|---|---|---|---|---|---|")
-    for row in rows:
-        base = next(r for r in rows if r["workers"] == row["workers"] and r["setup"] == "single")
-        name = ("one process" if row["setup"] == "single"
-                else f"coordinator + {row['workers']} node process{'es' if row['workers'] > 1 else ''}")
-        ratio = row["batch"]["items_per_s"] / base["batch"]["items_per_s"]
-        hop = row["single"]["p50_ms"] - base["single"]["p50_ms"]
-        log(f"| {name} | {row['workers']} | {row['batch']['items_per_s']:.0f} | {ratio:.2f} "
-            f"| {row['single']['p50_ms']:.2f} | {row['single']['p99_ms']:.2f} "
-            f"| {hop:+.2f} |")
+    rows = []
+    for n in args.nodes:
+        for kind in kinds:
+            items = median(kind, n, "batch", "items_per_s")
+            p50 = median(kind, n, "single", "p50_ms")
+            p99 = median(kind, n, "single", "p99_ms")
+            ratio = items / median("single", n, "batch", "items_per_s")
+            hop = p50 - median("single", n, "single", "p50_ms")
+            name = ("one process" if kind == "single"
+                    else f"coordinator + {n} node process{'es' if n > 1 else ''}"
+                    + (", TLS" if kind == "cluster+tls" else ""))
+            log(f"| {name} | {n} | {items:.0f} | {ratio:.2f} | {p50:.2f} | {p99:.2f} "
+                f"| {hop:+.2f} |")
+            rows.append({"setup": kind, "workers": n, "items_per_s": items, "ratio": ratio,
+                         "p50_ms": p50, "p99_ms": p99, "runs": runs[(kind, n)]})
     (args.out / "cluster_bench.json").write_text(json.dumps(
         {"args": {k: str(v) for k, v in vars(args).items()}, "rows": rows}, indent=1))
     log(f"\nwrote {args.out / 'cluster_bench.json'}")
