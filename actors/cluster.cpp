@@ -255,7 +255,12 @@ caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                     const node_hello& hello, const std::vector<spawned_source>& sources,
-                    const cluster_settings& settings) {
+                    const cluster_settings& settings, std::atomic<bool>* joined_flag) {
+  auto set_joined = [joined_flag](bool value) {
+    if (joined_flag != nullptr) {
+      *joined_flag = value;
+    }
+  };
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -306,10 +311,12 @@ int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t po
       backoff = first_backoff;
       log::info("node '", hello.name, "' joined ", where, settings.tls() ? " over TLS" : "",
                 " with ", sources.size(), " sources");
+      set_joined(true);
       bool stop = false;
       while (!*lost && !stop) {
         stop = wait_for_signal(signals, std::chrono::milliseconds{200});
       }
+      set_joined(false);
       if (stop) {
         caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
         return 0;

@@ -61,6 +61,13 @@ int main(int argc, char** argv) {
                      "node name, prefix of its source names (default HOSTNAME-PID)");
   worker->add_option("--cpu-workers", cpu_workers,
                      "CPU workers, 0 for one per core (overrides cpu.workers)");
+  int status_port = -1;
+  worker->add_option("--status-port", status_port,
+                     "serve GET /health (200 while joined, 503 while not) and GET /metrics on "
+                     "this port, 0 picks one (logged); default none");
+  std::string status_host;
+  worker->add_option("--status-host", status_host,
+                     "address the status port binds (overrides server.host, 127.0.0.1)");
   worker->add_option("--log-level", log_level, "debug, info, warn or error (stderr)");
 
   auto* check = app.add_subcommand(
@@ -101,6 +108,12 @@ int main(int argc, char** argv) {
     }
     if (cpu_workers >= 0) {
       node.cpu_workers = static_cast<uint32_t>(cpu_workers);
+    }
+    if (status_port != -1) {
+      node.status_port = status_port;
+    }
+    if (!status_host.empty()) {
+      node.status_host = status_host;
     }
     if (!node_config.empty()) {
       node.config_file = node_config;

@@ -31,6 +31,10 @@ struct worker_options {
   std::string name;
   /// Override cpu.workers (0: one per core).
   std::optional<uint32_t> cpu_workers;
+  /// Serve GET /health and GET /metrics on this port (0 picks one); the host overrides
+  /// server.host.
+  std::optional<int> status_port;
+  std::optional<std::string> status_host;
 };
 
 /// Runs a worker node (docs/deployment.md) until SIGINT or SIGTERM: spawns the workers its

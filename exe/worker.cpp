@@ -2,6 +2,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <iostream>
+#include <memory>
 #include <thread>
 
 #include <utility>  // Boost 1.74's Asio needs std::exchange declared first.
@@ -17,15 +20,30 @@
 #include "common/log.hpp"
 #include "exe/serve.hpp"
 #include "exe/startup.hpp"
+#include "net/http_metrics.hpp"
+#include "net/http_server.hpp"
+#include "net/node_status.hpp"
 #include "common/metrics.hpp"
 
 namespace arbiter::exe {
 
 int worker(const worker_options& options) {
   config::arbiter_config cfg;
-  auto flags = [&options](config::arbiter_config& c, std::vector<config::config_problem>&) {
+  auto flags = [&options](config::arbiter_config& c,
+                          std::vector<config::config_problem>& problems) {
     if (options.cpu_workers) {
       c.cpu.workers = *options.cpu_workers;
+    }
+    if (options.status_host) {
+      c.server.host = *options.status_host;
+    }
+    if (options.status_port) {
+      if (*options.status_port < 0 || *options.status_port > 65535) {
+        problems.push_back({"--status-port", "must be between 0 and 65535 (got "
+                                               + std::to_string(*options.status_port) + ")"});
+      } else {
+        c.server.port = static_cast<uint16_t>(*options.status_port);
+      }
     }
   };
   if (!load_configuration(options.config_file, flags, cfg)) {
@@ -47,10 +65,11 @@ int worker(const worker_options& options) {
   boost::asio::io_context ioc;
   caf::actor_system sys{caf_cfg};
 
-  // The node's own metrics are not served (it has no HTTP port); the coordinator's /metrics
-  // and /info show its sources.
+  // The node's model-worker metrics are served on its status port, when it has one; the
+  // coordinator's /info and /metrics show its sources.
   metrics_registry registry;
   actors::local_model_metrics model_metrics{registry};
+  net::http_metrics http_metrics{registry};
   std::vector<actors::spawned_source> sources;
   if (cfg.cpu.enabled) {
     spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), sources);
@@ -58,32 +77,61 @@ int worker(const worker_options& options) {
   spawn_remote_sources(sys, ioc, cfg, sources);
   std::vector<net::local_model_info> loaded;
   const bool models_ok = start_local_models(sys, cfg, model_metrics, loaded, sources);
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  actors::node_hello hello;
+  hello.host = host;
+  hello.pid = static_cast<uint32_t>(getpid());
+  hello.version = arbiter::version;
+  hello.name = options.name.empty() ? std::string{host} + "-" + std::to_string(hello.pid)
+                                    : options.name;
+  std::atomic<bool> joined{false};
+  const std::string coordinator = options.host + ":" + std::to_string(options.port);
+  net::node_status_routes status_routes{
+    [&] { return net::node_status{hello.name, coordinator, joined.load()}; }, registry,
+    http_metrics};
+  std::unique_ptr<net::http_server> status_server;
+  if (options.status_port) {
+    status_server = std::make_unique<net::http_server>(ioc, cfg.server, status_routes,
+                                                       http_metrics);
+    std::string error;
+    if (!status_server->listen(cfg.server.host, cfg.server.port, error)) {
+      std::cerr << "arbiter: --status-port: " << error << "\n";
+      for (auto& s : sources) {
+        caf::anon_send_exit(s.worker, caf::exit_reason::user_shutdown);
+      }
+      status_server->shutdown();
+      return 1;
+    }
+    status_server->start();
+    log::info("node status: http://", cfg.server.host, ":", status_server->port(),
+              "/health and /metrics");
+  }
   auto keep_running = boost::asio::make_work_guard(ioc);
   std::vector<std::thread> io_threads;
-  if (!cfg.sources.empty()) {
+  if (!cfg.sources.empty() || status_server) {
     for (uint32_t i = 0; i < std::min(or_cores(cfg.server.io_threads), 4u); ++i) {
       io_threads.emplace_back([&ioc] { ioc.run(); });
     }
   }
   int rc = 2;
   if (models_ok) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    actors::node_hello hello;
-    hello.host = host;
-    hello.pid = static_cast<uint32_t>(getpid());
-    hello.version = arbiter::version;
-    hello.name = options.name.empty() ? std::string{host} + "-" + std::to_string(hello.pid)
-                                      : options.name;
-    rc = actors::run_worker_node(sys, options.host, options.port, hello, sources, cluster);
+    rc = actors::run_worker_node(sys, options.host, options.port, hello, sources, cluster,
+                                 &joined);
   }
   for (auto& s : sources) {
     caf::anon_send_exit(s.worker, caf::exit_reason::user_shutdown);
+  }
+  if (status_server) {
+    status_server->begin_drain();
   }
   keep_running.reset();
   ioc.stop();
   for (auto& t : io_threads) {
     t.join();
+  }
+  if (status_server) {
+    status_server->shutdown();
   }
   log::info("worker node stopped");
   return rc;

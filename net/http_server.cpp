@@ -25,7 +25,7 @@ using tcp = asio::ip::tcp;
 struct http_server::impl {
   asio::io_context& ioc;
   config::server_config cfg;
-  router& routes;
+  request_handler& routes;
   http_metrics& metrics;
   std::optional<tcp::acceptor> acceptor_storage;
   tcp::acceptor& acceptor;
@@ -33,7 +33,8 @@ struct http_server::impl {
   std::mutex sessions_mutex;
   std::vector<std::weak_ptr<http_session>> sessions;
 
-  impl(asio::io_context& io, const config::server_config& c, router& r, http_metrics& m)
+  impl(asio::io_context& io, const config::server_config& c, request_handler& r,
+       http_metrics& m)
     : ioc(io), cfg(c), routes(r), metrics(m),
       acceptor_storage(std::in_place, asio::make_strand(io)), acceptor(*acceptor_storage) {
   }
@@ -244,7 +245,7 @@ private:
 };
 
 http_server::http_server(asio::io_context& ioc, const config::server_config& cfg,
-                         router& routes, http_metrics& metrics)
+                         request_handler& routes, http_metrics& metrics)
   : impl_(std::make_unique<impl>(ioc, cfg, routes, metrics)) {
 }
 

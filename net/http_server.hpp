@@ -20,12 +20,13 @@ namespace arbiter::net {
 class http_session;
 
 /// The Beast HTTP/1.1 server: accepts connections, reads requests (keep-alive, body-size
-/// limit, read and idle timeouts) and hands them to the router. Each connection runs on its
-/// own strand, so any number of io threads may run the io_context.
+/// limit, read and idle timeouts) and hands them to a request handler (the router, or a
+/// worker node's status routes). Each connection runs on its own strand, so any number of io
+/// threads may run the io_context.
 class http_server {
 public:
-  http_server(boost::asio::io_context& ioc, const config::server_config& cfg, router& routes,
-              http_metrics& metrics);
+  http_server(boost::asio::io_context& ioc, const config::server_config& cfg,
+              request_handler& routes, http_metrics& metrics);
   ~http_server();
 
   http_server(const http_server&) = delete;

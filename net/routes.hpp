@@ -79,13 +79,26 @@ enum class error_style : uint8_t { arbiter, openai, tei };
 /// the scheduler actor with a callback that `defer`s the encoding and the reply to the
 /// connection's strand; `GET /info` asks through a short-lived bridge actor. No thread waits
 /// on an actor. Every other route answers at once.
-class router {
+/// What the HTTP server hands requests to: the router, or a worker node's status routes.
+class request_handler {
+public:
+  virtual ~request_handler() = default;
+
+  /// Handles one request. `reply` is called exactly once.
+  virtual void handle(std::string_view method, std::string_view target, std::string body,
+                      reply_fn reply, defer_fn defer) = 0;
+
+  /// Counts a request refused by the HTTP layer itself (body too large, malformed HTTP).
+  virtual void count_protocol_error(const std::string& reason, unsigned status) = 0;
+};
+
+class router : public request_handler {
 public:
   explicit router(router_context ctx);
 
   /// Handles one request. `reply` is called exactly once.
   void handle(std::string_view method, std::string_view target, std::string body,
-              reply_fn reply, defer_fn defer);
+              reply_fn reply, defer_fn defer) override;
 
   /// From now on /health says "draining" and /v1/score answers 503 with Retry-After.
   void begin_drain() noexcept {
@@ -96,8 +109,7 @@ public:
     return draining_;
   }
 
-  /// Counts a request refused by the HTTP layer itself (body too large, malformed HTTP).
-  void count_protocol_error(const std::string& reason, unsigned status);
+  void count_protocol_error(const std::string& reason, unsigned status) override;
 
 private:
   /// Turns a request's results into the response.

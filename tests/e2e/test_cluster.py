@@ -41,10 +41,10 @@ class Nodes:
         self.procs = []
 
     def start(self, port, name, workers=1, config=None, env=None, host="127.0.0.1",
-              wrapper=(), expect="joined"):
+              wrapper=(), expect="joined", args=()):
         """Starts a node and waits for its log to say `expect` ("joined" or "cannot join")."""
         cmd = [*wrapper, ARBITER_BIN, "worker", "--join", f"{host}:{port}", "--name", name,
-               "--cpu-workers", str(workers)]
+               "--cpu-workers", str(workers), *args]
         if config is not None:
             path = self.tmp_path / f"node-{name}.toml"
             path.write_text(config)
@@ -420,3 +420,43 @@ def test_a_coordinator_without_cpu_workers_leaves_cpu_rewards_to_nodes(make_serv
     status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(100, 50)})
     assert status == 200 and all(r["status"] == "ok" for r in body["results"])
     assert {r["source"] for r in body["results"]} == {"only/cpu"}
+
+
+def test_a_node_status_port_answers_health_and_metrics(make_server, nodes, tmp_path):
+    """`worker --status-port`: /health is 200 while joined and 503 while the coordinator is
+    away; /metrics has the node's own metrics; nothing else is served."""
+    import http.client
+    import re
+    port = free_port()
+    server = make_server("[cpu]\nworkers = 1\n", args=("--cluster-port", str(port)))
+    # A node with a local model, so that its own metrics have something to show.
+    from test_local_models import TINY_NLI
+    node = nodes.start(port, "watched", config=(
+        f'[[models]]\nname = "nli"\nkind = "nli"\npath = "{TINY_NLI}"\n'),
+        args=("--status-port", "0"))
+    node_log = "".join(node.log)
+    found = re.search(r"node status: http://127\.0\.0\.1:(\d+)/health", node_log)
+    assert found, node_log
+    status_port = int(found.group(1))
+
+    def get(path):
+        c = http.client.HTTPConnection("127.0.0.1", status_port, timeout=5)
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read().decode()
+
+    status, body = get("/health")
+    assert status == 200 and json.loads(body)["status"] == "ok", body
+    assert json.loads(body)["node"] == "watched"
+    status, _, body = server.request("POST", "/predict", {"inputs": [["a cat", "an animal"]]})
+    assert status == 200, body
+    status, metrics = get("/metrics")
+    assert status == 200
+    assert 'arbiter_model_batches_total{device="cpu",model="nli"} 1' in metrics, metrics
+    assert get("/v1/score")[0] == 404
+    server.stop()
+    deadline = time.time() + 10
+    while get("/health")[0] != 503 and time.time() < deadline:
+        time.sleep(0.1)
+    status, body = get("/health")
+    assert status == 503 and json.loads(body)["status"] == "joining", body

@@ -58,6 +58,9 @@ def test_the_kubernetes_manifest_matches_the_configs():
     pod = docs[("Deployment", "arbiter-coordinator")]["spec"]["template"]["spec"]
     probe = pod["containers"][0]["readinessProbe"]["httpGet"]
     assert probe["path"] == "/health"
+    status_port = int(worker["args"][worker["args"].index("--status-port") + 1])
+    assert worker["ports"] == [{"name": "status", "containerPort": status_port}]
+    assert worker["readinessProbe"]["httpGet"] == {"path": "/health", "port": "status"}
     # Both mount the TLS secret where the configs look for it.
     for d in ("arbiter-coordinator", "arbiter-worker"):
         mounts = docs[("Deployment", d)]["spec"]["template"]["spec"]["containers"][0][
