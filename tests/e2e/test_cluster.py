@@ -370,6 +370,7 @@ def test_a_partitioned_node_is_given_up_and_rejoins_when_healed(make_server, nod
     assert cluster_nodes(server)["far"]["state"] == "up"
     status, _, body = server.request("POST", "/v1/score", {"items": lexical_items(200, 300)})
     assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+    assert "far" in node_names(body), "the healed node's workers serve again"
 
 
 def test_info_gain_runs_on_model_workers_of_a_node(cluster):
