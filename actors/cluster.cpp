@@ -16,6 +16,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "arbiter/version.hpp"
 #include "common/log.hpp"
 
 namespace arbiter::actors {
@@ -157,6 +158,15 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
         count(self->state, "refused");
         return caf::make_error(caf::sec::invalid_argument,
                                "node name must be non-empty and without '/'");
+      }
+      if (hello.version != arbiter::version) {
+        // The work messages' layout may differ between versions: refuse rather than risk
+        // items that cannot be read on the other side.
+        count(self->state, "refused");
+        return caf::make_error(caf::sec::invalid_argument,
+                               "node '" + hello.name + "' runs arbiter " + hello.version
+                                 + ", the coordinator " + arbiter::version
+                                 + "; run the same version on every member");
       }
       auto it = nodes.find(hello.name);
       if (it != nodes.end() && it->second.up && it->second.actor != node.address()) {

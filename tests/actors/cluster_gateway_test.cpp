@@ -13,6 +13,7 @@
 
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/scheduler_actor.hpp"
+#include "arbiter/version.hpp"
 
 using namespace arbiter;
 using namespace arbiter::actors;
@@ -44,10 +45,11 @@ protected:
   }
 
   /// Sends `(node_join_atom, hello, node)`; returns the error text, empty when taken.
-  std::string join(const std::string& name, const caf::actor& node) {
+  std::string join(const std::string& name, const caf::actor& node,
+                   const std::string& version = arbiter::version) {
     caf::scoped_actor self{*sys_};
     std::string out;
-    node_hello hello{name, "host-1", 42, "0.1.0"};
+    node_hello hello{name, "host-1", 42, version};
     self->request(gateway_, 5s, node_join_atom::value, hello, node)
       .receive([](caf::ok_atom) {}, [&](caf::error& e) { out = sys_->render(e); });
     return out;
@@ -122,6 +124,8 @@ TEST_F(ClusterGateway, RefusesUnjoinedNodesBadNamesAndATakenName) {
   EXPECT_NE(add("ghost", worker).find("has not joined"), std::string::npos);
   EXPECT_NE(join("a/b", node).find("without '/'"), std::string::npos);
   EXPECT_NE(join("", node).find("non-empty"), std::string::npos);
+  EXPECT_NE(join("old", node, "0.0.1").find("runs arbiter 0.0.1, the coordinator"),
+            std::string::npos);
   ASSERT_EQ(join("twin", node), "");
   EXPECT_NE(join("twin", other).find("already joined"), std::string::npos);
   EXPECT_EQ(join("twin", node), "") << "the same node joining again is taken";
