@@ -43,16 +43,17 @@ std::vector<size_t> items_with_calls(const work_batch& batch, const std::string&
   return index;
 }
 
-/// Stamps the batch's time on every outcome and the report, and counts it.
+/// Stamps the batch's time on every outcome and the report, and counts it as `passes` model
+/// passes.
 void finish_batch(work_result& result, std::chrono::steady_clock::time_point start,
-                  const worker_counters& counters) {
+                  const worker_counters& counters, size_t passes = 1) {
   auto elapsed = std::chrono::steady_clock::now() - start;
   const double ms = std::chrono::duration<double, std::milli>(elapsed).count();
   for (auto& outcome : result.outcomes) {
     outcome.run_ms = ms;
   }
   counters.busy->Increment(ms / 1000.0);
-  counters.batches->Increment();
+  counters.batches->Increment(static_cast<double>(passes));
   result.report.latency = elapsed;
 }
 
@@ -104,11 +105,14 @@ caf::behavior generator_worker(caf::event_based_actor*,
         calls.push_back({batch.items[i]->call.get(), batch.items[i]->kind == "chat"});
       }
       std::vector<backends::models::text_generator::completion> done;
+      size_t passes = 0;
       if (batch_calls) {
-        done = generator->complete_all(calls, max_batch_tokens);
+        done = generator->complete_all(calls, max_batch_tokens, &passes);
       } else {
         for (const auto& call : calls) {
-          done.push_back(std::move(generator->complete_all({call}, max_batch_tokens).at(0)));
+          size_t one = 0;
+          done.push_back(std::move(generator->complete_all({call}, max_batch_tokens, &one).at(0)));
+          passes += one;
         }
       }
       for (size_t k = 0; k < index.size(); ++k) {
@@ -122,7 +126,7 @@ caf::behavior generator_worker(caf::event_based_actor*,
                                    + done[k].output->completion_tokens);
         outcome.output = std::make_shared<model_output>(std::move(*done[k].output));
       }
-      finish_batch(result, start, counters);
+      finish_batch(result, start, counters, passes);
       return result;
     },
   };

@@ -31,7 +31,7 @@ struct local_model_metrics {
   prometheus::Family<prometheus::Counter>& busy_seconds;
   /// arbiter_model_tokens_total: tokens run (padding excluded).
   prometheus::Family<prometheus::Counter>& tokens;
-  /// arbiter_model_batches_total: batches run.
+  /// arbiter_model_batches_total: batches run (a generator's: decode passes).
   prometheus::Family<prometheus::Counter>& batches;
 };
 

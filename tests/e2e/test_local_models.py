@@ -299,3 +299,27 @@ def test_a_local_generator_answers_chat_completions(make_server):
     status, _, reply = s.request("POST", "/v1/chat/completions", {
         "model": "tiny-lm", "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})
     assert status == 200, reply
+
+
+def test_batch_calls_false_decodes_and_counts_one_pass_per_call(make_server):
+    """With batch_calls = false a scheduler batch's calls decode one at a time, and
+    arbiter_model_batches_total counts each decode pass, however the calls were batched."""
+    import threading
+    s = make_server(generator_config("batch_calls = false\n[routing]\ncache_capacity = 0\n"))
+    before = model_batches(s, "tiny-lm")
+    barrier = threading.Barrier(4)
+
+    def ask(seed):
+        conn = s.connection()
+        barrier.wait()
+        status, _, reply = s.request("POST", "/v1/chat/completions", {
+            "model": "tiny-lm", "messages": [{"role": "user", "content": f"q {seed}"}],
+            "max_tokens": 5, "temperature": 0.0}, conn=conn)
+        assert status == 200, reply
+
+    threads = [threading.Thread(target=ask, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert model_batches(s, "tiny-lm") - before == 4
