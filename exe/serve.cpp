@@ -86,25 +86,12 @@ int serve(const serve_options& options) {
     if (options.host) {
       c.server.host = *options.host;
     }
-    if (options.port) {
-      if (*options.port < 0 || *options.port > 65535) {
-        problems.push_back({"--port", "must be between 0 and 65535 (got "
-                                        + std::to_string(*options.port) + ")"});
-      } else {
-        c.server.port = static_cast<uint16_t>(*options.port);
-      }
-    }
+    apply_port_flag(options.port, "--port", c.server.port, problems);
     if (options.cluster_host) {
       c.cluster.host = *options.cluster_host;
     }
-    if (options.cluster_port) {
-      if (*options.cluster_port < 0 || *options.cluster_port > 65535) {
-        problems.push_back({"--cluster-port", "must be between 0 and 65535 (got "
-                                                + std::to_string(*options.cluster_port) + ")"});
-      } else {
-        c.cluster.enabled = true;
-        c.cluster.port = static_cast<uint16_t>(*options.cluster_port);
-      }
+    if (apply_port_flag(options.cluster_port, "--cluster-port", c.cluster.port, problems)) {
+      c.cluster.enabled = true;
     }
   };
   if (!load_configuration(options.config_file, flags, cfg)) {

@@ -45,6 +45,19 @@ void check_reward_options(const config::arbiter_config& cfg,
   }
 }
 
+bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t& out,
+                     std::vector<config::config_problem>& problems) {
+  if (!value) {
+    return false;
+  }
+  if (*value < 0 || *value > 65535) {
+    problems.push_back({flag, "must be between 0 and 65535 (got " + std::to_string(*value) + ")"});
+    return false;
+  }
+  out = static_cast<uint16_t>(*value);
+  return true;
+}
+
 bool load_configuration(const std::optional<std::string>& config_file,
                         const config_overrides& flags, config::arbiter_config& cfg) {
   std::vector<config::config_problem> problems;

@@ -28,6 +28,11 @@ uint32_t or_cores(uint32_t n);
 using config_overrides =
   std::function<void(config::arbiter_config&, std::vector<config::config_problem>&)>;
 
+/// Applies a port flag (`--port`, `--cluster-port`, ...) to `out` when given; a value outside
+/// 0..65535 is a problem naming the flag. Returns whether the flag was given and applied.
+bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t& out,
+                     std::vector<config::config_problem>& problems);
+
 /// Loads the file (or $ARBITER_CONFIG, or the embedded default), then the environment, then
 /// `flags`, and validates. Prints every problem to stderr and returns false when there is one.
 bool load_configuration(const std::optional<std::string>& file, const config_overrides& flags,

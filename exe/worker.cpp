@@ -37,14 +37,7 @@ int worker(const worker_options& options) {
     if (options.status_host) {
       c.server.host = *options.status_host;
     }
-    if (options.status_port) {
-      if (*options.status_port < 0 || *options.status_port > 65535) {
-        problems.push_back({"--status-port", "must be between 0 and 65535 (got "
-                                               + std::to_string(*options.status_port) + ")"});
-      } else {
-        c.server.port = static_cast<uint16_t>(*options.status_port);
-      }
-    }
+    apply_port_flag(options.status_port, "--status-port", c.server.port, problems);
   };
   if (!load_configuration(options.config_file, flags, cfg)) {
     return 2;
