@@ -205,7 +205,6 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
   put_model(body, c, opts);
   uint32_t max_tokens = c.max_tokens.value_or(opts.max_tokens);
   prepared_call call;
-  call.estimated_tokens = estimate_prompt_tokens(c.prompt) + uint64_t{max_tokens} * c.n;
   if (!c.messages.empty()) {
     // A whole conversation (the /v1/chat/completions route): sent as it came.
     auto messages = json::parse(c.messages, nullptr, /*allow_exceptions=*/false);
@@ -218,15 +217,6 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
         "conversation"};
     }
     call.path = "/v1/chat/completions";
-    call.estimated_tokens = uint64_t{max_tokens} * c.n;
-    for (const auto& m : messages) {
-      call.estimated_tokens += chat_message_overhead_tokens;
-      if (auto content = m.find("content"); content != m.end() && content->is_string()) {
-        call.estimated_tokens += estimate_prompt_tokens(content->get_ref<const std::string&>());
-      } else if (content != m.end()) {
-        call.estimated_tokens += estimate_prompt_tokens(dump(*content));
-      }
-    }
     body["messages"] = std::move(messages);
   } else if (opts.use_completions) {
     call.path = "/v1/completions";
@@ -236,7 +226,6 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
     json message = {{"role", "user"}, {"content", c.prompt}};
     body["messages"] = json::array();
     body["messages"].push_back(std::move(message));
-    call.estimated_tokens += chat_message_overhead_tokens;
   }
   body["temperature"] = c.temperature.value_or(opts.temperature);
   body["top_p"] = c.top_p.value_or(opts.top_p);
@@ -263,7 +252,6 @@ prepared_call prepare_generate(const endpoint_options& opts, const score_item& i
   uint32_t max_tokens = c.max_tokens.value_or(opts.max_tokens);
   prepared_call call;
   call.path = "/v1/completions";
-  call.estimated_tokens = estimate_prompt_tokens(c.prompt) + uint64_t{max_tokens} * c.n;
   body["prompt"] = c.prompt;
   body["n"] = c.n;
   body["temperature"] = c.temperature.value_or(opts.temperature);
@@ -288,7 +276,6 @@ prepared_call prepare_nli(const std::vector<shared_item>& items) {
   json pairs = json::array();
   for (const auto& item : items) {
     const auto& c = call_of(*item);
-    call.estimated_tokens += estimate_prompt_tokens(c.prompt) + estimate_prompt_tokens(c.hypothesis);
     pairs.push_back(json::array({c.prompt, c.hypothesis}));
   }
   json body = json::object();
@@ -301,9 +288,6 @@ prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
                                 const std::vector<shared_item>& items) {
   prepared_call call;
   auto inputs = embedding_texts(items, opts.model);
-  for (const auto& text : inputs.texts) {
-    call.estimated_tokens += estimate_prompt_tokens(text);
-  }
   call.spans = std::move(inputs.spans);
   call.input_count = static_cast<uint32_t>(inputs.texts.size());
   json body = json::object();
@@ -344,10 +328,6 @@ prepared_call prepare_info_gain(const std::vector<shared_item>& items) {
     auto options = merged_options(*item);
     auto question = first_string(options, {"question", "problem"}, "");
     auto context = first_string(options, {"context"}, item->solution_str);
-    call.estimated_tokens += estimate_prompt_tokens(question) + estimate_prompt_tokens(context);
-    for (const auto& answer : item->ground_truth) {
-      call.estimated_tokens += estimate_prompt_tokens(answer);
-    }
     json entry = json::object();
     entry["question"] = std::move(question);
     entry["context"] = std::move(context);
@@ -389,6 +369,12 @@ std::vector<const json*> ordered_choices(const json& doc, const std::string& wha
     auto index = choice.find("index");
     indexed = indexed && index != choice.end() && index->is_number_integer();
     out.push_back(&choice);
+  }
+  if (out.size() < n && !out.empty()) {
+    // A well-formed reply with fewer choices: the server ignores or caps n.
+    throw unfit_reply{what + " reply has " + std::to_string(out.size()) + " choices for n = "
+                      + std::to_string(n) + " (the source does not serve n > "
+                      + std::to_string(out.size()) + ")"};
   }
   if (out.size() < n || (count == choice_count::exactly_n && out.size() != n)) {
     reject(what + " reply has " + std::to_string(out.size()) + " choices for n = "
@@ -937,20 +923,6 @@ const char* to_string(api_kind k) noexcept {
       return "ig_service";
   }
   return "unknown";
-}
-
-uint64_t estimate_prompt_tokens(std::string_view text) noexcept {
-  uint64_t words = 0;
-  bool in_word = false;
-  for (char c : text) {
-    bool space = is_ascii_space(c);
-    if (!space && !in_word) {
-      ++words;
-    }
-    in_word = !space;
-  }
-  uint64_t thirds = (uint64_t{text.size()} + 2) / 3;
-  return std::max(words, thirds);
 }
 
 bool supports(api_kind api, std::string_view item_kind) noexcept {

@@ -66,23 +66,11 @@ struct prepared_call {
   std::string path;
   /// The JSON request body.
   std::string body;
-  /// Tokens an OpenAI-style provider will count for this call, for tokens-per-minute pacing.
-  /// Never lower than what a provider counts: every text sent counts `estimate_prompt_tokens`,
-  /// a chat message adds `chat_message_overhead_tokens`, and chat and generate calls add
-  /// max_tokens × n.
-  uint64_t estimated_tokens = 0;
   /// Embedding calls: one span per item, in item order. Empty for other kinds.
   std::vector<input_span> spans;
   /// Number of texts in an embedding call's input list (0 for other kinds).
   uint32_t input_count = 0;
 };
-
-/// Tokens a chat message costs beyond its content (role and separators; OpenAI counts 3-4),
-/// rounded up generously.
-inline constexpr uint64_t chat_message_overhead_tokens = 8;
-
-/// Generous token estimate of `text`: max(whitespace-separated words, ceil(UTF-8 bytes / 3)).
-uint64_t estimate_prompt_tokens(std::string_view text) noexcept;
 
 /// Which item kinds an API serves: openai → "chat", "generate", "embedding"; tei →
 /// "embedding", "nli"; ig_service → "info_gain".
@@ -119,10 +107,17 @@ struct bad_reply : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A bad_reply that is well formed but does not fit what was asked: fewer completions than the
+/// call's `n` (a server that ignores or caps `n`). The source is healthy; it cannot serve this
+/// request as asked, so another source may be tried and its breaker is left alone.
+struct unfit_reply : bad_reply {
+  using bad_reply::bad_reply;
+};
+
 /// Parses a 2xx reply `body` to `call` (built by `prepare_call` from the same `api`, `opts` and
 /// `items`) into one outcome per item, in order; `run_ms` is left 0 for the caller to fill.
 /// - chat: `output.texts` holds every choice's content (choices ordered by "index" when they
-///   carry one); fewer choices than n is a bad reply.
+///   carry one); fewer choices than n is an unfit reply.
 /// - generate: exactly n choices, ordered by index; each text Python-`strip()`ped, with the
 ///   mean of its non-null `logprobs.token_logprobs` and their count.
 /// - nli: `output`'s entailment, neutral and contradiction from the labels (any case;

@@ -1,4 +1,5 @@
 #include "backends/remote/remote_codec.hpp"
+#include "common/token_estimate.hpp"
 
 #include <cmath>
 #include <limits>
@@ -253,16 +254,31 @@ TEST(RemoteCodec, RequestBodiesSurviveInvalidUtf8) {
 }
 
 // ---- token estimates -----------------------------------------------------------------------
+// The scheduler paces a provider's token bucket with `estimate_prompt_tokens` and
+// `estimate_completion_tokens` (common/token_estimate.hpp) before the call is built; these
+// tests hold that estimate against the bodies the codec really sends.
 
-TEST(RemoteCodec, PromptTokenEstimateIsTheLargerOfWordsAndThirds) {
-  EXPECT_EQ(estimate_prompt_tokens(""), 0u);
-  EXPECT_EQ(estimate_prompt_tokens("a b c d"), 4u);        // 4 words, 7 bytes -> 3
-  EXPECT_EQ(estimate_prompt_tokens("abcdefg"), 3u);        // 1 word, ceil(7 / 3)
-  EXPECT_EQ(estimate_prompt_tokens("\xe4\xbd\xa0\xe5\xa5\xbd"), 2u);  // 6 bytes of CJK
-  EXPECT_EQ(estimate_prompt_tokens(" \t\n "), 2u);         // no words, 4 bytes
+namespace {
+
+uint64_t estimate_of(const std::vector<shared_item>& items, uint64_t default_max_tokens) {
+  uint64_t total = 0;
+  for (const auto& item : items) {
+    total += estimate_prompt_tokens(*item) + estimate_completion_tokens(*item, default_max_tokens);
+  }
+  return total;
 }
 
-TEST(RemoteCodec, EstimatedTokensNeverBelowWhatAProviderCounts) {
+} // namespace
+
+TEST(RemoteCodec, TextTokenEstimateIsTheLargerOfWordsAndThirds) {
+  EXPECT_EQ(estimate_text_tokens(""), 0u);
+  EXPECT_EQ(estimate_text_tokens("a b c d"), 4u);        // 4 words, 7 bytes -> 3
+  EXPECT_EQ(estimate_text_tokens("abcdefg"), 3u);        // 1 word, ceil(7 / 3)
+  EXPECT_EQ(estimate_text_tokens("\xe4\xbd\xa0\xe5\xa5\xbd"), 2u);  // 6 bytes of CJK
+  EXPECT_EQ(estimate_text_tokens(" \t\n "), 2u);         // no words, 4 bytes
+}
+
+TEST(RemoteCodec, ItemEstimatesNeverBelowWhatAProviderCountsOfTheBody) {
   endpoint_options opts;
   opts.max_tokens = 300;
   const std::vector<std::string> texts{
@@ -279,8 +295,9 @@ TEST(RemoteCodec, EstimatedTokensNeverBelowWhatAProviderCounts) {
                                               : body["messages"][0]["content"].get<std::string>();
         // The fake provider counts words + max_tokens * n; a BPE tokenizer rarely beats
         // 3 bytes a token.
-        EXPECT_GE(call.estimated_tokens, whitespace_words(prompt) + 3 * opts.max_tokens) << text;
-        EXPECT_GE(call.estimated_tokens, (prompt.size() + 2) / 3 + 3 * opts.max_tokens) << text;
+        auto estimate = estimate_of(items, opts.max_tokens);
+        EXPECT_GE(estimate, whitespace_words(prompt) + 3 * opts.max_tokens) << text;
+        EXPECT_GE(estimate, (prompt.size() + 2) / 3 + 3 * opts.max_tokens) << text;
       }
     }
     std::vector<shared_item> items{make_item("embedding", text, {text, "ref " + text}),
@@ -294,39 +311,48 @@ TEST(RemoteCodec, EstimatedTokensNeverBelowWhatAProviderCounts) {
       words += whitespace_words(input.get<std::string>());
       thirds += (input.get<std::string>().size() + 2) / 3;
     }
-    EXPECT_GE(call.estimated_tokens, words) << text;
-    EXPECT_GE(call.estimated_tokens, thirds) << text;
+    EXPECT_GE(estimate_of(items, 0), words) << text;
+    EXPECT_GE(estimate_of(items, 0), thirds) << text;
   }
 }
 
 TEST(RemoteCodec, ChatAndGenerateEstimatesArePromptPlusMaxTokensTimesN) {
-  endpoint_options opts;
-  opts.max_tokens = 100;
-  auto chat = prepare_call(api_kind::openai, opts, {call_item("chat", prompt_call("one two", 4))});
-  EXPECT_EQ(chat.estimated_tokens, 3u + 400u + chat_message_overhead_tokens);  // ceil(7 / 3)
-  opts.use_completions = true;
-  chat = prepare_call(api_kind::openai, opts, {call_item("chat", prompt_call("one two", 4))});
-  EXPECT_EQ(chat.estimated_tokens, 3u + 400u);
+  auto chat = call_item("chat", prompt_call("one two", 4));
+  EXPECT_EQ(estimate_prompt_tokens(*chat), 3u + chat_message_overhead_tokens);  // ceil(7 / 3)
+  EXPECT_EQ(estimate_completion_tokens(*chat, 100), 400u);  // the source's max_tokens x n
   auto with_max = prompt_call("one two", 2);
   with_max.max_tokens = 7;
-  auto generate = prepare_call(api_kind::openai, opts, {call_item("generate", with_max)});
-  EXPECT_EQ(generate.estimated_tokens, 3u + 14u);
+  auto generate = call_item("generate", with_max);
+  EXPECT_EQ(estimate_prompt_tokens(*generate), 3u);
+  EXPECT_EQ(estimate_completion_tokens(*generate, 100), 14u);  // the call's own max_tokens
 }
 
-TEST(RemoteCodec, InfoGainEstimateCountsEveryTextButNoOutput) {
-  auto call = prepare_call(api_kind::ig_service, endpoint_options{},
-                           {make_item("info_gain", "one two three", {"four", "five six"},
-                                      R"({"question":"seven"})")});
-  EXPECT_EQ(call.estimated_tokens, 2u + 5u + 2u + 3u);  // seven / one two three / four / five six
+TEST(RemoteCodec, ConversationEstimateCoversEveryMessage) {
+  model_call c;
+  c.messages = R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi there"}])";
+  c.n = 2;
+  auto item = call_item("chat", c);
+  auto body = json::parse(prepare_call(api_kind::openai, endpoint_options{}, {item}).body);
+  uint64_t counted = 0;
+  for (const auto& m : body["messages"]) {
+    counted += whitespace_words(m["content"].get<std::string>()) + 4;  // OpenAI: ~4 per message
+  }
+  EXPECT_GE(estimate_prompt_tokens(*item), counted);
+  EXPECT_EQ(estimate_completion_tokens(*item, 10), 20u);
+}
+
+TEST(RemoteCodec, RewardItemEstimateCountsEveryTextAndATemplate) {
+  auto item = make_item("info_gain", "one two three", {"four", "five six"}, R"({"question":"seven"})");
+  // one two three / four / five six / {"question":"seven"} (20 bytes: 7) + the template.
+  EXPECT_EQ(estimate_prompt_tokens(*item), 5u + 2u + 3u + 7u + item_template_tokens);
+  EXPECT_EQ(estimate_completion_tokens(*item, 0), 0u);
 }
 
 TEST(RemoteCodec, NliEstimateCountsBothTexts) {
   model_call pair;
   pair.prompt = "one two three";
   pair.hypothesis = "four";
-  auto call = prepare_call(api_kind::tei, endpoint_options{},
-                           {call_item("nli", pair), call_item("nli", pair)});
-  EXPECT_EQ(call.estimated_tokens, 2u * (5u + 2u));
+  EXPECT_EQ(estimate_prompt_tokens(*call_item("nli", pair)), 5u + 2u);
 }
 
 // ---- chat ----------------------------------------------------------------------------------
@@ -1183,7 +1209,6 @@ TEST(RemoteCodecPassThrough, AConversationIsSentAsItCameAndFinishReasonAndUsageC
   auto body = json::parse(call.body);
   EXPECT_EQ(body["messages"], json::parse(c.messages));
   EXPECT_EQ(body["n"], 2);
-  EXPECT_GT(call.estimated_tokens, 2u * opts.max_tokens);
   auto outcomes = parse_reply(api_kind::openai, opts, call, {item}, R"({"choices":[
       {"index":0,"message":{"role":"assistant","content":"a"},"finish_reason":"stop"},
       {"index":1,"message":{"role":"assistant","content":"b"},"finish_reason":"length"}],

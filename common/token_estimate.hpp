@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "common/score_types.hpp"
+
+namespace arbiter {
+
+/// Tokens a chat message costs beyond its content (role and separators; OpenAI counts 3-4),
+/// rounded up generously.
+inline constexpr uint64_t chat_message_overhead_tokens = 8;
+
+/// Tokens a reward item's prompt template adds around its texts (a remote reward that is not a
+/// model call: an embedding or IG service item).
+inline constexpr uint64_t item_template_tokens = 64;
+
+/// Generous token estimate of `text` until a tokenizer is at hand: max(whitespace-separated
+/// words, ceil(UTF-8 bytes / 3)). A BPE tokenizer rarely beats 3 bytes a token; CJK text is
+/// about one token per character, which is 3 bytes.
+uint64_t estimate_text_tokens(std::string_view text) noexcept;
+
+/// The prompt tokens a provider counts for `item`: a model call's prompt, conversation and
+/// hypothesis (plus a message's overhead for a chat prompt), or a reward item's candidate,
+/// references and `extra_info` plus `item_template_tokens`. The one estimate the scheduler's
+/// token pacing and the remote codec share.
+uint64_t estimate_prompt_tokens(const score_item& item) noexcept;
+
+/// The output tokens `item` may cost: a model call's `max_tokens` (else `default_max_tokens`,
+/// the source's setting) times its `n`; `default_max_tokens` for other items.
+uint64_t estimate_completion_tokens(const score_item& item, uint64_t default_max_tokens) noexcept;
+
+} // namespace arbiter
