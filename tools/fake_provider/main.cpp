@@ -72,6 +72,11 @@ struct options {
   double error_rate_malformed = 0;
   std::size_t embedding_dim = 64;
   std::vector<outage_window> outages;
+  /// When set, API requests must carry `Authorization: Bearer KEY`, else 401.
+  std::string api_key;
+  /// Most choices a chat or completions reply holds per prompt, whatever `n` asks (0 = no cap),
+  /// like servers that ignore or cap `n`.
+  std::size_t max_n = 0;
 };
 
 /// Continuous-refill token bucket: it refills at `per_minute` / 60 per second and holds at
@@ -651,7 +656,8 @@ public:
 
   /// Decides what to do with one request. When the result holds a slot, the caller must
   /// call `complete()` once the request is finished (replied, reset or abandoned).
-  action handle(const std::string& method, const std::string& path, const std::string& body) {
+  action handle(const std::string& method, const std::string& path, const std::string& body,
+                const std::string& authorization = {}) {
     std::lock_guard lock{mutex_};
     action act;
     act.endpoint = path;
@@ -693,6 +699,13 @@ public:
       return finish_now(act, json_reply(405, error_body("use POST for " + path,
                                                         "invalid_request_error",
                                                         "method_not_allowed")));
+    }
+    if (!opts_.api_key.empty() && authorization != "Bearer " + opts_.api_key) {
+      return finish_now(act, json_reply(401, error_body(authorization.empty()
+                                                          ? "missing API key"
+                                                          : "incorrect API key provided",
+                                                        "invalid_request_error",
+                                                        "invalid_api_key")));
     }
     auto now = steady::now();
     if (in_outage(now)) {
@@ -874,14 +887,15 @@ private:
       }
       auto per_choice = split_tokens(content).size();
       json choices = json::array();
-      for (std::size_t i = 0; i < d.n; ++i) {
+      auto n = opts_.max_n > 0 ? std::min(d.n, opts_.max_n) : d.n;
+      for (std::size_t i = 0; i < n; ++i) {
         choices.push_back(
           {{"index", i},
            {"message", {{"role", "assistant"}, {"content", content}}},
            {"logprobs", d.logprobs ? chat_logprobs(d.prompt_text, content) : json(nullptr)},
            {"finish_reason", finish}});
       }
-      output_tokens = per_choice * d.n;
+      output_tokens = per_choice * n;
       return json_reply(200, {{"id", next_id("chatcmpl-fake-")},
                               {"object", "chat.completion"},
                               {"created", created},
@@ -891,8 +905,9 @@ private:
     }
     if (path == "/v1/completions") {
       json choices = json::array();
+      auto n = opts_.max_n > 0 ? std::min(d.n, opts_.max_n) : d.n;
       for (const auto& prompt : d.inputs) {
-        for (std::size_t i = 0; i < d.n; ++i) {
+        for (std::size_t i = 0; i < n; ++i) {
           auto text = join_words(sample_words(prompt, d.seed, i, d.max_tokens));
           bool stopped = apply_stop(text, d.stop);
           auto tokens = stopped ? split_tokens(text).size() : d.max_tokens;
@@ -1039,7 +1054,8 @@ private:
     if (auto q = target.find('?'); q != std::string::npos) {
       target.resize(q);
     }
-    act_ = provider_.handle(std::string{req.method_string()}, target, req.body());
+    act_ = provider_.handle(std::string{req.method_string()}, target, req.body(),
+                            std::string{req[http::field::authorization]});
     if (act_.delay.count() <= 0) {
       return perform();
     }
@@ -1195,6 +1211,12 @@ int main(int argc, char** argv) {
   app.add_option("--embedding-dim", opts.embedding_dim, "default embedding dimension")
     ->capture_default_str()->check(CLI::Range(std::size_t{1}, std::size_t{4096}));
   app.add_option("--outage", outages, "START_S:END_S window of 503s (repeatable)");
+  app.add_option("--api-key", opts.api_key,
+                 "require Authorization: Bearer KEY on API requests (else 401)");
+  app.add_option("--max-n", opts.max_n,
+                 "most choices per prompt in chat and completions replies, whatever n asks "
+                 "(0 = no cap)")
+    ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
