@@ -98,6 +98,11 @@ work_result interpret(remote_source_state& st, scheduler::batch_id id, pending_c
   }
   try {
     out.outcomes = remote::parse_reply(st.api, st.options, p.call, p.items, r.body);
+  } catch (const remote::unfit_reply& e) {
+    report.kind = attempt_outcome_kind::unsupported;
+    report.detail = e.what();
+    out.outcomes.clear();
+    return out;
   } catch (const remote::bad_reply& e) {
     report.kind = attempt_outcome_kind::bad_response;
     report.detail = e.what();
@@ -249,8 +254,18 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   spec.batch_wait = cfg.batch_wait;
   spec.max_inflight = std::max<uint32_t>(cfg.max_concurrency, 1);
   spec.adaptive = true;
-  spec.concurrency.initial_limit = cfg.initial_concurrency == 0 ? spec.max_inflight
-                                                                 : cfg.initial_concurrency;
+  bool limits_known = cfg.requests_per_minute > 0 || cfg.tokens_per_minute > 0;
+  if (cfg.initial_concurrency > 0) {
+    spec.concurrency.initial_limit = cfg.initial_concurrency;
+  } else if (limits_known) {
+    // Pacing keeps the endpoint below its limits from the first call.
+    spec.concurrency.initial_limit = spec.max_inflight;
+  } else {
+    // Nobody said what the endpoint allows: start small and double per round of good answers
+    // until it pushes back, while its headers teach the pacing buckets its limits.
+    spec.concurrency.initial_limit = std::min(unconfigured_initial_concurrency, spec.max_inflight);
+    spec.concurrency.slow_start = true;
+  }
   spec.concurrency.min_limit = 1;
   // Latency alone does not cut the limit: pacing keeps a provider under its rate, and latency
   // spreads of 3× are normal for LLM calls. 429s and timeouts do.

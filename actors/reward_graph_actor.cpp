@@ -635,6 +635,11 @@ scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
         && std::find(spec.capabilities.begin(), spec.capabilities.end(), entry.capability)
              == spec.capabilities.end()) {
       spec.capabilities.push_back(entry.capability);
+      // What its model calls need, for admission's estimate of a graph item's wait.
+      auto& under = spec.feeds[entry.capability];
+      for (const auto& kind : backends::call_capabilities(entry.kind)) {
+        under.push_back(kind + entry.route_suffix);
+      }
     }
   }
   return spec;

@@ -262,7 +262,7 @@ typename Inspector::result_type inspect(Inspector& f, rate_limit_headers& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
-  wire::enum_ref<attempt_outcome_kind, attempt_outcome_kind::not_found> kind{x.kind};
+  wire::enum_ref<attempt_outcome_kind, attempt_outcome_kind::unsupported> kind{x.kind};
   std::optional<int64_t> retry_after;
   if constexpr (Inspector::reads_state) {
     if (x.retry_after) {
@@ -273,10 +273,10 @@ typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   wire::duration_ref latency{x.latency};
   if constexpr (Inspector::reads_state) {
     return f(caf::meta::type_name("attempt_report"), kind, retry_after_ref, x.headers, latency,
-             x.detail, x.cancelled);
+             x.detail, x.cancelled, x.abandoned);
   } else {
     auto err = f(caf::meta::type_name("attempt_report"), kind, retry_after_ref, x.headers,
-                 latency, x.detail, x.cancelled);
+                 latency, x.detail, x.cancelled, x.abandoned);
     if (!err) {
       x.retry_after = retry_after ? std::optional<nanoseconds>{nanoseconds{*retry_after}}
                                   : std::nullopt;
@@ -290,7 +290,7 @@ typename Inspector::result_type inspect(Inspector& f, adaptive_concurrency_confi
   wire::duration_ref target_latency{x.target_latency};
   return f(caf::meta::type_name("adaptive_concurrency_config"), x.initial_limit, x.min_limit,
            x.max_limit, x.backoff_ratio, target_latency, x.growth_tolerance,
-           x.blowup_tolerance, x.growth_window);
+           x.blowup_tolerance, x.growth_window, x.slow_start);
 }
 
 template <class Inspector>
@@ -321,7 +321,7 @@ typename Inspector::result_type inspect(Inspector& f, source_spec& x) {
   wire::optional_ref<circuit_breaker_config> breaker{x.breaker};
   return f(caf::meta::type_name("source_spec"), x.name, x.capabilities, x.max_batch_items,
            batch_wait, x.max_inflight, x.adaptive, x.concurrency, rate_limit, breaker,
-           x.completion_tokens, x.remote);
+           x.completion_tokens, x.remote, x.feeds);
 }
 
 } // namespace arbiter::scheduler

@@ -29,6 +29,19 @@ bool graph_kind(std::string_view kind) {
   return kind == "judge" || kind == "info_gain" || kind == "em_info_gain";
 }
 
+std::vector<std::string> call_capabilities(std::string_view kind) {
+  if (kind == "judge") {
+    return {"chat"};
+  }
+  if (kind == "info_gain") {
+    return {"generate", "nli"};
+  }
+  if (kind == "em_info_gain") {
+    return {capability_of("info_gain")};
+  }
+  return {};
+}
+
 reward_catalog::reward_catalog(const config::arbiter_config& cfg)
   : data_sources_(cfg.data_sources) {
   for (const auto& kind : config::builtin_reward_kinds()) {

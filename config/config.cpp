@@ -364,6 +364,19 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) { return c.routing.hedge_budget_ratio; },
           [](arbiter_config& c, double v) { c.routing.hedge_budget_ratio = v; },
           "Hedges may be at most this share of recent attempts"),
+      num_field(
+          "routing.straggler_timeout_factor", 0.0, 1000.0,
+          [](const arbiter_config& c) { return c.routing.straggler_timeout_factor; },
+          [](arbiter_config& c, double v) { c.routing.straggler_timeout_factor = v; },
+          "Give up on a remote call unanswered after this many times its source's p95 latency "
+          "and retry it (0: wait for the source's timeout)"),
+      int_field(
+          "routing.straggler_timeout_min_ms", 0, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t {
+            return c.routing.straggler_timeout_min.count();
+          },
+          [](arbiter_config& c, int64_t v) { c.routing.straggler_timeout_min = ms{v}; },
+          "Shortest straggler timeout"),
       bool_field(
           "routing.coalesce",
           [](const arbiter_config& c) { return c.routing.coalesce ? 1.0 : 0.0; },
@@ -566,6 +579,22 @@ priority_class load_priority_class(const toml::node& node, const std::string& wh
         }
       } else {
         problems.push_back({field, wrong_type("an integer", value)});
+      }
+    } else if (key.str() == "weight") {
+      std::optional<double> weight;
+      if (const auto* number = value.as_floating_point()) {
+        weight = number->get();
+      } else if (const auto* integer = value.as_integer()) {
+        weight = static_cast<double>(integer->get());
+      }
+      if (!weight) {
+        problems.push_back({field, wrong_type("a number", value)});
+      } else if (!(*weight > 0.0 && *weight <= 1e6)) {
+        std::ostringstream out;
+        out << "must be above 0 and at most 1000000 (got " << *weight << ")";
+        problems.push_back({field, out.str()});
+      } else {
+        result.weight = *weight;
       }
     } else if (key.str() == "order") {
       if (const auto* text = value.as_string()) {
@@ -985,6 +1014,16 @@ void validate_after_load(const arbiter_config& cfg, size_t first_load_problem,
 }
 
 }  // namespace
+
+std::vector<double> class_weights(const std::vector<priority_class>& classes) {
+  std::vector<double> out(classes.size(), 1.0);
+  double by_rank = 1.0;
+  for (size_t i = classes.size(); i-- > 0;) {
+    out[i] = classes[i].weight > 0.0 ? classes[i].weight : by_rank;
+    by_rank *= 4.0;
+  }
+  return out;
+}
 
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;

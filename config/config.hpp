@@ -18,8 +18,10 @@ enum class queue_order : uint8_t {
   edf,
 };
 
-/// One priority class. Classes are listed highest first; the scheduler serves them in strict
-/// priority order.
+/// One priority class. Classes are listed highest first; while several have work waiting for
+/// the same sources, each is served in proportion to its weight (weighted fair queuing), so
+/// higher classes go first and lower ones are never starved. An item about to miss its
+/// deadline goes first whatever its class.
 struct priority_class {
   /// The name clients put in `priority`, e.g. "high".
   std::string name;
@@ -27,7 +29,13 @@ struct priority_class {
   /// refused with 429 and Retry-After.
   uint32_t capacity = 100000;
   queue_order order = queue_order::fifo;
+  /// Its share of the sources while other classes wait too. 0: 4 to the power of the number of
+  /// classes listed after it (the last class 1, the one before it 4, then 16, ...).
+  double weight = 0.0;
 };
+
+/// The weight of each class, highest first: its own, or the default for a 0.
+std::vector<double> class_weights(const std::vector<priority_class>& classes);
 
 /// The HTTP ingress.
 struct server_config {
@@ -70,9 +78,9 @@ struct scheduler_config {
   std::chrono::milliseconds drain_timeout{10000};
   /// Priority classes, highest first.
   std::vector<priority_class> priorities = {
-      {"high", 100000, queue_order::fifo},
-      {"normal", 100000, queue_order::fifo},
-      {"low", 100000, queue_order::fifo},
+      {"high", 100000, queue_order::fifo, 16.0},
+      {"normal", 100000, queue_order::fifo, 4.0},
+      {"low", 100000, queue_order::fifo, 1.0},
   };
 };
 
@@ -109,6 +117,12 @@ struct routing_config {
   std::chrono::milliseconds hedge_min_delay{200};
   /// Hedges may be at most this share of recent attempts.
   double hedge_budget_ratio = 0.05;
+  /// An attempt at a remote source still unanswered after this many times the source's recent
+  /// 95th-percentile latency (and at least `straggler_timeout_min`) is given up: cancelled,
+  /// and its items retried as after a timeout. A share of calls that never answer then costs
+  /// one such wait, not the source's whole `timeout_ms`. 0 turns it off.
+  double straggler_timeout_factor = 4.0;
+  std::chrono::milliseconds straggler_timeout_min{2000};
   /// Identical items of remote rewards in flight at once are sent once.
   bool coalesce = true;
   /// Results of remote rewards kept, keyed on the reward and its inputs (0: no cache).

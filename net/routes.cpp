@@ -605,6 +605,7 @@ void router::info(reply_fn reply) {
           doc["rewards"] = rewards;
           doc["data_sources"] = ctx_.catalog->data_sources();
           json queues = json::array();
+          auto weights = config::class_weights(cfg.scheduler.priorities);
           for (size_t i = 0; i < snap.queues.size(); ++i) {
             const auto& q = snap.queues[i];
             queues.push_back({{"priority", q.priority},
@@ -613,7 +614,8 @@ void router::info(reply_fn reply) {
                               {"order", cfg.scheduler.priorities[i].order
                                             == config::queue_order::edf
                                           ? "edf"
-                                          : "fifo"}});
+                                          : "fifo"},
+                              {"weight", weights[i]}});
           }
           doc["queues"] = queues;
           doc["default_priority"] = cfg.scheduler.default_priority;
@@ -628,7 +630,13 @@ void router::info(reply_fn reply) {
                                {"remote", s.remote},
                                {"breaker", s.breaker},
                                {"breaker_reason", s.breaker_reason},
-                               {"latency_ms", s.latency_ms}});
+                               {"latency_ms", s.latency_ms},
+                               {"requests_per_minute", s.requests_per_minute},
+                               {"tokens_per_minute", s.tokens_per_minute},
+                               {"request_burst", s.request_burst},
+                               {"prompt_token_ratio", s.prompt_token_ratio},
+                               {"items_per_second", s.items_per_second},
+                               {"slow_start", s.slow_start}});
           }
           doc["sources"] = sources;
           json models = json::array();

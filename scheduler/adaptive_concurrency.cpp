@@ -43,7 +43,7 @@ const char* to_string(sample_kind k) noexcept {
 }
 
 adaptive_concurrency::adaptive_concurrency(adaptive_concurrency_config config)
-  : config_(normalized(config)), limit_(config_.initial_limit) {
+  : config_(normalized(config)), limit_(config_.initial_limit), slow_start_(config_.slow_start) {
 }
 
 nanoseconds adaptive_concurrency::baseline() const noexcept {
@@ -89,13 +89,25 @@ limit_change adaptive_concurrency::on_sample(nanoseconds latency, sample_kind ki
   return increase_step();
 }
 
+void adaptive_concurrency::open_up() noexcept {
+  if (!slow_start_) {
+    return;
+  }
+  slow_start_ = false;
+  good_samples_ = 0;
+  if (limit_ < config_.max_limit) {
+    limit_ = config_.max_limit;
+    ++increases_;
+  }
+}
+
 limit_change adaptive_concurrency::increase_step() {
   if (limit_ >= config_.max_limit) {
     good_samples_ = 0;
     return limit_change::unchanged;
   }
   ++good_samples_;
-  uint32_t window = config_.growth_window > 0 ? config_.growth_window : limit_;
+  uint32_t window = slow_start_ ? 1 : config_.growth_window > 0 ? config_.growth_window : limit_;
   if (good_samples_ < window) {
     return limit_change::unchanged;
   }
@@ -113,6 +125,7 @@ limit_change adaptive_concurrency::decrease(nanoseconds latency, time_point now)
   }
   has_cut_ = true;
   last_cut_ = now;
+  slow_start_ = false;
   auto cut = static_cast<uint32_t>(std::floor(static_cast<double>(limit_) * config_.backoff_ratio));
   cut = std::max(cut, config_.min_limit);
   if (cut >= limit_) {

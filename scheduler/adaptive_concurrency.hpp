@@ -48,10 +48,15 @@ struct adaptive_concurrency_config {
   /// Good samples needed for +1. Zero: the current limit (about one increase per round of
   /// requests, as in TCP congestion avoidance).
   uint32_t growth_window = 0;
+  /// Start in slow start, as TCP does: every good sample adds one (the limit doubles per
+  /// round) until the first cut, then the window above applies. For endpoints whose limits
+  /// nobody configured: they start small and ramp up instead of taking a blast.
+  bool slow_start = false;
 };
 
 /// An AIMD concurrency limit for one source: how many requests may be out to it at once.
-/// It starts at `initial_limit`; each window of `ok` samples whose latency stays within
+/// It starts at `initial_limit` (with `slow_start`, every good sample adds one until the first
+/// cut); each window of `ok` samples whose latency stays within
 /// `growth_tolerance` × the baseline adds one; an `overloaded` sample, or an `ok` one slower
 /// than `blowup_tolerance` × the baseline, multiplies it by `backoff_ratio` (rounded down). It
 /// stays within [min_limit, max_limit].
@@ -94,6 +99,15 @@ public:
     return decreases_;
   }
 
+  /// Whether the limit still doubles per round (slow start, until the first cut).
+  bool in_slow_start() const noexcept {
+    return slow_start_;
+  }
+
+  /// Ends slow start at the maximum: what slow start guarded against is now known (the
+  /// endpoint's rate limits, which pacing then keeps to).
+  void open_up() noexcept;
+
   const adaptive_concurrency_config& config() const noexcept {
     return config_;
   }
@@ -111,6 +125,7 @@ private:
   /// When the limit was last cut (meaningful once `has_cut_`).
   time_point last_cut_{};
   bool has_cut_ = false;
+  bool slow_start_ = false;
   uint64_t increases_ = 0;
   uint64_t decreases_ = 0;
 };

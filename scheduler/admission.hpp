@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "common/time_source.hpp"
@@ -37,31 +38,6 @@ struct admission_result {
 /// "draining".
 const char* to_string(admission_decision d) noexcept;
 
-/// An exponentially weighted moving average of the time one item takes on one source.
-class service_estimator {
-public:
-  /// `weight` is the share of each new sample in the average.
-  explicit service_estimator(double weight = 0.05) : weight_(weight) {
-  }
-
-  /// Adds the time one item took, in milliseconds.
-  void record(double item_ms) noexcept;
-
-  bool has_samples() const noexcept {
-    return samples_ > 0;
-  }
-
-  /// The current estimate, in milliseconds per item (0 without samples).
-  double item_ms() const noexcept {
-    return average_ms_;
-  }
-
-private:
-  double weight_;
-  double average_ms_ = 0.0;
-  uint64_t samples_ = 0;
-};
-
 /// Everything admission control looks at.
 struct admission_input {
   bool draining = false;
@@ -71,20 +47,20 @@ struct admission_input {
   std::string priority;
   /// How many more items the request's priority class can hold.
   size_t free_capacity = 0;
-  /// Items queued at the request's priority or above (what it would wait behind).
-  size_t items_ahead = 0;
-  /// Sources that can work in parallel on these items.
-  size_t parallel_sources = 1;
-  /// The service-time estimate for these items.
-  const service_estimator* estimate = nullptr;
+  /// The expected time until the request's last item is answered: the work ahead of it and
+  /// its own over the capacity of the sources that serve it (see
+  /// `scheduler_core::expected_wait`). Unset while that capacity is not known.
+  std::optional<nanoseconds> expected_wait;
+  /// Items per second its sources take, for the Retry-After of a full class (unset: unknown).
+  std::optional<double> items_per_second;
   /// Time until the request's deadline.
   nanoseconds time_left{0};
 };
 
 /// Decides whether a request is queued. Requests are queued while their deadline allows: a
-/// request is refused only when its class is full, or when the expected wait (items ahead ×
-/// time per item ÷ parallel sources, known once items have been served) is already longer than
-/// its deadline. Refusals carry a Retry-After estimate of when the queue will have room.
+/// request is refused only when its class is full, or when it is expected to be answered only
+/// after its deadline. Refusals carry a Retry-After: when the queue will have drained enough
+/// for the same request to fit.
 admission_result decide_admission(const admission_input& in);
 
 } // namespace arbiter::scheduler

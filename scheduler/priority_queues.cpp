@@ -1,5 +1,7 @@
 #include "scheduler/priority_queues.hpp"
 
+#include <algorithm>
+
 namespace arbiter::scheduler {
 
 priority_queues::priority_queues(const std::vector<config::priority_class>& classes) {
@@ -38,7 +40,7 @@ bool priority_queues::push(size_t cls, const std::string& capability, const queu
   }
   int64_t primary = c.config.order == config::queue_order::edf
                       ? task.deadline.time_since_epoch().count()
-                      : next_seq_++;
+                      : task.enqueued.time_since_epoch().count();
   key k{primary, task.id};
   c.by_capability[capability].insert(k);
   ++c.size;
@@ -65,6 +67,18 @@ size_t priority_queues::waiting(size_t cls, const std::string& capability) const
   const auto& by = classes_.at(cls).by_capability;
   auto found = by.find(capability);
   return found == by.end() ? 0 : found->second.size();
+}
+
+std::vector<std::string> priority_queues::waiting_capabilities() const {
+  std::vector<std::string> out;
+  for (const auto& c : classes_) {
+    for (const auto& [capability, tasks] : c.by_capability) {
+      if (!tasks.empty() && std::find(out.begin(), out.end(), capability) == out.end()) {
+        out.push_back(capability);
+      }
+    }
+  }
+  return out;
 }
 
 const queued_task* priority_queues::peek(size_t cls, const std::string& capability) const {

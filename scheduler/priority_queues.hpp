@@ -28,7 +28,8 @@ struct queued_task {
 };
 
 /// Bounded queues, one per priority class, each split by the capability its tasks need so that
-/// a busy capability never blocks another. Inside a class, tasks leave in FIFO or
+/// a busy capability never blocks another. Inside a class, tasks leave in FIFO (by the time
+/// they were first enqueued, so a task queued again keeps its place) or
 /// earliest-deadline-first order, as configured.
 class priority_queues {
 public:
@@ -71,6 +72,9 @@ public:
   /// Tasks of `cls` waiting for `capability`.
   size_t waiting(size_t cls, const std::string& capability) const;
 
+  /// Every capability with tasks waiting in some class.
+  std::vector<std::string> waiting_capabilities() const;
+
   /// The task `pop(cls, capability)` would return, left in place; nullptr when none waits.
   const queued_task* peek(size_t cls, const std::string& capability) const;
   /// Removes the task `id` wherever it waits. Returns false when it is not queued.
@@ -105,7 +109,6 @@ private:
 
   std::vector<queue_class> classes_;
   std::unordered_map<task_id, entry> index_;
-  int64_t next_seq_ = 0;
 };
 
 } // namespace arbiter::scheduler

@@ -243,6 +243,18 @@ void rate_limiter::bucket::correct(std::optional<uint64_t> limit,
     set_limit(std::min(configured, static_cast<double>(*limit)));
     level = std::min(level, capacity);
   }
+  if (remaining && reset) {
+    // A token bucket holds remaining + rate × time-to-full when full: the burst the endpoint
+    // enforces, whatever window its per-minute limit is stated over. The provider floors
+    // `remaining`, so the largest value seen is the closest.
+    auto r = std::min(*reset, nanoseconds{std::chrono::minutes{1}});
+    double implied = static_cast<double>(*remaining) + static_cast<double>(r.count()) * rate_per_ns();
+    if (implied > observed_capacity) {
+      observed_capacity = implied;
+      set_limit(per_minute);
+      level = std::min(level, capacity);
+    }
+  }
   if (remaining) {
     level = std::min(level, static_cast<double>(*remaining));
   }
@@ -275,7 +287,11 @@ rate_limiter::rate_limiter(const rate_limit_config& cfg, const time_source& cloc
 
 void rate_limiter::bucket::set_limit(double limit) noexcept {
   per_minute = limit;
-  capacity = std::max(limit * burst_fraction, floor);
+  capacity = limit * burst_fraction;
+  if (observed_capacity > 0.0) {
+    capacity = std::min(capacity, observed_capacity);
+  }
+  capacity = std::max(capacity, floor);
 }
 
 void rate_limiter::refill() {
@@ -290,6 +306,22 @@ void rate_limiter::refill() {
 acquire_decision rate_limiter::peek(uint64_t tokens) {
   refill();
   return decide(tokens);
+}
+
+acquire_decision rate_limiter::peek_paced(uint64_t tokens) {
+  refill();
+  double cap = tokens_.limited() ? tokens_.capacity : 0.0;
+  auto amount = tokens_.limited() && static_cast<double>(tokens) > cap ? static_cast<uint64_t>(cap)
+                                                                        : tokens;
+  return decide(amount);
+}
+
+double rate_limiter::request_capacity() const noexcept {
+  return requests_.limited() ? requests_.capacity : std::numeric_limits<double>::infinity();
+}
+
+double rate_limiter::token_capacity() const noexcept {
+  return tokens_.limited() ? tokens_.capacity : std::numeric_limits<double>::infinity();
 }
 
 acquire_decision rate_limiter::try_acquire(uint64_t tokens) {

@@ -134,6 +134,11 @@ public:
   /// What `try_acquire(tokens)` would answer now, taking nothing.
   acquire_decision peek(uint64_t tokens = 0);
 
+  /// When `tokens` could be sent, pacing a request larger than the token bucket on the rate:
+  /// such a request waits for a full bucket (and its cost, taken by `take`, overdraws it).
+  /// Never answers `reject_too_large`; takes nothing.
+  acquire_decision peek_paced(uint64_t tokens);
+
   /// Corrects the buckets from a response's `x-ratelimit-*` headers (those of a 429 too). A
   /// reported limit replaces the configured one when lower (never raises above it); a
   /// reported remaining count, or a reset time later than the bucket's own refill would
@@ -141,6 +146,12 @@ public:
   /// provider had not counted yet would make that optimistic. A bucket turned off by
   /// configuration adopts a limit the endpoint reports (and its remaining count), so an
   /// endpoint whose limits nobody configured is paced from its own headers.
+  ///
+  /// The burst the endpoint really enforces is learned too: for a token bucket, what remains
+  /// plus what refills until the reset (remaining + limit/60 s × reset) is what the bucket
+  /// holds when full. A per-minute limit is often enforced over a second (600 RPM as 10 per
+  /// second): the largest such capacity seen becomes the bucket's size when it is smaller
+  /// than the configured burst.
   void on_headers(const rate_limit_headers& headers);
 
   /// Records a 429 from the endpoint and blocks it: until now + `retry_after` (cut to
@@ -166,6 +177,18 @@ public:
   double available_requests();
   double available_tokens();
 
+  /// The most each bucket holds (its burst; +infinity for a bucket that is off).
+  double request_capacity() const noexcept;
+  double token_capacity() const noexcept;
+
+  /// The per-minute limits in force, configured or learned (0 for a bucket that is off).
+  double requests_per_minute() const noexcept {
+    return requests_.per_minute;
+  }
+  double tokens_per_minute() const noexcept {
+    return tokens_.per_minute;
+  }
+
 private:
   /// One continuously refilling bucket. `capacity` 0 means off (always enough).
   struct bucket {
@@ -179,6 +202,8 @@ private:
     double capacity = 0.0;
     double floor = 0.0;
     double level = 0.0;
+    /// The largest full-bucket size the endpoint's headers implied (0: none seen yet).
+    double observed_capacity = 0.0;
 
     bool limited() const noexcept {
       return configured > 0.0;

@@ -22,8 +22,10 @@ const char* to_string(attempt_outcome_kind k) noexcept {
       return "bad_request";
     case attempt_outcome_kind::unauthorized:
       return "unauthorized";
-    default:
+    case attempt_outcome_kind::not_found:
       return "not_found";
+    default:
+      return "unsupported";
   }
 }
 
@@ -56,8 +58,15 @@ attempt_outcome_kind classify_http_status(int status) noexcept {
 }
 
 bool is_retryable(attempt_outcome_kind k) noexcept {
+  return k != attempt_outcome_kind::ok && k != attempt_outcome_kind::bad_request;
+}
+
+bool ejects_source(attempt_outcome_kind k) noexcept {
+  return k == attempt_outcome_kind::unauthorized || k == attempt_outcome_kind::not_found;
+}
+
+bool counts_against_source(attempt_outcome_kind k) noexcept {
   switch (k) {
-    case attempt_outcome_kind::rate_limited:
     case attempt_outcome_kind::server_error:
     case attempt_outcome_kind::timeout:
     case attempt_outcome_kind::connect_failure:
@@ -68,9 +77,25 @@ bool is_retryable(attempt_outcome_kind k) noexcept {
   }
 }
 
-bool ejects_source(attempt_outcome_kind k) noexcept {
-  return k == attempt_outcome_kind::unauthorized || k == attempt_outcome_kind::not_found;
+bool counts_as_attempt(attempt_outcome_kind k) noexcept {
+  switch (k) {
+    case attempt_outcome_kind::server_error:
+    case attempt_outcome_kind::timeout:
+    case attempt_outcome_kind::bad_response:
+      return true;
+    default:
+      return false;
+  }
 }
+
+namespace {
+
+/// Outcomes about one source only: another source may serve the same request.
+bool about_this_source(attempt_outcome_kind k) noexcept {
+  return ejects_source(k) || k == attempt_outcome_kind::unsupported;
+}
+
+} // namespace
 
 const char* to_string(retry_decision_kind k) noexcept {
   switch (k) {
@@ -150,7 +175,7 @@ retry_policy::retry_policy(const retry_policy_config& cfg, retry_budget& budget,
     random_(random) {
 }
 
-retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t attempts_so_far,
+retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t failures_so_far,
                                     nanoseconds time_left, other_sources others,
                                     std::optional<nanoseconds> retry_after) {
   retry_decision d;
@@ -158,11 +183,17 @@ retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t attem
     d.reason = "ok";
     return d;
   }
-  if (!is_retryable(outcome)) {
+  if (!is_retryable(outcome)
+      || (about_this_source(outcome) && others == other_sources::none)) {
     d.reason = "fatal_status";
     return d;
   }
-  if (attempts_so_far >= max_attempts_) {
+  if (about_this_source(outcome)) {
+    d.kind = retry_decision_kind::retry_elsewhere;
+    d.reason = to_string(outcome);
+    return d;
+  }
+  if (counts_as_attempt(outcome) && failures_so_far >= max_attempts_) {
     d.reason = "max_attempts";
     return d;
   }
@@ -178,7 +209,7 @@ retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t attem
       needed = *retry_after;
       d.delay = std::min(*retry_after, max_retry_after_);
     } else {
-      d.delay = backoff_.next(attempts_so_far > 0 ? attempts_so_far - 1 : 0, random_);
+      d.delay = backoff_.next(failures_so_far > 0 ? failures_so_far - 1 : 0, random_);
       needed = d.delay;
     }
   }
@@ -191,7 +222,16 @@ retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t attem
   bool spends_budget = outcome != attempt_outcome_kind::rate_limited
                        && outcome != attempt_outcome_kind::connect_failure;
   if (spends_budget && !budget_.can_retry()) {
-    return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "budget_exhausted"};
+    // The budget keeps a failing backend from a retry storm; it does not end items. The retry
+    // waits until the window has room, while the deadline allows.
+    auto wait = std::max(needed, budget_.slice());
+    if (wait >= time_left) {
+      return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "budget_exhausted"};
+    }
+    d.delay = std::max(d.delay, budget_.slice());
+    d.reason = "budget_wait";
+    d.awaits_budget = true;
+    return d;
   }
   if (spends_budget) {
     budget_.on_retry();

@@ -32,6 +32,9 @@ enum class attempt_outcome_kind {
   unauthorized,
   /// 404: the source does not serve what its configuration says (model or path missing).
   not_found,
+  /// A good answer that does not fit what was asked (fewer completions than `n`, a missing
+  /// vector): this source cannot serve this request as asked. Says nothing about its health.
+  unsupported,
 };
 
 /// The metric label of an outcome, e.g. "rate_limited".
@@ -41,12 +44,24 @@ const char* to_string(attempt_outcome_kind k) noexcept;
 attempt_outcome_kind classify_http_status(int status) noexcept;
 
 /// Whether another attempt at the same request could succeed somewhere: false for `ok` and
-/// the fatal statuses (`bad_request`, `unauthorized`, `not_found`).
+/// `bad_request` (any source refuses it alike). `unauthorized`, `not_found` and `unsupported`
+/// are about this source only: another source may serve the request.
 bool is_retryable(attempt_outcome_kind k) noexcept;
 
 /// Whether the outcome shows the source itself is misconfigured (`unauthorized`,
 /// `not_found`): the caller ejects it from routing until an operator fixes it.
 bool ejects_source(attempt_outcome_kind k) noexcept;
+
+/// Whether the outcome counts against the source's health (its breaker): failures that show
+/// it unhealthy (5xx, timeouts, broken connections, unusable bodies), not what the request
+/// caused (`bad_request`, `unsupported`) nor "not now" (`rate_limited`).
+bool counts_against_source(attempt_outcome_kind k) noexcept;
+
+/// Whether the outcome uses up one of an item's `max_attempts`: failures that may repeat
+/// (5xx, timeouts, unusable bodies). A 429, a refused connection, a misconfigured source and
+/// a reply the source cannot shape never end an item while its deadline allows another source
+/// or a later try.
+bool counts_as_attempt(attempt_outcome_kind k) noexcept;
 
 /// What to do with a request after a failed attempt.
 enum class retry_decision_kind {
@@ -63,11 +78,16 @@ const char* to_string(retry_decision_kind k) noexcept;
 
 struct retry_decision {
   retry_decision_kind kind = retry_decision_kind::no_retry;
-  /// How long to wait before the retry (0 for `retry_elsewhere` and `no_retry`).
+  /// How long to wait before the retry (0 for `retry_elsewhere` and `no_retry`, unless the
+  /// retry waits for the budget).
   nanoseconds delay{0};
   /// A metric label. For `no_retry`: "ok", "fatal_status", "max_attempts", "deadline" or
-  /// "budget_exhausted". For a retry: the outcome's name, e.g. "server_error".
+  /// "budget_exhausted". For a retry: the outcome's name, e.g. "server_error", or
+  /// "budget_wait".
   std::string reason;
+  /// The retry was not charged to the budget, which had no room: when it is due, the caller
+  /// sends it only once `retry_budget::can_retry()` (then `on_retry()`), else waits again.
+  bool awaits_budget = false;
 };
 
 struct retry_budget_config {
@@ -100,6 +120,11 @@ public:
 
   uint64_t requests_in_window() const;
   uint64_t retries_in_window() const;
+
+  /// One slice of the window: how often room can appear.
+  nanoseconds slice() const noexcept {
+    return slot_length_;
+  }
 
 private:
   struct slot {
@@ -147,19 +172,25 @@ class retry_policy {
 public:
   retry_policy(const retry_policy_config& cfg, retry_budget& budget, random_source& random);
 
-  /// The decision after attempt number `attempts_so_far` (1 after the first) ended with
-  /// `outcome`, with `time_left` until the request's deadline. In order:
-  /// - `ok` → no_retry ("ok"); a fatal status → no_retry ("fatal_status");
-  /// - `attempts_so_far` ≥ max_attempts → no_retry ("max_attempts");
+  /// The decision after an attempt ended with `outcome`, the item having used
+  /// `failures_so_far` of its attempts (those that `counts_as_attempt`, this one included),
+  /// with `time_left` until the request's deadline. In order:
+  /// - `ok` → no_retry ("ok"); `bad_request` → no_retry ("fatal_status");
+  /// - `unauthorized`, `not_found`, `unsupported`: retry_elsewhere with another source
+  ///   available, else no_retry ("fatal_status");
+  /// - `failures_so_far` ≥ max_attempts → no_retry ("max_attempts") — never after a 429 or a
+  ///   refused connection, which use up no attempt;
   /// - with another source available → retry_elsewhere now;
   /// - else retry_here after the server's `retry_after` (cut to max_retry_after) when given,
   ///   or a jittered backoff;
   /// - a wait (or a server Retry-After) not shorter than `time_left` → no_retry ("deadline");
-  /// - no room in the budget → no_retry ("budget_exhausted").
+  /// - no room in the budget: the retry waits (at least a slice of the budget's window) for
+  ///   room rather than ending the item ("budget_wait", `awaits_budget`), unless that passes
+  ///   the deadline → no_retry ("budget_exhausted").
   /// A retry decision is charged to the budget, except after `rate_limited` (the endpoint's
-  /// shared backoff holds it) and `connect_failure` (the backend never saw the request),
-  /// which neither spend nor need budget.
-  retry_decision decide(attempt_outcome_kind outcome, uint32_t attempts_so_far,
+  /// shared backoff holds it), `connect_failure` (the backend never saw the request) and the
+  /// outcomes about one source only, which neither spend nor need budget.
+  retry_decision decide(attempt_outcome_kind outcome, uint32_t failures_so_far,
                         nanoseconds time_left, other_sources others,
                         std::optional<nanoseconds> retry_after);
 

@@ -3,36 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/token_estimate.hpp"
+
 namespace arbiter::scheduler {
 
 namespace {
 
 double seconds_between(time_point from, time_point to) {
   return std::chrono::duration<double>(to - from).count();
-}
-
-/// Prompt tokens an item costs a provider, estimated high: the larger of its words and a
-/// third of its bytes over every text, plus a template's worth.
-uint64_t estimate_tokens(const score_item& item) {
-  uint64_t bytes = 0;
-  uint64_t words = 0;
-  auto count = [&](const std::string& text) {
-    bytes += text.size();
-    bool in_word = false;
-    for (char c : text) {
-      bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
-      if (!space && !in_word) {
-        ++words;
-      }
-      in_word = !space;
-    }
-  };
-  count(item.solution_str);
-  for (const auto& gt : item.ground_truth) {
-    count(gt);
-  }
-  count(item.extra_info);
-  return std::max(words, (bytes + 2) / 3) + 64;
 }
 
 retry_budget_config budget_of(double ratio, uint32_t min_retries) {
@@ -50,6 +28,10 @@ retry_policy_config policy_of(const config::routing_config& r) {
   cfg.max_retry_after = r.max_retry_after;
   return cfg;
 }
+
+/// Beyond twice a capability's latency, how close to its deadline an item must be to go ahead
+/// of other classes.
+constexpr nanoseconds urgent_margin = std::chrono::milliseconds{100};
 
 double breaker_gauge(const std::string& state) {
   if (state == "open") {
@@ -73,7 +55,8 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
     retry_budget_(budget_of(routing.retry_budget_ratio, routing.retry_budget_min), clock),
     retry_policy_(policy_of(routing), retry_budget_, random_),
     hedge_budget_(budget_of(routing.hedge_budget_ratio, 1), clock),
-    cache_(routing.cache_capacity, routing.cache_ttl, clock) {
+    cache_(routing.cache_capacity, routing.cache_ttl, clock),
+    fair_(config::class_weights(cfg.priorities)) {
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     depth_gauges_.push_back(&metrics_.depth_of(queues_.class_name(i)));
     wait_histograms_.push_back(&metrics_.wait_of(queues_.class_name(i)));
@@ -213,20 +196,33 @@ item_result scheduler_core::maybe_fall_back(const score_item& item, item_result 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
                                         std::vector<score_item> items, bool internal) {
   auto now = clock_.now();
-  std::string capability = items.empty() ? std::string{} : items.front().capability;
-  auto estimate = estimates_.find(capability);
-  admission_input in;
-  in.draining = draining_;
-  in.items = items.size();
-  in.priority = queues_.class_name(priority);
-  in.free_capacity = queues_.free_capacity(priority);
-  in.items_ahead = queues_.depth_at_or_above(priority);
-  in.parallel_sources = sources_.count(capability);
-  in.estimate = estimate == estimates_.end() ? nullptr : &estimate->second;
-  in.time_left = deadline - now;
-  auto decision = internal ? admission_result{} : decide_admission(in);
-  if (!decision.admitted()) {
-    return decision;
+  admission_result decision;
+  if (!internal) {
+    admission_input in;
+    in.draining = draining_;
+    in.items = items.size();
+    in.priority = queues_.class_name(priority);
+    in.free_capacity = queues_.free_capacity(priority);
+    in.time_left = deadline - now;
+    if (!draining_ && in.items <= in.free_capacity) {
+      // The request's items by capability (most requests need one).
+      std::map<std::string, size_t> needs;
+      for (const auto& item : items) {
+        ++needs[item.capability];
+      }
+      for (const auto& [capability, count] : needs) {
+        auto wait = expected_wait(capability, priority, count);
+        if (wait && (!in.expected_wait || *wait > *in.expected_wait)) {
+          in.expected_wait = wait;
+        }
+      }
+    } else if (!items.empty()) {
+      in.items_per_second = sources_.capacity(items.front().capability);
+    }
+    decision = decide_admission(in);
+    if (!decision.admitted()) {
+      return decision;
+    }
   }
   auto& req = requests_[id];
   req.priority = priority;
@@ -243,6 +239,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.enqueued.assign(n, now);
   req.keys.assign(n, std::string{});
   req.last_failure.assign(n, std::string{});
+  req.last_outcome.assign(n, std::nullopt);
+  req.tokens.assign(n, 0);
+  req.failures.assign(n, 0);
   req.running_in.assign(n, {0, 0});
   req.remaining = n;
   deadlines_.emplace(deadline, id);
@@ -257,6 +256,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
                 + "')";
       end_item(id, req, i, std::move(r));
       continue;
+    }
+    if (remote_capability(item.capability)) {
+      // Estimated once here; each source scales it by what its usage reports taught.
+      req.tokens[i] = estimate_prompt_tokens(item);
     }
     if ((use_cache || routing_.coalesce) && remote_capability(item.capability)) {
       auto key = cache_key(item);
@@ -334,10 +337,20 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     retry_budget_.on_request();
     hedge_budget_.on_request();
   }
+  for (auto [rid, index] : items) {
+    record.prompt_tokens += requests_.at(rid).tokens[index];
+  }
   record.items = std::move(items);
-  if (routing_.hedge && !hedge && sources_.remote(source)) {
+  record.remote = sources_.remote(source);
+  if (record.remote) {
     if (auto p95 = sources_.straggler_after(source)) {
-      record.hedge_at = now + std::max<nanoseconds>(*p95, routing_.hedge_min_delay);
+      if (routing_.hedge && !hedge) {
+        record.hedge_at = now + std::max<nanoseconds>(*p95, routing_.hedge_min_delay);
+        // At the tail of the work (nothing more waits for these sources), a call that has run
+        // past its source's typical latency is hedged to a faster source already.
+        record.tail_hedge_at =
+          now + std::max<nanoseconds>(sources_.latency_of(source), routing_.hedge_min_delay);
+      }
     }
   }
   sources_.acquire(source, tokens, batch.items.size());
@@ -385,9 +398,21 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
       waiting.push_back(entry);
       continue;
     }
+    if (entry.awaits_budget) {
+      if (!retry_budget_.can_retry()) {
+        entry.ready_at = now + retry_budget_.slice();
+        if (!pacing_wakeup_ || entry.ready_at < *pacing_wakeup_) {
+          pacing_wakeup_ = entry.ready_at;
+        }
+        waiting.push_back(entry);
+        continue;
+      }
+      retry_budget_.on_retry();
+      entry.awaits_budget = false;
+    }
     const auto& item = *req->second.items[entry.item.second];
-    auto tokens = estimate_tokens(item);
-    auto pick = sources_.pick(item.capability, tokens, entry.avoid);
+    auto demand = demand_of(entry.item);
+    auto pick = sources_.pick(item.capability, demand, entry.avoid);
     if (!pick.source) {
       if (!pick.busy && pick.waiting_on == "breaker" && pick.retry_at
           && req->second.deadline < *pick.retry_at) {
@@ -404,67 +429,188 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
       waiting.push_back(entry);
       continue;
     }
-    start_batch(*pick.source, {entry.item}, tokens, false, out);
+    start_batch(*pick.source, {entry.item}, sources_.tokens_for(*pick.source, demand), false,
+                out);
   }
   retries_ = std::move(waiting);
 }
 
-void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
+size_t scheduler_core::waiting_for(const std::string& capability) const {
+  size_t waiting = 0;
   for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
-    if (queues_.depth(cls) == 0) {
+    waiting += queues_.waiting(cls, capability);
+  }
+  return waiting;
+}
+
+const std::string& scheduler_core::batch_capability(const inflight_batch& batch) const {
+  static const std::string none;
+  for (auto [rid, index] : batch.items) {
+    if (auto req = requests_.find(rid); req != requests_.end()) {
+      return req->second.items[index]->capability;
+    }
+  }
+  return none;
+}
+
+token_demand scheduler_core::demand_of(item_ref ref) const {
+  const auto& req = requests_.at(ref.first);
+  return token_demand{req.tokens[ref.second], req.items[ref.second].get()};
+}
+
+void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
+  for (const auto& capability : queues_.waiting_capabilities()) {
+    dispatch_capability(capability, out);
+  }
+  for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
+    depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
+  }
+}
+
+std::optional<size_t> scheduler_core::choose_class(const std::string& capability) {
+  auto now = clock_.now();
+  std::vector<bool> waiting(queues_.class_count(), false);
+  bool any = false;
+  // Deadlines win: an item that would miss its deadline if it waited out another round or
+  // two of its sources goes first, whatever its class.
+  auto horizon = 2 * sources_.latency(capability) + urgent_margin;
+  std::optional<size_t> urgent;
+  for (size_t cls = 0; cls < waiting.size(); ++cls) {
+    const auto* head = queues_.peek(cls, capability);
+    if (head == nullptr) {
       continue;
     }
-    queues_.for_each_waiting(cls, [&](const std::string& capability) {
-      // Only remote endpoints are paced by tokens; local workers need no estimate.
-      bool remote = remote_capability(capability);
-      while (const auto* head = queues_.peek(cls, capability)) {
-        auto head_tokens =
-          remote ? estimate_tokens(*requests_.at(head->request).items[head->index]) : 0;
-        auto pick = sources_.pick(capability, head_tokens);
-        if (!pick.source) {
-          if (fail_ejected(cls, capability, pick)) {
-            continue;
-          }
-          note_wait(pick, capability);
-          break;
+    waiting[cls] = true;
+    any = true;
+    if (head->deadline - now <= horizon
+        && (!urgent || head->deadline < queues_.peek(*urgent, capability)->deadline)) {
+      urgent = cls;
+    }
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return urgent ? urgent : fair_.next(capability, waiting);
+}
+
+bool scheduler_core::hold_for_faster(const std::string& capability, source_id source) {
+  if (!sources_.remote(source)) {
+    return false;
+  }
+  // This source judged by its latency tail (a slow endpoint's answers spread widely), the
+  // others by their typical latency.
+  auto latency = sources_.straggler_after(source).value_or(sources_.latency_of(source));
+  if (latency.count() == 0) {
+    return false;
+  }
+  // The tail of a queue: if the other sources, taking work as soon as they may, would answer
+  // everything still waiting before this one could be expected to answer its first item,
+  // sending it here would only make the last answer later.
+  auto waiting = waiting_for(capability);
+  auto now = clock_.now();
+  if (sources_.answers_by(capability, now + latency, source) < static_cast<double>(waiting)) {
+    return false;
+  }
+  // Look again when something changes: an answer comes back (the actor pumps) or the faster
+  // sources' pacing lets them take the next item.
+  auto again = now + latency / 4;
+  if (!pacing_wakeup_ || again < *pacing_wakeup_) {
+    pacing_wakeup_ = again;
+  }
+  return true;
+}
+
+std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
+                                                         size_t cls, size_t items, int depth) {
+  // A reward graph runs each item as model calls on the capabilities under it: its items wait
+  // as long as the slowest of those (a graph of graphs is followed a few levels down).
+  if (const auto* fed = sources_.feeds(capability)) {
+    std::optional<nanoseconds> longest;
+    if (depth < 4) {
+      for (const auto& under : *fed) {
+        auto wait = expected_wait(under, cls, items, depth + 1);
+        if (wait && (!longest || *wait > *longest)) {
+          longest = wait;
         }
-        auto source = *pick.source;
-        auto limit = sources_.max_batch_items(source);
-        if (auto wait = sources_.batch_wait(source);
-            wait.count() > 0 && sources_.busy(source) && queues_.waiting(cls, capability) < limit) {
-          // Micro-batching: items that trickle in while the source works share its next call.
-          auto due = head->enqueued + wait;
-          if (clock_.now() < due) {
-            if (!pacing_wakeup_ || due < *pacing_wakeup_) {
-              pacing_wakeup_ = due;
-            }
-            break;
-          }
-        }
-        bool count_tokens = sources_.paces_tokens(source);
-        double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
-        std::vector<item_ref> items;
-        uint64_t tokens = 0;
-        while (items.size() < limit) {
-          const auto* next = queues_.peek(cls, capability);
-          if (next == nullptr) {
-            break;
-          }
-          uint64_t t = items.empty() ? head_tokens
-                                     : (count_tokens ? estimate_tokens(
-                                          *requests_.at(next->request).items[next->index])
-                                                     : 0);
-          if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
-            break;
-          }
-          auto task = queues_.pop(cls, capability);
-          tokens += t;
-          items.emplace_back(task->request, task->index);
-        }
-        start_batch(source, std::move(items), tokens, false, out);
       }
-    });
-    depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
+    }
+    return longest;
+  }
+  auto rate = sources_.capacity(capability);
+  if (!rate || *rate <= 0.0) {
+    return std::nullopt;
+  }
+  std::vector<bool> waiting(queues_.class_count(), false);
+  double ahead = 0.0;
+  for (size_t q = 0; q < waiting.size(); ++q) {
+    auto n = queues_.waiting(q, capability);
+    waiting[q] = n > 0;
+    if (q <= cls) {
+      ahead += static_cast<double>(n);
+    }
+  }
+  auto own = static_cast<double>(queues_.waiting(cls, capability));
+  // The last of the request's items starts once everything before it has: the first one of
+  // an empty queue goes at once.
+  auto count = static_cast<double>(items) - 1.0;
+  // Higher classes first at the latest (strict priority), or the class's fair share of the
+  // capacity while lower classes wait too, whichever finishes sooner.
+  double strict = (ahead + count) / *rate;
+  double fair = (own + count) / (*rate * fair_.share(cls, waiting));
+  auto seconds = std::chrono::duration<double>(std::min(strict, fair));
+  return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
+}
+
+void scheduler_core::dispatch_capability(const std::string& capability,
+                                         std::vector<dispatch_batch>& out) {
+  while (auto chosen = choose_class(capability)) {
+    auto cls = *chosen;
+    const auto* head = queues_.peek(cls, capability);
+    auto head_ref = item_ref{head->request, head->index};
+    auto pick = sources_.pick(capability, demand_of(head_ref));
+    if (!pick.source) {
+      if (fail_ejected(cls, capability, pick)) {
+        continue;
+      }
+      note_wait(pick, capability);
+      return;
+    }
+    auto source = *pick.source;
+    if (hold_for_faster(capability, source)) {
+      return;
+    }
+    auto limit = sources_.max_batch_items(source);
+    if (auto wait = sources_.batch_wait(source);
+        wait.count() > 0 && sources_.busy(source) && queues_.waiting(cls, capability) < limit) {
+      // Micro-batching: items that trickle in while the source works share its next call.
+      auto due = head->enqueued + wait;
+      if (clock_.now() < due) {
+        if (!pacing_wakeup_ || due < *pacing_wakeup_) {
+          pacing_wakeup_ = due;
+        }
+        return;
+      }
+    }
+    bool count_tokens = sources_.paces_tokens(source);
+    double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
+    std::vector<item_ref> items;
+    uint64_t tokens = 0;
+    while (items.size() < limit) {
+      const auto* next = queues_.peek(cls, capability);
+      if (next == nullptr) {
+        break;
+      }
+      item_ref ref{next->request, next->index};
+      uint64_t t = count_tokens ? sources_.tokens_for(source, demand_of(ref)) : 0;
+      if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
+        break;
+      }
+      queues_.pop(cls, capability);
+      tokens += t;
+      items.push_back(ref);
+    }
+    fair_.charge(capability, cls, items.size());
+    start_batch(source, std::move(items), tokens, false, out);
   }
 }
 
@@ -511,18 +657,32 @@ void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
     return;
   }
   auto now = clock_.now();
-  std::vector<std::pair<batch_id, inflight_batch*>> due;
+  // (batch, whether only as the tail of its capability's work)
+  std::vector<std::pair<batch_id, bool>> due;
+  std::map<std::string, bool> drained;
+  auto queue_empty = [&](const inflight_batch& batch) {
+    const auto& capability = batch_capability(batch);
+    auto [found, fresh] = drained.try_emplace(capability, false);
+    if (fresh) {
+      found->second = waiting_for(capability) == 0;
+    }
+    return found->second;
+  };
   for (auto& [bid, batch] : batches_) {
     if (batch.hedge_at && *batch.hedge_at <= now) {
-      due.emplace_back(bid, &batch);
+      due.emplace_back(bid, false);
+    } else if (batch.tail_hedge_at && *batch.tail_hedge_at <= now && queue_empty(batch)) {
+      due.emplace_back(bid, true);
     }
   }
   // Oldest first, so that the budget goes to the longest stragglers.
   std::sort(due.begin(), due.end());
-  for (auto& [bid, batch] : due) {
-    batch->hedge_at.reset();
-    auto avoid = batch->source;
-    auto items = batch->items; // start_batch may rehash batches_.
+  for (auto [bid, tail_only] : due) {
+    auto avoid = batches_.at(bid).source;
+    auto items = batches_.at(bid).items; // start_batch may rehash batches_.
+    // A straggler that no source can take now (pacing, slots, the hedge budget) stays due:
+    // every pump (an answer) looks at it again, and pacing says when to wake.
+    bool keep = false;
     for (auto ref : items) {
       auto req = requests_.find(ref.first);
       if (req == requests_.end()) {
@@ -533,20 +693,31 @@ void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
       bool tail = static_cast<double>(n - r.remaining) + 1.0
                   >= routing_.hedge_tail_fraction * static_cast<double>(n);
       if (r.states[ref.second] != item_state::running || r.running_in[ref.second][1] != 0
-          || !tail || !hedge_budget_.can_retry()) {
+          || !tail) {
         continue;
       }
       const auto& item = *r.items[ref.second];
       if (!sources_.has_alternative(item.capability, avoid)) {
         continue;
       }
-      auto tokens = estimate_tokens(item);
-      auto pick = sources_.pick(item.capability, tokens, avoid);
-      if (!pick.source || *pick.source == avoid) {
+      if (!hedge_budget_.can_retry()) {
+        keep = true;
+        continue;
+      }
+      auto demand = demand_of(ref);
+      auto pick = sources_.pick(item.capability, demand, avoid);
+      if (!pick.source || *pick.source == avoid
+          || (tail_only && sources_.latency_of(*pick.source) >= sources_.latency_of(avoid))) {
+        note_wait(pick, item.capability);
+        keep = true;
         continue;
       }
       hedge_budget_.on_retry();
-      start_batch(*pick.source, {ref}, tokens, true, out);
+      start_batch(*pick.source, {ref}, sources_.tokens_for(*pick.source, demand), true, out);
+    }
+    if (auto found = batches_.find(bid); found != batches_.end() && !keep) {
+      found->second.hedge_at.reset();
+      found->second.tail_hedge_at.reset();
     }
   }
 }
@@ -559,7 +730,7 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
   }
   auto batch = std::move(found->second);
   batches_.erase(found);
-  sources_.release(batch.source, report, routing_.auth_ejection);
+  sources_.release(batch.source, report, routing_.auth_ejection, batch.items.size());
   const auto& name = batch.source_name;
   metrics_.source_inflight.Add({{"source", name}}).Decrement();
   metrics_.source_attempts
@@ -630,6 +801,16 @@ void scheduler_core::complete(batch_id id, attempt_report report,
   }
   const auto& batch = *taken;
   bool ok = report.kind == attempt_outcome_kind::ok;
+  if (ok && batch.prompt_tokens > 0) {
+    // What the provider counted, where it said: teaches the source's token pacing.
+    uint64_t reported = 0;
+    for (const auto& o : outcomes) {
+      if (o.output) {
+        reported += o.output->prompt_tokens;
+      }
+    }
+    sources_.observe_usage(batch.source, batch.prompt_tokens, reported);
+  }
   for (size_t i = 0; i < batch.items.size(); ++i) {
     auto ref = batch.items[i];
     auto req = requests_.find(ref.first);
@@ -647,7 +828,6 @@ void scheduler_core::complete(batch_id id, attempt_report report,
     auto& r = req->second;
     item_result result = r.results[ref.second];
     result.source = batch.source_name;
-    const auto& item = *r.items[ref.second];
     if (i >= outcomes.size()) {
       result.code = errc::internal;
       result.error = "the source answered " + std::to_string(outcomes.size())
@@ -658,7 +838,6 @@ void scheduler_core::complete(batch_id id, attempt_report report,
                                      : std::chrono::duration<double, std::milli>(report.latency)
                                          .count();
       run_histogram_->Observe(result.run_ms / 1000.0);
-      estimates_[item.capability].record(result.run_ms);
       if (o.code == errc::none) {
         result.score = o.score;
         result.status = item_status::ok;
@@ -687,43 +866,71 @@ void scheduler_core::complete(batch_id id, attempt_report report,
 void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
                                    const attempt_report& report) {
   auto& req = requests_.at(ref.first);
-  const auto& item = *req.items[ref.second];
+  auto index = ref.second;
+  const auto& item = *req.items[index];
   auto now = clock_.now();
-  auto attempts = req.results[ref.second].attempts;
+  auto attempts = req.results[index].attempts;
+  if (counts_as_attempt(report.kind)) {
+    req.failures[index] += 1;
+  }
   auto others = sources_.has_alternative(item.capability, batch.source) ? other_sources::available
                                                                         : other_sources::none;
-  auto d = retry_policy_.decide(report.kind, attempts, req.deadline - now, others,
+  auto d = retry_policy_.decide(report.kind, req.failures[index], req.deadline - now, others,
                                 report.retry_after);
   metrics_.source_retries
     .Add({{"source", batch.source_name}, {"decision", to_string(d.kind)}, {"reason", d.reason}})
     .Increment();
-  std::string failure = "source '" + batch.source_name + "' failed ("
+  std::string failure = "source '" + batch.source_name + "' answered "
                         + to_string(report.kind)
-                        + (report.detail.empty() ? "" : ": " + report.detail) + ") on attempt "
-                        + std::to_string(attempts);
-  switch (d.kind) {
-    case retry_decision_kind::retry_elsewhere:
-      req.last_failure[ref.second] = std::move(failure);
-      req.states[ref.second] = item_state::retrying;
-      retries_.push_back({now, ref, batch.source});
+                        + (report.detail.empty() ? "" : " (" + report.detail + ")")
+                        + " on attempt " + std::to_string(attempts);
+  if (d.kind != retry_decision_kind::no_retry) {
+    req.last_failure[index] = std::move(failure);
+    req.last_outcome[index] = report.kind;
+    if (report.kind == attempt_outcome_kind::rate_limited) {
+      // "Not now": back in its place in the queue; the endpoint's shared backoff and the
+      // pacing buckets say when it goes, and to which source.
+      requeue(ref);
       return;
-    case retry_decision_kind::retry_here:
-      req.last_failure[ref.second] = std::move(failure);
-      req.states[ref.second] = item_state::retrying;
-      retries_.push_back({now + d.delay, ref, std::nullopt});
-      return;
-    case retry_decision_kind::no_retry:
-      break;
+    }
+    req.states[index] = item_state::retrying;
+    auto avoid = d.kind == retry_decision_kind::retry_elsewhere ? std::optional{batch.source}
+                                                                : std::nullopt;
+    retries_.push_back({now + d.delay, ref, avoid, d.awaits_budget});
+    return;
   }
-  item_result r = req.results[ref.second];
+  item_result r = req.results[index];
   r.source = batch.source_name;
-  r.code = is_retryable(report.kind) ? errc::upstream_failed : errc::upstream_rejected;
-  std::string why = d.reason == "max_attempts"       ? "no attempts left"
-                    : d.reason == "deadline"         ? "no time left before the deadline"
-                    : d.reason == "budget_exhausted" ? "the retry budget is spent"
-                                                     : "not retryable";
+  r.code = d.reason == "fatal_status" ? errc::upstream_rejected : errc::upstream_failed;
+  std::string why;
+  if (d.reason == "max_attempts") {
+    why = "no attempts left (" + std::to_string(req.failures[index]) + " failures that may repeat)";
+  } else if (d.reason == "deadline") {
+    why = report.kind == attempt_outcome_kind::rate_limited
+            ? "rate limited until after the deadline, and no other source serves it"
+            : "no time left before the deadline";
+  } else if (d.reason == "budget_exhausted") {
+    why = "the retry budget is spent";
+  } else if (report.kind == attempt_outcome_kind::bad_request) {
+    why = "the source refused the request itself; any source would";
+  } else {
+    why = "no other source serves '" + item.capability + "'";
+  }
   r.error = failure + "; " + why;
-  end_item(ref.first, req, ref.second, std::move(r));
+  end_item(ref.first, req, index, std::move(r));
+}
+
+void scheduler_core::requeue(item_ref ref) {
+  auto& req = requests_.at(ref.first);
+  auto index = ref.second;
+  req.states[index] = item_state::queued;
+  queued_task task{next_task_++, ref.first, index, req.deadline, req.enqueued[index]};
+  req.tasks[index] = task.id;
+  if (!queues_.push(req.priority, req.items[index]->capability, task)) {
+    // The class is full: the retry lane takes it instead.
+    req.states[index] = item_state::retrying;
+    retries_.push_back({clock_.now(), ref, std::nullopt});
+  }
 }
 
 void scheduler_core::fail_batch(batch_id id, errc code, const std::string& reason) {
@@ -752,7 +959,52 @@ void scheduler_core::fail_batch(batch_id id, errc code, const std::string& reaso
   flush();
 }
 
+std::optional<time_point> scheduler_core::straggler_deadline(const inflight_batch& batch) const {
+  if (!batch.remote || routing_.straggler_timeout_factor <= 0.0) {
+    return std::nullopt;
+  }
+  auto basis = sources_.timeout_basis(batch.source);
+  if (!basis) {
+    return std::nullopt;
+  }
+  auto after = std::chrono::duration_cast<nanoseconds>(std::chrono::duration<double, std::nano>(
+    static_cast<double>(basis->count()) * routing_.straggler_timeout_factor));
+  return batch.dispatched + std::max<nanoseconds>(after, routing_.straggler_timeout_min);
+}
+
+void scheduler_core::expire_stragglers() {
+  auto now = clock_.now();
+  std::vector<batch_id> due;
+  for (const auto& [bid, batch] : batches_) {
+    if (auto at = straggler_deadline(batch); at && *at <= now) {
+      due.push_back(bid);
+    }
+  }
+  std::sort(due.begin(), due.end());
+  for (auto bid : due) {
+    auto found = batches_.find(bid);
+    if (found == batches_.end()) {
+      continue;
+    }
+    const auto& batch = found->second;
+    auto basis = sources_.timeout_basis(batch.source).value_or(nanoseconds{0});
+    attempt_report report;
+    report.kind = attempt_outcome_kind::timeout;
+    report.abandoned = true;
+    report.latency = now - batch.dispatched;
+    report.detail = "no answer after "
+                    + std::to_string(static_cast<int64_t>(ms_between(batch.dispatched, now)))
+                    + " ms, past the straggler timeout (the source's recent p95 latency is "
+                    + std::to_string(static_cast<int64_t>(
+                      std::chrono::duration<double, std::milli>(basis).count()))
+                    + " ms)";
+    cancelled_.push_back({bid, batch.source});
+    complete(bid, std::move(report), {});
+  }
+}
+
 void scheduler_core::on_timer() {
+  expire_stragglers();
   auto now = clock_.now();
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     auto [deadline, id] = *deadlines_.begin();
@@ -801,8 +1053,15 @@ std::optional<time_point> scheduler_core::next_wakeup() const {
     }
   }
   for (const auto& [bid, batch] : batches_) {
-    if (batch.hedge_at) {
-      consider(*batch.hedge_at);
+    if (auto at = straggler_deadline(batch)) {
+      consider(*at);
+    }
+    // Hedge times already passed are looked at again on every pump (an answer, pacing room);
+    // only future ones need the timer.
+    for (const auto& at : {batch.hedge_at, batch.tail_hedge_at}) {
+      if (at && *at > now) {
+        consider(*at);
+      }
     }
   }
   return next;
@@ -891,14 +1150,7 @@ void scheduler_core::settle_flight(const std::string& key, item_ref leader,
       next.leader = {rid, index};
       next.followers.assign(followers.begin() + static_cast<std::ptrdiff_t>(k) + 1,
                             followers.end());
-      r.states[index] = item_state::queued;
-      queued_task task{next_task_++, rid, index, r.deadline, r.enqueued[index]};
-      r.tasks[index] = task.id;
-      if (!queues_.push(r.priority, r.items[index]->capability, task)) {
-        // The class is full: retry it through the retry lane instead.
-        r.states[index] = item_state::retrying;
-        retries_.push_back({now, {rid, index}, std::nullopt});
-      }
+      requeue({rid, index});
       return;
     }
     item_result copy = result;
@@ -926,7 +1178,10 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
     }
     r.code = code;
     r.error = reason;
-    if (req.states[i] == item_state::retrying && !req.last_failure[i].empty()) {
+    if (req.last_outcome[i] == attempt_outcome_kind::rate_limited
+        && req.states[i] != item_state::running) {
+      r.error += " (held back by rate limits; last attempt: " + req.last_failure[i] + ")";
+    } else if (req.states[i] == item_state::retrying && !req.last_failure[i].empty()) {
       r.error += " (it was waiting to be retried; last attempt: " + req.last_failure[i] + ")";
     }
     end_item(id, req, i, std::move(r), false);

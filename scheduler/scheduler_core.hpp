@@ -17,6 +17,7 @@
 #include "config/config.hpp"
 #include "scheduler/admission.hpp"
 #include "scheduler/backoff.hpp"
+#include "scheduler/fair_share.hpp"
 #include "scheduler/ids.hpp"
 #include "scheduler/priority_queues.hpp"
 #include "scheduler/result_cache.hpp"
@@ -180,8 +181,13 @@ private:
     std::vector<time_point> enqueued;
     /// Cache / coalescing key per item (empty: neither applies).
     std::vector<std::string> keys;
-    /// Why an item waiting to be retried failed last (empty when it never failed).
+    /// Why an item waiting to be retried failed last (empty when it never failed), and how.
     std::vector<std::string> last_failure;
+    std::vector<std::optional<attempt_outcome_kind>> last_outcome;
+    /// Prompt tokens per item, estimated once (0 for items no remote source serves).
+    std::vector<uint64_t> tokens;
+    /// Attempts per item that used up one of `routing.max_attempts` (see `counts_as_attempt`).
+    std::vector<uint32_t> failures;
     /// The batches an item runs in now (two while hedged; 0 = none).
     std::vector<std::array<batch_id, 2>> running_in;
     size_t remaining = 0;
@@ -192,8 +198,14 @@ private:
     std::string source_name;
     time_point dispatched;
     std::vector<item_ref> items;
-    /// When its items become stragglers worth hedging (unset: never).
+    /// When its items become stragglers worth hedging (unset: never), and when they do if
+    /// nothing else waits for their capability (the tail of the work).
     std::optional<time_point> hedge_at;
+    std::optional<time_point> tail_hedge_at;
+    /// Sent to a remote source: given up past its straggler timeout (`straggler_deadline`).
+    bool remote = false;
+    /// The unscaled prompt-token estimate of its items, to learn from the answer's usage.
+    uint64_t prompt_tokens = 0;
     bool hedge = false;
   };
 
@@ -201,6 +213,8 @@ private:
     time_point ready_at;
     item_ref item;
     std::optional<source_id> avoid;
+    /// Sent only once the retry budget has room (see `retry_decision::awaits_budget`).
+    bool awaits_budget = false;
   };
 
   struct flight {
@@ -208,12 +222,42 @@ private:
     std::vector<item_ref> followers;
   };
 
-  /// Starts a batch of `items` on `source` and appends it to `out`.
+  /// Starts a batch of `items` on `source` costing `tokens` of its token bucket and appends
+  /// it to `out`.
   void start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens, bool hedge,
                    std::vector<dispatch_batch>& out);
   void dispatch_retries(std::vector<dispatch_batch>& out);
   void dispatch_queues(std::vector<dispatch_batch>& out);
+  /// Dispatches what waits for `capability`, class by class as `choose_class` says.
+  void dispatch_capability(const std::string& capability, std::vector<dispatch_batch>& out);
   void dispatch_hedges(std::vector<dispatch_batch>& out);
+  /// The class whose head item for `capability` goes next: one about to miss its deadline
+  /// (the earliest such), else the fair share's choice. Nullopt when nothing waits.
+  std::optional<size_t> choose_class(const std::string& capability);
+  /// Whether to hold the queue's tail back from `source` (a remote one) because the other
+  /// sources serving `capability` would answer everything waiting sooner than it could answer
+  /// one item (a slow endpoint at the end of a step).
+  bool hold_for_faster(const std::string& capability, source_id source);
+  /// Items queued for `capability` in every class.
+  size_t waiting_for(const std::string& capability) const;
+  /// The capability of a batch's items ("" when they all ended).
+  const std::string& batch_capability(const inflight_batch& batch) const;
+  /// What item `ref` asks of a source's token bucket.
+  token_demand demand_of(item_ref ref) const;
+  /// The expected time until `items` more items of `capability` at class `cls` are answered:
+  /// what waits ahead of them and they themselves over the sources' capacity, plus a latency.
+  /// For a reward graph, the longest of its model calls' capabilities. Nullopt while the
+  /// capacity is unknown.
+  std::optional<nanoseconds> expected_wait(const std::string& capability, size_t cls,
+                                           size_t items, int depth = 0);
+  /// When the scheduler stops waiting for `batch` (a remote call) and retries its items:
+  /// `routing.straggler_timeout_factor` × its source's recent 95th-percentile latency after it
+  /// was sent (at least `straggler_timeout_min`), once the source has answered a few calls.
+  /// Computed anew each time, so calls sent before anything was known get one too.
+  std::optional<time_point> straggler_deadline(const inflight_batch& batch) const;
+  /// Gives up on attempts at remote sources past their straggler timeout: cancelled at the
+  /// source, their items retried as after a timeout.
+  void expire_stragglers();
   /// Remembers the earliest time a source that was waiting could take work.
   void note_wait(const pick_result& pick, const std::string& capability);
   /// When `pick` found every source serving `capability` ejected until after the deadline of
@@ -222,7 +266,8 @@ private:
   /// Why an item fails when every source serving `capability` is ejected until `until`.
   std::string ejected_reason(const std::string& capability, time_point until,
                              const std::string& last_failure) const;
-  /// Queues item `ref` again (its state is set by the caller).
+  /// Queues item `ref` again in its class, where its first arrival puts it (a FIFO class keeps
+  /// it ahead of later items).
   void requeue(item_ref ref);
   /// Ends item `index` of `req` with `result`; a request whose last item this was is
   /// finished by the next `flush`. `shareable`: followers of the item's flight may take the
@@ -261,7 +306,7 @@ private:
   retry_policy retry_policy_;
   retry_budget hedge_budget_;
   result_cache cache_;
-  std::unordered_map<std::string, service_estimator> estimates_;
+  fair_share fair_;
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;

@@ -1,7 +1,10 @@
 #include "scheduler/source_registry.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+
+#include "common/token_estimate.hpp"
 
 namespace arbiter::scheduler {
 
@@ -9,8 +12,10 @@ namespace {
 
 /// Successful attempts kept for the straggler quantile.
 constexpr size_t latency_window = 64;
-/// Samples needed before a straggler threshold is given.
+/// Samples needed before a straggler threshold is given (hedging), and before a straggler
+/// timeout is.
 constexpr size_t min_latency_samples = 20;
+constexpr size_t min_timeout_samples = 5;
 /// Weight of a new sample in the smoothed latency.
 constexpr double latency_alpha = 0.2;
 
@@ -26,17 +31,15 @@ sample_kind sample_of(attempt_outcome_kind k) {
   }
 }
 
-/// Whether an outcome counts against the source's health.
-bool counts_against(attempt_outcome_kind k) {
-  switch (k) {
-    case attempt_outcome_kind::server_error:
-    case attempt_outcome_kind::timeout:
-    case attempt_outcome_kind::connect_failure:
-    case attempt_outcome_kind::bad_response:
-      return true;
-    default:
-      return false;
-  }
+/// Weight of a new sample in the smoothed time per item, tokens per item and prompt ratio.
+constexpr double item_alpha = 0.1;
+/// The learned prompt-token ratio stays within these bounds (a provider's tokenizer against
+/// our bytes/3 estimate; a system prompt the endpoint adds).
+constexpr double min_prompt_ratio = 0.05;
+constexpr double max_prompt_ratio = 20.0;
+
+double smoothed(double average, double sample, bool first) {
+  return first ? sample : average + item_alpha * (sample - average);
 }
 
 } // namespace
@@ -53,6 +56,15 @@ struct source_registry::state {
   size_t recent_next = 0;
   size_t samples_since_quantile = 0;
   std::optional<nanoseconds> p95;
+  /// Smoothed seconds per item of good answers (latency ÷ items), for capacity.
+  double item_seconds = 0.0;
+  bool has_item_seconds = false;
+  /// Smoothed tokens charged per item, for the token-pacing share of capacity.
+  double tokens_per_item = 0.0;
+  bool has_tokens_per_item = false;
+  /// Reported ÷ estimated prompt tokens, from the answers' usage.
+  double prompt_ratio = 1.0;
+  bool has_prompt_ratio = false;
 
   bool serves(const std::string& capability) const {
     return std::find(spec.capabilities.begin(), spec.capabilities.end(), capability)
@@ -67,6 +79,47 @@ struct source_registry::state {
     return breaker && breaker->state(now) == breaker_state::open;
   }
 
+  uint64_t tokens_for(const token_demand& demand) const {
+    if (!limiter || !spec.rate_limit || limiter->tokens_per_minute() <= 0.0) {
+      return 0;
+    }
+    auto prompt = std::ceil(static_cast<double>(demand.prompt) * prompt_ratio);
+    auto completion = demand.item != nullptr
+                        ? estimate_completion_tokens(*demand.item, spec.completion_tokens)
+                        : spec.completion_tokens;
+    return static_cast<uint64_t>(prompt) + completion;
+  }
+
+  double token_capacity() const {
+    return limiter ? limiter->token_capacity() : std::numeric_limits<double>::infinity();
+  }
+
+  /// Items per second this source can take now; nullopt while nothing bounds it.
+  std::optional<double> rate(time_point now) const {
+    if (ejected(now)) {
+      return 0.0;
+    }
+    std::optional<double> best;
+    auto bound = [&best](double r) {
+      if (!best || r < *best) {
+        best = r;
+      }
+    };
+    if (has_item_seconds && item_seconds > 0.0) {
+      bound(static_cast<double>(limit()) / item_seconds);
+    }
+    if (limiter) {
+      if (auto rpm = limiter->requests_per_minute(); rpm > 0.0) {
+        bound(rpm / 60.0 * spec.max_batch_items);
+      }
+      if (auto tpm = limiter->tokens_per_minute(); tpm > 0.0 && has_tokens_per_item
+                                                  && tokens_per_item > 0.0) {
+        bound(tpm / 60.0 / tokens_per_item);
+      }
+    }
+    return best;
+  }
+
   void record_latency(nanoseconds latency) {
     auto ns = static_cast<double>(latency.count());
     latency_ns = has_latency ? latency_ns + latency_alpha * (ns - latency_ns) : ns;
@@ -77,8 +130,10 @@ struct source_registry::state {
       recent[recent_next] = latency.count();
       recent_next = (recent_next + 1) % latency_window;
     }
-    // Re-sorting 64 numbers every 8 samples keeps the quantile fresh and cheap.
-    if (recent.size() >= min_latency_samples && (++samples_since_quantile >= 8 || !p95)) {
+    // Re-sorting 64 numbers every 8 samples keeps the quantile fresh and cheap; every sample
+    // while there are few.
+    if (recent.size() >= min_timeout_samples
+        && (recent.size() < min_latency_samples || ++samples_since_quantile >= 8 || !p95)) {
       samples_since_quantile = 0;
       auto sorted = recent;
       auto at = sorted.begin() + static_cast<std::ptrdiff_t>((sorted.size() * 95) / 100);
@@ -127,13 +182,21 @@ bool source_registry::remove(source_id id) {
   return true;
 }
 
-pick_result source_registry::pick(const std::string& capability, uint64_t tokens,
+pick_result source_registry::pick(const std::string& capability, const token_demand& demand,
                                   std::optional<source_id> avoid) {
   auto now = clock_.now();
   source_id skip = 0; // Ids start at 1.
   if (avoid && has_alternative(capability, *avoid)) {
     skip = *avoid;
   }
+  // An item larger than a source's whole token burst goes where a burst holds it, if any
+  // source serving the capability has one that does.
+  auto fits = [&demand](const state& s) {
+    return static_cast<double>(s.tokens_for(demand)) <= s.token_capacity();
+  };
+  bool some_fit = std::any_of(sources_.begin(), sources_.end(), [&](const auto& sp) {
+    return sp->serves(capability) && sp->info.id != skip && !sp->ejected(now) && fits(*sp);
+  });
   pick_result out;
   state* best = nullptr;
   double best_eta = 0.0;
@@ -160,18 +223,21 @@ pick_result source_registry::pick(const std::string& capability, uint64_t tokens
         continue;
       }
     }
+    if (some_fit && !fits(s)) {
+      continue;
+    }
     if (s.info.inflight >= s.limit()) {
       out.busy = true;
       continue;
     }
     if (s.limiter) {
-      auto d = s.limiter->peek(tokens + s.spec.completion_tokens);
+      // A request too large for every burst is paced on the rate: it waits for a full bucket,
+      // and its cost overdraws it.
+      auto d = s.limiter->peek_paced(s.tokens_for(demand));
       if (d.kind == acquire_decision_kind::wait) {
         wait_until(d.until, to_string(d.reason));
         continue;
       }
-      // A request too large for the bucket is sent anyway: the provider will say what it
-      // thinks, and its answer is classified like any other.
     }
     double eta = s.latency_ns * (1.0 + static_cast<double>(s.info.inflight) / s.limit());
     // Expected completion compares only sources with a measured latency; a source without
@@ -195,10 +261,14 @@ pick_result source_registry::pick(const std::string& capability, uint64_t tokens
   return out;
 }
 
+uint64_t source_registry::tokens_for(source_id id, const token_demand& demand) const {
+  auto* s = find(id);
+  return s == nullptr ? 0 : s->tokens_for(demand);
+}
+
 double source_registry::token_allowance(source_id id) {
   auto* s = find(id);
-  if (s == nullptr || !s->limiter || !s->spec.rate_limit
-      || s->spec.rate_limit->tokens_per_minute == 0) {
+  if (s == nullptr || !paces_tokens(id)) {
     return std::numeric_limits<double>::infinity();
   }
   return s->limiter->available_tokens();
@@ -206,7 +276,9 @@ double source_registry::token_allowance(source_id id) {
 
 bool source_registry::paces_tokens(source_id id) const {
   auto* s = find(id);
-  return s != nullptr && s->spec.rate_limit && s->spec.rate_limit->tokens_per_minute > 0;
+  // Limits learned from headers count too: an endpoint configured without a token limit
+  // adopts the one it reports.
+  return s != nullptr && s->limiter && s->limiter->tokens_per_minute() > 0.0;
 }
 
 void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
@@ -218,7 +290,13 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
   if (s->limiter) {
     // The pick peeked at the head item only; what the whole batch needs is taken even when
     // it overdraws, so the buckets stay honest (the overdraft delays the next send).
-    s->limiter->take(tokens + s->spec.completion_tokens * items);
+    s->limiter->take(tokens);
+  }
+  if (tokens > 0 && items > 0) {
+    s->tokens_per_item = smoothed(s->tokens_per_item,
+                                  static_cast<double>(tokens) / static_cast<double>(items),
+                                  !s->has_tokens_per_item);
+    s->has_tokens_per_item = true;
   }
   if (s->breaker) {
     s->breaker->allows(now);
@@ -227,7 +305,19 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
   ++s->info.dispatched;
 }
 
-void source_registry::release(source_id id, const attempt_report& report, nanoseconds eject_for) {
+void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t reported) {
+  auto* s = find(id);
+  if (s == nullptr || estimated == 0 || reported == 0) {
+    return;
+  }
+  auto ratio = std::clamp(static_cast<double>(reported) / static_cast<double>(estimated),
+                          min_prompt_ratio, max_prompt_ratio);
+  s->prompt_ratio = smoothed(s->prompt_ratio, ratio, !s->has_prompt_ratio);
+  s->has_prompt_ratio = true;
+}
+
+void source_registry::release(source_id id, const attempt_report& report, nanoseconds eject_for,
+                              size_t items) {
   auto* s = find(id);
   if (s == nullptr) {
     return;
@@ -244,6 +334,12 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
   }
   if (s->limiter) {
     s->limiter->on_headers(report.headers);
+    if (s->concurrency && s->concurrency->in_slow_start()
+        && (s->limiter->requests_per_minute() > 0.0 || s->limiter->tokens_per_minute() > 0.0)) {
+      // The endpoint said what it allows: pacing keeps to that from here, as for limits
+      // written in the configuration, so the concurrency limit need not creep up to it.
+      s->concurrency->open_up();
+    }
     if (report.kind == attempt_outcome_kind::rate_limited) {
       s->limiter->on_rate_limited(report.retry_after);
     } else {
@@ -253,7 +349,7 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
   if (s->breaker) {
     if (ejects_source(report.kind)) {
       s->breaker->eject(now, report.detail, eject_for);
-    } else if (counts_against(report.kind)) {
+    } else if (counts_against_source(report.kind)) {
       s->breaker->on_failure(now);
     } else if (report.kind == attempt_outcome_kind::ok) {
       s->breaker->on_success(now);
@@ -262,11 +358,97 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
     }
   }
   if (s->concurrency) {
-    s->concurrency->on_sample(report.latency, sample_of(report.kind), now);
+    // A straggler the scheduler gave up on is not a sign of load.
+    auto sample = report.abandoned ? sample_kind::failed : sample_of(report.kind);
+    s->concurrency->on_sample(report.latency, sample, now);
   }
   if (report.kind == attempt_outcome_kind::ok) {
     s->record_latency(report.latency);
+    if (items > 0) {
+      auto per_item = std::chrono::duration<double>(report.latency).count()
+                      / static_cast<double>(items);
+      s->item_seconds = smoothed(s->item_seconds, per_item, !s->has_item_seconds);
+      s->has_item_seconds = true;
+    }
   }
+}
+
+std::optional<double> source_registry::capacity(const std::string& capability) {
+  auto now = clock_.now();
+  std::optional<double> total;
+  for (const auto& sp : sources_) {
+    if (!sp->serves(capability)) {
+      continue;
+    }
+    if (auto r = sp->rate(now)) {
+      total = total.value_or(0.0) + *r;
+    }
+  }
+  return total;
+}
+
+nanoseconds source_registry::latency(const std::string& capability) const {
+  std::optional<double> best;
+  for (const auto& sp : sources_) {
+    if (sp->serves(capability) && sp->has_latency && (!best || sp->latency_ns < *best)) {
+      best = sp->latency_ns;
+    }
+  }
+  return nanoseconds{static_cast<nanoseconds::rep>(best.value_or(0.0))};
+}
+
+nanoseconds source_registry::latency_of(source_id id) const {
+  auto* s = find(id);
+  return s == nullptr ? nanoseconds{0}
+                      : nanoseconds{static_cast<nanoseconds::rep>(s->latency_ns)};
+}
+
+double source_registry::answers_by(const std::string& capability, time_point by,
+                                   source_id than) {
+  auto* slow = find(than);
+  if (slow == nullptr || !slow->has_latency) {
+    return 0.0;
+  }
+  auto now = clock_.now();
+  double total = 0.0;
+  for (const auto& sp : sources_) {
+    auto& s = *sp;
+    if (!s.serves(capability) || &s == slow || !s.has_latency
+        || s.latency_ns >= slow->latency_ns) {
+      continue;
+    }
+    auto rate = s.rate(now);
+    if (!rate || *rate <= 0.0) {
+      continue; // Ejected, or nothing known of its pace.
+    }
+    // When it can start the next item: now, after a slot frees, or when pacing allows.
+    auto ready = now;
+    auto latency = nanoseconds{static_cast<nanoseconds::rep>(s.latency_ns)};
+    if (s.info.inflight >= s.limit()) {
+      ready += latency / std::max<uint32_t>(s.limit(), 1);
+    }
+    if (s.limiter) {
+      auto d = s.limiter->peek(0);
+      if (d.kind == acquire_decision_kind::wait && d.until > ready) {
+        ready = d.until;
+      }
+    }
+    auto last_start = by - latency;
+    if (last_start < ready) {
+      continue;
+    }
+    total += 1.0 + std::floor(std::chrono::duration<double>(last_start - ready).count() * *rate);
+  }
+  return total;
+}
+
+const std::vector<std::string>* source_registry::feeds(const std::string& capability) const {
+  for (const auto& sp : sources_) {
+    if (auto found = sp->spec.feeds.find(capability); found != sp->spec.feeds.end()) {
+      return &found->second;
+    }
+  }
+  return nullptr;
 }
 
 bool source_registry::has_alternative(const std::string& capability, source_id except) {
@@ -302,6 +484,14 @@ bool source_registry::busy(source_id id) const {
 }
 
 std::optional<nanoseconds> source_registry::straggler_after(source_id id) const {
+  auto* s = find(id);
+  if (s == nullptr || s->recent.size() < min_latency_samples) {
+    return std::nullopt;
+  }
+  return s->p95;
+}
+
+std::optional<nanoseconds> source_registry::timeout_basis(source_id id) const {
   auto* s = find(id);
   return s == nullptr ? std::nullopt : s->p95;
 }
@@ -340,9 +530,17 @@ source_info source_registry::describe(source_id id) {
       info.breaker_reason = sp->breaker->reason();
     }
     info.latency_ms = sp->latency_ns / 1e6;
-    if (sp->limiter && sp->spec.rate_limit && sp->spec.rate_limit->requests_per_minute > 0) {
-      info.available_requests = sp->limiter->available_requests();
+    if (sp->limiter) {
+      info.requests_per_minute = sp->limiter->requests_per_minute();
+      info.tokens_per_minute = sp->limiter->tokens_per_minute();
+      if (info.requests_per_minute > 0.0) {
+        info.available_requests = sp->limiter->available_requests();
+        info.request_burst = sp->limiter->request_capacity();
+      }
     }
+    info.prompt_token_ratio = sp->prompt_ratio;
+    info.items_per_second = sp->rate(now).value_or(0.0);
+    info.slow_start = sp->concurrency && sp->concurrency->in_slow_start();
     return info;
   }
 }

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/score_types.hpp"
 #include "common/time_source.hpp"
 #include "scheduler/adaptive_concurrency.hpp"
 #include "scheduler/circuit_breaker.hpp"
@@ -37,10 +39,14 @@ struct source_spec {
   std::optional<rate_limit_config> rate_limit;
   /// A circuit breaker with timed ejection, for sources that can fail (remote endpoints).
   std::optional<circuit_breaker_config> breaker;
-  /// Output tokens one item asks of this source (a judge's max_tokens), for token pacing.
+  /// Output tokens one item asks of this source when its call names none (the source's
+  /// max_tokens for chat), for token pacing.
   uint64_t completion_tokens = 0;
   /// Whether the source is a remote endpoint (hedging and caching apply to its items).
   bool remote = false;
+  /// Reward graphs: for each capability the source serves, the capabilities its model calls
+  /// need (e.g. "judge" → {"chat"}). Admission estimates a graph item's wait from theirs.
+  std::map<std::string, std::vector<std::string>> feeds;
 };
 
 /// How one attempt at a source ended, as the source reports it.
@@ -57,6 +63,18 @@ struct attempt_report {
   /// The attempt was cancelled by the scheduler (a hedge that lost); it says nothing about
   /// the source.
   bool cancelled = false;
+  /// The scheduler stopped waiting for it: a straggler past the source's latency tail
+  /// (`kind` is `timeout`). It counts against the source's health, not against its load.
+  bool abandoned = false;
+};
+
+/// What one item asks of a source's token bucket: its prompt estimate (scaled by each source's
+/// learned ratio of reported to estimated prompt tokens) and, through `item`, the completion
+/// tokens its call asks for (else the source's `completion_tokens`).
+struct token_demand {
+  uint64_t prompt = 0;
+  /// The item (for its call's max_tokens and n); null: the source's default completion.
+  const score_item* item = nullptr;
 };
 
 /// What /info and tests see of one source.
@@ -78,6 +96,18 @@ struct source_info {
   double latency_ms = 0.0;
   /// Requests the pacing buckets allow now (-1 when not paced by requests).
   double available_requests = -1.0;
+  /// The limits pacing works with, configured or learned from the endpoint's headers (0: not
+  /// paced), and the request bucket's size (its burst; 0 when not paced by requests).
+  double requests_per_minute = 0.0;
+  double tokens_per_minute = 0.0;
+  double request_burst = 0.0;
+  /// Reported prompt tokens per estimated one, learned from the answers' `usage` (1 at first).
+  double prompt_token_ratio = 1.0;
+  /// Items per second the source can serve now (0 while nothing bounds it; see
+  /// `source_registry::capacity`).
+  double items_per_second = 0.0;
+  /// Whether the concurrency limit is still in slow start.
+  bool slow_start = false;
 };
 
 /// Why `pick` found no source for a capability.
@@ -112,31 +142,67 @@ public:
   /// Removes a source. Returns false when it is unknown.
   bool remove(source_id id);
 
-  /// The source to send a batch needing `capability` whose first item needs `tokens` prompt
-  /// tokens: among sources serving it that are eligible now (breaker not open, a free slot
-  /// under the concurrency limit, the pacing buckets holding a request and the tokens), the
-  /// one with the earliest expected completion (smoothed latency × (1 + in flight ÷ limit));
-  /// ties go to the fewest in flight, then the fewest dispatched. `avoid` is skipped when
-  /// another source serving the capability is not ejected. Takes nothing; `acquire` does.
-  pick_result pick(const std::string& capability, uint64_t tokens,
+  /// The source to send a batch needing `capability` whose first item asks `demand`: among
+  /// sources serving it that are eligible now (breaker not open, a free slot under the
+  /// concurrency limit, the pacing buckets holding a request and the item's tokens), the one
+  /// with the earliest expected completion (smoothed latency × (1 + in flight ÷ limit)); ties
+  /// go to the fewest in flight, then the fewest dispatched. `avoid` is skipped when another
+  /// source serving the capability is not ejected. An item larger than a source's whole token
+  /// burst goes to a source whose burst holds it; where none does, it is paced on the rate
+  /// (it waits for a full bucket). Takes nothing; `acquire` does.
+  pick_result pick(const std::string& capability, const token_demand& demand,
                    std::optional<source_id> avoid = std::nullopt);
 
-  /// Prompt tokens the source's token bucket allows now (unbounded when not paced by tokens).
+  /// The tokens `demand` costs at `id` (0 when the source does not pace by tokens).
+  uint64_t tokens_for(source_id id, const token_demand& demand) const;
+
+  /// Tokens the source's token bucket allows now (unbounded when not paced by tokens).
   double token_allowance(source_id id);
 
   /// Whether the source paces by tokens (callers then count the tokens of each item).
   bool paces_tokens(source_id id) const;
 
-  /// Records a batch sent to `id` with `tokens` prompt tokens over `items` items: takes its
-  /// request and tokens (prompt plus the source's completion tokens per item) from the
-  /// buckets, a probe slot when half-open, and a concurrency slot.
+  /// Records a batch sent to `id` costing `tokens` (from `tokens_for`) over `items` items:
+  /// takes its request and tokens from the buckets, a probe slot when half-open, and a
+  /// concurrency slot.
   void acquire(source_id id, uint64_t tokens, size_t items);
+
+  /// Learns from an answer's `usage` how the source counts prompt tokens: `reported` where we
+  /// estimated `estimated`. Later token demands are scaled by the smoothed ratio.
+  void observe_usage(source_id id, uint64_t estimated, uint64_t reported);
+
+  /// Items per second the sources serving `capability` can take now, together: for each
+  /// source not ejected, the least of its concurrency limit over the measured time per item,
+  /// its request pacing × items per call, and its token pacing over the tokens an item costs.
+  /// Nullopt while no source has a bound (nothing measured and no limits).
+  std::optional<double> capacity(const std::string& capability);
+
+  /// The smoothed latency of the fastest source serving `capability` (0 before any answer).
+  nanoseconds latency(const std::string& capability) const;
+
+  /// The smoothed latency of `id` (0 before its first good answer).
+  nanoseconds latency_of(source_id id) const;
+
+  /// How many items the sources serving `capability` that are faster than `than` (a smaller
+  /// smoothed latency) can be expected to have answered by `by` if each takes work as soon as
+  /// its slots and pacing allow: per source not ejected and with a measured capacity, the
+  /// items it can start between when it is next ready and `by` minus its latency. The
+  /// scheduler holds the tail of a queue back from a slow source when the faster ones would
+  /// answer all of it sooner; since `pick` prefers them as soon as they may take work, the
+  /// held items always move on.
+  double answers_by(const std::string& capability, time_point by, source_id than);
+
+  /// For a reward graph's capability, the capabilities its model calls need; null otherwise.
+  const std::vector<std::string>* feeds(const std::string& capability) const;
 
   /// Records how an attempt at `id` ended and frees its slot: corrects the buckets from its
   /// headers, honours a 429's Retry-After as one backoff for the endpoint, feeds the breaker
   /// (5xx, timeouts, connection failures and unusable bodies count against it; 401/403/404
-  /// eject it for `eject_for` with the reason) and the concurrency limit, and the latency.
-  void release(source_id id, const attempt_report& report, nanoseconds eject_for);
+  /// eject it for `eject_for` with the reason; what the request caused, 400s and replies that
+  /// do not fit what was asked, does not count) and the concurrency limit, and the latency and
+  /// time per item of good answers.
+  void release(source_id id, const attempt_report& report, nanoseconds eject_for,
+               size_t items = 1);
 
   /// Whether a source other than `except` serves `capability` and is not ejected.
   bool has_alternative(const std::string& capability, source_id except);
@@ -158,6 +224,10 @@ public:
   /// The latency past which an attempt at `id` is a straggler worth hedging: the 95th
   /// percentile of its recent successful attempts; nullopt until 20 have been seen.
   std::optional<nanoseconds> straggler_after(source_id id) const;
+
+  /// The same percentile as soon as a few (5) good answers are in, for the straggler timeout:
+  /// calls that never answer should not wait for 20.
+  std::optional<nanoseconds> timeout_basis(source_id id) const;
 
   /// The source's name ("" when unknown).
   const std::string& name(source_id id) const;

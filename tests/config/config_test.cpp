@@ -75,6 +75,7 @@ void expect_same_config(const arbiter_config& a, const arbiter_config& b) {
     EXPECT_EQ(a.scheduler.priorities[i].name, b.scheduler.priorities[i].name) << i;
     EXPECT_EQ(a.scheduler.priorities[i].capacity, b.scheduler.priorities[i].capacity) << i;
     EXPECT_EQ(a.scheduler.priorities[i].order, b.scheduler.priorities[i].order) << i;
+    EXPECT_EQ(a.scheduler.priorities[i].weight, b.scheduler.priorities[i].weight) << i;
   }
   EXPECT_EQ(a.cpu.enabled, b.cpu.enabled);
   EXPECT_EQ(a.cpu.workers, b.cpu.workers);
@@ -303,17 +304,47 @@ capacity = 10
 order = "edf"
 [[scheduler.priorities]]
 name = "bulk"
+[[scheduler.priorities]]
+name = "background"
+weight = 0.5
 )";
   std::vector<config_problem> problems;
   const arbiter_config cfg = load_string(text, "prio.toml", problems);
   ASSERT_TRUE(problems.empty()) << describe(problems);
-  ASSERT_EQ(cfg.scheduler.priorities.size(), 2u);
+  ASSERT_EQ(cfg.scheduler.priorities.size(), 3u);
   EXPECT_EQ(cfg.scheduler.priorities[0].name, "interactive");
   EXPECT_EQ(cfg.scheduler.priorities[0].capacity, 10u);
   EXPECT_EQ(cfg.scheduler.priorities[0].order, queue_order::edf);
   EXPECT_EQ(cfg.scheduler.priorities[1].name, "bulk");
   EXPECT_EQ(cfg.scheduler.priorities[1].capacity, 100000u);
   EXPECT_EQ(cfg.scheduler.priorities[1].order, queue_order::fifo);
+  // Weights left out are 4 to the power of the classes after them.
+  EXPECT_EQ(class_weights(cfg.scheduler.priorities), (std::vector<double>{16.0, 4.0, 0.5}));
+  EXPECT_EQ(class_weights(embedded_default().scheduler.priorities),
+            (std::vector<double>{16.0, 4.0, 1.0}));
+}
+
+TEST(LoadConfig, PriorityWeightsArePositiveNumbers) {
+  const std::string text = R"(
+[[scheduler.priorities]]
+name = "a"
+weight = 0
+[[scheduler.priorities]]
+name = "b"
+weight = "heavy"
+[[scheduler.priorities]]
+name = "normal"
+weight = 2
+)";
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string(text, "weights.toml", problems);
+  EXPECT_NE(reason_for(problems, "scheduler.priorities[0].weight").find("above 0"),
+            std::string::npos)
+    << describe(problems);
+  EXPECT_EQ(reason_for(problems, "scheduler.priorities[1].weight"),
+            "expected a number, got a string");
+  EXPECT_EQ(problems.size(), 2u) << describe(problems);
+  EXPECT_EQ(cfg.scheduler.priorities[2].weight, 2.0);
 }
 
 TEST(LoadConfig, PriorityClassProblems) {
@@ -544,7 +575,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 49u);
+  EXPECT_EQ(vars.size(), 51u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();

@@ -188,3 +188,45 @@ TEST(AdaptiveConcurrency, OddConfigIsBroughtIntoRange) {
   EXPECT_LT(ac.config().backoff_ratio, 1.0);
   EXPECT_STREQ(to_string(sample_kind::overloaded), "overloaded");
 }
+
+TEST(AdaptiveConcurrency, SlowStartDoublesPerRoundUntilTheFirstCut) {
+  adaptive_concurrency_config cfg;
+  cfg.initial_limit = 1;
+  cfg.max_limit = 64;
+  cfg.slow_start = true;
+  adaptive_concurrency limit{cfg};
+  time_point now{std::chrono::hours{1}};
+  // A round of good answers is `limit` of them: each adds one, so the limit doubles.
+  for (uint32_t expected : {2u, 4u, 8u, 16u}) {
+    auto round = limit.limit();
+    for (uint32_t i = 0; i < round; ++i) {
+      limit.on_sample(100ms, sample_kind::ok, now);
+    }
+    EXPECT_EQ(limit.limit(), expected);
+  }
+  EXPECT_TRUE(limit.in_slow_start());
+  now += 1s;
+  limit.on_sample(100ms, sample_kind::overloaded, now);
+  EXPECT_EQ(limit.limit(), 11u); // 16 × 0.7
+  EXPECT_FALSE(limit.in_slow_start());
+  // Then one per round.
+  for (uint32_t i = 0; i < 11; ++i) {
+    limit.on_sample(100ms, sample_kind::ok, now);
+  }
+  EXPECT_EQ(limit.limit(), 12u);
+}
+
+TEST(AdaptiveConcurrency, OpeningUpEndsSlowStartAtTheMaximum) {
+  adaptive_concurrency_config cfg;
+  cfg.initial_limit = 1;
+  cfg.max_limit = 64;
+  cfg.slow_start = true;
+  adaptive_concurrency limit{cfg};
+  limit.open_up();
+  EXPECT_EQ(limit.limit(), 64u);
+  EXPECT_FALSE(limit.in_slow_start());
+  // Only slow start opens up: a limit that was cut stays where AIMD put it.
+  limit.on_sample(100ms, sample_kind::overloaded, time_point{std::chrono::hours{1}});
+  limit.open_up();
+  EXPECT_EQ(limit.limit(), 44u);
+}

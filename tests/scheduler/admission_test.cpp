@@ -13,7 +13,6 @@ admission_input request_of(size_t items, size_t free_capacity) {
   in.items = items;
   in.priority = "normal";
   in.free_capacity = free_capacity;
-  in.parallel_sources = 2;
   in.time_left = 30s;
   return in;
 }
@@ -27,13 +26,11 @@ TEST(Admission, AdmitsWhatFits) {
 }
 
 TEST(Admission, RefusesWhenTheClassIsFullWithRetryAfter) {
-  service_estimator est;
-  est.record(100.0); // 100 ms per item
   auto in = request_of(50, 10);
-  in.estimate = &est;
+  in.items_per_second = 20.0;
   auto r = decide_admission(in);
   EXPECT_EQ(r.decision, admission_decision::reject_queue_full);
-  // 40 missing items × 100 ms ÷ 2 sources = 2 s.
+  // 40 missing items at 20 items/s = 2 s.
   EXPECT_EQ(r.retry_after, 2s);
   EXPECT_NE(r.reason.find("room for 10"), std::string::npos) << r.reason;
 }
@@ -45,24 +42,21 @@ TEST(Admission, RetryAfterIsAtLeastOneSecond) {
 }
 
 TEST(Admission, QueuesWhileTheDeadlineAllows) {
-  service_estimator est;
-  est.record(10.0);
   auto in = request_of(1, 1000);
-  in.estimate = &est;
-  in.items_ahead = 500; // 500 × 10 ms ÷ 2 = 2.5 s of wait
+  in.expected_wait = 2500ms;
   in.time_left = 3s;
   EXPECT_TRUE(decide_admission(in).admitted());
   in.time_left = 2s;
   auto r = decide_admission(in);
   EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable);
-  EXPECT_EQ(r.retry_after, 1s); // ceil(0.5 s)
+  EXPECT_EQ(r.retry_after, 1s); // ceil(0.5 s): the queue ahead drains by then
+  EXPECT_NE(r.reason.find("2500 ms"), std::string::npos) << r.reason;
+  in.expected_wait = 9200ms;
+  EXPECT_EQ(decide_admission(in).retry_after, 8s); // ceil(7.2 s)
 }
 
-TEST(Admission, NoDeadlineRefusalBeforeAnyServiceTimeIsKnown) {
-  service_estimator est;
+TEST(Admission, NoDeadlineRefusalWhileTheCapacityIsUnknown) {
   auto in = request_of(1, 1000);
-  in.estimate = &est;
-  in.items_ahead = 999;
   in.time_left = 1ms;
   EXPECT_TRUE(decide_admission(in).admitted());
 }
@@ -73,15 +67,4 @@ TEST(Admission, RefusesWhileDraining) {
   auto r = decide_admission(in);
   EXPECT_EQ(r.decision, admission_decision::reject_draining);
   EXPECT_STREQ(to_string(r.decision), "draining");
-}
-
-TEST(ServiceEstimator, AveragesExponentially) {
-  service_estimator est{0.5};
-  EXPECT_FALSE(est.has_samples());
-  est.record(10.0);
-  EXPECT_DOUBLE_EQ(est.item_ms(), 10.0);
-  est.record(20.0);
-  EXPECT_DOUBLE_EQ(est.item_ms(), 15.0);
-  est.record(-1.0); // ignored
-  EXPECT_DOUBLE_EQ(est.item_ms(), 15.0);
 }

@@ -338,3 +338,58 @@ TEST(RateLimiter, UnlimitedWhenLimitsAreZero) {
   EXPECT_TRUE(std::isinf(limiter.available_requests()));
   EXPECT_TRUE(std::isinf(limiter.available_tokens()));
 }
+
+TEST(RateLimiter, LearnsTheBurstAPerMinuteLimitIsEnforcedOver) {
+  // 600 RPM stated, enforced as 10 a second: 4 remain, full again in 0.6 s → 4 + 10 × 0.6.
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 0), clock};
+  rate_limit_headers h;
+  h.limit_requests = 600;
+  h.remaining_requests = 4;
+  h.reset_requests = 600ms;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.requests_per_minute(), 600.0);
+  EXPECT_DOUBLE_EQ(limiter.request_capacity(), 10.0);
+  // After a quiet minute the bucket holds 10, not the 600 a full minute would.
+  clock.advance(60s);
+  EXPECT_EQ(drain(limiter), 10);
+  // A smaller implied size later (the floor of `remaining`) does not shrink it again.
+  h.remaining_requests = 0;
+  h.reset_requests = 950ms;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.request_capacity(), 10.0);
+}
+
+TEST(RateLimiter, TheLearnedBurstLowersAConfiguredOneOnly) {
+  manual_time_source clock;
+  auto cfg = limits(600, 0); // a full minute's burst: 600
+  rate_limiter limiter{cfg, clock};
+  EXPECT_DOUBLE_EQ(limiter.request_capacity(), 600.0);
+  rate_limit_headers h;
+  h.limit_requests = 600;
+  h.remaining_requests = 9;
+  h.reset_requests = 100ms;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.request_capacity(), 10.0);
+  // A bucket bigger than the configured burst is never adopted.
+  cfg.burst = 1s;
+  rate_limiter small{cfg, clock};
+  h.remaining_requests = 500;
+  h.reset_requests = 10s;
+  small.on_headers(h);
+  EXPECT_DOUBLE_EQ(small.request_capacity(), 10.0);
+}
+
+TEST(RateLimiter, ARequestLargerThanTheBurstIsPacedOnTheRate) {
+  manual_time_source clock;
+  auto cfg = limits(0, 30000); // 500 tokens a second
+  cfg.burst = 1s;
+  rate_limiter limiter{cfg, clock};
+  EXPECT_EQ(limiter.peek(800).kind, acquire_decision_kind::reject_too_large);
+  // Paced: it goes when the bucket is full, and its cost overdraws it.
+  EXPECT_TRUE(limiter.peek_paced(800).admitted());
+  limiter.take(800);
+  auto d = limiter.peek_paced(800);
+  ASSERT_EQ(d.kind, acquire_decision_kind::wait);
+  EXPECT_EQ(d.until, clock.now() + 1600ms) << "300 tokens of debt, then a full 500";
+}

@@ -152,7 +152,7 @@ TEST_F(RemoteRouting, ABadRequestIsNotRetried) {
   EXPECT_EQ(r.code, errc::upstream_rejected);
   EXPECT_EQ(r.attempts, 1u);
   EXPECT_NE(r.error.find("bad_request"), std::string::npos) << r.error;
-  EXPECT_NE(r.error.find("not retryable"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("refused the request itself"), std::string::npos) << r.error;
 }
 
 TEST_F(RemoteRouting, AttemptsRunOutWithAnExplicitFailure) {
@@ -710,4 +710,318 @@ TEST_F(RemoteRouting, RetriesFailAtOnceWhenTheEjectionOutlastsTheirDeadline) {
     EXPECT_NE(r.error.find("ejected (circuit breaker open)"), std::string::npos) << r.error;
     EXPECT_NE(r.error.find("last attempt"), std::string::npos) << r.error;
   }
+}
+
+// ---- issue 15: what trainers send, limits nobody configured, who is to blame ----------------
+
+TEST_F(RemoteRouting, RateLimitsNeverUseUpAttemptsAndEndAnItemOnlyAtItsDeadline) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  // Five 429s in a row (max_attempts is 3): the item goes back to its queue each time.
+  for (int i = 0; i < 5; ++i) {
+    auto batches = core_.dispatch();
+    ASSERT_EQ(batches.size(), 1u) << "429 number " << i;
+    auto report = outcome(attempt_outcome_kind::rate_limited);
+    report.retry_after = 1s;
+    report.detail = "HTTP 429: slow down";
+    core_.complete(batches[0].id, report, {});
+    EXPECT_TRUE(core_.take_finished().empty()) << "not ended by 429 number " << i;
+    EXPECT_TRUE(core_.dispatch().empty()) << "the endpoint is blocked for its Retry-After";
+    clock_.advance(1s);
+    core_.on_timer();
+  }
+  // The deadline ends it, saying why.
+  clock_.advance(10s);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.code, errc::deadline_exceeded);
+  EXPECT_EQ(r.attempts, 5u);
+  EXPECT_NE(r.error.find("held back by rate limits"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("HTTP 429: slow down"), std::string::npos) << r.error;
+}
+
+TEST_F(RemoteRouting, ARateLimitedItemKeepsItsPlaceInTheQueue) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "first")).admitted());
+  auto first = core_.dispatch().at(0);
+  clock_.advance(10ms);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(1, "second")).admitted());
+  auto second = core_.dispatch().at(0);
+  auto report = outcome(attempt_outcome_kind::rate_limited);
+  report.retry_after = 1s;
+  core_.complete(first.id, report, {});
+  core_.complete(second.id, report, {});
+  clock_.advance(1s);
+  auto next = core_.dispatch();
+  ASSERT_EQ(next.size(), 2u);
+  EXPECT_EQ(next[0].items[0]->solution_str, "first0") << "the earlier item goes first again";
+}
+
+TEST_F(RemoteRouting, ARetryAfterPastTheDeadlineEndsTheItemAtOnceSayingSo) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 5s, judge_items(1)).admitted());
+  auto report = outcome(attempt_outcome_kind::rate_limited);
+  report.retry_after = 30s;
+  core_.complete(core_.dispatch().at(0).id, report, {});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].code, errc::upstream_failed);
+  EXPECT_NE(done[0].results[0].error.find("rate limited until after the deadline"),
+            std::string::npos)
+    << done[0].results[0].error;
+}
+
+TEST_F(RemoteRouting, AnAuthFailureSendsTheItemToAnotherSource) {
+  auto a = core_.add_source(endpoint("a"));
+  auto b = core_.add_source(endpoint("b"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(2)).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 2u);
+  for (auto& batch : first) {
+    if (batch.source == a) {
+      auto report = outcome(attempt_outcome_kind::unauthorized);
+      report.detail = "HTTP 401: incorrect API key provided";
+      core_.complete(batch.id, report, {});
+    } else {
+      ok(batch, 0.5);
+    }
+  }
+  auto retried = core_.dispatch();
+  ASSERT_EQ(retried.size(), 1u);
+  EXPECT_EQ(retried[0].source, b);
+  ok(retried[0], 0.7);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.status, item_status::ok) << r.error;
+    EXPECT_EQ(r.source, "b");
+  }
+  // The source with the wrong key is ejected, with the reason, for everyone.
+  auto snap = core_.snapshot();
+  EXPECT_EQ(snap.sources[0].breaker, "open");
+  EXPECT_NE(snap.sources[0].breaker_reason.find("401"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, AnAuthFailureOnTheOnlySourceIsRejectedAtOnce) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
+  fail(core_.dispatch().at(0), attempt_outcome_kind::unauthorized);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].code, errc::upstream_rejected);
+  EXPECT_NE(done[0].results[0].error.find("no other source serves"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, AReplyThatDoesNotFitTheRequestBlamesNeitherTheSourceNorTheItem) {
+  auto a = core_.add_source(endpoint("a"));
+  auto b = core_.add_source(endpoint("b"));
+  // `a` answers every n = 2 call with one completion: its breaker stays closed, and the items
+  // go to `b`.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(8)).admitted());
+  size_t answered_by_b = 0;
+  for (int round = 0; round < 10 && !core_.idle(); ++round) {
+    for (auto& batch : core_.dispatch()) {
+      if (batch.source == a) {
+        auto report = outcome(attempt_outcome_kind::unsupported);
+        report.detail = "chat reply has 1 choices for n = 2";
+        core_.complete(batch.id, report, {});
+      } else {
+        ok(batch, 0.5);
+        ++answered_by_b;
+      }
+    }
+  }
+  EXPECT_EQ(answered_by_b, 8u);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.status, item_status::ok);
+  }
+  auto snap = core_.snapshot();
+  EXPECT_EQ(snap.sources[0].breaker, "closed") << "the source is healthy for other requests";
+  (void)b;
+  // With no other source the item is rejected with the reason, not retried.
+  config::scheduler_config cfg;
+  manual_time_source clock;
+  metrics_fixture metrics{cfg};
+  scheduler_core alone{cfg, clock, metrics.metrics, routing()};
+  alone.add_source(endpoint("a"));
+  ASSERT_TRUE(alone.submit(1, 1, clock.now() + 10s, judge_items(1)).admitted());
+  auto report = outcome(attempt_outcome_kind::unsupported);
+  report.detail = "chat reply has 1 choices for n = 2";
+  alone.complete(alone.dispatch().at(0).id, report, {});
+  auto rejected = alone.take_finished();
+  ASSERT_EQ(rejected.size(), 1u);
+  EXPECT_EQ(rejected[0].results[0].code, errc::upstream_rejected);
+  EXPECT_NE(rejected[0].results[0].error.find("1 choices for n = 2"), std::string::npos);
+}
+
+TEST_F(RemoteRouting, ACallThatNeverAnswersIsGivenUpAfterTheStragglerTimeout) {
+  auto a = core_.add_source(endpoint("a"));
+  auto b = core_.add_source(endpoint("b"));
+  // Teach both sources a 100 ms p95 (five good answers each are enough).
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(core_.submit(100 + static_cast<request_id>(i), 1, clock_.now() + 10s,
+                             judge_items(1, "warm" + std::to_string(i) + "-"))
+                  .admitted());
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 100ms), {ok_outcome(1.0)});
+    }
+  }
+  core_.take_finished();
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "stuck")).admitted());
+  auto stuck = core_.dispatch().at(0);
+  // 4 × 100 ms is below the 2 s minimum: the timer is set for 2 s, not the source's 60 s.
+  ASSERT_TRUE(core_.next_wakeup().has_value());
+  EXPECT_EQ(*core_.next_wakeup(), clock_.now() + 2s);
+  clock_.advance(2s);
+  core_.on_timer();
+  auto cancelled = core_.take_cancelled();
+  ASSERT_EQ(cancelled.size(), 1u);
+  EXPECT_EQ(cancelled[0].id, stuck.id);
+  auto retry = core_.dispatch();
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_NE(retry[0].source, stuck.source) << "retried elsewhere at once";
+  EXPECT_TRUE(retry[0].source == a || retry[0].source == b);
+  ok(retry[0], 0.3);
+  // The abandoned call's late answer changes nothing.
+  ok(stuck, 0.9);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.3);
+  EXPECT_EQ(done[0].results[0].attempts, 2u);
+  EXPECT_NE(metrics_text().find("outcome=\"timeout\""), std::string::npos);
+}
+
+TEST_F(RemoteRouting, TokenPacingCountsTheCallsPromptAndMaxTokensAndLearnsFromUsage) {
+  // 60,000 TPM over one second: a 1,000-token bucket.
+  auto spec = endpoint("a");
+  spec.rate_limit->tokens_per_minute = 60000;
+  spec.completion_tokens = 512;
+  core_.add_source(spec);
+  auto call_item = [](const std::string& prompt, uint32_t max_tokens) {
+    score_item item;
+    item.reward = "judge/chat";
+    item.kind = "chat";
+    item.capability = "chat";
+    auto call = std::make_shared<model_call>();
+    call->prompt = prompt;
+    call->max_tokens = max_tokens;
+    item.call = call;
+    return item;
+  };
+  // 600 bytes of prompt ≈ 200 tokens estimated (+8 for the message) + 100 max_tokens = 308:
+  // three fit the bucket, the fourth waits.
+  std::vector<score_item> items;
+  for (int i = 0; i < 4; ++i) {
+    items.push_back(call_item(std::string(600, static_cast<char>('a' + i)), 100));
+  }
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, std::move(items)).admitted());
+  auto first = core_.dispatch();
+  EXPECT_EQ(first.size(), 3u);
+  // The provider reports 50 prompt tokens for each: a quarter of the estimate.
+  for (auto& batch : first) {
+    auto output = std::make_shared<model_output>();
+    output->prompt_tokens = 50;
+    item_outcome o = ok_outcome(0.5);
+    o.output = output;
+    core_.complete(batch.id, outcome(attempt_outcome_kind::ok), {o});
+  }
+  auto info = core_.snapshot().sources.at(0);
+  EXPECT_NEAR(info.prompt_token_ratio, 0.24, 0.01); // 50 / 208
+  EXPECT_EQ(info.tokens_per_minute, 60000.0);
+}
+
+TEST_F(RemoteRouting, TheTailOfAQueueWaitsForAFastSourceRatherThanASlowOne) {
+  auto fast = core_.add_source(endpoint("fast", 60));   // one a second, a burst of one
+  auto slow = core_.add_source(endpoint("slow", 6000)); // 100 a second, but slow
+  // Teach them their latencies with a long queue (which both serve): fast 100 ms, slow 5 s.
+  ASSERT_TRUE(core_.submit(100, 1, clock_.now() + 600s, judge_items(60, "warm")).admitted());
+  for (int round = 0; round < 1000 && !core_.idle(); ++round) {
+    for (auto& batch : core_.dispatch()) {
+      auto latency = batch.source == fast ? 100ms : 5000ms;
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, latency), {ok_outcome(1.0)});
+    }
+    clock_.advance(100ms);
+    core_.on_timer();
+  }
+  ASSERT_TRUE(core_.idle());
+  core_.take_finished();
+  clock_.advance(10s); // full buckets
+  // Three items: the fast source answers them all within about 2.1 s (one now, then one a
+  // second), sooner than the slow one would answer one: the slow one gets none.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(3, "tail")).admitted());
+  size_t to_slow = 0;
+  for (int round = 0; round < 100 && !core_.idle(); ++round) {
+    for (auto& batch : core_.dispatch()) {
+      to_slow += batch.source == slow ? 1 : 0;
+      ok(batch, 0.5);
+    }
+    clock_.advance(50ms);
+    core_.on_timer();
+  }
+  EXPECT_TRUE(core_.idle());
+  EXPECT_EQ(to_slow, 0u);
+  // A long queue uses both.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 600s, judge_items(200, "bulk")).admitted());
+  to_slow = 0;
+  for (auto& batch : core_.dispatch()) {
+    to_slow += batch.source == slow ? 1 : 0;
+  }
+  EXPECT_GT(to_slow, 0u);
+}
+
+TEST_F(RemoteRouting, LowPriorityIsServedBesideAHighBacklogAndUrgentItemsGoFirst) {
+  core_.add_source(endpoint("a", 60)); // one call a second, one at a time in the bucket
+  ASSERT_TRUE(core_.submit(1, 0, clock_.now() + 600s, judge_items(40, "high")).admitted());
+  ASSERT_TRUE(core_.submit(2, 2, clock_.now() + 600s, judge_items(2, "low")).admitted());
+  std::vector<std::string> order;
+  for (int s = 0; s < 40; ++s) {
+    for (auto& batch : core_.dispatch()) {
+      order.push_back(batch.items[0]->solution_str.substr(0, 3));
+      ok(batch, 0.5);
+    }
+    clock_.advance(1s);
+    core_.on_timer();
+  }
+  // high's weight is 16 to low's 1: low's first item goes within the first 17 calls.
+  auto first_low = std::find(order.begin(), order.end(), "low") - order.begin();
+  EXPECT_LE(first_low, 17) << "low is not starved";
+  EXPECT_GE(first_low, 1) << "high goes first";
+  // An item about to miss its deadline goes before the whole high backlog.
+  ASSERT_TRUE(core_.submit(3, 0, clock_.now() + 600s, judge_items(20, "more")).admitted());
+  ASSERT_TRUE(core_.submit(4, 2, clock_.now() + 150ms, judge_items(1, "urgent")).admitted());
+  clock_.advance(1s);
+  auto next = core_.dispatch();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].items[0]->solution_str, "urgent0");
+}
+
+TEST_F(RemoteRouting, AdmissionCountsTheCapacityOfTheSourcesUnderARewardGraph) {
+  // Two chat endpoints of 60 calls a minute (1 a second) under a judge graph.
+  core_.add_source(endpoint("a", 60));
+  core_.add_source(endpoint("b", 60));
+  source_spec graph;
+  graph.name = "reward-graph";
+  graph.capabilities = {"judge"};
+  graph.max_inflight = 1u << 16;
+  graph.feeds["judge"] = {"chat"};
+  core_.add_source(graph);
+  // 20 chat calls queued (what 20 judge items become): 10 s of work at 2 a second.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "queued"), true)
+                .admitted());
+  core_.dispatch();
+  score_item judge;
+  judge.reward = "judge";
+  judge.kind = "judge";
+  judge.capability = "judge";
+  judge.solution_str = "x";
+  judge.ground_truth = {"y"};
+  auto r = core_.submit(2, 1, clock_.now() + 5s, {judge});
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+  EXPECT_GE(r.retry_after, 4s);
+  EXPECT_LE(r.retry_after, 6s);
+  EXPECT_TRUE(core_.submit(3, 1, clock_.now() + 15s, {judge}).admitted());
 }

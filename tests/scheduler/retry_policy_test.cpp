@@ -105,9 +105,9 @@ TEST(RetryPolicy, SuccessIsNotRetried) {
   EXPECT_EQ(d.reason, "ok");
 }
 
-TEST(RetryPolicy, FatalStatusesAreNeverRetriedAndSpendNoBudget) {
+TEST(RetryPolicy, BadRequestsAreNeverRetriedAndSpendNoBudget) {
   fixture f;
-  for (int status : {400, 401, 403, 404, 422}) {
+  for (int status : {400, 413, 422}) {
     auto d = f.policy.decide(classify_http_status(status), 1, 10s, other_sources::available,
                              std::nullopt);
     EXPECT_EQ(d.kind, retry_decision_kind::no_retry) << status;
@@ -115,6 +115,65 @@ TEST(RetryPolicy, FatalStatusesAreNeverRetriedAndSpendNoBudget) {
     EXPECT_EQ(d.delay, 0ns) << status;
   }
   EXPECT_EQ(f.budget.retries_in_window(), 0u);
+}
+
+TEST(RetryPolicy, WhatConcernsOneSourceGoesToAnotherAndSpendsNothing) {
+  fixture f;
+  for (int status : {401, 403, 404}) {
+    auto d = f.policy.decide(classify_http_status(status), 0, 10s, other_sources::available,
+                             std::nullopt);
+    EXPECT_EQ(d.kind, retry_decision_kind::retry_elsewhere) << status;
+    EXPECT_EQ(d.delay, 0ns) << status;
+    d = f.policy.decide(classify_http_status(status), 0, 10s, other_sources::none, std::nullopt);
+    EXPECT_EQ(d.kind, retry_decision_kind::no_retry) << "no one else serves it: " << status;
+    EXPECT_EQ(d.reason, "fatal_status") << status;
+  }
+  auto d = f.policy.decide(attempt_outcome_kind::unsupported, 0, 10s, other_sources::available,
+                           std::nullopt);
+  EXPECT_EQ(d.kind, retry_decision_kind::retry_elsewhere);
+  EXPECT_EQ(d.reason, "unsupported");
+  EXPECT_EQ(f.policy.decide(attempt_outcome_kind::unsupported, 0, 10s, other_sources::none,
+                            std::nullopt).kind,
+            retry_decision_kind::no_retry);
+  EXPECT_EQ(f.budget.retries_in_window(), 0u);
+}
+
+TEST(RetryPolicy, RateLimitsAndRefusedConnectionsNeverUseUpAttempts) {
+  fixture f;
+  EXPECT_FALSE(counts_as_attempt(attempt_outcome_kind::rate_limited));
+  EXPECT_FALSE(counts_as_attempt(attempt_outcome_kind::connect_failure));
+  EXPECT_FALSE(counts_as_attempt(attempt_outcome_kind::unauthorized));
+  EXPECT_FALSE(counts_as_attempt(attempt_outcome_kind::unsupported));
+  EXPECT_TRUE(counts_as_attempt(attempt_outcome_kind::server_error));
+  EXPECT_TRUE(counts_as_attempt(attempt_outcome_kind::timeout));
+  EXPECT_TRUE(counts_as_attempt(attempt_outcome_kind::bad_response));
+  // Three failures that may repeat end an item; a 429 after them still does not, while the
+  // deadline allows another try.
+  auto d = f.policy.decide(attempt_outcome_kind::rate_limited, 3, 10s, other_sources::none, 2s);
+  EXPECT_EQ(d.kind, retry_decision_kind::retry_here);
+  EXPECT_EQ(d.delay, 2s);
+  d = f.policy.decide(attempt_outcome_kind::connect_failure, 3, 10s, other_sources::none,
+                      std::nullopt);
+  EXPECT_EQ(d.kind, retry_decision_kind::retry_here);
+  d = f.policy.decide(attempt_outcome_kind::server_error, 3, 10s, other_sources::none,
+                      std::nullopt);
+  EXPECT_EQ(d.kind, retry_decision_kind::no_retry);
+  EXPECT_EQ(d.reason, "max_attempts");
+  // Only the deadline ends a rate-limited item.
+  d = f.policy.decide(attempt_outcome_kind::rate_limited, 0, 1s, other_sources::none, 2s);
+  EXPECT_EQ(d.kind, retry_decision_kind::no_retry);
+  EXPECT_EQ(d.reason, "deadline");
+}
+
+TEST(RetryPolicy, OnlyUnhealthySourcesCountAgainstTheirBreaker) {
+  EXPECT_TRUE(counts_against_source(attempt_outcome_kind::server_error));
+  EXPECT_TRUE(counts_against_source(attempt_outcome_kind::timeout));
+  EXPECT_TRUE(counts_against_source(attempt_outcome_kind::connect_failure));
+  EXPECT_TRUE(counts_against_source(attempt_outcome_kind::bad_response));
+  EXPECT_FALSE(counts_against_source(attempt_outcome_kind::bad_request));
+  EXPECT_FALSE(counts_against_source(attempt_outcome_kind::unsupported));
+  EXPECT_FALSE(counts_against_source(attempt_outcome_kind::rate_limited));
+  EXPECT_FALSE(counts_against_source(attempt_outcome_kind::ok));
 }
 
 TEST(RetryPolicy, RateLimitedGoesElsewhereWhenAnotherSourceExists) {
@@ -251,14 +310,22 @@ TEST(RetryPolicy, BudgetExhaustionStopsRetriesUntilTheWindowSlides) {
   };
   EXPECT_EQ(retry().kind, retry_decision_kind::retry_elsewhere);
   EXPECT_EQ(retry().kind, retry_decision_kind::retry_elsewhere);
+  // No room: the retry waits a slice of the window for room instead of ending the item...
   auto d = retry();
+  EXPECT_EQ(d.kind, retry_decision_kind::retry_elsewhere);
+  EXPECT_EQ(d.reason, "budget_wait");
+  EXPECT_TRUE(d.awaits_budget);
+  EXPECT_EQ(d.delay, 1s);
+  EXPECT_EQ(f.budget.retries_in_window(), 2u) << "not charged";
+  // ...unless that wait passes the deadline.
+  d = f.policy.decide(attempt_outcome_kind::server_error, 1, 1s, other_sources::available,
+                      std::nullopt);
   EXPECT_EQ(d.kind, retry_decision_kind::no_retry);
   EXPECT_EQ(d.reason, "budget_exhausted");
-  EXPECT_EQ(f.budget.retries_in_window(), 2u);
 
   // Half a window later the spent retries still count.
   f.clock.advance(5s);
-  EXPECT_EQ(retry().reason, "budget_exhausted");
+  EXPECT_EQ(retry().reason, "budget_wait");
 
   // Once they left the window, the minimum allowance is back.
   f.clock.advance(5s);
@@ -273,9 +340,9 @@ TEST(RetryPolicy, BudgetGrowsWithTraffic) {
     f.budget.on_request();
   }
   int granted = 0;
-  while (f.policy.decide(attempt_outcome_kind::timeout, 1, 10s, other_sources::available,
-                         std::nullopt).kind
-         != retry_decision_kind::no_retry) {
+  while (!f.policy.decide(attempt_outcome_kind::timeout, 1, 10s, other_sources::available,
+                          std::nullopt)
+            .awaits_budget) {
     ++granted;
     ASSERT_LT(granted, 1000);
   }

@@ -296,19 +296,26 @@ TEST_F(SchedulerCore, DrainRefusesNewWorkFinishesQueuedWorkThenFailsTheRest) {
   EXPECT_TRUE(core_.idle());
 }
 
-TEST_F(SchedulerCore, AdmissionUsesMeasuredServiceTime) {
+TEST_F(SchedulerCore, AdmissionUsesTheSourcesMeasuredCapacity) {
   core_.add_source("cpu", {"cpu"});
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, cpu_items(4)).admitted());
+  // Nothing measured yet: nothing is refused for its deadline.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1ms, cpu_items(4)).admitted());
   auto b = core_.dispatch();
-  answer(b[0], 1.0, 1000.0); // one second per item
+  ASSERT_EQ(b.size(), 1u);
+  clock_.advance(4s);
+  answer(b[0], 1.0); // 4 items in 4 s, one batch at a time: 1 item per second
   core_.take_finished();
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, cpu_items(50)).admitted());
-  // 50 items ahead at one second each on one source: a 10 s deadline cannot be met.
+  // 50 items ahead at 1 per second (and 4 s for the last batch): a 10 s deadline cannot be
+  // met; about 44 s later the same request would fit.
   auto r = core_.submit(3, 1, clock_.now() + 10s, cpu_items(1));
   EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable);
-  EXPECT_GE(r.retry_after, 40s);
+  EXPECT_EQ(r.retry_after, 44s);
+  EXPECT_NE(r.reason.find("after its deadline"), std::string::npos) << r.reason;
+  // A minute is enough.
+  EXPECT_TRUE(core_.submit(4, 1, clock_.now() + 60s, cpu_items(1)).admitted());
   // The high class waits behind nothing.
-  EXPECT_TRUE(core_.submit(4, 0, clock_.now() + 10s, cpu_items(1)).admitted());
+  EXPECT_TRUE(core_.submit(5, 0, clock_.now() + 10s, cpu_items(1)).admitted());
 }
 
 TEST_F(SchedulerCore, SnapshotShowsQueuesAndSources) {

@@ -50,16 +50,16 @@ TEST(SourceRegistry, PicksTheLeastLoadedSourceWithTheCapability) {
   auto b = reg.add(local("b", {"cpu"}, 2));
   reg.add(local("e", {"embed"}, 2));
   reg.acquire(a, 0, 1);
-  EXPECT_EQ(reg.pick("cpu", 0).source, b);
+  EXPECT_EQ(reg.pick("cpu", {}).source, b);
   reg.acquire(b, 0, 1);
   reg.acquire(b, 0, 1);
-  EXPECT_EQ(reg.pick("cpu", 0).source, a);
+  EXPECT_EQ(reg.pick("cpu", {}).source, a);
   reg.acquire(a, 0, 1);
-  auto none = reg.pick("cpu", 0);
+  auto none = reg.pick("cpu", {});
   EXPECT_FALSE(none.source.has_value()) << "every cpu source is at its limit";
   EXPECT_FALSE(none.retry_at.has_value()) << "busy sources free up on completion, not a timer";
   reg.release(b, ok_after(0ms), 1s);
-  EXPECT_EQ(reg.pick("cpu", 0).source, b);
+  EXPECT_EQ(reg.pick("cpu", {}).source, b);
 }
 
 TEST(SourceRegistry, BreaksTiesByFewestDispatches) {
@@ -67,10 +67,10 @@ TEST(SourceRegistry, BreaksTiesByFewestDispatches) {
   source_registry reg{clock};
   auto a = reg.add(local("a", {"cpu"}, 1));
   auto b = reg.add(local("b", {"cpu"}, 1));
-  EXPECT_EQ(reg.pick("cpu", 0).source, a);
+  EXPECT_EQ(reg.pick("cpu", {}).source, a);
   reg.acquire(a, 0, 1);
   reg.release(a, ok_after(0ms), 1s);
-  EXPECT_EQ(reg.pick("cpu", 0).source, b);
+  EXPECT_EQ(reg.pick("cpu", {}).source, b);
 }
 
 TEST(SourceRegistry, KnowsWhatIsServed) {
@@ -80,7 +80,7 @@ TEST(SourceRegistry, KnowsWhatIsServed) {
   auto a = reg.add(local("a", {"cpu", "embed"}, 1));
   EXPECT_TRUE(reg.serves("embed"));
   EXPECT_EQ(reg.count("cpu"), 1u);
-  EXPECT_FALSE(reg.pick("nli", 0).source.has_value());
+  EXPECT_FALSE(reg.pick("nli", {}).source.has_value());
   EXPECT_TRUE(reg.remove(a));
   EXPECT_FALSE(reg.remove(a));
   EXPECT_FALSE(reg.serves("cpu"));
@@ -95,15 +95,15 @@ TEST(SourceRegistry, RoutesToTheSourceExpectedToFinishFirst) {
   reg.release(slow, ok_after(800ms), 1s);
   reg.acquire(fast, 0, 1);
   reg.release(fast, ok_after(100ms), 1s);
-  EXPECT_EQ(reg.pick("chat", 0).source, fast);
+  EXPECT_EQ(reg.pick("chat", {}).source, fast);
   // Load counts: with 7 of 8 slots busy, the fast one is expected at 100 × (1 + 7/8) ms,
   // still sooner than the idle slow one.
   for (int i = 0; i < 7; ++i) {
     reg.acquire(fast, 0, 1);
   }
-  EXPECT_EQ(reg.pick("chat", 0).source, fast);
+  EXPECT_EQ(reg.pick("chat", {}).source, fast);
   reg.acquire(fast, 0, 1);
-  EXPECT_EQ(reg.pick("chat", 0).source, slow) << "the fast source is full";
+  EXPECT_EQ(reg.pick("chat", {}).source, slow) << "the fast source is full";
 }
 
 TEST(SourceRegistry, PacesBeforeTheProviderSays429) {
@@ -111,15 +111,15 @@ TEST(SourceRegistry, PacesBeforeTheProviderSays429) {
   source_registry reg{clock};
   // 60 RPM with a one-second burst: one request now, then one per second.
   auto a = reg.add(paced("a", 60, 1s));
-  EXPECT_EQ(reg.pick("chat", 0).source, a);
+  EXPECT_EQ(reg.pick("chat", {}).source, a);
   reg.acquire(a, 0, 1);
-  auto wait = reg.pick("chat", 0);
+  auto wait = reg.pick("chat", {});
   EXPECT_FALSE(wait.source.has_value());
   ASSERT_TRUE(wait.retry_at.has_value());
   EXPECT_EQ(wait.waiting_on, "requests");
   EXPECT_EQ(*wait.retry_at, clock.now() + 1s);
   clock.advance(1s);
-  EXPECT_EQ(reg.pick("chat", 0).source, a);
+  EXPECT_EQ(reg.pick("chat", {}).source, a);
 }
 
 TEST(SourceRegistry, HonoursRetryAfterAsOneBackoffForTheEndpoint) {
@@ -130,12 +130,12 @@ TEST(SourceRegistry, HonoursRetryAfterAsOneBackoffForTheEndpoint) {
   auto limited = failed(attempt_outcome_kind::rate_limited);
   limited.retry_after = 3s;
   reg.release(a, limited, 1s);
-  auto wait = reg.pick("chat", 0);
+  auto wait = reg.pick("chat", {});
   EXPECT_FALSE(wait.source.has_value()) << "every caller waits out the same Retry-After";
   EXPECT_EQ(wait.waiting_on, "backoff");
   EXPECT_EQ(*wait.retry_at, clock.now() + 3s);
   clock.advance(3s);
-  EXPECT_EQ(reg.pick("chat", 0).source, a);
+  EXPECT_EQ(reg.pick("chat", {}).source, a);
 }
 
 TEST(SourceRegistry, CorrectsPacingFromRateLimitHeaders) {
@@ -146,10 +146,10 @@ TEST(SourceRegistry, CorrectsPacingFromRateLimitHeaders) {
   auto r = ok_after(50ms);
   r.headers.remaining_requests = 0;
   reg.release(a, r, 1s);
-  EXPECT_FALSE(reg.pick("chat", 0).source.has_value())
+  EXPECT_FALSE(reg.pick("chat", {}).source.has_value())
     << "the provider says none are left, whatever our bucket thought";
   clock.advance(100ms); // 600 RPM refills one request per 100 ms.
-  EXPECT_EQ(reg.pick("chat", 0).source, a);
+  EXPECT_EQ(reg.pick("chat", {}).source, a);
 }
 
 TEST(SourceRegistry, EjectsOnUnauthorizedAndSaysWhy) {
@@ -162,7 +162,7 @@ TEST(SourceRegistry, EjectsOnUnauthorizedAndSaysWhy) {
   EXPECT_EQ(reg.describe(a).breaker, "open");
   EXPECT_EQ(reg.describe(a).breaker_reason, "HTTP 401: bad key");
   for (int i = 0; i < 3; ++i) {
-    auto p = reg.pick("chat", 0);
+    auto p = reg.pick("chat", {});
     ASSERT_TRUE(p.source.has_value());
     EXPECT_EQ(*p.source, b);
     reg.acquire(b, 0, 1);
@@ -181,13 +181,13 @@ TEST(SourceRegistry, BreakerOpensAfterConsecutiveFailuresAndClosesOnAProbeSucces
     reg.acquire(a, 0, 1);
     reg.release(a, failed(attempt_outcome_kind::server_error), 1s);
   }
-  auto p = reg.pick("chat", 0);
+  auto p = reg.pick("chat", {});
   EXPECT_FALSE(p.source.has_value());
   EXPECT_EQ(p.waiting_on, "breaker");
   clock.advance(5s);
-  EXPECT_EQ(reg.pick("chat", 0).source, a) << "half-open: one probe";
+  EXPECT_EQ(reg.pick("chat", {}).source, a) << "half-open: one probe";
   reg.acquire(a, 0, 1);
-  EXPECT_FALSE(reg.pick("chat", 0).source.has_value()) << "the probe slot is taken";
+  EXPECT_FALSE(reg.pick("chat", {}).source.has_value()) << "the probe slot is taken";
   reg.release(a, ok_after(20ms), 1s);
   EXPECT_EQ(reg.describe(a).breaker, "closed");
 }
@@ -197,10 +197,10 @@ TEST(SourceRegistry, AvoidsTheSourceThatJustFailedWhenAnotherCanServe) {
   source_registry reg{clock};
   auto a = reg.add(local("a", {"chat"}, 4));
   auto b = reg.add(local("b", {"chat"}, 4));
-  EXPECT_EQ(reg.pick("chat", 0, a).source, b);
-  EXPECT_EQ(reg.pick("chat", 0, b).source, a);
+  EXPECT_EQ(reg.pick("chat", {}, a).source, b);
+  EXPECT_EQ(reg.pick("chat", {}, b).source, a);
   reg.remove(b);
-  EXPECT_EQ(reg.pick("chat", 0, a).source, a) << "no one else serves it: the same source";
+  EXPECT_EQ(reg.pick("chat", {}, a).source, a) << "no one else serves it: the same source";
 }
 
 TEST(SourceRegistry, AdaptiveLimitShrinksOnOverload) {
@@ -231,4 +231,93 @@ TEST(SourceRegistry, StragglerThresholdIsTheRecentP95) {
   ASSERT_TRUE(reg.straggler_after(a).has_value());
   EXPECT_GE(*reg.straggler_after(a), 410ms);
   EXPECT_LE(*reg.straggler_after(a), 440ms);
+}
+
+TEST(SourceRegistry, AnItemLargerThanOneBurstGoesWhereABurstHoldsIt) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto small_spec = paced("small", 0, 1s);
+  small_spec.rate_limit->tokens_per_minute = 6000; // 100 tokens a second
+  auto big_spec = paced("big", 0, 1s);
+  big_spec.rate_limit->tokens_per_minute = 60000; // 1,000 a second
+  auto small = reg.add(small_spec);
+  auto big = reg.add(big_spec);
+  // The small source is less loaded and would win a tie, but 300 tokens never fit its bucket.
+  reg.acquire(big, 0, 1);
+  EXPECT_EQ(reg.pick("chat", {300}).source, big);
+  EXPECT_EQ(reg.pick("chat", {50}).source, small);
+  // With only the small source left, the large item is paced on the rate: it waits for a full
+  // bucket and is sent then.
+  reg.remove(big);
+  reg.acquire(small, 60, 1);
+  auto wait = reg.pick("chat", {300});
+  ASSERT_FALSE(wait.source.has_value());
+  EXPECT_EQ(wait.waiting_on, "tokens");
+  EXPECT_EQ(*wait.retry_at, clock.now() + 600ms);
+  clock.advance(600ms);
+  EXPECT_EQ(reg.pick("chat", {300}).source, small);
+}
+
+TEST(SourceRegistry, TokenDemandsAreScaledByWhatUsageTaught) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("a", 0, 1s);
+  spec.rate_limit->tokens_per_minute = 60000;
+  spec.completion_tokens = 100;
+  auto a = reg.add(spec);
+  EXPECT_EQ(reg.tokens_for(a, {400}), 500u) << "prompt estimate + the source's max_tokens";
+  score_item item;
+  auto call = std::make_shared<model_call>();
+  call->max_tokens = 10;
+  call->n = 3;
+  item.call = call;
+  EXPECT_EQ(reg.tokens_for(a, {400, &item}), 430u) << "the call's own max_tokens × n";
+  reg.observe_usage(a, 400, 100);
+  EXPECT_EQ(reg.tokens_for(a, {400}), 200u) << "the provider counts a quarter of the estimate";
+  EXPECT_DOUBLE_EQ(reg.describe(a).prompt_token_ratio, 0.25);
+  // Sources that do not pace by tokens ask nothing.
+  auto b = reg.add(paced("b", 600, 1s));
+  EXPECT_EQ(reg.tokens_for(b, {400}), 0u);
+}
+
+TEST(SourceRegistry, CapacityIsTheLeastOfConcurrencyAndPacing) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto one_per_call = [](source_spec s) {
+    s.max_batch_items = 1;
+    return s;
+  };
+  auto a = reg.add(one_per_call(paced("a", 600, 1s))); // 10 calls a second, one item each
+  auto b = reg.add(one_per_call(paced("b", 0, 1s)));   // not paced
+  EXPECT_EQ(reg.capacity("chat"), 10.0) << "b is not bounded by anything known yet";
+  reg.acquire(b, 0, 1);
+  reg.release(b, ok_after(500ms), 1s); // 64 slots at 0.5 s each: 128 a second
+  EXPECT_DOUBLE_EQ(*reg.capacity("chat"), 10.0 + 128.0);
+  EXPECT_FALSE(reg.capacity("embed").has_value());
+  reg.acquire(a, 0, 1);
+  reg.release(a, failed(attempt_outcome_kind::unauthorized, "HTTP 401"), 30s);
+  EXPECT_DOUBLE_EQ(*reg.capacity("chat"), 128.0) << "an ejected source adds nothing";
+}
+
+TEST(SourceRegistry, AnEndpointThatSaysItsLimitsLeavesSlowStart) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("a", 0, 60s);
+  spec.adaptive = true;
+  spec.concurrency.initial_limit = 1;
+  spec.concurrency.slow_start = true;
+  auto a = reg.add(spec);
+  EXPECT_EQ(reg.describe(a).max_inflight, 1u);
+  EXPECT_TRUE(reg.describe(a).slow_start);
+  reg.acquire(a, 0, 1);
+  auto report = ok_after(100ms);
+  report.headers.limit_requests = 600;
+  report.headers.remaining_requests = 9;
+  report.headers.reset_requests = 100ms;
+  reg.release(a, report, 1s);
+  auto info = reg.describe(a);
+  EXPECT_FALSE(info.slow_start);
+  EXPECT_EQ(info.max_inflight, 64u) << "pacing holds it to the limits it stated";
+  EXPECT_DOUBLE_EQ(info.requests_per_minute, 600.0);
+  EXPECT_DOUBLE_EQ(info.request_burst, 10.0);
 }
