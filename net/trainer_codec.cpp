@@ -318,31 +318,4 @@ std::string encode_slime_response(const item_result& result, const std::string& 
   return out;
 }
 
-unsigned status_for_failure(errc code) noexcept {
-  switch (code) {
-    case errc::overloaded:
-      return 429;
-    case errc::no_eligible_source:
-    case errc::shutting_down:
-      return 503;
-    case errc::deadline_exceeded:
-      return 504;
-    case errc::invalid_request:
-      return 400;
-    case errc::internal:
-      return 500;
-    default:
-      return 502;
-  }
-}
-
-const item_result* first_failure(const std::vector<item_result>& results) noexcept {
-  for (const auto& r : results) {
-    if (r.status == item_status::failed) {
-      return &r;
-    }
-  }
-  return nullptr;
-}
-
 } // namespace arbiter::net

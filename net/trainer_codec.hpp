@@ -58,11 +58,4 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
 std::string encode_slime_response(const item_result& result, const std::string& key,
                                   const failure_policy& policy);
 
-/// The HTTP status that answers a request whose item failed with `code`: 429 overloaded,
-/// 503 no source / shutting down, 504 deadline, 400 invalid, 500 internal, 502 otherwise.
-unsigned status_for_failure(errc code) noexcept;
-
-/// The first failed result, or nullptr.
-const item_result* first_failure(const std::vector<item_result>& results) noexcept;
-
 } // namespace arbiter::net

@@ -173,18 +173,6 @@ TEST(SlimeResponse, ANumberOrAnObjectWithFixedKeys) {
   EXPECT_EQ(failed, json::parse(R"({"score":0.0,"status":"failed","source":"","error":"late"})"));
 }
 
-TEST(StatusForFailure, MapsEveryCode) {
-  EXPECT_EQ(status_for_failure(errc::overloaded), 429u);
-  EXPECT_EQ(status_for_failure(errc::no_eligible_source), 503u);
-  EXPECT_EQ(status_for_failure(errc::shutting_down), 503u);
-  EXPECT_EQ(status_for_failure(errc::deadline_exceeded), 504u);
-  EXPECT_EQ(status_for_failure(errc::upstream_failed), 502u);
-  EXPECT_EQ(status_for_failure(errc::upstream_rejected), 502u);
-  EXPECT_EQ(status_for_failure(errc::reward_failed), 502u);
-  EXPECT_EQ(status_for_failure(errc::worker_failed), 502u);
-  EXPECT_EQ(status_for_failure(errc::internal), 500u);
-}
-
 // ---- OpenAI / TEI ---------------------------------------------------------------------------
 
 namespace {
