@@ -167,6 +167,27 @@ def test_remote_rm_answers_a_bare_number(make_server):
     assert status == 200 and reply == 1.0
 
 
+def test_number_labels_are_read_as_pythons_str_of_them(make_server):
+    # lexical is difflib's ratio: 1.0 exactly when the response equals the text Arbiter made
+    # of the label, and for the raw token the ratio of the token to that text.
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    tokens = ["72", "-0", "1.0", "2.50", "1e16", "1e-05", "1E400", "-1e-400",
+              "123456789012345678901234567890", "0.1000000000000000055511151231257827"]
+    texts = [str(json.loads(t)) for t in tokens]
+    for responses, want in [(texts, [1.0] * len(tokens)),
+                            (tokens, [difflib.SequenceMatcher(None, t, x).ratio()
+                                      for t, x in zip(tokens, texts)])]:
+        status, _, reply = post(server, "/get_reward", '{"query": %s, "labels": [%s]}'
+                                % (json.dumps(responses), ", ".join(tokens)))
+        assert status == 200, reply
+        assert reply["rewards"] == want
+    for token, text in zip(tokens, texts):
+        for label in (token, f'["x", {token}]'):
+            status, _, reply = post(server, "/remote_rm", '{"response": %s, "label": %s}'
+                                    % (json.dumps(text), label))
+            assert (status, reply) == (200, 1.0), (label, reply)
+
+
 def test_remote_rm_object_form_has_the_same_keys_for_every_answer(make_server):
     server = make_server('[protocols]\nreward = "exact_match"\nslime_reward_key = "score"\n'
                          'on_failure = "score"\nfailure_score = 0.0\n')
@@ -199,6 +220,11 @@ def test_trainer_routes_answer_a_sample_that_can_never_score_with_422(make_serve
     assert reply["error"]["code"] == "reward_failed"
     assert reply["error"]["message"].startswith("item 1 failed: ")
     assert "max_lexical_chars" in reply["error"]["message"]
+    # Bad bodies stay 400 naming the field: a boolean label.
+    status, _, reply = post(server, "/remote_rm", {"response": "4", "label": True})
+    assert status == 400 and reply["error"]["field"] == "label"
+    status, _, reply = post(server, "/get_reward", {"query": ["4"], "labels": [False]})
+    assert status == 400 and reply["error"]["field"] == "labels[0]"
 
 
 def test_on_failure_score_still_scores_permanent_failures(make_server):
