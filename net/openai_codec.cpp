@@ -212,6 +212,7 @@ const char* openai_error_type(unsigned status) {
     case 400:
     case 404:
     case 413:
+    case 422:
       return "invalid_request_error";
     case 429:
       return "rate_limit_error";

@@ -31,18 +31,6 @@ std::vector<std::string> priority_names(const config::arbiter_config& cfg) {
   return names;
 }
 
-std::string error_body(error_style style, unsigned status, const std::string& code,
-                       const std::string& message, const std::string& field) {
-  switch (style) {
-    case error_style::openai:
-      return encode_openai_error(status, code, message, field);
-    case error_style::tei:
-      return encode_tei_error(status, message);
-    default:
-      return encode_error(code, message, field);
-  }
-}
-
 /// The models the pass-through routes serve, from the configured sources.
 std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
   std::vector<model_entry> models;
@@ -174,8 +162,11 @@ void router::handle(std::string_view method, std::string_view target, std::strin
       respond("/metrics", std::move(r), reply);
     }
   } else {
-    refuse("other", 404, "not_found", "not_found",
-           "no route for " + std::string{method} + " " + std::string{path}, "", reply);
+    http_reply r;
+    r.status = 404;
+    r.body = encode_error("not_found",
+                          "no route for " + std::string{method} + " " + std::string{path});
+    refuse("other", "not_found", std::move(r), reply);
   }
 }
 
@@ -189,25 +180,27 @@ void router::respond(const std::string& route, http_reply r, const reply_fn& rep
   reply(std::move(r));
 }
 
-void router::refuse(const std::string& route, unsigned status, const std::string& reason,
-                    const std::string& code, const std::string& message,
-                    const std::string& field, const reply_fn& reply, error_style style) {
+void router::refuse(const std::string& route, const std::string& reason, http_reply r,
+                    const reply_fn& reply) {
   ctx_.metrics->reject(reason);
-  http_reply r;
-  r.status = status;
-  r.body = error_body(style, status, code, message, field);
   respond(route, std::move(r), reply);
 }
 
 void router::refuse_decoded(const std::string& route, const codec_error& err,
                             const reply_fn& reply, error_style style) {
-  const char* reason = err.status == 413 ? "payload_too_large"
-                       : err.status == 404 ? "not_found"
-                                           : "bad_request";
-  const char* code = err.status == 413 ? "payload_too_large"
-                     : err.status == 404 ? "model_not_found"
-                                         : "invalid_request";
-  refuse(route, err.status, reason, code, err.message, err.field, reply, style);
+  // A body that can never be served: invalid (400), naming an unknown model (404) or too
+  // large (413).
+  if (err.status == 400) {
+    refuse(route, "bad_request",
+           failure_reply(style, errc::invalid_request, err.message, err.field), reply);
+    return;
+  }
+  bool too_large = err.status == 413;
+  http_reply r;
+  r.status = err.status;
+  r.body = error_body(style, err.status, too_large ? "payload_too_large" : "model_not_found",
+                      err.message, err.field);
+  refuse(route, too_large ? "payload_too_large" : "not_found", std::move(r), reply);
 }
 
 void router::score(std::string body, reply_fn reply, defer_fn defer) {
@@ -277,16 +270,21 @@ const backends::reward_entry* router::trainer_reward(const std::string& route,
                                                      const reply_fn& reply) {
   auto name = query_parameter(target, "reward").value_or(ctx_.config->protocols.reward);
   if (name.empty()) {
-    refuse(route, 400, "bad_request", "invalid_request",
-           "reward: name the reward in the URL (" + route
-             + "?reward=NAME) or set protocols.reward in the configuration",
-           "reward", reply);
+    refuse(route, "bad_request",
+           failure_reply(error_style::arbiter, errc::invalid_request,
+                         "reward: name the reward in the URL (" + route
+                           + "?reward=NAME) or set protocols.reward in the configuration",
+                         "reward"),
+           reply);
     return nullptr;
   }
   const auto* reward = ctx_.catalog->find(name);
   if (reward == nullptr) {
-    refuse(route, 400, "bad_request", "invalid_request",
-           "reward: unknown reward '" + name + "' (GET /info lists them)", "reward", reply);
+    refuse(route, "bad_request",
+           failure_reply(error_style::arbiter, errc::invalid_request,
+                         "reward: unknown reward '" + name + "' (GET /info lists them)",
+                         "reward"),
+           reply);
   }
   return reward;
 }
@@ -298,26 +296,6 @@ std::string router::model_of(const std::string& source) const {
     }
   }
   return source;
-}
-
-std::optional<http_reply> router::failure_reply(const std::vector<item_result>& results,
-                                                error_style style) const {
-  const item_result* failed = first_failure(results);
-  if (failed == nullptr) {
-    return std::nullopt;
-  }
-  http_reply r;
-  r.status = status_for_failure(failed->code);
-  if (r.status == 429 || r.status == 503) {
-    r.headers.emplace_back("Retry-After", "1");
-  }
-  size_t index = static_cast<size_t>(failed - results.data());
-  std::string message = failed->error;
-  if (results.size() > 1) {
-    message = "item " + std::to_string(index) + " failed: " + message;
-  }
-  r.body = error_body(style, r.status, std::string{to_string(failed->code)}, message, "");
-  return r;
 }
 
 void router::get_reward(std::string_view target, std::string body, reply_fn reply,
@@ -341,7 +319,7 @@ void router::get_reward(std::string_view target, std::string body, reply_fn repl
   }
   auto encode = [this](const std::vector<item_result>& results) {
     if (!failure_policy_.score) {
-      if (auto failed = failure_reply(results, error_style::arbiter)) {
+      if (auto failed = failed_items_reply(results, error_style::arbiter)) {
         return std::move(*failed);
       }
     }
@@ -384,7 +362,7 @@ void router::remote_rm(std::string_view target, std::string body, reply_fn reply
   ctx_.metrics->request_items.Observe(1.0);
   auto encode = [this](const std::vector<item_result>& results) {
     if (!failure_policy_.score) {
-      if (auto failed = failure_reply(results, error_style::arbiter)) {
+      if (auto failed = failed_items_reply(results, error_style::arbiter)) {
         return std::move(*failed);
       }
     }
@@ -420,7 +398,7 @@ void router::chat_completions(std::string body, reply_fn reply, defer_fn defer) 
   req.deadline = start + decoded->deadline;
   req.items.push_back(decoded->item);
   auto encode = [this, decoded](const std::vector<item_result>& results) {
-    if (auto failed = failure_reply(results, error_style::openai)) {
+    if (auto failed = failed_items_reply(results, error_style::openai)) {
       return std::move(*failed);
     }
     http_reply r;
@@ -460,7 +438,7 @@ void router::embeddings(const std::string& route, std::string body, reply_fn rep
   req.items = std::move(decoded->items);
   decoded->items.clear();
   auto encode = [this, decoded, tei, style](const std::vector<item_result>& results) {
-    if (auto failed = failure_reply(results, style)) {
+    if (auto failed = failed_items_reply(results, style)) {
       return std::move(*failed);
     }
     if (decoded->model.empty() && !results.empty()) {
@@ -496,7 +474,7 @@ void router::predict(std::string body, reply_fn reply, defer_fn defer) {
   req.items = std::move(decoded->items);
   decoded->items.clear();
   auto encode = [this, decoded](const std::vector<item_result>& results) {
-    if (auto failed = failure_reply(results, error_style::tei)) {
+    if (auto failed = failed_items_reply(results, error_style::tei)) {
       return std::move(*failed);
     }
     http_reply r;
@@ -512,12 +490,8 @@ bool router::refuse_while_draining(const std::string& route, const reply_fn& rep
   if (!draining_) {
     return false;
   }
-  http_reply r;
-  r.status = 503;
-  r.headers.emplace_back("Retry-After", "1");
-  r.body = error_body(style, 503, "shutting_down", "the server is shutting down", "");
-  ctx_.metrics->reject("draining");
-  respond(route, std::move(r), reply);
+  refuse(route, "draining",
+         failure_reply(style, errc::shutting_down, "the server is shutting down"), reply);
   return true;
 }
 
@@ -532,18 +506,14 @@ void router::run(const std::string& route, steady_clock::time_point start,
                                      defer = std::move(defer)](actors::score_reply&& answer) {
     defer([this, start, route, style, encode, reply, answer = std::move(answer)] {
       if (!answer.admitted) {
-        http_reply r;
-        bool draining = answer.rejection == "draining";
+        // Refused by admission ("queue_full", "deadline_unmeetable"), while draining, or by
+        // a scheduler that failed ("internal").
         bool internal = answer.rejection == "internal";
-        r.status = draining ? 503 : internal ? 500 : 429;
-        if (!internal) {
-          r.headers.emplace_back("Retry-After", std::to_string(answer.retry_after_s));
-        }
-        r.body = error_body(style, r.status,
-                            draining ? "shutting_down" : internal ? "internal" : "overloaded",
-                            answer.reason, "");
-        ctx_.metrics->reject(internal ? "scheduler_error" : answer.rejection);
-        respond(route, std::move(r), reply);
+        errc code = answer.rejection == "draining" ? errc::shutting_down
+                    : internal                     ? errc::internal
+                                                   : errc::overloaded;
+        refuse(route, internal ? "scheduler_error" : answer.rejection,
+               failure_reply(style, code, answer.reason, {}, answer.retry_after_s), reply);
         return;
       }
       http_reply r = encode(answer.results);

@@ -16,6 +16,7 @@
 #include "backends/reward_catalog.hpp"
 #include "common/metrics.hpp"
 #include "config/config.hpp"
+#include "net/http_errors.hpp"
 #include "net/http_metrics.hpp"
 #include "net/info_gain_codec.hpp"
 #include "net/openai_codec.hpp"
@@ -24,14 +25,6 @@
 #include "scheduler/scheduler_metrics.hpp"
 
 namespace arbiter::net {
-
-/// A response, independent of Beast.
-struct http_reply {
-  unsigned status = 200;
-  std::string body;
-  std::string content_type = "application/json";
-  std::vector<std::pair<std::string, std::string>> headers;
-};
 
 /// Called once with the reply, from any thread.
 using reply_fn = std::function<void(http_reply)>;
@@ -68,11 +61,6 @@ struct router_context {
   /// alone.
   std::function<void(std::function<void()>)> post;
 };
-
-/// How a route writes its error bodies: Arbiter's `{"error": {"code", "message", "field"}}`,
-/// OpenAI's `{"error": {"message", "type", "param", "code"}}` or TEI's `{"error",
-/// "error_type"}`.
-enum class error_style : uint8_t { arbiter, openai, tei };
 
 /// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
 /// the trainer protocols and the OpenAI/TEI pass-through routes) send the decoded request to
@@ -126,10 +114,6 @@ private:
   /// returns nullptr when there is none.
   const backends::reward_entry* trainer_reward(const std::string& route, std::string_view target,
                                                const reply_fn& reply);
-  /// The reply for a trainer request whose results hold a failure, under `on_failure =
-  /// "error"`; nullopt when every item has a score or failures are scored.
-  std::optional<http_reply> failure_reply(const std::vector<item_result>& results,
-                                          error_style style) const;
   /// The model id `source` serves (its name when it is not a pass-through source).
   std::string model_of(const std::string& source) const;
   /// Answers 503 while draining; true when it did.
@@ -145,9 +129,9 @@ private:
   void flush();
   void info(reply_fn reply);
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
-  void refuse(const std::string& route, unsigned status, const std::string& reason,
-              const std::string& code, const std::string& message, const std::string& field,
-              const reply_fn& reply, error_style style = error_style::arbiter);
+  /// Counts a refusal under `reason` (arbiter_rejections_total) and answers `r`.
+  void refuse(const std::string& route, const std::string& reason, http_reply r,
+              const reply_fn& reply);
   /// Refuses a body a decoder rejected (400/404/413).
   void refuse_decoded(const std::string& route, const codec_error& err, const reply_fn& reply,
                       error_style style = error_style::arbiter);

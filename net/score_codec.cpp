@@ -3,67 +3,12 @@
 #include <charconv>
 #include <cmath>
 
-#include <simdjson.h>
-
 #include "backends/reward_options.hpp"
+#include "net/json_reading.hpp"
 
 namespace arbiter::net {
 
-namespace ondemand = simdjson::ondemand;
-
 namespace {
-
-/// Reads a JSON string into `out`, or describes what was there instead.
-bool read_string(ondemand::value value, std::string& out, const std::string& field,
-                 codec_error& err) {
-  std::string_view view;
-  if (value.get_string().get(view)) {
-    err = {400, field, field + ": expected a string"};
-    return false;
-  }
-  out.assign(view);
-  return true;
-}
-
-bool read_ground_truth(ondemand::value value, std::vector<std::string>& out,
-                       const std::string& field, codec_error& err) {
-  ondemand::json_type type;
-  if (value.type().get(type)) {
-    err = {400, field, field + ": malformed value"};
-    return false;
-  }
-  if (type == ondemand::json_type::string) {
-    out.emplace_back();
-    return read_string(value, out.back(), field, err);
-  }
-  if (type != ondemand::json_type::array) {
-    err = {400, field, field + ": expected a string or a list of strings"};
-    return false;
-  }
-  ondemand::array refs;
-  if (value.get_array().get(refs)) {
-    err = {400, field, field + ": malformed list"};
-    return false;
-  }
-  size_t i = 0;
-  for (auto ref : refs) {
-    ondemand::value v;
-    auto sub = field + "[" + std::to_string(i++) + "]";
-    if (ref.get(v)) {
-      err = {400, sub, sub + ": malformed value"};
-      return false;
-    }
-    out.emplace_back();
-    if (!read_string(v, out.back(), sub, err)) {
-      return false;
-    }
-  }
-  if (out.empty()) {
-    err = {400, field, field + ": must not be an empty list"};
-    return false;
-  }
-  return true;
-}
 
 bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
                score_item& item, codec_error& err) {
@@ -73,13 +18,8 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
   bool has_reward = false;
   for (auto field : object) {
     std::string_view key;
-    if (field.unescaped_key().get(key)) {
-      err = {400, prefix, prefix + ": malformed key"};
-      return false;
-    }
     ondemand::value value;
-    if (field.value().get(value)) {
-      err = {400, prefix, prefix + ": malformed value"};
+    if (!read_field(field, key, value, prefix, err)) {
       return false;
     }
     auto name = prefix + "." + std::string{key};
@@ -90,7 +30,8 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       }
     } else if (key == "ground_truth") {
       has_ground_truth = true;
-      if (!read_ground_truth(value, item.ground_truth, name, err)) {
+      item.ground_truth.clear();
+      if (!read_references(value, item.ground_truth, name, /*allow_empty=*/false, err)) {
         return false;
       }
     } else if (key == "reward") {
@@ -104,8 +45,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       }
     } else if (key == "extra_info") {
       ondemand::json_type type;
-      if (value.type().get(type)) {
-        err = {400, name, name + ": malformed value"};
+      if (!read_type(value, type, name, err)) {
         return false;
       }
       if (type == ondemand::json_type::null) {
@@ -245,21 +185,9 @@ bool bind_reward(score_item& item, const backends::reward_entry& reward,
 
 bool decode_score_request(std::string_view body, const codec_context& ctx,
                           score_request_body& out, codec_error& err) {
-  thread_local ondemand::parser parser;
-  simdjson::padded_string padded{body};
-  ondemand::document doc;
-  if (auto e = parser.iterate(padded).get(doc)) {
-    err = {400, "body",
-           e == simdjson::UTF8_ERROR ? std::string{"body: invalid UTF-8"}
-                                     : std::string{"body: malformed JSON ("}
-                                         + simdjson::error_message(e) + ")"};
-    return false;
-  }
+  json_body_reader reader;
   ondemand::object root;
-  if (auto e = doc.get_object().get(root)) {
-    err = {400, "body",
-           e == simdjson::UTF8_ERROR ? "body: invalid UTF-8"
-                                     : "body: expected a JSON object"};
+  if (!reader.open(body, root, err)) {
     return false;
   }
   out.priority = ctx.default_priority;
@@ -268,8 +196,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   for (auto field : root) {
     std::string_view key;
     ondemand::value value;
-    if (field.unescaped_key().get(key) || field.value().get(value)) {
-      err = {400, "body", "body: malformed JSON"};
+    if (!read_field(field, key, value, "body", err)) {
       return false;
     }
     if (key == "items") {
@@ -292,9 +219,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
       return false;
     }
   }
-  const char* trailing = nullptr;
-  if (!doc.current_location().get(trailing)) {
-    err = {400, "body", "body: trailing content after the JSON object"};
+  if (!reader.finish(err)) {
     return false;
   }
   if (!has_items) {

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "net/json_body.hpp"
+#include "net/json_reading.hpp"
 
 namespace arbiter::net {
 
@@ -29,52 +29,107 @@ std::string_view trim_right(std::string_view text) noexcept {
   return text;
 }
 
-
-/// Reads `doc[key]` as a list of strings; an absent key fails when `required`.
-bool string_list(const json& doc, const char* key, bool required, std::vector<std::string>& out,
-                 codec_error& err) {
-  auto found = doc.find(key);
-  if (found == doc.end() || found->is_null()) {
-    if (required) {
-      err = {400, key, std::string{key} + ": required"};
-      return false;
-    }
-    return true;
-  }
-  if (!found->is_array()) {
-    err = {400, key, std::string{key} + ": expected a list of strings"};
-    return false;
-  }
-  for (size_t i = 0; i < found->size(); ++i) {
-    const auto& v = (*found)[i];
-    if (!v.is_string()) {
-      auto field = std::string{key} + "[" + std::to_string(i) + "]";
-      err = {400, field, field + ": expected a string"};
-      return false;
-    }
-    out.push_back(v.get<std::string>());
-  }
-  return true;
+/// Whether `value` is JSON null (a trainer's way of leaving a field out).
+bool is_null(ondemand::value& value) {
+  ondemand::json_type type;
+  return !value.type().get(type) && type == ondemand::json_type::null;
 }
 
-/// The text of a message's content: a string, or the text parts of a list.
-std::string content_text(const json& content) {
-  if (content.is_string()) {
-    return content.get<std::string>();
+/// The text of a message's content: a string, or the text parts of a list joined by
+/// newlines; anything else has none.
+bool read_content_text(ondemand::value content, std::string& out, const std::string& field,
+                       codec_error& err) {
+  out.clear();
+  ondemand::json_type type;
+  if (!read_type(content, type, field, err)) {
+    return false;
   }
-  std::string out;
-  if (content.is_array()) {
-    for (const auto& part : content) {
-      auto text = part.is_object() ? part.find("text") : part.end();
-      if (part.is_object() && text != part.end() && text->is_string()) {
-        if (!out.empty()) {
-          out += '\n';
-        }
-        out += text->get<std::string>();
+  if (type == ondemand::json_type::string) {
+    return read_string(content, out, field, err);
+  }
+  ondemand::array parts;
+  if (type != ondemand::json_type::array || content.get_array().get(parts)) {
+    return true;
+  }
+  return read_elements(parts, field, err, [&](ondemand::value element, const std::string& sub) {
+    ondemand::object part;
+    if (element.get_object().get(part)) {
+      return true;  // not a text part
+    }
+    std::string text;
+    bool has_text = false;
+    for (auto f : part) {
+      std::string_view key;
+      ondemand::value value;
+      if (!read_field(f, key, value, sub, err)) {
+        return false;
+      }
+      std::string_view view;
+      if (key == "text" && !value.get_string().get(view)) {
+        text.assign(view);
+        has_text = true;
       }
     }
+    if (has_text) {
+      if (!out.empty()) {
+        out += '\n';
+      }
+      out += text;
+    }
+    return true;
+  });
+}
+
+/// Reads slime's `prompt` as a list of messages: `prompt` joins their texts by newlines and
+/// `question` is the last user message's.
+bool read_messages(ondemand::value value, std::string& prompt, std::string& question,
+                   codec_error& err) {
+  ondemand::array messages;
+  if (value.get_array().get(messages)) {
+    err = {400, "prompt", "prompt: expected a string or a list of messages"};
+    return false;
   }
-  return out;
+  return read_elements(messages, "prompt", err, [&](ondemand::value element,
+                                                    const std::string& field) {
+    auto refuse = [&] {
+      err = {400, field, field + ": expected a message object with a string role"};
+      return false;
+    };
+    ondemand::object message;
+    if (element.get_object().get(message)) {
+      return refuse();
+    }
+    std::string role;
+    bool has_role = false;
+    std::string text;
+    for (auto f : message) {
+      std::string_view key;
+      ondemand::value v;
+      if (!read_field(f, key, v, field, err)) {
+        return false;
+      }
+      if (key == "role") {
+        std::string_view view;
+        has_role = !v.get_string().get(view);
+        role.assign(view);
+      } else if (key == "content") {
+        if (!read_content_text(v, text, field + ".content", err)) {
+          return false;
+        }
+      }
+    }
+    if (!has_role) {
+      return refuse();
+    }
+    if (!prompt.empty()) {
+      prompt += '\n';
+    }
+    prompt += text;
+    if (role == "user") {
+      question = text;
+    }
+    return true;
+  });
 }
 
 std::string extra_info_for(const std::string& prompt, const std::string& question) {
@@ -155,16 +210,50 @@ std::string response_of(std::string_view query, std::string_view prompt) {
 bool decode_openrlhf_request(std::string_view body, const backends::reward_entry& reward,
                              const codec_context& ctx, std::vector<score_item>& out,
                              codec_error& err) {
-  json doc;
-  if (!parse_json_object(body, doc, err)) {
+  json_body_reader reader;
+  ondemand::object root;
+  if (!reader.open(body, root, err)) {
     return false;
   }
   std::vector<std::string> queries;
   std::vector<std::string> prompts;
   std::vector<std::string> labels;
-  if (!string_list(doc, "query", true, queries, err)
-      || !string_list(doc, "prompts", false, prompts, err)
-      || !string_list(doc, "labels", false, labels, err)) {
+  bool has_query = false;
+  bool has_prompts = false;
+  bool has_labels = false;
+  for (auto field : root) {
+    std::string_view key;
+    ondemand::value value;
+    if (!read_field(field, key, value, "body", err)) {
+      return false;
+    }
+    // A null list counts as absent.
+    if (key == "query") {
+      queries.clear();
+      has_query = !is_null(value);
+      if (has_query && !read_string_list(value, queries, "query", err)) {
+        return false;
+      }
+    } else if (key == "prompts") {
+      prompts.clear();
+      has_prompts = !is_null(value);
+      if (has_prompts && !read_string_list(value, prompts, "prompts", err)) {
+        return false;
+      }
+    } else if (key == "labels") {
+      // Each label is one reference: a string, or a number as Python's str() writes it.
+      labels.clear();
+      has_labels = !is_null(value);
+      if (has_labels && !read_reference_list(value, labels, "labels", err)) {
+        return false;
+      }
+    }
+  }
+  if (!reader.finish(err)) {
+    return false;
+  }
+  if (!has_query) {
+    err = {400, "query", "query: required"};
     return false;
   }
   if (queries.size() > ctx.max_batch_items) {
@@ -173,8 +262,8 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
              + " items in one request (server.max_batch_items)"};
     return false;
   }
-  auto same_length = [&](const std::vector<std::string>& list, const char* key) {
-    if (doc.contains(key) && !doc[key].is_null() && list.size() != queries.size()) {
+  auto same_length = [&](bool present, const std::vector<std::string>& list, const char* key) {
+    if (present && list.size() != queries.size()) {
       err = {400, key,
              std::string{key} + ": has " + std::to_string(list.size()) + " entries for "
                + std::to_string(queries.size()) + " queries"};
@@ -182,7 +271,7 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
     }
     return true;
   };
-  if (!same_length(prompts, "prompts") || !same_length(labels, "labels")) {
+  if (!same_length(has_prompts, prompts, "prompts") || !same_length(has_labels, labels, "labels")) {
     return false;
   }
   out.clear();
@@ -230,66 +319,57 @@ std::string encode_openrlhf_response(const std::vector<item_result>& results,
 
 bool decode_slime_request(std::string_view body, const backends::reward_entry& reward,
                           score_item& out, codec_error& err) {
-  json doc;
-  if (!parse_json_object(body, doc, err)) {
+  json_body_reader reader;
+  ondemand::object root;
+  if (!reader.open(body, root, err)) {
     return false;
-  }
-  auto response = doc.find("response");
-  if (response == doc.end() || response->is_null()) {
-    err = {400, "response", "response: required"};
-    return false;
-  }
-  if (!response->is_string()) {
-    err = {400, "response", "response: expected a string"};
-    return false;
-  }
-  std::string prompt;
-  std::string question;
-  if (auto p = doc.find("prompt"); p != doc.end() && !p->is_null()) {
-    if (p->is_string()) {
-      prompt = question = p->get<std::string>();
-    } else if (p->is_array()) {
-      for (size_t i = 0; i < p->size(); ++i) {
-        const auto& m = (*p)[i];
-        auto field = "prompt[" + std::to_string(i) + "]";
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-          err = {400, field, field + ": expected a message object with a string role"};
-          return false;
-        }
-        auto text = m.contains("content") ? content_text(m["content"]) : std::string{};
-        if (!prompt.empty()) {
-          prompt += '\n';
-        }
-        prompt += text;
-        if (m["role"] == "user") {
-          question = text;
-        }
-      }
-    } else {
-      err = {400, "prompt", "prompt: expected a string or a list of messages"};
-      return false;
-    }
   }
   out = score_item{};
-  out.solution_str = response->get<std::string>();
-  if (auto label = doc.find("label"); label != doc.end() && !label->is_null()) {
-    if (label->is_string()) {
-      out.ground_truth.push_back(label->get<std::string>());
-    } else if (label->is_number() || label->is_boolean()) {
-      out.ground_truth.push_back(label->dump());
-    } else if (label->is_array()) {
-      for (size_t i = 0; i < label->size(); ++i) {
-        if (!(*label)[i].is_string()) {
-          auto field = "label[" + std::to_string(i) + "]";
-          err = {400, field, field + ": expected a string"};
-          return false;
-        }
-        out.ground_truth.push_back((*label)[i].get<std::string>());
-      }
-    } else {
-      err = {400, "label", "label: expected a string, a number, a list of strings or null"};
+  bool has_response = false;
+  std::string prompt;
+  std::string question;
+  for (auto field : root) {
+    std::string_view key;
+    ondemand::value value;
+    if (!read_field(field, key, value, "body", err)) {
       return false;
     }
+    if (key == "response") {
+      has_response = !is_null(value);
+      if (has_response && !read_string(value, out.solution_str, "response", err)) {
+        return false;
+      }
+    } else if (key == "prompt") {
+      prompt.clear();
+      question.clear();
+      ondemand::json_type type;
+      if (!read_type(value, type, "prompt", err)) {
+        return false;
+      }
+      if (type == ondemand::json_type::string) {
+        if (!read_string(value, prompt, "prompt", err)) {
+          return false;
+        }
+        question = prompt;
+      } else if (type != ondemand::json_type::null
+                 && !read_messages(value, prompt, question, err)) {
+        return false;
+      }
+    } else if (key == "label") {
+      // null: no reference (rewards that need one fail the item).
+      out.ground_truth.clear();
+      if (!is_null(value)
+          && !read_references(value, out.ground_truth, "label", /*allow_empty=*/true, err)) {
+        return false;
+      }
+    }
+  }
+  if (!reader.finish(err)) {
+    return false;
+  }
+  if (!has_response) {
+    err = {400, "response", "response: required"};
+    return false;
   }
   out.data_source = "slime";
   out.extra_info = extra_info_for(prompt, question);
@@ -316,33 +396,6 @@ std::string encode_slime_response(const item_result& result, const std::string& 
   append_json_string(out, result.error);
   out += '}';
   return out;
-}
-
-unsigned status_for_failure(errc code) noexcept {
-  switch (code) {
-    case errc::overloaded:
-      return 429;
-    case errc::no_eligible_source:
-    case errc::shutting_down:
-      return 503;
-    case errc::deadline_exceeded:
-      return 504;
-    case errc::invalid_request:
-      return 400;
-    case errc::internal:
-      return 500;
-    default:
-      return 502;
-  }
-}
-
-const item_result* first_failure(const std::vector<item_result>& results) noexcept {
-  for (const auto& r : results) {
-    if (r.status == item_status::failed) {
-      return &r;
-    }
-  }
-  return nullptr;
 }
 
 } // namespace arbiter::net

@@ -34,9 +34,11 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
 /// `<|end▁of▁sentence|>` in its full-width form) and the whitespace around them removed.
 std::string response_of(std::string_view query, std::string_view prompt);
 
-/// Decodes `{"query": [...], "prompts": [...], "labels": [...]}` (`labels` optional; empty
-/// lists allowed) into items for `reward`: `solution_str` is `response_of(query, prompt)`,
-/// `ground_truth` the label, and `extra_info` carries the prompt as `prompt` and `question`.
+/// Decodes `{"query": [...], "prompts": [...], "labels": [...]}` (`prompts` and `labels`
+/// optional or null; empty lists allowed) into items for `reward`: `solution_str` is
+/// `response_of(query, prompt)`, `ground_truth` the label (a string, or a number as Python's
+/// `str()` writes it, see number_text.hpp), and `extra_info` carries the prompt as `prompt`
+/// and `question`.
 bool decode_openrlhf_request(std::string_view body, const backends::reward_entry& reward,
                              const codec_context& ctx, std::vector<score_item>& out,
                              codec_error& err);
@@ -48,8 +50,9 @@ std::string encode_openrlhf_response(const std::vector<item_result>& results,
                                      const failure_policy& policy);
 
 /// Decodes `{"prompt": string | [messages], "response": string, "label": string | number |
-/// [strings] | null}` into one item for `reward`; the question (the prompt, or its last user
-/// message) goes into `extra_info` as `prompt` and `question`.
+/// [strings and numbers] | null}` into one item for `reward` (a number as Python's `str()`
+/// writes it; a boolean is refused); the question (the prompt, or its last user message) goes
+/// into `extra_info` as `prompt` and `question`.
 bool decode_slime_request(std::string_view body, const backends::reward_entry& reward,
                           score_item& out, codec_error& err);
 
@@ -57,12 +60,5 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
 /// same keys for every answer). A failed item is scored by `policy`.
 std::string encode_slime_response(const item_result& result, const std::string& key,
                                   const failure_policy& policy);
-
-/// The HTTP status that answers a request whose item failed with `code`: 429 overloaded,
-/// 503 no source / shutting down, 504 deadline, 400 invalid, 500 internal, 502 otherwise.
-unsigned status_for_failure(errc code) noexcept;
-
-/// The first failed result, or nullptr.
-const item_result* first_failure(const std::vector<item_result>& results) noexcept;
 
 } // namespace arbiter::net

@@ -290,11 +290,13 @@ def test_a_local_generator_answers_chat_completions(make_server):
     assert reply["usage"]["completion_tokens"] <= 10 and reply["usage"]["prompt_tokens"] > 0
     assert all(c["finish_reason"] in ("stop", "length") for c in reply["choices"])
     assert reply["arbiter"]["source"] == "tiny-lm"
-    # A prompt longer than the model takes fails explicitly, and the worker carries on.
-    status, _, reply = s.request("POST", "/v1/chat/completions", {
+    # A prompt longer than the model takes fails explicitly, and the worker carries on. (The
+    # worker reports it as worker_failed, which the ingress answers as transient: 503.)
+    status, headers, reply = s.request("POST", "/v1/chat/completions", {
         "model": "tiny-lm", "messages": [{"role": "user", "content": "word " * 400}],
         "max_tokens": 5})
-    assert status == 502 and reply["error"]["code"] == "worker_failed", reply
+    assert status == 503 and reply["error"]["code"] == "worker_failed", reply
+    assert int(headers["retry-after"]) >= 1
     assert "exceeds the model's 128" in reply["error"]["message"]
     status, _, reply = s.request("POST", "/v1/chat/completions", {
         "model": "tiny-lm", "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})

@@ -9,6 +9,7 @@ import struct
 import threading
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import arbiter_testing
 import openai
@@ -27,6 +28,45 @@ def source_toml(name, p, caps=("chat",), **extra):
 
 def post(server, path, body):
     return server.request("POST", path, body)
+
+
+class RejectingProvider:
+    """An OpenAI/TEI stand-in that refuses every call as malformed (400), as a provider does
+    with a body it cannot take: Arbiter's item fails with upstream_rejected."""
+
+    def __init__(self):
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = json.dumps({"error": {"message": "max_tokens is too large",
+                                             "type": "invalid_request_error", "param": None,
+                                             "code": "invalid_request"}}).encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def rejecting():
+    p = RejectingProvider()
+    yield p
+    p.close()
 
 
 def provider_vector(p, text):
@@ -95,10 +135,12 @@ def test_get_reward_failure_policies(make_server, provider):
     judge = ('[rewards.strict]\nkind = "judge"\nfallback = "none"\n'
              + source_toml("down", down) + "[routing]\nmax_attempts = 1\n")
     body = {"query": [PROMPT + "4"], "prompts": [PROMPT], "labels": ["4"]}
-    # Default: the request fails with the reason, so OpenRLHF retries and never sees a 0.
+    # Default: the request fails with the reason and a status that says "retry later", so
+    # OpenRLHF retries and never sees a 0.
     server = make_server(judge + '[protocols]\nreward = "strict"\n')
-    status, _, reply = post(server, "/get_reward", body)
-    assert status in (502, 503), reply
+    status, headers, reply = post(server, "/get_reward", body)
+    assert status == 503, reply
+    assert int(headers["retry-after"]) >= 1
     assert reply["error"]["code"] in ("upstream_failed", "no_eligible_source")
     # on_failure = "score": the configured value, flagged in extra_logs.
     server = make_server(judge + '[protocols]\nreward = "strict"\non_failure = "score"\n'
@@ -125,6 +167,27 @@ def test_remote_rm_answers_a_bare_number(make_server):
     assert status == 200 and reply == 1.0
 
 
+def test_number_labels_are_read_as_pythons_str_of_them(make_server):
+    # lexical is difflib's ratio: 1.0 exactly when the response equals the text Arbiter made
+    # of the label, and for the raw token the ratio of the token to that text.
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    tokens = ["72", "-0", "1.0", "2.50", "1e16", "1e-05", "1E400", "-1e-400",
+              "123456789012345678901234567890", "0.1000000000000000055511151231257827"]
+    texts = [str(json.loads(t)) for t in tokens]
+    for responses, want in [(texts, [1.0] * len(tokens)),
+                            (tokens, [difflib.SequenceMatcher(None, t, x).ratio()
+                                      for t, x in zip(tokens, texts)])]:
+        status, _, reply = post(server, "/get_reward", '{"query": %s, "labels": [%s]}'
+                                % (json.dumps(responses), ", ".join(tokens)))
+        assert status == 200, reply
+        assert reply["rewards"] == want
+    for token, text in zip(tokens, texts):
+        for label in (token, f'["x", {token}]'):
+            status, _, reply = post(server, "/remote_rm", '{"response": %s, "label": %s}'
+                                    % (json.dumps(text), label))
+            assert (status, reply) == (200, 1.0), (label, reply)
+
+
 def test_remote_rm_object_form_has_the_same_keys_for_every_answer(make_server):
     server = make_server('[protocols]\nreward = "exact_match"\nslime_reward_key = "score"\n'
                          'on_failure = "score"\nfailure_score = 0.0\n')
@@ -134,6 +197,85 @@ def test_remote_rm_object_form_has_the_same_keys_for_every_answer(make_server):
     assert set(failed) == set(ok)
     assert failed["status"] == "failed" and failed["score"] == 0.0
     assert "ground_truth is empty" in failed["error"]
+
+
+# ---- permanent failures are 4xx, transient ones 429/503/504 with Retry-After ---------------
+
+def test_trainer_routes_answer_a_sample_that_can_never_score_with_422(make_server):
+    server = make_server('[protocols]\nreward = "exact_match"\n[cpu]\nmax_lexical_chars = 10\n')
+    # slime: a null label for a reward that needs a reference (retried 10 times before).
+    status, headers, reply = post(server, "/remote_rm",
+                                  {"prompt": "q", "response": "4", "label": None})
+    assert status == 422, reply
+    assert "retry-after" not in headers
+    assert reply["error"]["code"] == "reward_failed"
+    assert "ground_truth is empty" in reply["error"]["message"]
+    # OpenRLHF: a text over the reward's limit; with several samples, the one that failed.
+    long = "far too long for the limit"
+    status, headers, reply = post(server, "/get_reward?reward=lexical",
+                                  {"query": [PROMPT + "ok", PROMPT + long],
+                                   "prompts": [PROMPT] * 2, "labels": ["ok", "x"]})
+    assert status == 422, reply
+    assert "retry-after" not in headers
+    assert reply["error"]["code"] == "reward_failed"
+    assert reply["error"]["message"].startswith("item 1 failed: ")
+    assert "max_lexical_chars" in reply["error"]["message"]
+    # Bad bodies stay 400 naming the field: a boolean label.
+    status, _, reply = post(server, "/remote_rm", {"response": "4", "label": True})
+    assert status == 400 and reply["error"]["field"] == "label"
+    status, _, reply = post(server, "/get_reward", {"query": ["4"], "labels": [False]})
+    assert status == 400 and reply["error"]["field"] == "labels[0]"
+
+
+def test_on_failure_score_still_scores_permanent_failures(make_server):
+    server = make_server('[protocols]\nreward = "exact_match"\non_failure = "score"\n'
+                         'failure_score = -1.0\n')
+    status, _, reply = post(server, "/remote_rm", {"prompt": "q", "response": "4", "label": None})
+    assert (status, reply) == (200, -1.0)
+    status, _, reply = post(server, "/get_reward",
+                            {"query": ["4", "4"], "labels": ["4", "5"]})
+    assert status == 200 and reply["rewards"] == [1.0, 0.0]
+
+
+def test_a_provider_refusing_the_call_is_a_422_on_every_pass_through_route(make_server,
+                                                                            rejecting):
+    server = make_server(source_toml("picky", rejecting, caps=("chat", "embed"))
+                         + arbiter_testing.source_toml("picky_nli", rejecting.url, kind="tei",
+                                                       caps=("nli",))
+                         + '[protocols]\nreward = "strict"\n'
+                         + '[rewards.strict]\nkind = "judge"\nfallback = "none"\n')
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        sdk(server).chat.completions.create(model="", messages=[{"role": "user",
+                                                                 "content": "x"}])
+    assert e.value.body["code"] == "upstream_rejected"
+    assert e.value.body["type"] == "invalid_request_error"
+    assert "400" in e.value.body["message"]
+    assert "retry-after" not in e.value.response.headers
+    with pytest.raises(openai.UnprocessableEntityError) as e:
+        sdk(server).embeddings.create(model="", input=["a", "b"])
+    assert e.value.body["code"] == "upstream_rejected"
+    for path, body in [("/embed", {"inputs": "a"}), ("/predict", {"inputs": ["a", "b"]})]:
+        status, headers, reply = post(server, path, body)
+        assert status == 422, (path, reply)
+        assert reply["error_type"] == "validation" and "400" in reply["error"]
+        assert "retry-after" not in headers
+    # The trainer routes, through a judge whose call the provider refuses.
+    status, _, reply = post(server, "/remote_rm", {"prompt": "q", "response": "4", "label": "4"})
+    assert status == 422 and reply["error"]["code"] == "upstream_rejected", reply
+    status, _, reply = post(server, "/get_reward", {"query": ["4"], "labels": ["4"]})
+    assert status == 422 and reply["error"]["code"] == "upstream_rejected", reply
+
+
+def test_a_deadline_that_passes_is_a_504_with_retry_after(make_server, provider):
+    slow = provider("--latency-median-ms", "3000")
+    server = make_server(source_toml("slow", slow) + "[routing]\nhedge = false\n")
+    with pytest.raises(openai.APIStatusError) as e:
+        sdk(server).chat.completions.create(
+            model="", messages=[{"role": "user", "content": "x"}],
+            extra_body={"deadline_ms": 200})
+    assert e.value.status_code == 504, e.value.body
+    assert e.value.body["code"] == "deadline_exceeded"
+    assert int(e.value.response.headers["retry-after"]) >= 1
 
 
 def test_remote_rm_refuses_bad_bodies_naming_the_field(make_server):
@@ -281,8 +423,9 @@ def test_chat_with_every_source_down_is_an_explicit_error(make_server, provider)
     with pytest.raises(openai.APIStatusError) as e:
         sdk(server).chat.completions.create(model="judge-8b",
                                             messages=[{"role": "user", "content": "x"}])
-    assert e.value.status_code in (502, 503)
+    assert e.value.status_code == 503
     assert e.value.body["code"] in ("upstream_failed", "no_eligible_source")
+    assert int(e.value.response.headers["retry-after"]) >= 1
 
 
 # ---- TEI -----------------------------------------------------------------------------------

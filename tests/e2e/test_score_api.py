@@ -135,7 +135,25 @@ BAD_REQUESTS = [
     ("unknown priority", json.dumps({"items": [ok_item()], "priority": "urgent"}), "priority"),
     ("bad deadline", json.dumps({"items": [ok_item()], "deadline_ms": -5}), "deadline_ms"),
     ("unknown field", json.dumps({"items": [ok_item()], "prio": "high"}), "prio"),
+    ("boolean ground_truth",
+     '{"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": true}]}',
+     "items[0].ground_truth"),
+    ("null in a ground_truth list",
+     '{"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": ["a", null]}]}',
+     "items[0].ground_truth[1]"),
 ]
+
+# JSON number tokens a dataset may carry as answers; Arbiter must read each one as the text
+# Python's str(json.loads(token)) gives (ints with every digit, floats as repr, 1E400 as inf).
+NUMBER_TOKENS = ["72", "-0", "0", "-17", "123456789012345678901234567890", "1.0", "-0.0",
+                 "2.50", "100.0", "1e2", "1E400", "-1e400", "1e-400", "1e16", "1e15",
+                 "1e-05", "0.0001", "0.00001", "1.5e300", "12345678901234567e0",
+                 "0.30000000000000004", "0.1000000000000000055511151231257827", "5e-324",
+                 "3.141592653589793238462643383279"]
+
+
+def python_text(token):
+    return str(json.loads(token))
 
 
 def test_bad_input_gets_4xx_naming_the_field_and_harms_nothing(server):
@@ -161,6 +179,28 @@ def test_bad_input_gets_4xx_naming_the_field_and_harms_nothing(server):
     conn.close()
     _, _, text = server.request("GET", "/metrics")
     assert f'arbiter_rejections_total{{reason="bad_request"}} {len(BAD_REQUESTS) + 1}' in text
+
+
+def test_number_ground_truths_are_read_as_pythons_str_of_them(server):
+    # lexical is difflib's ratio, so it is 1.0 exactly when the texts are equal, and for the
+    # raw token it is the ratio of the token to the text Arbiter made of it.
+    items = []
+    for token in NUMBER_TOKENS:
+        want = json.dumps(python_text(token))
+        items.append('{"reward": "lexical", "solution_str": %s, "ground_truth": %s}'
+                     % (want, token))
+        items.append('{"reward": "lexical", "solution_str": %s, "ground_truth": ["x", %s ]}'
+                     % (want, token))
+        items.append('{"reward": "lexical", "solution_str": %s, "ground_truth": %s}'
+                     % (json.dumps(token), token))
+    status, _, body = server.request("POST", "/v1/score", '{"items": [%s]}' % ", ".join(items))
+    assert status == 200, body
+    want = []
+    for token in NUMBER_TOKENS:
+        want += [1.0, 1.0, ratio(token, python_text(token))]
+    assert body["scores"] == want
+    # The texts differ from the tokens where Python's differ (so the check above can fail).
+    assert sum(token != python_text(token) for token in NUMBER_TOKENS) >= 10
 
 
 def test_oversized_batches_and_bodies_get_413(make_server):

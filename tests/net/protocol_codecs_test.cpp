@@ -91,9 +91,20 @@ TEST_F(TrainerCodec, OpenRlhfItemsCarryResponseLabelAndPrompt) {
   EXPECT_EQ(items[0].capability, "cpu");
   EXPECT_EQ(json::parse(items[0].extra_info),
             json::parse(R"({"prompt":"P: q A:","question":"P: q A:"})"));
-  // labels and prompts may be left out.
+  // labels and prompts may be left out, or null.
   ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"]})", reward("lexical"), ctx_, items, err));
   EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
+  ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"],"prompts":null,"labels":null})",
+                                      reward("lexical"), ctx_, items, err));
+  EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
+  // Numeric labels (a GSM8K answer column), as Python's str() writes them.
+  ASSERT_TRUE(decode_openrlhf_request(
+    R"({"query":["a","b","c"],"labels":[72, 0.5, 18446744073709551616]})", reward("lexical"),
+    ctx_, items, err))
+    << err.message;
+  EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{"72"});
+  EXPECT_EQ(items[1].ground_truth, std::vector<std::string>{"0.5"});
+  EXPECT_EQ(items[2].ground_truth, std::vector<std::string>{"18446744073709551616"});
 }
 
 TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
@@ -106,6 +117,10 @@ TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
                                         {R"({"query":[1]})", "query[0]", 400},
                                         {R"({"query":["a"],"prompts":"a"})", "prompts", 400},
                                         {R"({"query":["a"],"labels":["a","b"]})", "labels", 400},
+                                        {R"({"query":["a"],"labels":[true]})", "labels[0]", 400},
+                                        {R"({"query":["a"],"labels":[null]})", "labels[0]", 400},
+                                        {R"({"query":["a"],"labels":"a"})", "labels", 400},
+                                        {R"({"query":["a"]} [])", "body", 400},
                                         {R"({"query":["a","b","c","d"]})", "query", 413},
                                         {"nope", "body", 400}}) {
     std::vector<score_item> items;
@@ -153,9 +168,22 @@ TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
   ASSERT_TRUE(decode_slime_request(R"({"response":"r","label":["a","b"]})", reward("lexical"),
                                    item, err));
   EXPECT_EQ(item.ground_truth, (std::vector<std::string>{"a", "b"}));
-  EXPECT_FALSE(decode_slime_request(R"({"response":"r","label":[1]})", reward("lexical"), item,
-                                    err));
+  // Numbers, alone or in a list, as Python's str() writes them.
+  ASSERT_TRUE(decode_slime_request(R"({"response":"r","label":[1, 2.50, "c", 1e16, -0]})",
+                                   reward("lexical"), item, err))
+    << err.message;
+  EXPECT_EQ(item.ground_truth, (std::vector<std::string>{"1", "2.5", "c", "1e+16", "0"}));
+  ASSERT_TRUE(decode_slime_request(R"({"response":"r","label":1E400})", reward("lexical"), item,
+                                   err));
+  EXPECT_EQ(item.ground_truth, std::vector<std::string>{"inf"});
+  // Booleans are refused, naming the field.
+  EXPECT_FALSE(decode_slime_request(R"({"response":"r","label":[true]})", reward("lexical"),
+                                    item, err));
   EXPECT_EQ(err.field, "label[0]");
+  EXPECT_FALSE(decode_slime_request(R"({"response":"r","label":false})", reward("lexical"), item,
+                                    err));
+  EXPECT_EQ(err.field, "label");
+  EXPECT_EQ(err.message, "label: expected a string, a number or a list of them");
   EXPECT_FALSE(decode_slime_request(R"({"prompt":7,"response":"r"})", reward("lexical"), item,
                                     err));
   EXPECT_EQ(err.field, "prompt");
@@ -171,18 +199,6 @@ TEST(SlimeResponse, ANumberOrAnObjectWithFixedKeys) {
   auto failed = json::parse(
     encode_slime_response(failed_result(errc::deadline_exceeded, "late"), "score", zero));
   EXPECT_EQ(failed, json::parse(R"({"score":0.0,"status":"failed","source":"","error":"late"})"));
-}
-
-TEST(StatusForFailure, MapsEveryCode) {
-  EXPECT_EQ(status_for_failure(errc::overloaded), 429u);
-  EXPECT_EQ(status_for_failure(errc::no_eligible_source), 503u);
-  EXPECT_EQ(status_for_failure(errc::shutting_down), 503u);
-  EXPECT_EQ(status_for_failure(errc::deadline_exceeded), 504u);
-  EXPECT_EQ(status_for_failure(errc::upstream_failed), 502u);
-  EXPECT_EQ(status_for_failure(errc::upstream_rejected), 502u);
-  EXPECT_EQ(status_for_failure(errc::reward_failed), 502u);
-  EXPECT_EQ(status_for_failure(errc::worker_failed), 502u);
-  EXPECT_EQ(status_for_failure(errc::internal), 500u);
 }
 
 // ---- OpenAI / TEI ---------------------------------------------------------------------------

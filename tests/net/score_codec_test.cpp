@@ -102,8 +102,18 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
     {R"({"items": [{"reward":"lexical","solution_str":"a"}]})", "items[0].ground_truth", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":[]}]})",
      "items[0].ground_truth", 400},
-    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":["x", 3]}]})",
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":["x", true]}]})",
      "items[0].ground_truth[1]", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":["x", null]}]})",
+     "items[0].ground_truth[1]", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":[["x"]]}]})",
+     "items[0].ground_truth[0]", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":true}]})",
+     "items[0].ground_truth", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":null}]})",
+     "items[0].ground_truth", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":01}]})",
+     "items[0].ground_truth", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":{"x":1}}]})",
      "items[0].ground_truth", 400},
     {R"({"items": [{"reward":"nope","solution_str":"a","ground_truth":"b"}]})",
@@ -134,6 +144,25 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
     EXPECT_EQ(err.status, c.status) << c.body;
     EXPECT_EQ(err.message.rfind(c.field, 0), 0u) << "message starts with the field: " << err.message;
   }
+}
+
+TEST_F(ScoreCodec, TakesNumbersAsReferencesTheWayPythonsStrWritesThem) {
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(R"({"items": [
+      {"reward": "exact_match", "solution_str": "72", "ground_truth": 72},
+      {"reward": "exact_match", "solution_str": "x", "ground_truth": [1.0, "two", -0, 1e-05]},
+      {"reward": "exact_match", "solution_str": "x", "ground_truth": 123456789012345678901234567890},
+      {"reward": "exact_match", "solution_str": "x", "ground_truth": 1E400 }]})",
+                                   ctx_, out, err))
+    << err.message;
+  ASSERT_EQ(out.items.size(), 4u);
+  EXPECT_EQ(out.items[0].ground_truth, std::vector<std::string>{"72"});
+  EXPECT_EQ(out.items[1].ground_truth,
+            (std::vector<std::string>{"1.0", "two", "0", "1e-05"}));
+  EXPECT_EQ(out.items[2].ground_truth,
+            std::vector<std::string>{"123456789012345678901234567890"});
+  EXPECT_EQ(out.items[3].ground_truth, std::vector<std::string>{"inf"});
 }
 
 TEST_F(ScoreCodec, RefusesInvalidUtf8) {

@@ -27,6 +27,44 @@ def to_json_value(value, path):
     raise TypeError(f"{path}: a {type(value).__name__} cannot be sent as JSON")
 
 
+def _plain(value):
+    """A numpy value (anything with `.tolist()` or `.item()`) as the Python value it holds."""
+    if value is None or isinstance(value, (str, bytes, bool, int, float, dict, list, tuple)):
+        return value
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _number_text(value):
+    """str(value) for an int or a float (a bool is no number here), else None."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def to_reference_value(value, path):
+    """A `ground_truth` as Arbiter's /v1/score takes it: a string, or a list of strings, with
+    every int or float (numpy's too, through `.tolist()` / `.item()`) turned into the text
+    Python's `str()` gives it (72 -> "72", 0.5 -> "0.5", 1e16 -> "1e+16", inf -> "inf"), as
+    Arbiter turns a JSON number. Anything else goes as JSON (to_json_value), and Arbiter
+    refuses a boolean or None with a 400 naming the field."""
+    value = _plain(value)
+    text = _number_text(value)
+    if text is not None:
+        return text
+    if isinstance(value, (list, tuple)):
+        out = []
+        for i, member in enumerate(value):
+            member = _plain(member)
+            text = _number_text(member)
+            out.append(text if text is not None else to_json_value(member, f"{path}[{i}]"))
+        return out
+    return to_json_value(value, path)
+
+
 def is_json_value(value):
     """Whether `value` converts with to_json_value."""
     try:

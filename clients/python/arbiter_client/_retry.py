@@ -14,7 +14,8 @@ class OutcomeKind(enum.Enum):
     rejected = "rejected"                  # a 4xx other than 429: never retried
     rate_limited = "rate_limited"          # 429: wait Retry-After
     unavailable = "unavailable"            # 503: wait Retry-After (draining, restarting)
-    server_error = "server_error"          # other 5xx, other statuses, unusable 200 bodies
+    server_error = "server_error"          # other 5xx (Retry-After honoured when sent),
+                                           # other statuses, unusable 200 bodies
     connection_error = "connection_error"  # refused, reset, timed out
 
 
@@ -65,11 +66,13 @@ def classify_response(status, headers, data):
     if status == 503:
         return Outcome(OutcomeKind.unavailable, reason, retry_after_s=_retry_after(headers))
     if 400 <= status < 500:
+        # 400, 422 and the rest: the same request would fail the same way.
         if code is None and parsed is None:
             message = (data or b"").decode("utf-8", "replace")[:200] or message
         return Outcome(OutcomeKind.rejected, reason,
                        error=ArbiterRequestError(status, code, message, field))
-    return Outcome(OutcomeKind.server_error, reason)
+    # Another 5xx (504 deadline_exceeded comes with Retry-After): its Retry-After, else backoff.
+    return Outcome(OutcomeKind.server_error, reason, retry_after_s=_retry_after(headers))
 
 
 def classify_exception(exc):
@@ -85,10 +88,10 @@ class RetryDecision(enum.Enum):
 
 
 class RetryPolicy:
-    """`retries` attempts after the first. 429 and 503 wait their Retry-After (at most
-    `max_retry_after_s`, plus up to 10% jitter; the backoff when there is none); other
-    retryable outcomes wait min(cap, base * 2**attempt) scaled by a random factor in
-    [0.5, 1)."""
+    """`retries` attempts after the first. Answers with a Retry-After (429, 503, other 5xx)
+    wait it (at most `max_retry_after_s`, plus up to 10% jitter); other retryable outcomes
+    wait min(cap, base * 2**attempt) scaled by a random factor in [0.5, 1). A 4xx other than
+    429 (400, 422, ...) is never retried."""
 
     def __init__(self, retries, backoff_base_s=0.5, backoff_cap_s=8.0, max_retry_after_s=60.0,
                  rng=None):

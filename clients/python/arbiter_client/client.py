@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping, Optional
 
 from . import _settings
-from ._json import to_json_value
+from ._json import to_json_value, to_reference_value
 from ._retry import RetryDecision, RetryPolicy, classify_exception, classify_response
 from ._transport import CONNECTION_ERRORS, AiohttpTransport, StdlibTransport, aiohttp
 from .errors import ArbiterError, ArbiterItemError, ArbiterRequestError, ArbiterUnavailable
@@ -107,7 +107,8 @@ class ArbiterClient:
 
     def score(self, items: Iterable[Mapping[str, Any]]) -> List[ItemResult]:
         """Scores `items` (dicts with verl's field names: solution_str, ground_truth, and
-        reward or data_source; extra_info optional), answered in order. Lists longer than
+        reward or data_source; extra_info optional), answered in order. A number in
+        ground_truth is sent as the text str() gives it (72 -> "72"). Lists longer than
         batch_size go in several requests, one after another."""
         results = []
         for offset, body in self._requests(items):
@@ -149,7 +150,11 @@ class ArbiterClient:
     def _prepare(self, item, index):
         if not isinstance(item, Mapping):
             raise TypeError(f"items[{index}]: expected a dict, got {type(item).__name__}")
-        out = to_json_value(dict(item), f"items[{index}]")
+        out = {}
+        for key, value in item.items():
+            path = f"items[{index}][{key!r}]"
+            out[str(key)] = (to_reference_value(value, path) if key == "ground_truth"
+                             else to_json_value(value, path))
         if "reward" not in out and self.settings.reward is not None:
             out["reward"] = self.settings.reward
         return out

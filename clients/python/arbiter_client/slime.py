@@ -4,7 +4,8 @@
     --custom-rm-path arbiter_client.slime.batched_rm --group-rm   # a whole group per call
 
 Each sample becomes one item: `sample.response` is the solution, `sample.label` the ground
-truth (it must be set: `--label-key`; a number is sent as its JSON text, 4 -> "4"), and `sample.metadata` (a dict) the `extra_info`, with
+truth (it must be set: `--label-key`; a number is sent as the text str() gives it, 4 -> "4"),
+and `sample.metadata` (a dict) the `extra_info`, with
 `question` set from `sample.prompt` (a string, or the last user message of a message list)
 unless the metadata has one. The reward name is `args.arbiter_reward` when the arguments have
 it, else ARBITER_REWARD (unset: Arbiter maps the item's data_source, which slime does not
@@ -14,10 +15,8 @@ the ARBITER_* variables (see ArbiterClient).
 Failed items: `raise` (default) raises ArbiterItemError and the rollout fails; `value` returns
 ARBITER_FAILURE_SCORE; `none` is refused (slime needs a number).
 """
-import json
-
 from ._adapters import prompt_text, shared_client
-from ._json import is_json_value, to_json_value
+from ._json import is_json_value, to_reference_value
 
 
 def _client(args):
@@ -35,9 +34,7 @@ def _item(sample, where="sample"):
         raise ValueError(
             f"{where}.label is None: Arbiter scores against a ground truth; set --label-key "
             f"to the dataset field that holds it")
-    label = to_json_value(sample.label, f"{where}.label")
-    if isinstance(label, (bool, int, float)):
-        label = json.dumps(label)  # 4 -> "4", as Arbiter's /remote_rm reads a number label
+    label = to_reference_value(sample.label, f"{where}.label")  # 4 -> "4", as str() writes it
     metadata = getattr(sample, "metadata", None)
     info = {k: v for k, v in metadata.items() if is_json_value(v)} \
         if isinstance(metadata, dict) else {}

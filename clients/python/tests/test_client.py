@@ -126,6 +126,35 @@ def test_numpy_like_values_are_sent_as_json(arbiter, make_client, scripted):
                                   "pair": ["x", 1]}
 
 
+def test_number_ground_truths_are_sent_as_the_text_str_gives(arbiter, make_client, scripted):
+    proxy = scripted()
+    client = make_client(proxy.url)
+    truths = [72, 0.5, 1e16, 1e-05, 100.0, -0.0, 10 ** 30, float("inf"), FakeScalar(3),
+              FakeArray([1, 2.5]), ["a", 7], (FakeScalar(0.25),)]
+    results = client.score([{"reward": "exact_match", "solution_str": "x", "ground_truth": t}
+                            for t in truths])
+    assert [r.score for r in results] == [0.0] * len(truths)
+    assert [i["ground_truth"] for i in proxy.items()] == [
+        "72", "0.5", "1e+16", "1e-05", "100.0", "-0.0", "1" + "0" * 30, "inf", "3",
+        ["1", "2.5"], ["a", "7"], ["0.25"]]
+    # What the client sends scores as the same value does when Arbiter reads a JSON number.
+    for truth in [72, 0.5, 1e16, 1e-05, 12345678901234567890123]:
+        assert client.score([{"reward": "lexical", "solution_str": str(truth),
+                              "ground_truth": truth}])[0].score == 1.0
+
+
+def test_boolean_and_none_ground_truths_are_refused_by_arbiter_naming_them(arbiter,
+                                                                           make_client):
+    client = make_client(arbiter.url, backoff_base_s=5.0)
+    for truth, field in [(True, "items[1].ground_truth"), (["a", None], "items[1].ground_truth[1]"),
+                         (FakeScalar(False), "items[1].ground_truth")]:
+        start = time.monotonic()
+        with pytest.raises(ArbiterRequestError) as e:
+            client.score([lexical("a", "a"), {**lexical("a", "a"), "ground_truth": truth}])
+        assert time.monotonic() - start < 2  # not retried
+        assert (e.value.status, e.value.code, e.value.field) == (400, "invalid_request", field)
+
+
 def test_values_json_cannot_carry_are_refused_naming_them(arbiter, make_client):
     client = make_client(arbiter.url)
     with pytest.raises(TypeError, match=r"items\[1\]\['extra_info'\]\['tok'\]: a object"):

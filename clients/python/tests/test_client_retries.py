@@ -95,7 +95,17 @@ def test_after_the_last_attempt_unavailable_says_why(scripted, make_client, mode
     assert e.value.reason == "HTTP 503 shutting_down: draining"
 
 
-@pytest.mark.parametrize("status", [401, 404, 413])
+def test_a_5xx_with_retry_after_waits_it_rather_than_the_backoff(scripted, make_client):
+    late = {"status": 504, "headers": {"Retry-After": "0"},
+            "body": {"error": {"code": "deadline_exceeded", "message": "late"}}}
+    proxy = scripted(late)
+    client = make_client(proxy.url, backoff_base_s=5.0)  # a backoff would wait >= 2.5 s
+    start = time.monotonic()
+    assert client.score([lexical("a", "a")])[0].score == 1.0
+    assert time.monotonic() - start < 2 and len(proxy.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 413, 422])
 def test_other_4xx_are_not_retried(scripted, make_client, status):
     proxy = scripted({"status": status, "body": {"error": {"code": "nope", "message": "no"}}})
     with pytest.raises(ArbiterRequestError) as e:

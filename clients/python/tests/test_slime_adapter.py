@@ -36,13 +36,14 @@ def test_batched_rm_keeps_order_and_reads_message_prompts(scripted, arbiter_env)
     group = [sample(messages, "Paris", "paris", {"question": "raw question"}),
              sample(messages, "Lyon", ["Paris"]),
              sample("plain prompt", "the paris", "Paris", "not a dict"),
-             sample("2+2?", "4", 4), sample("half?", "0.5", FakeScalar(0.5))]
-    assert run_async(batched_rm, SimpleNamespace(), group) == [1.0, 0.0, 1.0, 1.0, 1.0]
+             sample("2+2?", "4", 4), sample("half?", "0.5", FakeScalar(0.5)),
+             sample("big?", "1e+16", 1e16)]
+    assert run_async(batched_rm, SimpleNamespace(), group) == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0]
     items = proxy.items()
     assert len(proxy.requests) == 1
     assert [i["extra_info"]["question"] for i in items] == [
-        "raw question", "Capital of France?", "plain prompt", "2+2?", "half?"]
-    assert [i["ground_truth"] for i in items[3:]] == ["4", "0.5"]
+        "raw question", "Capital of France?", "plain prompt", "2+2?", "half?", "big?"]
+    assert [i["ground_truth"] for i in items[3:]] == ["4", "0.5", "1e+16"]
     assert all(i["reward"] == "exact_match" for i in items)
 
 

@@ -1,0 +1,141 @@
+#include "net/json_reading.hpp"
+
+#include "net/number_text.hpp"
+
+namespace arbiter::net {
+
+bool json_body_reader::open(std::string_view body, ondemand::object& root, codec_error& err) {
+  thread_local ondemand::parser parser;
+  padded_ = simdjson::padded_string{body};
+  if (auto e = parser.iterate(padded_).get(doc_)) {
+    err = {400, "body",
+           e == simdjson::UTF8_ERROR ? std::string{"body: invalid UTF-8"}
+                                     : std::string{"body: malformed JSON ("}
+                                         + simdjson::error_message(e) + ")"};
+    return false;
+  }
+  if (auto e = doc_.get_object().get(root)) {
+    err = {400, "body",
+           e == simdjson::UTF8_ERROR ? "body: invalid UTF-8" : "body: expected a JSON object"};
+    return false;
+  }
+  return true;
+}
+
+bool json_body_reader::finish(codec_error& err) {
+  const char* trailing = nullptr;
+  if (!doc_.current_location().get(trailing)) {
+    err = {400, "body", "body: trailing content after the JSON object"};
+    return false;
+  }
+  return true;
+}
+
+bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_view& key,
+                ondemand::value& value, const std::string& where, codec_error& err) {
+  if (field.unescaped_key().get(key) || field.value().get(value)) {
+    err = {400, where, where + ": malformed JSON"};
+    return false;
+  }
+  return true;
+}
+
+bool read_type(ondemand::value& value, ondemand::json_type& type, const std::string& field,
+               codec_error& err) {
+  if (value.type().get(type)) {
+    err = {400, field, field + ": malformed value"};
+    return false;
+  }
+  return true;
+}
+
+bool read_string(ondemand::value value, std::string& out, const std::string& field,
+                 codec_error& err) {
+  std::string_view view;
+  if (value.get_string().get(view)) {
+    err = {400, field, field + ": expected a string"};
+    return false;
+  }
+  out.assign(view);
+  return true;
+}
+
+bool read_string_list(ondemand::value value, std::vector<std::string>& out,
+                      const std::string& field, codec_error& err) {
+  ondemand::array list;
+  if (value.get_array().get(list)) {
+    err = {400, field, field + ": expected a list of strings"};
+    return false;
+  }
+  return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
+    out.emplace_back();
+    return read_string(v, out.back(), sub, err);
+  });
+}
+
+bool read_reference(ondemand::value value, std::string& out, const std::string& field,
+                    codec_error& err) {
+  ondemand::json_type type;
+  if (!read_type(value, type, field, err)) {
+    return false;
+  }
+  if (type == ondemand::json_type::string) {
+    return read_string(value, out, field, err);
+  }
+  if (type != ondemand::json_type::number) {
+    err = {400, field, field + ": expected a string or a number"};
+    return false;
+  }
+  auto text = python_number_text(value.raw_json_token());
+  if (!text) {
+    err = {400, field, field + ": malformed number"};
+    return false;
+  }
+  out = std::move(*text);
+  return true;
+}
+
+bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
+                         const std::string& field, codec_error& err) {
+  ondemand::array list;
+  if (value.get_array().get(list)) {
+    err = {400, field, field + ": expected a list of strings or numbers"};
+    return false;
+  }
+  return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
+    out.emplace_back();
+    return read_reference(v, out.back(), sub, err);
+  });
+}
+
+bool read_references(ondemand::value value, std::vector<std::string>& out,
+                     const std::string& field, bool allow_empty, codec_error& err) {
+  ondemand::json_type type;
+  if (!read_type(value, type, field, err)) {
+    return false;
+  }
+  if (type == ondemand::json_type::string || type == ondemand::json_type::number) {
+    out.emplace_back();
+    return read_reference(value, out.back(), field, err);
+  }
+  ondemand::array list;
+  if (type != ondemand::json_type::array || value.get_array().get(list)) {
+    err = {400, field, field + ": expected a string, a number or a list of them"};
+    return false;
+  }
+  size_t count = 0;
+  bool ok = read_elements(
+    list, field, err,
+    [&](ondemand::value v, const std::string& sub) {
+      out.emplace_back();
+      return read_reference(v, out.back(), sub, err);
+    },
+    &count);
+  if (ok && count == 0 && !allow_empty) {
+    err = {400, field, field + ": must not be an empty list"};
+    return false;
+  }
+  return ok;
+}
+
+} // namespace arbiter::net

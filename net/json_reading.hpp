@@ -1,0 +1,94 @@
+#pragma once
+
+// Reading request bodies with simdjson's on-demand API, field by field, for the decoders of
+// /v1/score and the trainer protocols. Internal to net/: only .cpp files include it.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "net/score_codec.hpp"
+
+namespace arbiter::net {
+
+namespace ondemand = simdjson::ondemand;
+
+/// A body that must be one JSON object. `open` parses it (on this thread's parser) and gives
+/// the root object; after its fields were read, `finish` checks that nothing follows it. The
+/// reader owns the padded copy of the body that the values point into; one reader at a time
+/// per thread.
+class json_body_reader {
+public:
+  /// False with `err` (400, field "body") when the body is not JSON, not valid UTF-8, or not
+  /// an object.
+  bool open(std::string_view body, ondemand::object& root, codec_error& err);
+
+  /// False with `err` (400, field "body") when content follows the object.
+  bool finish(codec_error& err);
+
+private:
+  simdjson::padded_string padded_;
+  ondemand::document doc_;
+};
+
+/// The next field of an object being iterated: its (unescaped) key and value; false with
+/// `err` naming `where` when the JSON there is malformed.
+bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_view& key,
+                ondemand::value& value, const std::string& where, codec_error& err);
+
+/// The JSON type of `value`; false with `err` ("FIELD: malformed value") when it has none.
+bool read_type(ondemand::value& value, ondemand::json_type& type, const std::string& field,
+               codec_error& err);
+
+/// Reads a string into `out`; else `FIELD: expected a string`.
+bool read_string(ondemand::value value, std::string& out, const std::string& field,
+                 codec_error& err);
+
+/// Calls `read(element, "FIELD[i]")` for each element of `list` in order, until one returns
+/// false; a malformed element is refused naming it. `count` gets the number of elements read.
+template <typename Read>
+bool read_elements(ondemand::array list, const std::string& field, codec_error& err,
+                   Read&& read, size_t* count = nullptr) {
+  size_t i = 0;
+  for (auto element : list) {
+    auto sub = field + "[" + std::to_string(i++) + "]";
+    ondemand::value value;
+    if (element.get(value)) {
+      err = {400, sub, sub + ": malformed value"};
+      return false;
+    }
+    if (!read(value, sub)) {
+      return false;
+    }
+  }
+  if (count != nullptr) {
+    *count = i;
+  }
+  return true;
+}
+
+/// Reads a list of strings into `out` (appended); else `FIELD: expected a list of strings`
+/// or `FIELD[i]: expected a string`.
+bool read_string_list(ondemand::value value, std::vector<std::string>& out,
+                      const std::string& field, codec_error& err);
+
+/// Reads one reference (a ground truth, a label) into `out`: a string as it is, or a number
+/// as Python's `str()` writes it (`python_number_text`). Anything else (a boolean, null, an
+/// object, a list) is refused with `FIELD: expected a string or a number`.
+bool read_reference(ondemand::value value, std::string& out, const std::string& field,
+                    codec_error& err);
+
+/// Reads a list of references into `out` (appended), each named `FIELD[i]` when refused;
+/// else `FIELD: expected a list of strings or numbers`.
+bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
+                         const std::string& field, codec_error& err);
+
+/// Reads references into `out` (appended): one (`read_reference`), or a list of them, each
+/// named `FIELD[i]` when refused. Anything else is refused with `FIELD: expected a string, a
+/// number or a list of them`; an empty list too unless `allow_empty`.
+bool read_references(ondemand::value value, std::vector<std::string>& out,
+                     const std::string& field, bool allow_empty, codec_error& err);
+
+} // namespace arbiter::net
