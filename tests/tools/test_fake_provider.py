@@ -105,6 +105,31 @@ def test_judge_n_and_logprobs_deterministic(fp):
     assert first["choices"] == second["choices"]
 
 
+def test_max_n_caps_the_choices_per_prompt(start):
+    fp = start("--max-n", "1")
+    _, _, chat = fp.post_json("/v1/chat/completions", judge("a b", "a b", n=3))
+    assert len(chat["choices"]) == 1
+    _, _, comp = fp.post_json("/v1/completions", {"prompt": ["x", "y"], "n": 2, "max_tokens": 2})
+    assert [c["index"] for c in comp["choices"]] == [0, 1], "one per prompt"
+
+
+def test_api_key_is_required_when_set(start):
+    fp = start("--api-key", "sk-test")
+    status, _, text = fp.post("/v1/chat/completions", judge("a", "a"))
+    assert status == 401
+    assert json.loads(text)["error"]["code"] == "invalid_api_key"
+    c = fp.conn()
+    try:
+        c.request("POST", "/v1/chat/completions", body=json.dumps(judge("a", "a")),
+                  headers={"Content-Type": "application/json",
+                           "Authorization": "Bearer sk-test"})
+        assert c.getresponse().status == 200
+    finally:
+        c.close()
+    # /health and /stats stay open; refused calls are counted by status.
+    assert fp.stats()["requests"]["/v1/chat/completions"] == {"401": 1, "200": 1}
+
+
 def test_chat_content_parts_and_plain_prompt(fp):
     req = {"messages": [{"role": "user", "content": [
         {"type": "text", "text": "Reference: x y"}, {"type": "text", "text": "Candidate: x y"}]}]}
