@@ -14,10 +14,10 @@
 namespace arbiter::actors {
 
 /// Calls in flight at first to an endpoint configured without limits (`initial_concurrency`
-/// unset): one probe, whose answer's `x-ratelimit-*` headers usually say what the endpoint
+/// unset): two probes, whose answers' `x-ratelimit-*` headers usually say what the endpoint
 /// allows (pacing then takes over at full concurrency); without them the limit doubles per
 /// round of good answers (slow start) until the endpoint pushes back.
-inline constexpr uint32_t unconfigured_initial_concurrency = 1;
+inline constexpr uint32_t unconfigured_initial_concurrency = 2;
 
 /// What the scheduler needs to know of a configured remote source: its capabilities, batch
 /// size, pacing, concurrency and breaker, from `cfg` and the routing settings. Without

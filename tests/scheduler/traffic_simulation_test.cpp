@@ -171,7 +171,7 @@ private:
 };
 
 /// A remote chat endpoint as `remote_source_spec` builds one: limits from the configuration
-/// (then full concurrency), or none (then one call in slow start).
+/// (then full concurrency), or none (then two calls in slow start).
 source_spec chat_endpoint(const provider_settings& p, bool configured) {
   source_spec s;
   s.name = p.name;
@@ -190,7 +190,7 @@ source_spec chat_endpoint(const provider_settings& p, bool configured) {
     rl.burst = std::chrono::duration_cast<nanoseconds>(std::chrono::duration<double>(p.burst_s));
     s.concurrency.initial_limit = 64;
   } else {
-    s.concurrency.initial_limit = 1;
+    s.concurrency.initial_limit = 2;
     s.concurrency.slow_start = true;
   }
   s.rate_limit = rl;
