@@ -307,7 +307,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
 
     samples = 8
-    items = g.make_items(max(1, args.items // samples), samples, args.seed, False, 0.0)
+    items = g.make_items(-(-args.items // samples), samples, args.seed, False, 0.0)
     items = items[:args.items]
     g.check_items(items)
     specs = {name: shlex.split(flags) for name, flags in g.DEFAULT_PROVIDERS.items()}
@@ -326,7 +326,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     tpm_rows: List[Dict[str, Any]] = []
     if not args.no_tpm:
-        tpm_items = g.make_items(max(1, args.tpm_items // samples), samples, args.seed + 7,
+        tpm_items = g.make_items(-(-args.tpm_items // samples), samples, args.seed + 7,
                                  False, 0.0)[:args.tpm_items]
         pad_problems(tpm_items, args.tpm_prompt_words)
         g.check_items(tpm_items)
