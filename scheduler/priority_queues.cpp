@@ -20,14 +20,6 @@ std::optional<size_t> priority_queues::find_class(std::string_view name) const {
   return std::nullopt;
 }
 
-size_t priority_queues::depth_at_or_above(size_t cls) const {
-  size_t total = 0;
-  for (size_t i = 0; i <= cls && i < classes_.size(); ++i) {
-    total += classes_[i].size;
-  }
-  return total;
-}
-
 size_t priority_queues::free_capacity(size_t cls) const {
   const auto& c = classes_.at(cls);
   return c.size >= c.config.capacity ? 0 : c.config.capacity - c.size;

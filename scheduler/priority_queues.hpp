@@ -56,9 +56,6 @@ public:
     return index_.size();
   }
 
-  /// Tasks queued in `cls` and every class above it: what a new task of `cls` waits behind.
-  size_t depth_at_or_above(size_t cls) const;
-
   /// How many more tasks `cls` may hold.
   size_t free_capacity(size_t cls) const;
 
@@ -79,17 +76,6 @@ public:
   const queued_task* peek(size_t cls, const std::string& capability) const;
   /// Removes the task `id` wherever it waits. Returns false when it is not queued.
   bool remove(task_id id);
-
-  /// Calls `fn(capability)` for each capability with tasks waiting in `cls`, without copying.
-  /// `fn` may pop tasks, but must not push.
-  template <class F>
-  void for_each_waiting(size_t cls, F&& fn) {
-    for (const auto& [capability, tasks] : classes_.at(cls).by_capability) {
-      if (!tasks.empty()) {
-        fn(capability);
-      }
-    }
-  }
 
 private:
   using key = std::pair<int64_t, task_id>;

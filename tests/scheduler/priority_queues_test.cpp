@@ -8,13 +8,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// The capabilities with tasks waiting in `cls`, as dispatch sees them.
-std::vector<std::string> waiting(priority_queues& q, size_t cls) {
-  std::vector<std::string> out;
-  q.for_each_waiting(cls, [&](const std::string& capability) { out.push_back(capability); });
-  return out;
-}
-
 std::vector<config::priority_class> two_classes(config::queue_order order = config::queue_order::fifo,
                                                 uint32_t capacity = 10) {
   return {{"high", capacity, order}, {"low", capacity, order}};
@@ -74,7 +67,9 @@ TEST(PriorityQueues, CapabilitiesDoNotBlockEachOther) {
   ASSERT_TRUE(q.push(0, "embed", task(1, t0)));
   ASSERT_TRUE(q.push(0, "cpu", task(2, t0)));
   EXPECT_EQ(q.pop(0, "cpu")->id, 2u);
-  EXPECT_EQ(waiting(q, 0), std::vector<std::string>{"embed"});
+  EXPECT_EQ(q.waiting_capabilities(), std::vector<std::string>{"embed"});
+  EXPECT_EQ(q.waiting(0, "embed"), 1u);
+  EXPECT_EQ(q.waiting(0, "cpu"), 0u);
 }
 
 TEST(PriorityQueues, RemoveTakesATaskOutWherever) {
@@ -86,14 +81,22 @@ TEST(PriorityQueues, RemoveTakesATaskOutWherever) {
   EXPECT_EQ(q.depth(1), 1u);
   EXPECT_EQ(q.pop(1, "cpu")->id, 2u);
   EXPECT_EQ(q.total_depth(), 0u);
-  EXPECT_TRUE(waiting(q, 1).empty());
+  EXPECT_TRUE(q.waiting_capabilities().empty());
 }
 
-TEST(PriorityQueues, DepthAtOrAboveCountsHigherClasses) {
+TEST(PriorityQueues, WaitingCapabilitiesSpanEveryClassOnce) {
   priority_queues q{two_classes()};
   ASSERT_TRUE(q.push(0, "cpu", task(1, t0)));
   ASSERT_TRUE(q.push(1, "cpu", task(2, t0)));
-  ASSERT_TRUE(q.push(1, "cpu", task(3, t0)));
-  EXPECT_EQ(q.depth_at_or_above(0), 1u);
-  EXPECT_EQ(q.depth_at_or_above(1), 3u);
+  ASSERT_TRUE(q.push(1, "chat", task(3, t0)));
+  EXPECT_EQ(q.waiting_capabilities(), (std::vector<std::string>{"cpu", "chat"}));
+}
+
+TEST(PriorityQueues, AFifoTaskQueuedAgainKeepsItsPlace) {
+  priority_queues q{two_classes()};
+  ASSERT_TRUE(q.push(0, "chat", queued_task{1, 1, 0, t0, t0}));
+  ASSERT_TRUE(q.push(0, "chat", queued_task{2, 2, 0, t0, t0 + 1s}));
+  auto first = q.pop(0, "chat");
+  ASSERT_TRUE(q.push(0, "chat", queued_task{3, 1, 0, t0, first->enqueued})); // back after a 429
+  EXPECT_EQ(q.pop(0, "chat")->request, 1u) << "it arrived first";
 }
