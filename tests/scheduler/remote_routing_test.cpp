@@ -79,6 +79,20 @@ protected:
     core_.complete(b.id, outcome(kind), {});
   }
 
+  /// Sends `calls` single items one after another, each answered after `latency`, so the
+  /// sources learn it; forgets their requests.
+  void warm_up(int calls, nanoseconds latency) {
+    for (int i = 0; i < calls; ++i) {
+      ASSERT_TRUE(core_.submit(100 + static_cast<request_id>(i), 1, clock_.now() + 10s,
+                               judge_items(1, "warm" + std::to_string(i) + "-"))
+                    .admitted());
+      for (auto& batch : core_.dispatch()) {
+        core_.complete(batch.id, outcome(attempt_outcome_kind::ok, latency), {ok_outcome(1.0)});
+      }
+    }
+    core_.take_finished();
+  }
+
   std::string metrics_text() {
     return metrics_.registry.render();
   }
@@ -326,15 +340,7 @@ TEST_F(RemoteRoutingWithHedges, AStragglerIsHedgedAndTheLoserCancelled) {
   auto a = core_.add_source(endpoint("a"));
   auto b = core_.add_source(endpoint("b"));
   // Teach both sources their latency: 20 quick calls each.
-  for (int i = 0; i < 40; ++i) {
-    ASSERT_TRUE(core_.submit(100 + static_cast<request_id>(i), 1, clock_.now() + 10s,
-                             judge_items(1, "warm" + std::to_string(i) + "-"))
-                  .admitted());
-    for (auto& batch : core_.dispatch()) {
-      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 100ms), {ok_outcome(1.0)});
-    }
-  }
-  core_.take_finished();
+  warm_up(40, 100ms);
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "slow")).admitted());
   auto first = core_.dispatch();
   ASSERT_EQ(first.size(), 1u);
@@ -862,15 +868,7 @@ TEST_F(RemoteRouting, ACallThatNeverAnswersIsGivenUpAfterTheStragglerTimeout) {
   auto a = core_.add_source(endpoint("a"));
   auto b = core_.add_source(endpoint("b"));
   // Teach both sources a 100 ms p95 (five good answers each are enough).
-  for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(core_.submit(100 + static_cast<request_id>(i), 1, clock_.now() + 10s,
-                             judge_items(1, "warm" + std::to_string(i) + "-"))
-                  .admitted());
-    for (auto& batch : core_.dispatch()) {
-      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 100ms), {ok_outcome(1.0)});
-    }
-  }
-  core_.take_finished();
+  warm_up(10, 100ms);
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "stuck")).admitted());
   auto stuck = core_.dispatch().at(0);
   // 4 × 100 ms is below the 2 s minimum: the timer is set for 2 s, not the source's 60 s.
