@@ -93,7 +93,7 @@ void circuit_breaker::on_success(time_point now) {
   // Open: a late answer to a request sent before the ejection changes nothing.
 }
 
-void circuit_breaker::on_failure(time_point now) {
+void circuit_breaker::on_failure(time_point now, bool in_a_row) {
   advance(now);
   if (state_ == breaker_state::half_open) {
     // Keeps the first cause ("a probe failed after: 401 Unauthorized") through repeated probes.
@@ -104,9 +104,12 @@ void circuit_breaker::on_failure(time_point now) {
   if (state_ == breaker_state::open) {
     return;
   }
-  ++consecutive_failures_;
+  if (in_a_row) {
+    ++consecutive_failures_;
+  }
   record(now, true);
-  if (config_.consecutive_failures > 0 && consecutive_failures_ >= config_.consecutive_failures) {
+  if (in_a_row && config_.consecutive_failures > 0
+      && consecutive_failures_ >= config_.consecutive_failures) {
     trip(now, std::to_string(consecutive_failures_) + " consecutive failures");
     return;
   }

@@ -93,8 +93,10 @@ public:
   void on_success(time_point now);
 
   /// Records a request that failed in a way that counts against the source (timeouts, 5xx,
-  /// connection errors; not the caller's bad input).
-  void on_failure(time_point now);
+  /// connection errors; not the caller's bad input). `in_a_row` false: it counts towards the
+  /// failure ratio only, not the consecutive streak (stragglers the caller gave up on, which
+  /// expire together and say nothing about the calls around them).
+  void on_failure(time_point now, bool in_a_row = true);
 
   /// Gives back a probe slot whose request ended without an outcome (cancelled, e.g. a hedge
   /// that lost). Does nothing outside half-open.

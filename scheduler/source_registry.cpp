@@ -350,7 +350,9 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
     if (ejects_source(report.kind)) {
       s->breaker->eject(now, report.detail, eject_for);
     } else if (counts_against_source(report.kind)) {
-      s->breaker->on_failure(now);
+      // A straggler given up on counts towards the failure ratio, not the streak: the calls
+      // sent in one burst expire together.
+      s->breaker->on_failure(now, !report.abandoned);
     } else if (report.kind == attempt_outcome_kind::ok) {
       s->breaker->on_success(now);
     } else {

@@ -287,3 +287,20 @@ TEST(CircuitBreaker, Labels) {
   EXPECT_STREQ(to_string(breaker_state::half_open), "half_open");
   EXPECT_STREQ(to_string(breaker_decision::reject_probes_busy), "reject_probes_busy");
 }
+
+TEST(CircuitBreaker, FailuresOutsideTheStreakCountOnlyTowardsTheRatio) {
+  circuit_breaker_config cfg;
+  cfg.consecutive_failures = 3;
+  cfg.failure_ratio = 0.5;
+  cfg.minimum_volume = 10;
+  circuit_breaker b{cfg};
+  time_point now{std::chrono::hours{1}};
+  for (int i = 0; i < 4; ++i) {
+    b.on_failure(now, false); // stragglers given up on together
+  }
+  EXPECT_EQ(b.state(now), breaker_state::closed) << "no streak";
+  for (int i = 0; i < 6; ++i) {
+    b.on_failure(now, false);
+  }
+  EXPECT_EQ(b.state(now), breaker_state::open) << "10 calls, all failed: the ratio trips it";
+}
