@@ -21,11 +21,10 @@ DEBIAN_PACKAGES=(
   libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
   libgtest-dev libgmock-dev  # unit tests
   openssl iproute2           # cluster tests: certificates, network namespaces
-  libtorch-dev               # native models (libtorch 1.13, CPU)
-  libopenblas0-pthread       # a fast, thread-safe BLAS for libtorch (reference BLAS is ~15x
-                             # slower; the serial OpenBLAS corrupts results when two model
-                             # workers run at once)
 )
+# libtorch is not a Debian package here: the native models build against the one inside the
+# PyTorch 2.x wheel of requirements-dev.txt (CPU and CUDA in one build; CMakeLists.txt finds
+# it through python3), which the golden tests need anyway.
 
 echo "== installing Debian packages (${#DEBIAN_PACKAGES[@]})"
 missing=()

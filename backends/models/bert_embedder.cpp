@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -10,7 +11,6 @@
 #include "backends/models/devices.hpp"
 #include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
-#include "backends/models/torch_compat.hpp"
 
 namespace arbiter::backends::models {
 
@@ -18,9 +18,10 @@ namespace {
 
 using json = nlohmann::json;
 
-/// One BERT layer's weights.
+/// One BERT layer's weights; the query, key and value projections as one [3H, H] matrix, so
+/// that one GEMM computes all three.
 struct layer_weights {
-  torch::Tensor wq, bq, wk, bk, wv, bv, wo, bo, ln1_w, ln1_b, wi, bi, w2, b2, ln2_w, ln2_b;
+  torch::Tensor wqkv, bqkv, wo, bo, ln1_w, ln1_b, wi, bi, w2, b2, ln2_w, ln2_b;
 };
 
 } // namespace
@@ -59,58 +60,74 @@ struct bert_embedder::impl {
     return torch::layer_norm(x, {x.size(-1)}, w, b, eps);
   }
 
+  /// The vectors of `ids`, unpadded: the inputs are laid out shortest first as one packed
+  /// [tokens, hidden] matrix, which every linear layer takes at once; attention runs per run
+  /// of inputs of equal length, each a contiguous block that needs neither padding nor mask.
   torch::Tensor forward(const std::vector<std::vector<int64_t>>& ids) const {
-    const auto batch = static_cast<int64_t>(ids.size());
-    int64_t len = 0;
-    for (const auto& seq : ids) {
-      len = std::max<int64_t>(len, static_cast<int64_t>(seq.size()));
+    std::vector<size_t> order(ids.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
+    struct run {
+      int64_t first_row = 0;
+      int64_t inputs = 0;
+      int64_t length = 0;
+    };
+    std::vector<run> runs;
+    int64_t total = 0;
+    for (auto i : order) {
+      const auto length = static_cast<int64_t>(ids[i].size());
+      if (runs.empty() || runs.back().length != length) {
+        runs.push_back({total, 0, length});
+      }
+      ++runs.back().inputs;
+      total += length;
     }
-    auto ids_cpu = torch::zeros({batch, len}, torch::kInt64);
-    auto mask_cpu = torch::zeros({batch, len}, torch::kInt64);
-    auto ids_a = ids_cpu.accessor<int64_t, 2>();
-    auto mask_a = mask_cpu.accessor<int64_t, 2>();
-    for (int64_t b = 0; b < batch; ++b) {
-      for (size_t t = 0; t < ids[b].size(); ++t) {
-        ids_a[b][static_cast<int64_t>(t)] = ids[b][t];
-        mask_a[b][static_cast<int64_t>(t)] = 1;
+    auto tokens_cpu = torch::empty({total}, torch::kInt64);
+    auto positions_cpu = torch::empty({total}, torch::kInt64);
+    auto* tok = tokens_cpu.data_ptr<int64_t>();
+    auto* pos = positions_cpu.data_ptr<int64_t>();
+    int64_t at = 0;
+    for (auto i : order) {
+      for (size_t t = 0; t < ids[i].size(); ++t, ++at) {
+        tok[at] = ids[i][t];
+        pos[at] = static_cast<int64_t>(t);
       }
     }
-    auto input = ids_cpu.to(where.device);
-    auto mask = mask_cpu.to(where.device);
-    auto positions =
-      torch::arange(len, torch::TensorOptions().dtype(torch::kInt64).device(where.device));
-    auto x = torch::embedding(word, input) + torch::embedding(position, positions).unsqueeze(0)
-             + token_type[0];
+    auto x = torch::embedding(word, tokens_cpu.to(where.device))
+             + torch::embedding(position, positions_cpu.to(where.device)) + token_type[0];
     x = layer_norm(x, emb_ln_w, emb_ln_b);
-    // Additive mask: 0 where a key is a token, the dtype's lowest value where it is padding.
-    auto bias = (1 - mask.to(where.dtype)).unsqueeze(1).unsqueeze(1)
-                * static_cast<double>(std::numeric_limits<float>::lowest());
-    if (where.dtype != torch::kFloat32) {
-      bias = bias.clamp_min(-1e4);
-    }
     const int64_t hidden = x.size(-1);
     const int64_t d = hidden / heads;
-    auto split = [&](const torch::Tensor& t) {
-      return t.view({batch, len, heads, d}).transpose(1, 2);
-    };
     for (const auto& l : layers) {
-      auto q = split(torch::linear(x, l.wq, l.bq));
-      auto k = split(torch::linear(x, l.wk, l.bk));
-      auto v = split(torch::linear(x, l.wv, l.bv));
-      auto ctx = attention(q, k, v, bias).transpose(1, 2).reshape({batch, len, hidden});
+      auto qkv = torch::linear(x, l.wqkv, l.bqkv); // [T, 3H]
+      auto ctx = torch::empty({total, hidden}, x.options());
+      for (const auto& r : runs) {
+        const int64_t rows = r.inputs * r.length;
+        auto block = qkv.narrow(0, r.first_row, rows)
+                       .view({r.inputs, r.length, 3, heads, d})
+                       .permute({2, 0, 3, 1, 4}); // [3, inputs, heads, length, d]
+        auto a = at::scaled_dot_product_attention(block[0], block[1], block[2]);
+        ctx.narrow(0, r.first_row, rows).copy_(a.transpose(1, 2).reshape({rows, hidden}));
+      }
       x = layer_norm(x + torch::linear(ctx, l.wo, l.bo), l.ln1_w, l.ln1_b);
       auto inter = torch::linear(x, l.wi, l.bi);
       inter = tanh_gelu ? torch::gelu(inter, "tanh") : torch::gelu(inter);
       x = layer_norm(x + torch::linear(inter, l.w2, l.b2), l.ln2_w, l.ln2_b);
     }
     auto xf = x.to(torch::kFloat32);
-    torch::Tensor pooled;
-    if (cls_pooling) {
-      pooled = xf.select(1, 0);
-    } else {
-      auto m = mask.to(torch::kFloat32).unsqueeze(-1);
-      pooled = (xf * m).sum(1) / m.sum(1).clamp_min(1e-9);
+    std::vector<torch::Tensor> pooled_runs;
+    for (const auto& r : runs) {
+      auto block = xf.narrow(0, r.first_row, r.inputs * r.length).view({r.inputs, r.length, hidden});
+      pooled_runs.push_back(cls_pooling ? block.select(1, 0) : block.mean(1));
     }
+    // Back from shortest-first to the inputs' order.
+    std::vector<int64_t> sorted_row(ids.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      sorted_row[order[k]] = static_cast<int64_t>(k);
+    }
+    auto pooled = torch::cat(pooled_runs, 0).index_select(
+      0, torch::tensor(sorted_row, torch::kInt64).to(where.device));
     return torch::nn::functional::normalize(
              pooled, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12))
       .to(torch::kCPU)
@@ -193,12 +210,16 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
   for (int64_t i = 0; i < n_layers; ++i) {
     const std::string l = "encoder.layer." + std::to_string(i) + ".";
     layer_weights w;
-    w.wq = p->take(ckpt, prefix, l + "attention.self.query.weight", {hidden, hidden});
-    w.bq = p->take(ckpt, prefix, l + "attention.self.query.bias", {hidden});
-    w.wk = p->take(ckpt, prefix, l + "attention.self.key.weight", {hidden, hidden});
-    w.bk = p->take(ckpt, prefix, l + "attention.self.key.bias", {hidden});
-    w.wv = p->take(ckpt, prefix, l + "attention.self.value.weight", {hidden, hidden});
-    w.bv = p->take(ckpt, prefix, l + "attention.self.value.bias", {hidden});
+    auto projection = [&](const char* what) {
+      return std::pair{
+        p->take(ckpt, prefix, l + "attention.self." + what + ".weight", {hidden, hidden}),
+        p->take(ckpt, prefix, l + "attention.self." + what + ".bias", {hidden})};
+    };
+    auto [wq, bq] = projection("query");
+    auto [wk, bk] = projection("key");
+    auto [wv, bv] = projection("value");
+    w.wqkv = torch::cat({wq, wk, wv}, 0);
+    w.bqkv = torch::cat({bq, bk, bv}, 0);
     w.wo = p->take(ckpt, prefix, l + "attention.output.dense.weight", {hidden, hidden});
     w.bo = p->take(ckpt, prefix, l + "attention.output.dense.bias", {hidden});
     w.ln1_w = p->take(ckpt, prefix, l + "attention.output.LayerNorm.weight", {hidden});
@@ -232,7 +253,7 @@ std::vector<std::vector<float>> bert_embedder::embed(
       }
     }
   }
-  torch::NoGradGuard no_grad;
+  c10::InferenceMode inference;
   auto pooled = impl_->forward(ids);
   const auto rows = pooled.size(0);
   const auto dims = pooled.size(1);

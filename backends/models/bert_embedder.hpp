@@ -46,8 +46,9 @@ public:
   ~bert_embedder();
 
   /// One vector per input: `ids` are complete token sequences ([CLS] ... [SEP]), at most
-  /// `info().max_tokens` long (longer ones throw std::invalid_argument). Inputs are padded into
-  /// one batch; an input's vector does not depend on what else shares the batch.
+  /// `info().max_tokens` long (longer ones throw std::invalid_argument). Nothing is padded:
+  /// the linear layers take every token of every input at once, attention runs per run of
+  /// inputs of equal length. An input's vector does not depend on what else shares the batch.
   std::vector<std::vector<float>> embed(const std::vector<std::vector<int64_t>>& ids) const;
 
   const embedder_info& info() const noexcept;

@@ -11,7 +11,6 @@
 
 #include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
-#include "backends/models/torch_compat.hpp"
 
 // Follows transformers' modeling_deberta_v2.py (DebertaV2ForSequenceClassification, eval mode).
 
@@ -271,8 +270,8 @@ struct deberta_classifier::impl {
         }
         scores_bias = bias + rel_scores / scale;
       }
-      // attention() divides q·k by sqrt(d); HF divides by sqrt(d · scale_factor).
-      auto ctx = attention(q / std::sqrt(static_cast<double>(scale_factor)), k, v, scores_bias)
+      // SDPA divides q·k by sqrt(d); HF divides by sqrt(d · scale_factor).
+      auto ctx = at::scaled_dot_product_attention(q / std::sqrt(static_cast<double>(scale_factor)), k, v, scores_bias)
                    .transpose(1, 2)
                    .reshape({batch, len, hidden});
       x = layer_norm(x + torch::linear(ctx, l.wo, l.bo), l.ln1_w, l.ln1_b);

@@ -3,7 +3,7 @@
 // What every native model's loader does the same way: read config.json fields with clear
 // errors, place the model (device, dtype) from `model_options`, and take a checkpoint tensor
 // checked against the shape config.json implies. Includes torch: only for the model .cpp
-// files (like torch_compat.hpp).
+// files.
 
 #include <cstdint>
 #include <fstream>

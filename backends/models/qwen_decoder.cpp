@@ -10,7 +10,6 @@
 
 #include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
-#include "backends/models/torch_compat.hpp"
 
 namespace arbiter::backends::models {
 
@@ -115,7 +114,7 @@ struct qwen_decoder::impl {
         k = k.repeat_interleave(groups, 1);
         v = v.repeat_interleave(groups, 1);
       }
-      auto a = attention(q, k, v, bias).transpose(1, 2).reshape({batch, len, heads * head_dim});
+      auto a = at::scaled_dot_product_attention(q, k, v, bias).transpose(1, 2).reshape({batch, len, heads * head_dim});
       h = h + torch::linear(a, w.wo);
       x = rms_norm(h, w.ln2);
       h = h + torch::linear(torch::silu(torch::linear(x, w.gate)) * torch::linear(x, w.up), w.down);

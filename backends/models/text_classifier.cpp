@@ -1,10 +1,9 @@
 #include "backends/models/text_classifier.hpp"
 
-#include <algorithm>
 #include <filesystem>
-#include <numeric>
 #include <stdexcept>
 
+#include "backends/models/passes.hpp"
 #include "backends/tokenizers/tokenizer.hpp"
 
 namespace arbiter::backends::models {
@@ -60,34 +59,25 @@ std::vector<nli_probabilities> text_classifier::nli(
   if (tokens != nullptr) {
     *tokens = total;
   }
-  // Shortest first, so that each forward pass pads little.
-  std::vector<size_t> order(encoded.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return encoded[a].ids.size() < encoded[b].ids.size();
-  });
+  std::vector<size_t> lengths;
+  lengths.reserve(encoded.size());
+  for (const auto& e : encoded) {
+    lengths.push_back(e.ids.size());
+  }
   std::vector<nli_probabilities> out(pairs.size());
-  size_t start = 0;
-  while (start < order.size()) {
-    size_t end = start + 1;
-    // Sorted ascending: the padded size of [start, end) is (end - start) × the last length.
-    while (end < order.size()
-           && (end + 1 - start) * encoded[order[end]].ids.size() <= max_batch_tokens) {
-      ++end;
-    }
+  for (const auto& pass : plan_passes(lengths, max_batch_tokens)) {
     std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<int64_t>> type_ids;
-    for (size_t k = start; k < end; ++k) {
-      ids.push_back(std::move(encoded[order[k]].ids));
-      type_ids.push_back(std::move(encoded[order[k]].type_ids));
+    for (auto i : pass.inputs) {
+      ids.push_back(std::move(encoded[i].ids));
+      type_ids.push_back(std::move(encoded[i].type_ids));
     }
     auto probs = model_->probabilities(ids, type_ids);
-    for (size_t k = start; k < end; ++k) {
-      const auto& p = probs[k - start];
-      out[order[k]] = {p.at(labels_.entailment), p.at(labels_.neutral),
-                       p.at(labels_.contradiction)};
+    for (size_t k = 0; k < pass.inputs.size(); ++k) {
+      const auto& p = probs[k];
+      out[pass.inputs[k]] = {p.at(labels_.entailment), p.at(labels_.neutral),
+                             p.at(labels_.contradiction)};
     }
-    start = end;
   }
   return out;
 }

@@ -4,8 +4,9 @@
 // tokenizer (spm.model through libsentencepiece, with tokenizer.json's added tokens when the
 // folder has one; else tokenizer.json alone) in front of the native classifier. Pairs longer
 // than the model takes are truncated longest-first, as transformers' pipelines do; a batch is
-// cut into forward passes of at most `max_batch_tokens` padded tokens, and a pair's
-// probabilities do not depend on what else shares its batch.
+// cut into forward passes of at most `max_batch_tokens` padded tokens, shortest first, where
+// padding would cost more than another pass (`plan_passes`), and a pair's probabilities do
+// not depend on what else shares its batch.
 
 #include <cstddef>
 #include <memory>

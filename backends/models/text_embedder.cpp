@@ -32,29 +32,29 @@ std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::str
   if (tokens != nullptr) {
     *tokens = total;
   }
-  // Shortest first, so that each forward pass pads little.
+  // Shortest first, in forward calls of at most `max_batch_tokens` tokens (one longer input
+  // runs alone); the model pads nothing.
   std::vector<size_t> order(ids.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
   std::vector<std::vector<double>> out(texts.size());
-  size_t start = 0;
-  while (start < order.size()) {
-    size_t end = start + 1;
-    // Sorted ascending: the padded size of [start, end) is (end - start) × the last length.
-    while (end < order.size() && (end + 1 - start) * ids[order[end]].size() <= max_batch_tokens) {
-      ++end;
-    }
+  size_t next = 0;
+  while (next < order.size()) {
     std::vector<std::vector<int64_t>> chunk;
-    for (size_t k = start; k < end; ++k) {
-      chunk.push_back(std::move(ids[order[k]]));
+    std::vector<size_t> owners;
+    size_t tokens_in_call = 0;
+    while (next < order.size()
+           && (chunk.empty() || tokens_in_call + ids[order[next]].size() <= max_batch_tokens)) {
+      tokens_in_call += ids[order[next]].size();
+      owners.push_back(order[next]);
+      chunk.push_back(std::move(ids[order[next]]));
+      ++next;
     }
     auto vectors = model_->embed(chunk);
-    for (size_t k = start; k < end; ++k) {
-      const auto& v = vectors[k - start];
-      out[order[k]].assign(v.begin(), v.end());
+    for (size_t k = 0; k < owners.size(); ++k) {
+      out[owners[k]].assign(vectors[k].begin(), vectors[k].end());
     }
-    start = end;
   }
   return out;
 }

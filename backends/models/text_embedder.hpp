@@ -2,8 +2,8 @@
 
 // Text in, vectors out: a model folder's tokenizer (tokenizer.json) in front of its native
 // embedder. Inputs longer than the model takes are truncated, as sentence-transformers does;
-// a batch is cut into forward passes of at most `max_batch_tokens` padded tokens (inputs of
-// similar length together), and an input's vector does not depend on the others.
+// a batch is cut into forward calls of at most `max_batch_tokens` tokens (shortest first; the
+// model pads nothing), and an input's vector does not depend on the others.
 
 #include <cstddef>
 #include <memory>
