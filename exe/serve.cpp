@@ -25,6 +25,7 @@
 #include "actors/reward_graph_actor.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "arbiter/version.hpp"
+#include "common/gpu_monitor.hpp"
 #include "common/log.hpp"
 #include "backends/cpu/cpu_rewards.hpp"
 #include "backends/reward_catalog.hpp"
@@ -119,6 +120,8 @@ int serve(const serve_options& options) {
 
   // Declared before the io_context and the actor system so they outlive both: bridge actors
   // and pending I/O handlers refer to them until the very end.
+  // The GPUs outlive the routes that read them.
+  std::unique_ptr<gpu_monitor> gpus;
   std::unique_ptr<net::router> routes;
   std::unique_ptr<net::http_server> server;
   boost::asio::io_context ioc;
@@ -194,6 +197,18 @@ int serve(const serve_options& options) {
   ctx.metrics = &http_metrics;
   ctx.scheduler_metrics = &scheduler_metrics;
   ctx.models = std::move(loaded_models);
+  gpus = gpu_monitor::open(registry);
+  if (gpus) {
+    std::multimap<std::string, std::string> placed;
+    for (const auto& m : ctx.models) {
+      placed.emplace(m.name, m.device);
+    }
+    gpus->set_workers(placed);
+    for (const auto& g : gpus->read()) {
+      log::info("gpu ", g.index, ": ", g.name, ", ", g.memory_total >> 20, " MiB");
+    }
+  }
+  ctx.gpus = gpus.get();
   ctx.post = [&ioc](std::function<void()> fn) { boost::asio::post(ioc, std::move(fn)); };
   routes = std::make_unique<net::router>(ctx);
   server = std::make_unique<net::http_server>(ioc, cfg.server, *routes, http_metrics);

@@ -17,6 +17,7 @@
 
 #include "actors/cluster.hpp"
 #include "arbiter/version.hpp"
+#include "common/gpu_monitor.hpp"
 #include "common/log.hpp"
 #include "exe/serve.hpp"
 #include "exe/startup.hpp"
@@ -80,9 +81,17 @@ int worker(const worker_options& options) {
                                     : options.name;
   std::atomic<bool> joined{false};
   const std::string coordinator = options.host + ":" + std::to_string(options.port);
+  auto gpus = gpu_monitor::open(registry);
+  if (gpus) {
+    std::multimap<std::string, std::string> placed;
+    for (const auto& m : loaded) {
+      placed.emplace(m.name, m.device);
+    }
+    gpus->set_workers(placed);
+  }
   net::node_status_routes status_routes{
     [&] { return net::node_status{hello.name, coordinator, joined.load()}; }, registry,
-    http_metrics};
+    http_metrics, gpus.get()};
   std::unique_ptr<net::http_server> status_server;
   if (options.status_port) {
     status_server = std::make_unique<net::http_server>(ioc, cfg.server, status_routes,

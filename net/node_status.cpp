@@ -8,8 +8,9 @@
 namespace arbiter::net {
 
 node_status_routes::node_status_routes(std::function<node_status()> status,
-                                       metrics_registry& registry, http_metrics& metrics)
-  : status_(std::move(status)), registry_(registry), metrics_(metrics) {
+                                       metrics_registry& registry, http_metrics& metrics,
+                                       gpu_monitor* gpus)
+  : status_(std::move(status)), registry_(registry), metrics_(metrics), gpus_(gpus) {
 }
 
 void node_status_routes::handle(std::string_view method, std::string_view target, std::string,
@@ -31,6 +32,9 @@ void node_status_routes::handle(std::string_view method, std::string_view target
     metrics_.reject("method_not_allowed");
   } else if (path == "/metrics") {
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    if (gpus_ != nullptr) {
+      gpus_->read();
+    }
     r.body = registry_.render();
   } else {
     auto s = status_();

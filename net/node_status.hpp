@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "common/gpu_monitor.hpp"
 #include "common/metrics.hpp"
 #include "net/http_metrics.hpp"
 #include "net/routes.hpp"
@@ -24,11 +25,13 @@ struct node_status {
 
 class node_status_routes : public request_handler {
 public:
+  /// `gpus`, when the node has GPUs, is read for each `GET /metrics`.
   node_status_routes(std::function<node_status()> status, metrics_registry& registry,
-                     http_metrics& metrics);
+                     http_metrics& metrics, gpu_monitor* gpus = nullptr);
 
   /// `GET /health`: 200 `{"status": "ok", ...}` while joined, 503 `{"status": "joining", ...}`
-  /// while not (starting, or the coordinator is away). `GET /metrics`. 404 or 405 otherwise.
+  /// while not (starting, or the coordinator is away). `GET /metrics` (the node's model
+  /// workers, and its GPUs). 404 or 405 otherwise.
   void handle(std::string_view method, std::string_view target, std::string body,
               reply_fn reply, defer_fn defer) override;
 
@@ -38,6 +41,7 @@ private:
   std::function<node_status()> status_;
   metrics_registry& registry_;
   http_metrics& metrics_;
+  gpu_monitor* gpus_;
 };
 
 } // namespace arbiter::net

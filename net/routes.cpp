@@ -158,6 +158,9 @@ void router::handle(std::string_view method, std::string_view target, std::strin
     if (expect("GET", "/metrics")) {
       http_reply r;
       r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+      if (ctx_.gpus != nullptr) {
+        ctx_.gpus->read();
+      }
       r.body = ctx_.registry->render();
       respond("/metrics", std::move(r), reply);
     }
@@ -620,6 +623,24 @@ void router::info(reply_fn reply) {
                               {"weight_bytes", m.weight_bytes}});
           }
           doc["models"] = models;
+          if (ctx_.gpus != nullptr) {
+            json gpus = json::array();
+            for (const auto& g : ctx_.gpus->read()) {
+              json workers = json::array();
+              for (const auto& m : ctx_.models) {
+                if (m.device == "cuda:" + std::to_string(g.index)) {
+                  workers.push_back(m.name);
+                }
+              }
+              gpus.push_back({{"index", g.index},
+                              {"name", g.name},
+                              {"memory_used_bytes", g.memory_used},
+                              {"memory_total_bytes", g.memory_total},
+                              {"utilization", g.utilization},
+                              {"model_workers", workers}});
+            }
+            doc["gpus"] = gpus;
+          }
           doc["limits"] = {{"max_body_bytes", cfg.server.max_body_bytes},
                            {"max_batch_items", cfg.server.max_batch_items},
                            {"default_deadline_ms", cfg.scheduler.default_deadline.count()},

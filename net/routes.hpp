@@ -14,6 +14,7 @@
 
 #include "actors/messages.hpp"
 #include "backends/reward_catalog.hpp"
+#include "common/gpu_monitor.hpp"
 #include "common/metrics.hpp"
 #include "config/config.hpp"
 #include "net/http_errors.hpp"
@@ -56,6 +57,9 @@ struct router_context {
   scheduler::scheduler_metrics* scheduler_metrics = nullptr;
   /// Local model workers, one entry per device.
   std::vector<local_model_info> models;
+  /// The machine's GPUs (NVML), or null when it has none: /metrics and /info then say nothing
+  /// of GPUs.
+  gpu_monitor* gpus = nullptr;
   /// Runs a function soon on an I/O thread. When set, requests that arrive together (within
   /// one turn of the event loop) go to the scheduler in one message; when empty, each goes
   /// alone.

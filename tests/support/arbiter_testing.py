@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARBITER_BIN = os.environ.get("ARBITER_BIN", str(ROOT / "build" / "arbiter"))
 FAKE_PROVIDER_BIN = os.environ.get(
     "FAKE_PROVIDER_BIN", str(ROOT / "build" / "arbiter-fake-provider"))
+FAKE_NVML_LIBRARY = os.environ.get(
+    "FAKE_NVML_LIBRARY", str(ROOT / "build" / "libarbiter_fake_nvml.so"))
 
 _LISTENING = re.compile(r"listening on (http://([^\s:]+|\[[^\]]+\]):(\d+))$")
 
@@ -103,6 +105,8 @@ def start_server(tmp_path, config_text=None, env=None, args=()):
     # No built-in default embedder unless a test asks for one: loading it costs each server
     # a second, and tests mean their own sources.
     full_env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
+    # No GPU metrics unless a test asks for them (a GPU machine's NVML would add them).
+    full_env["ARBITER_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1"
     full_env.update(env or {})
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, env=full_env,
                             text=True)
