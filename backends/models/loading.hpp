@@ -125,4 +125,25 @@ inline torch::Tensor load_tensor(const checkpoint& ckpt, const tensor_view* view
   return t;
 }
 
+/// x·wᵀ + b over x's last dimension, as torch::linear, for the few-row products of decoding.
+/// On the CPU, MKL's sgemm repacks the whole weight matrix on every call, which for a handful
+/// of rows costs more than the product itself: four rows through a 151936×1024 LM head took
+/// 4× as long as one. w·xᵀ streams the weights once instead (1.2–4× faster from 2 to 128
+/// rows on the 2-core machine, f32); one row and large batches keep torch::linear.
+inline torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w,
+                             const torch::Tensor& b = {}) {
+  const int64_t width = x.size(-1);
+  const int64_t rows = width == 0 ? 0 : x.numel() / width;
+  if (!x.is_cpu() || rows < 2 || rows > 128) {
+    return torch::linear(x, w, b);
+  }
+  auto out = torch::matmul(w, x.reshape({rows, width}).t()).t();
+  if (b.defined()) {
+    out = out + b;
+  }
+  auto shape = x.sizes().vec();
+  shape.back() = w.size(0);
+  return out.contiguous().view(shape);
+}
+
 } // namespace arbiter::backends::models

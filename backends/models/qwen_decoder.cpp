@@ -21,8 +21,12 @@ struct layer_weights {
   torch::Tensor ln1, ln2, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, gate, up, down;
 };
 
-/// Keys and values of the positions seen so far, per layer: [batch, kv heads, time, head dim].
+/// Keys and values of the positions seen so far, per layer: [batch, kv heads, capacity, head
+/// dim], allocated once for the whole generation and filled `length` positions deep, so a
+/// decoding step writes its one position instead of copying the cache.
 struct kv_cache {
+  int64_t capacity = 0;
+  int64_t length = 0;
   std::vector<torch::Tensor> keys;
   std::vector<torch::Tensor> values;
 };
@@ -64,7 +68,10 @@ struct qwen_decoder::impl {
                         const torch::Tensor& mask, kv_cache* cache) const {
     const int64_t batch = ids.size(0);
     const int64_t len = ids.size(1);
-    const int64_t past = cache != nullptr && !cache->keys.empty() ? cache->keys[0].size(2) : 0;
+    const int64_t past = cache != nullptr ? cache->length : 0;
+    if (cache != nullptr && past + len > cache->capacity) {
+      throw std::logic_error{"qwen_decoder: the key/value cache is full"};
+    }
     const int64_t total = past + len;
     auto h = torch::embedding(embed_tokens, ids);
     // RoPE tables for these positions: [B, 1, T, d].
@@ -83,13 +90,12 @@ struct qwen_decoder::impl {
     auto bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(where.dtype).device(where.device))
                   .masked_fill(allowed.logical_not(), lowest)
                   .unsqueeze(1);
-    const int64_t groups = heads / kv_heads;
     for (size_t l = 0; l < layers.size(); ++l) {
       const auto& w = layers[l];
       auto x = rms_norm(h, w.ln1);
-      auto q = torch::linear(x, w.wq, w.bq).view({batch, len, heads, head_dim});
-      auto k = torch::linear(x, w.wk, w.bk).view({batch, len, kv_heads, head_dim});
-      auto v = torch::linear(x, w.wv, w.bv).view({batch, len, kv_heads, head_dim});
+      auto q = project(x, w.wq, w.bq).view({batch, len, heads, head_dim});
+      auto k = project(x, w.wk, w.bk).view({batch, len, kv_heads, head_dim});
+      auto v = project(x, w.wv, w.bv).view({batch, len, kv_heads, head_dim});
       if (qwen3) {
         q = rms_norm(q, w.q_norm);
         k = rms_norm(k, w.k_norm);
@@ -101,23 +107,25 @@ struct qwen_decoder::impl {
       k = k * cos + rotate_half(k) * sin;
       if (cache != nullptr) {
         if (cache->keys.size() <= l) {
-          cache->keys.push_back(k);
-          cache->values.push_back(v);
-        } else {
-          cache->keys[l] = torch::cat({cache->keys[l], k}, 2);
-          cache->values[l] = torch::cat({cache->values[l], v}, 2);
+          cache->keys.push_back(torch::empty({batch, kv_heads, cache->capacity, head_dim}, k.options()));
+          cache->values.push_back(torch::empty({batch, kv_heads, cache->capacity, head_dim}, v.options()));
         }
-        k = cache->keys[l];
-        v = cache->values[l];
+        cache->keys[l].narrow(2, past, len).copy_(k);
+        cache->values[l].narrow(2, past, len).copy_(v);
+        k = cache->keys[l].narrow(2, 0, total);
+        v = cache->values[l].narrow(2, 0, total);
       }
-      if (groups > 1) {
-        k = k.repeat_interleave(groups, 1);
-        v = v.repeat_interleave(groups, 1);
-      }
-      auto a = at::scaled_dot_product_attention(q, k, v, bias).transpose(1, 2).reshape({batch, len, heads * head_dim});
-      h = h + torch::linear(a, w.wo);
+      // Grouped-query attention in SDPA itself: the key/value heads are not copied per group.
+      auto a = at::scaled_dot_product_attention(q, k, v, bias, 0.0, false, std::nullopt,
+                                                /*enable_gqa=*/kv_heads != heads)
+                 .transpose(1, 2)
+                 .reshape({batch, len, heads * head_dim});
+      h = h + project(a, w.wo);
       x = rms_norm(h, w.ln2);
-      h = h + torch::linear(torch::silu(torch::linear(x, w.gate)) * torch::linear(x, w.up), w.down);
+      h = h + project(torch::silu(project(x, w.gate)) * project(x, w.up), w.down);
+    }
+    if (cache != nullptr) {
+      cache->length = total;
     }
     return rms_norm(h, norm);
   }
@@ -285,13 +293,13 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
 std::vector<std::vector<float>> qwen_decoder::logits(const std::vector<int64_t>& ids) const {
   impl_->check({ids});
   impl_->need_lm_head();
-  torch::NoGradGuard no_grad;
+  c10::InferenceMode inference;
   torch::Tensor t;
   torch::Tensor mask;
   torch::Tensor positions;
   impl_->pad({ids}, t, mask, positions);
   auto hidden = impl_->forward(t, positions, mask, nullptr);
-  auto out = torch::linear(hidden, impl_->lm_head).to(torch::kFloat32).to(torch::kCPU)[0].contiguous();
+  auto out = project(hidden, impl_->lm_head).to(torch::kFloat32).to(torch::kCPU)[0].contiguous();
   std::vector<std::vector<float>> rows(ids.size());
   const float* data = out.data_ptr<float>();
   for (size_t r = 0; r < ids.size(); ++r) {
@@ -306,7 +314,7 @@ std::vector<std::vector<float>> qwen_decoder::embed(
     return {};
   }
   impl_->check(ids);
-  torch::NoGradGuard no_grad;
+  c10::InferenceMode inference;
   torch::Tensor t;
   torch::Tensor mask;
   torch::Tensor positions;
@@ -400,22 +408,45 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
   }
   impl_->check(seqs);
   impl_->need_lm_head();
-  torch::NoGradGuard no_grad;
+  c10::InferenceMode inference;
   const auto batch = static_cast<int64_t>(seqs.size());
+  // Each prompt is read once, however many samples its request asks for: the prefill runs one
+  // row per request, and its keys, values and last hidden state are then copied to the
+  // request's n rows (ΔIG asks N samples of each prompt).
+  std::vector<std::vector<int64_t>> prompts;
+  std::vector<int64_t> row_prompt;
+  for (const auto& req : requests) {
+    if (req.n > 0) {
+      prompts.push_back(req.prompt);
+      row_prompt.insert(row_prompt.end(), req.n, static_cast<int64_t>(prompts.size() - 1));
+    }
+  }
   torch::Tensor ids;
   torch::Tensor mask;
   torch::Tensor positions;
-  impl_->pad(seqs, ids, mask, positions);
-  auto next_pos = positions.select(1, -1).unsqueeze(1) + 1;
+  impl_->pad(prompts, ids, mask, positions);
   kv_cache cache;
+  cache.capacity = ids.size(1) + longest;
   std::vector<bool> done(seqs.size(), false);
   std::vector<at::Generator> gens;
   for (const auto& req : requests) {
     gens.push_back(at::detail::createCPUGenerator(req.options.seed));
   }
   auto hidden = impl_->forward(ids, positions, mask, &cache);
+  if (static_cast<int64_t>(prompts.size()) != batch) {
+    auto rows = torch::tensor(row_prompt, torch::kLong).to(impl_->where.device);
+    for (auto* layer : {&cache.keys, &cache.values}) {
+      for (auto& t : *layer) {
+        t = t.index_select(0, rows);
+      }
+    }
+    hidden = hidden.index_select(0, rows);
+    mask = mask.index_select(0, rows);
+    positions = positions.index_select(0, rows);
+  }
+  auto next_pos = positions.select(1, -1).unsqueeze(1) + 1;
   for (uint32_t step = 0; step < longest; ++step) {
-    auto logits = torch::linear(hidden.select(1, -1), impl_->lm_head).to(torch::kFloat32).to(torch::kCPU);
+    auto logits = project(hidden.select(1, -1), impl_->lm_head).to(torch::kFloat32).to(torch::kCPU);
     auto logprobs = torch::log_softmax(logits, -1);
     // Each request picks for all its rows, finished or not, so that its draws depend on it
     // alone; finished rows are fed their pick and ignored.

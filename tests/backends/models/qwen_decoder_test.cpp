@@ -67,6 +67,16 @@ TEST_P(QwenDecoder, GreedyGenerationsAreTokenIdenticalAloneAndBatched) {
     ASSERT_EQ(alone.size(), 1u);
     EXPECT_EQ(alone[0].tokens, wanted.back());
     EXPECT_EQ(alone[0].finish_reason, "length");
+    // n samples of one prompt share its prefill (copied to each row): greedy, all are it.
+    auto three = model_->generate({prompts.back()}, greedy, 3);
+    ASSERT_EQ(three.size(), 3u);
+    for (const auto& g : three) {
+      EXPECT_EQ(g.tokens, wanted.back());
+      ASSERT_EQ(g.logprobs.size(), alone[0].logprobs.size());
+      for (size_t t = 0; t < g.logprobs.size(); ++t) {
+        EXPECT_NEAR(g.logprobs[t], alone[0].logprobs[t], 1e-5);
+      }
+    }
   }
   auto batched = model_->generate(prompts, greedy);
   ASSERT_EQ(batched.size(), prompts.size());
