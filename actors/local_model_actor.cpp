@@ -236,6 +236,10 @@ scheduler::source_spec local_model_spec(const config::model_config& cfg,
   spec.max_batch_items = cfg.max_batch_items;
   spec.max_inflight = 1;
   spec.remote = false;
+  if (cfg.kind == "generator") {
+    spec.batch_wait = std::chrono::milliseconds{cfg.batch_wait_ms};
+    spec.wait_when_idle = true;
+  }
   return spec;
 }
 

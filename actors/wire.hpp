@@ -320,7 +320,7 @@ typename Inspector::result_type inspect(Inspector& f, source_spec& x) {
   wire::optional_ref<rate_limit_config> rate_limit{x.rate_limit};
   wire::optional_ref<circuit_breaker_config> breaker{x.breaker};
   return f(caf::meta::type_name("source_spec"), x.name, x.capabilities, x.max_batch_items,
-           batch_wait, x.max_inflight, x.adaptive, x.concurrency, rate_limit, breaker,
+           batch_wait, x.wait_when_idle, x.max_inflight, x.adaptive, x.concurrency, rate_limit, breaker,
            x.completion_tokens, x.remote, x.feeds);
 }
 

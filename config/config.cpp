@@ -933,6 +933,14 @@ model_config load_model(const toml::node& node, const std::string& where,
       count(m.max_batch_items, 100000);
     } else if (k == "max_batch_tokens") {
       count(m.max_batch_tokens, 10000000);
+    } else if (k == "batch_wait_ms") {
+      if (const auto* i = value.as_integer(); i == nullptr) {
+        problems.push_back({field, wrong_type("an integer", value)});
+      } else if (i->get() < 0 || i->get() > 10000) {
+        problems.push_back({field, range_reason(0, 10000, std::to_string(i->get()))});
+      } else {
+        m.batch_wait_ms = static_cast<uint32_t>(i->get());
+      }
     } else if (k == "batch_calls") {
       if (const auto* b = value.as_boolean()) {
         m.batch_calls = b->get();

@@ -204,6 +204,10 @@ struct model_config {
   /// and then; false runs one call at a time, so a seeded call samples the same texts bit for
   /// bit whatever else is queued.
   bool batch_calls = true;
+  /// Generators: how long a call waits for others to decode with it, the worker idle or not
+  /// (0: an idle worker starts at once). Concurrent single-call requests then share one
+  /// decoding instead of the first running alone while the rest queue behind it.
+  uint32_t batch_wait_ms = 5;
 };
 
 /// The CPU rewards (`lexical`, `exact_match`).

@@ -581,7 +581,8 @@ void scheduler_core::dispatch_capability(const std::string& capability,
     }
     auto limit = sources_.max_batch_items(source);
     if (auto wait = sources_.batch_wait(source);
-        wait.count() > 0 && sources_.busy(source) && queues_.waiting(cls, capability) < limit) {
+        wait.count() > 0 && (sources_.busy(source) || sources_.waits_when_idle(source))
+        && queues_.waiting(cls, capability) < limit) {
       // Micro-batching: items that trickle in while the source works share its next call.
       auto due = head->enqueued + wait;
       if (clock_.now() < due) {

@@ -480,6 +480,11 @@ nanoseconds source_registry::batch_wait(source_id id) const {
   return s == nullptr ? nanoseconds{0} : s->spec.batch_wait;
 }
 
+bool source_registry::waits_when_idle(source_id id) const {
+  auto* s = find(id);
+  return s != nullptr && s->spec.wait_when_idle;
+}
+
 bool source_registry::busy(source_id id) const {
   auto* s = find(id);
   return s != nullptr && s->info.inflight > 0;

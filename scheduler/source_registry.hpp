@@ -28,8 +28,13 @@ struct source_spec {
   uint32_t max_batch_items = 32;
   /// While the source has a batch in flight, a batch that is not full waits until its oldest
   /// item has queued this long, so that items arriving one by one share calls (0: never
-  /// waits). An idle source gets work at once.
+  /// waits). An idle source gets work at once, unless `wait_when_idle`.
   nanoseconds batch_wait{0};
+  /// The batch wait applies while the source is idle too: for sources whose calls run so long
+  /// that a few milliseconds spent gathering company cost nothing (a local generator decodes
+  /// the calls of one batch together; a call that started alone holds the others up for the
+  /// whole of its decoding).
+  bool wait_when_idle = false;
   /// Batches in flight at once. With `adaptive`, the AIMD limit moves below this.
   uint32_t max_inflight = 2;
   bool adaptive = false;
@@ -216,10 +221,11 @@ public:
   /// Items per batch for `id` (1 when unknown).
   uint32_t max_batch_items(source_id id) const;
 
-  /// How long a partial batch may wait for more items while `id` is busy, and whether it is
-  /// busy (has a batch in flight).
+  /// How long a partial batch may wait for more items while `id` is busy, whether it is
+  /// busy (has a batch in flight), and whether the wait applies while it is idle too.
   nanoseconds batch_wait(source_id id) const;
   bool busy(source_id id) const;
+  bool waits_when_idle(source_id id) const;
 
   /// The latency past which an attempt at `id` is a straggler worth hedging: the 95th
   /// percentile of its recent successful attempts; nullopt until 20 have been seen.

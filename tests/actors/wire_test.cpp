@@ -201,6 +201,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   spec.capabilities = {"chat", "chat:judge-8b"};
   spec.max_batch_items = 1;
   spec.batch_wait = std::chrono::milliseconds{5};
+  spec.wait_when_idle = true;
   spec.max_inflight = 64;
   spec.adaptive = true;
   spec.concurrency.initial_limit = 8;
@@ -218,6 +219,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   EXPECT_EQ(got.capabilities, spec.capabilities);
   EXPECT_EQ(got.max_batch_items, 1u);
   EXPECT_EQ(got.batch_wait, std::chrono::milliseconds{5});
+  EXPECT_TRUE(got.wait_when_idle);
   EXPECT_EQ(got.max_inflight, 64u);
   EXPECT_TRUE(got.adaptive);
   EXPECT_EQ(got.concurrency.initial_limit, 8u);

@@ -460,6 +460,38 @@ options = "detailed"
   EXPECT_TRUE(cfg.rewards.at("plain").options.empty());
 }
 
+TEST(LoadConfig, ModelsTakeTheirBatchingFields) {
+  const std::string text = R"(
+[[models]]
+name = "gen"
+kind = "generator"
+path = "/models/qwen"
+max_batch_tokens = 4096
+batch_calls = false
+batch_wait_ms = 0
+
+[[models]]
+name = "emb"
+path = "/models/minilm"
+
+[[models]]
+name = "bad"
+kind = "generator"
+path = "/models/qwen"
+batch_wait_ms = -1
+)";
+  std::vector<config_problem> problems;
+  const arbiter_config cfg = load_string(text, "models.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"models[2].batch_wait_ms"})
+      << describe(problems);
+  ASSERT_GE(cfg.models.size(), 2u);
+  EXPECT_EQ(cfg.models[0].max_batch_tokens, 4096u);
+  EXPECT_FALSE(cfg.models[0].batch_calls);
+  EXPECT_EQ(cfg.models[0].batch_wait_ms, 0u) << "0 is allowed: an idle worker starts at once";
+  EXPECT_EQ(cfg.models[1].batch_wait_ms, 5u) << "the default";
+  EXPECT_TRUE(cfg.models[1].batch_calls);
+}
+
 TEST(LoadConfig, DefaultDeadlineMustNotExceedMax) {
   std::vector<config_problem> problems;
   load_string("[scheduler]\ndefault_deadline_ms = 5000\nmax_deadline_ms = 1000\n", "d.toml",

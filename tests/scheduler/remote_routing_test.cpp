@@ -607,6 +607,33 @@ TEST_F(RemoteRouting, AnIdleSourceGetsAPartialBatchAtOnce) {
   EXPECT_EQ(batches[0].items.size(), 1u);
 }
 
+TEST_F(RemoteRouting, ASourceThatWaitsWhenIdleGathersConcurrentRequestsIntoOneCall) {
+  // A local generator: its calls decode together, so the first of four concurrent one-call
+  // requests must not start alone.
+  auto spec = embedder(5ms);
+  spec.wait_when_idle = true;
+  core_.add_source(spec);
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, embed_items(1, "a")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "idle, yet it waits for company";
+  ASSERT_TRUE(core_.next_wakeup().has_value());
+  EXPECT_EQ(*core_.next_wakeup(), clock_.now() + 5ms);
+  clock_.advance(2ms);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, embed_items(1, "b")).admitted());
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, embed_items(1, "c")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  clock_.advance(3ms);
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].items.size(), 3u) << "the three requests share one call";
+  // A full batch goes at once, window or not.
+  ok(batches[0], 0.5);
+  ASSERT_EQ(core_.take_finished().size(), 3u);
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 10s, embed_items(4, "d")).admitted());
+  auto full = core_.dispatch();
+  ASSERT_EQ(full.size(), 1u);
+  EXPECT_EQ(full[0].items.size(), 4u);
+}
+
 TEST_F(RemoteRouting, ABusySourceCollectsItemsThatTrickleInUntilTheWindowEnds) {
   core_.add_source(embedder(5ms));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, embed_items(1, "a")).admitted());
