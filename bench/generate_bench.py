@@ -10,8 +10,9 @@ safetensors (f32). Prompts are ChatML-rendered texts, tokenized by the tokenizer
 byte-level BPE (token ids below 705, so the same ids reach both sides); both decode greedily
 for `--new-tokens` tokens per prompt: one prompt at a time, then all at once (Arbiter: the
 requests sent together, so the worker decodes them in one left-padded batch; transformers: one
-left-padded `generate` call). The table gives generated tokens, seconds and tokens/s per run and
-the ratio to transformers one prompt at a time. Needs build/arbiter,
+left-padded `generate` call). The table gives generated tokens, seconds and tokens/s per run,
+the ratio to transformers one prompt at a time on one thread, and Arbiter's ratio to the same
+shape on transformers at its default thread count (one at a time; one batch). Needs build/arbiter,
 `pip install torch transformers tokenizers`; writes the model under $TMPDIR/arbiter_gen_bench.
 
     python3 bench/generate_bench.py --layers 4 --prompts 4 --new-tokens 32
@@ -128,15 +129,22 @@ def main():
     rows.append((f"transformers-{torch.get_num_threads()}, one batch",
                  time.perf_counter() - start, generated))
 
-    base = rows[2][2] / rows[2][1]
+    def rate(row):
+        return row[2] / row[1]
+    base = rate(rows[2])
+    # The same shape on transformers at its default thread count: one at a time for Arbiter's
+    # one-at-a-time run, the batched generate for Arbiter's concurrent calls.
+    peers = {0: rows[3], 1: rows[4]}
     print(f"Qwen3 width 0.6B, {args.layers} layers, random f32 weights; {args.prompts} prompts of "
           f"~{sum(map(len, prompt_ids)) // len(prompt_ids)} tokens, greedy, up to "
           f"{args.new_tokens} new tokens each\n")
-    print("| run | generated tokens | seconds | tokens/s | × transformers-1 |")
-    print("|---|---|---|---|---|")
-    for name, seconds, generated in rows:
-        print(f"| {name} | {generated} | {seconds:.2f} | {generated / seconds:.1f} | "
-              f"{generated / seconds / base:.2f} |")
+    print("| run | generated tokens | seconds | tokens/s | × transformers-1 | × transformers, same shape |")
+    print("|---|---|---|---|---|---|")
+    for k, row in enumerate(rows):
+        name, seconds, generated = row
+        same = f"{rate(row) / rate(peers[k]):.2f}" if k in peers else ""
+        print(f"| {name} | {generated} | {seconds:.2f} | {rate(row):.1f} | {rate(row) / base:.2f} | "
+              f"{same} |")
     (REPO / "bench" / "results" / "generate_bench.json").write_text(
         json.dumps({"args": vars(args), "rows": rows}, indent=1))
 
