@@ -31,13 +31,26 @@ bool json_body_reader::finish(codec_error& err) {
   return true;
 }
 
+bool field_names::add(std::string_view key, const std::string& where, codec_error& err) {
+  for (const auto& name : seen_) {
+    if (name == key) {
+      auto field = where == "body" ? std::string{key} : where + "." + std::string{key};
+      err = {400, field, field + ": given twice"};
+      return false;
+    }
+  }
+  seen_.emplace_back(key);
+  return true;
+}
+
 bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_view& key,
-                ondemand::value& value, const std::string& where, codec_error& err) {
+                ondemand::value& value, const std::string& where, codec_error& err,
+                field_names* seen) {
   if (field.unescaped_key().get(key) || field.value().get(value)) {
     err = {400, where, where + ": malformed JSON"};
     return false;
   }
-  return true;
+  return seen == nullptr || seen->add(key, where, err);
 }
 
 bool read_type(ondemand::value& value, ondemand::json_type& type, const std::string& field,

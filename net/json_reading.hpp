@@ -33,10 +33,24 @@ private:
   ondemand::document doc_;
 };
 
+/// The keys of one object seen so far, so that a key given twice is refused rather than read
+/// twice (two "items" lists would be concatenated past `max_batch_items`) or last-wins.
+class field_names {
+public:
+  /// False with `err` (400, "KEY: given twice", the field named under `where`) when `key`
+  /// was seen before.
+  bool add(std::string_view key, const std::string& where, codec_error& err);
+
+private:
+  std::vector<std::string> seen_;
+};
+
 /// The next field of an object being iterated: its (unescaped) key and value; false with
-/// `err` naming `where` when the JSON there is malformed.
+/// `err` naming `where` when the JSON there is malformed, or, with `seen`, when the key was
+/// given before in the same object.
 bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_view& key,
-                ondemand::value& value, const std::string& where, codec_error& err);
+                ondemand::value& value, const std::string& where, codec_error& err,
+                field_names* seen = nullptr);
 
 /// The JSON type of `value`; false with `err` ("FIELD: malformed value") when it has none.
 bool read_type(ondemand::value& value, ondemand::json_type& type, const std::string& field,

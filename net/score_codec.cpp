@@ -16,10 +16,11 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
   bool has_solution = false;
   bool has_ground_truth = false;
   bool has_reward = false;
+  field_names seen;
   for (auto field : object) {
     std::string_view key;
     ondemand::value value;
-    if (!read_field(field, key, value, prefix, err)) {
+    if (!read_field(field, key, value, prefix, err, &seen)) {
       return false;
     }
     auto name = prefix + "." + std::string{key};
@@ -193,10 +194,11 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   out.priority = ctx.default_priority;
   out.deadline = ctx.default_deadline;
   bool has_items = false;
+  field_names seen;
   for (auto field : root) {
     std::string_view key;
     ondemand::value value;
-    if (!read_field(field, key, value, "body", err)) {
+    if (!read_field(field, key, value, "body", err, &seen)) {
       return false;
     }
     if (key == "items") {

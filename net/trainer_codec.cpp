@@ -102,10 +102,11 @@ bool read_messages(ondemand::value value, std::string& prompt, std::string& ques
     std::string role;
     bool has_role = false;
     std::string text;
+    field_names seen;
     for (auto f : message) {
       std::string_view key;
       ondemand::value v;
-      if (!read_field(f, key, v, field, err)) {
+      if (!read_field(f, key, v, field, err, &seen)) {
         return false;
       }
       if (key == "role") {
@@ -221,10 +222,11 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
   bool has_query = false;
   bool has_prompts = false;
   bool has_labels = false;
+  field_names seen;
   for (auto field : root) {
     std::string_view key;
     ondemand::value value;
-    if (!read_field(field, key, value, "body", err)) {
+    if (!read_field(field, key, value, "body", err, &seen)) {
       return false;
     }
     // A null list counts as absent.
@@ -328,10 +330,11 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
   bool has_response = false;
   std::string prompt;
   std::string question;
+  field_names seen;
   for (auto field : root) {
     std::string_view key;
     ondemand::value value;
-    if (!read_field(field, key, value, "body", err)) {
+    if (!read_field(field, key, value, "body", err, &seen)) {
       return false;
     }
     if (key == "response") {

@@ -121,6 +121,7 @@ TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
                                         {R"({"query":["a"],"labels":[null]})", "labels[0]", 400},
                                         {R"({"query":["a"],"labels":"a"})", "labels", 400},
                                         {R"({"query":["a"]} [])", "body", 400},
+                                        {R"({"query":["a"],"query":["b"]})", "query", 400},
                                         {R"({"query":["a","b","c","d"]})", "query", 413},
                                         {"nope", "body", 400}}) {
     std::vector<score_item> items;
@@ -187,6 +188,9 @@ TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
   EXPECT_FALSE(decode_slime_request(R"({"prompt":7,"response":"r"})", reward("lexical"), item,
                                     err));
   EXPECT_EQ(err.field, "prompt");
+  EXPECT_FALSE(decode_slime_request(R"({"response":"r","response":"s"})", reward("lexical"), item,
+                                    err));
+  EXPECT_EQ(err.message, "response: given twice");
 }
 
 TEST(SlimeResponse, ANumberOrAnObjectWithFixedKeys) {

@@ -165,6 +165,26 @@ TEST_F(ScoreCodec, TakesNumbersAsReferencesTheWayPythonsStrWritesThem) {
   EXPECT_EQ(out.items[3].ground_truth, std::vector<std::string>{"inf"});
 }
 
+TEST_F(ScoreCodec, RefusesAKeyGivenTwice) {
+  // Two "items" lists were concatenated, past max_batch_items; other keys were last-wins.
+  const std::string item = R"({"reward": "lexical", "solution_str": "a", "ground_truth": "a"})";
+  auto err = refusal(R"({"items": [)" + item + R"(], "items": [)" + item + "]}");
+  EXPECT_EQ(err.status, 400u);
+  EXPECT_EQ(err.field, "items");
+  EXPECT_EQ(err.message, "items: given twice");
+  err = refusal(R"({"items": [{"reward": "lexical", "solution_str": "a", "solution_str": "b",
+                   "ground_truth": "a"}]})");
+  EXPECT_EQ(err.field, "items[0].solution_str");
+  EXPECT_EQ(err.message, "items[0].solution_str: given twice");
+  err = refusal(R"({"items": [)" + item + R"(], "deadline_ms": 5, "deadline_ms": 9000})");
+  EXPECT_EQ(err.field, "deadline_ms");
+  // The same key in sibling objects is no repeat.
+  score_request_body out;
+  ASSERT_TRUE(decode_score_request(R"({"items": [)" + item + "," + item + "]}", ctx_, out, err))
+    << err.message;
+  EXPECT_EQ(out.items.size(), 2u);
+}
+
 TEST_F(ScoreCodec, RefusesInvalidUtf8) {
   auto err = refusal("{\"items\": [{\"reward\":\"lexical\",\"solution_str\":\"\xff\xfe\","
                      "\"ground_truth\":\"b\"}]}");
