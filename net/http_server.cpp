@@ -3,9 +3,12 @@
 #include <utility>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <optional>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
@@ -32,12 +35,24 @@ struct http_server::impl {
   std::atomic<bool> draining{false};
   std::mutex sessions_mutex;
   std::vector<std::weak_ptr<http_session>> sessions;
+  /// Accept failures (out of file descriptors, above all) retry after a growing pause rather
+  /// than at once, and are logged once per `accept_log_every`.
+  asio::steady_timer accept_pause;
+  std::chrono::milliseconds accept_backoff{0};
+  std::chrono::steady_clock::time_point accept_logged{};
+  uint64_t accept_failures_unlogged = 0;
 
   impl(asio::io_context& io, const config::server_config& c, request_handler& r,
        http_metrics& m)
     : ioc(io), cfg(c), routes(r), metrics(m),
-      acceptor_storage(std::in_place, asio::make_strand(io)), acceptor(*acceptor_storage) {
+      acceptor_storage(std::in_place, asio::make_strand(io)), acceptor(*acceptor_storage),
+      accept_pause(acceptor.get_executor()) {
   }
+
+  /// Closes the longest-open connection that is waiting for a request (or still receiving
+  /// one's headers), to make room for a new one. False when every connection has a request
+  /// in flight.
+  bool evict_idle();
 };
 
 /// One client connection. Reads a request, hands it to the router, writes the reply, and
@@ -45,8 +60,9 @@ struct http_server::impl {
 /// connection; the next is read after the reply is written.
 class http_session : public std::enable_shared_from_this<http_session> {
 public:
-  http_session(tcp::socket&& socket, http_server& server)
-    : stream_(std::move(socket)), server_(server), impl_(*server.impl_) {
+  http_session(tcp::socket&& socket, http_server& server, bool over_capacity = false)
+    : stream_(std::move(socket)), server_(server), impl_(*server.impl_),
+      over_capacity_(over_capacity) {
     ++server_.open_;
     impl_.metrics.connections.Increment();
   }
@@ -61,7 +77,13 @@ public:
                    [self = shared_from_this()] { self->read_header(); });
   }
 
-  /// Closes the connection if it waits for a request (used when draining).
+  /// Whether a request is being handled (read in full, not yet answered).
+  bool busy() const noexcept {
+    return busy_.load();
+  }
+
+  /// Closes the connection if it waits for a request (used when draining, and to make room
+  /// under `server.max_connections`).
   void close_if_idle() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
       if (!self->busy_) {
@@ -78,10 +100,30 @@ private:
       return close();
     }
     busy_ = false;
+    started_ = false;
     parser_.emplace();
     parser_->body_limit(impl_.cfg.max_body_bytes);
     parser_->header_limit(64 * 1024);
-    stream_.expires_after(impl_.cfg.idle_timeout);
+    if (buffer_.size() > 0) {
+      return read_request();
+    }
+    // An idle connection may wait `idle_timeout` for its next request's first bytes (a
+    // connection over the cap only `read_timeout`); from there the whole request must arrive
+    // within `read_timeout`, so a client trickling its headers is cut off at that.
+    stream_.expires_after(over_capacity_ ? impl_.cfg.read_timeout : impl_.cfg.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(16 * 1024),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) {
+                                return self->on_read_error(ec);
+                              }
+                              self->buffer_.commit(n);
+                              self->read_request();
+                            });
+  }
+
+  void read_request() {
+    started_ = true;
+    stream_.expires_after(impl_.cfg.read_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               self->on_header(ec);
@@ -106,7 +148,6 @@ private:
       }
       return on_body(ec);
     }
-    stream_.expires_after(impl_.cfg.read_timeout);
     // Clients such as curl ask before sending a large body, and wait a second if not told.
     if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
       auto res = std::make_shared<http::response<http::empty_body>>(http::status::continue_,
@@ -138,6 +179,18 @@ private:
     keep_alive_ = req.keep_alive();
     version_ = req.version();
     stream_.expires_never();
+    if (over_capacity_) {
+      impl_.routes.count_protocol_error("too_many_connections", 503);
+      keep_alive_ = false;
+      http_reply r;
+      r.status = 503;
+      r.headers.emplace_back("Retry-After", "1");
+      r.body = encode_error("server_busy",
+                            std::to_string(impl_.cfg.max_connections)
+                              + " connections are open (server.max_connections), each with a "
+                                "request in flight; retry shortly");
+      return write(std::move(r));
+    }
     auto self = shared_from_this();
     auto defer = [self](std::function<void()> fn) {
       asio::post(self->stream_.get_executor(), [self, fn = std::move(fn)] {
@@ -179,7 +232,7 @@ private:
       return close();
     }
     if (ec == beast::error::timeout) {
-      if (busy_) {
+      if (busy_ || started_) {
         impl_.routes.count_protocol_error("read_timeout", 408);
       }
       return close();
@@ -237,7 +290,12 @@ private:
   http_server::impl& impl_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  bool busy_ = false;
+  std::atomic<bool> busy_{false};
+  /// True once the current request's first bytes have arrived.
+  bool started_ = false;
+  /// Accepted beyond `server.max_connections` with no idle connection to close: its one
+  /// request is answered 503.
+  bool over_capacity_ = false;
   /// True while code runs on this connection's strand on behalf of a request.
   bool on_strand_ = false;
   bool keep_alive_ = true;
@@ -282,22 +340,37 @@ void http_server::start() {
   asio::dispatch(impl_->acceptor.get_executor(), [this] { accept_next(); });
 }
 
+bool http_server::impl::evict_idle() {
+  std::lock_guard<std::mutex> guard{sessions_mutex};
+  for (auto& weak : sessions) {
+    if (auto session = weak.lock(); session && !session->busy()) {
+      session->close_if_idle();
+      weak.reset();
+      return true;
+    }
+  }
+  return false;
+}
+
 void http_server::accept_next() {
   auto& im = *impl_;
   im.acceptor.async_accept(
     asio::make_strand(im.ioc), [this, &im](beast::error_code ec, tcp::socket socket) {
       if (ec) {
-        if (ec != asio::error::operation_aborted && !im.draining) {
-          log::warn("accept failed: ", ec.message());
-          accept_next();
+        if (ec == asio::error::operation_aborted || im.draining) {
+          return;
         }
-        return;
+        return accept_failed(ec);
       }
+      im.accept_backoff = std::chrono::milliseconds{0};
       if (im.draining) {
         return;
       }
       socket.set_option(tcp::no_delay(true), ec);
-      auto session = std::make_shared<http_session>(std::move(socket), *this);
+      // Beyond the cap, the longest-open idle connection makes room; when every connection
+      // has a request in flight, the newcomer's request is answered 503.
+      bool over = open_.load() >= im.cfg.max_connections && !im.evict_idle();
+      auto session = std::make_shared<http_session>(std::move(socket), *this, over);
       {
         std::lock_guard<std::mutex> guard{im.sessions_mutex};
         auto& list = im.sessions;
@@ -311,6 +384,39 @@ void http_server::accept_next() {
     });
 }
 
+void http_server::accept_failed(const boost::system::error_code& ec) {
+  auto& im = *impl_;
+  // Out of file descriptors the same accept fails again at once: pause (10 ms doubling to
+  // 1 s) and free a descriptor by closing an idle connection; log once per 10 s.
+  const bool no_descriptors = ec == asio::error::no_descriptors
+                              || ec.value() == ENFILE || ec.value() == EMFILE;
+  if (no_descriptors) {
+    im.evict_idle();
+  }
+  im.accept_backoff = std::clamp(im.accept_backoff * 2, std::chrono::milliseconds{10},
+                                 std::chrono::milliseconds{1000});
+  auto now = std::chrono::steady_clock::now();
+  if (now - im.accept_logged >= std::chrono::seconds{10}) {
+    log::warn("accept failed: ", ec.message(),
+              no_descriptors ? " (out of file descriptors: lower server.max_connections or "
+                               "raise the open-files limit)"
+                             : "",
+              im.accept_failures_unlogged > 0
+                ? "; " + std::to_string(im.accept_failures_unlogged) + " more since the last report"
+                : std::string{});
+    im.accept_logged = now;
+    im.accept_failures_unlogged = 0;
+  } else {
+    ++im.accept_failures_unlogged;
+  }
+  im.accept_pause.expires_after(im.accept_backoff);
+  im.accept_pause.async_wait([this, &im](beast::error_code e) {
+    if (!e && !im.draining) {
+      accept_next();
+    }
+  });
+}
+
 void http_server::shutdown() {
   impl_->acceptor_storage.reset();
 }
@@ -320,6 +426,7 @@ void http_server::begin_drain() {
   im->draining = true;
   asio::post(im->acceptor.get_executor(), [im] {
     beast::error_code ignored;
+    im->accept_pause.cancel();
     im->acceptor.close(ignored);
   });
   std::lock_guard<std::mutex> guard{im->sessions_mutex};

@@ -19,8 +19,10 @@ namespace arbiter::net {
 
 class http_session;
 
-/// The Beast HTTP/1.1 server: accepts connections, reads requests (keep-alive, body-size
-/// limit, read and idle timeouts) and hands them to a request handler (the router, or a
+/// The Beast HTTP/1.1 server: accepts connections (at most `max_connections`: beyond it the
+/// longest-open idle connection is closed, or the newcomer answered 503; accept failures back
+/// off), reads requests (keep-alive, body-size limit, `idle_timeout` for a request's first
+/// bytes and `read_timeout` for the rest) and hands them to a request handler (the router, or a
 /// worker node's status routes). Each connection runs on its own strand, so any number of io
 /// threads may run the io_context.
 class http_server {
@@ -61,6 +63,7 @@ private:
   struct impl;
 
   void accept_next();
+  void accept_failed(const boost::system::error_code& ec);
 
   std::unique_ptr<impl> impl_;
   uint16_t port_ = 0;

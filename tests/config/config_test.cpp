@@ -61,6 +61,7 @@ void expect_same_config(const arbiter_config& a, const arbiter_config& b) {
   EXPECT_EQ(a.server.max_batch_items, b.server.max_batch_items);
   EXPECT_EQ(a.server.read_timeout, b.server.read_timeout);
   EXPECT_EQ(a.server.idle_timeout, b.server.idle_timeout);
+  EXPECT_EQ(a.server.max_connections, b.server.max_connections);
   EXPECT_EQ(a.scheduler.threads, b.scheduler.threads);
   EXPECT_EQ(a.scheduler.policy, b.scheduler.policy);
   EXPECT_EQ(a.scheduler.default_deadline, b.scheduler.default_deadline);
@@ -127,6 +128,7 @@ max_body_bytes = 2048
 max_batch_items = 10
 read_timeout_ms = 1500
 idle_timeout_ms = 2500
+max_connections = 300
 
 [scheduler]
 threads = 5
@@ -171,6 +173,7 @@ squad = "squad_em"
   EXPECT_EQ(cfg.server.max_batch_items, 10u);
   EXPECT_EQ(cfg.server.read_timeout, 1500ms);
   EXPECT_EQ(cfg.server.idle_timeout, 2500ms);
+  EXPECT_EQ(cfg.server.max_connections, 300u);
   EXPECT_EQ(cfg.scheduler.threads, 5u);
   EXPECT_EQ(cfg.scheduler.default_deadline, 100ms);
   EXPECT_EQ(cfg.scheduler.max_deadline, 200ms);
@@ -607,7 +610,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 51u);
+  EXPECT_EQ(vars.size(), 52u);
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();

@@ -1,0 +1,150 @@
+"""The ingress under careless and hostile clients: headers trickled byte by byte, more idle
+connections than the cap, a process short of file descriptors, and every connection busy."""
+import resource
+import socket
+import subprocess
+import threading
+import time
+
+from conftest import ARBITER_BIN, start_server
+from arbiter_testing import Server, read_listening_line
+
+
+def _open(server, n):
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection((server.host, server.port), timeout=5)
+        socks.append(s)
+    return socks
+
+
+def _closed_by_peer(sock, wait):
+    """True when the server closes `sock` within `wait` seconds."""
+    sock.settimeout(wait)
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+def _timed_health(server):
+    start = time.monotonic()
+    status, _, _ = server.request("GET", "/health")
+    return status, time.monotonic() - start
+
+
+def test_headers_trickled_byte_by_byte_are_cut_off_at_read_timeout(make_server):
+    s = make_server("[server]\nread_timeout_ms = 1000\nidle_timeout_ms = 60000\n")
+    slow = socket.create_connection((s.host, s.port), timeout=5)
+    idle = socket.create_connection((s.host, s.port), timeout=5)
+    start = time.monotonic()
+    closed_at = None
+    for byte in b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n":
+        try:
+            slow.sendall(bytes([byte]))
+        except (BrokenPipeError, ConnectionResetError):
+            closed_at = time.monotonic() - start
+            break
+        if _closed_by_peer(slow, 0.2):
+            closed_at = time.monotonic() - start
+            break
+        if time.monotonic() - start > 5:
+            break
+    assert closed_at is not None, "a connection trickling its headers was never cut off"
+    assert 0.9 <= closed_at <= 2.5, closed_at
+    # A connection that has sent nothing is idle, not slow: it waits for idle_timeout_ms.
+    assert not _closed_by_peer(idle, 0.1)
+    status, _, body = s.request("GET", "/metrics")
+    assert status == 200
+    assert 'arbiter_rejections_total{reason="read_timeout"} 1' in body
+    assert s.request("GET", "/health")[0] == 200
+
+
+def test_beyond_max_connections_the_oldest_idle_connection_makes_room(make_server):
+    s = make_server("[server]\nmax_connections = 20\n")
+    idle = _open(s, 50)
+    time.sleep(0.3)
+    status, took = _timed_health(s)
+    assert status == 200 and took < 1.0, took
+    # The first ones were closed to make room for the later ones; the latest still stand.
+    assert _closed_by_peer(idle[0], 2.0)
+    assert not _closed_by_peer(idle[-1], 0.1)
+    status, _, body = s.request("GET", "/metrics")
+    open_now = [line for line in body.splitlines() if line.startswith("arbiter_http_connections ")]
+    assert open_now and float(open_now[0].split()[1]) <= 21, open_now
+    for sock in idle:
+        sock.close()
+
+
+def test_every_connection_busy_answers_the_newcomer_503(make_server, provider):
+    slow = provider("--latency-median-ms", "2500", "--latency-p99-ms", "2600")
+    s = make_server("[server]\nmax_connections = 2\n",
+                    env={"LLM_JUDGE_SERVER_URL": slow.url, "LLM_JUDGE_MODEL": "m"})
+    judge = {"items": [{"reward": "judge", "solution_str": "4", "ground_truth": "4",
+                        "extra_info": {"problem": "2 + 2?"}}], "deadline_ms": 20000}
+    results = []
+
+    def busy():
+        results.append(s.score(judge)[0])
+
+    threads = [threading.Thread(target=busy) for _ in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(0.8)
+    status, headers, body = s.score(judge)
+    assert status == 503, body
+    assert body["error"]["code"] == "server_busy"
+    assert "server.max_connections" in body["error"]["message"]
+    assert headers["retry-after"] == "1"
+    for t in threads:
+        t.join()
+    assert results == [200, 200], "the connections in flight are answered"
+    assert s.score(judge)[0] == 200, "room again once they are"
+
+
+def test_short_of_file_descriptors_health_answers_and_the_log_stays_quiet(tmp_path):
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    log = open(tmp_path / "stderr.log", "w+")
+    env = {"ARBITER_DEFAULT_EMBEDDER_DIR": "", "ARBITER_NVML_LIBRARY": "/nonexistent",
+           "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([ARBITER_BIN, "serve", "--port", "0"], stdout=subprocess.PIPE,
+                            stderr=log, env=env, text=True, preexec_fn=limit)
+    try:
+        _, host, port = read_listening_line(proc)
+        s = Server(proc, host, port)
+        socks = _open(s, 400)
+        time.sleep(1.0)
+        status, took = _timed_health(s)
+        assert status == 200 and took < 1.0, took
+        for sock in socks:
+            sock.close()
+        assert s.stop() == 0
+        log.seek(0)
+        lines = log.read().splitlines()
+        assert any("server.max_connections lowered from 4096 to 128" in l for l in lines), lines
+        assert len([l for l in lines if "accept failed" in l]) <= 3, lines[-10:]
+        assert len(lines) < 20, lines[-10:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def test_a_key_given_twice_is_refused_naming_it(server):
+    item = '{"reward": "lexical", "solution_str": "a", "ground_truth": "a"}'
+    items = "[" + ",".join([item] * 8) + "]"
+    body = '{"items": ' + items + ', "items": ' + items + "}"
+    status, _, reply = server.request("POST", "/v1/score", body,
+                                      {"Content-Type": "application/json"})
+    assert status == 400, reply
+    assert reply["error"]["message"] == "items: given twice"
+    status, _, reply = server.request("POST", "/remote_rm?reward=lexical",
+                                      '{"query": ["a"], "query": ["b"]}')
+    assert status == 400 and "query: given twice" in str(reply), reply
+    assert server.score({"items": [{"reward": "lexical", "solution_str": "a",
+                                    "ground_truth": "a"}]})[0] == 200
