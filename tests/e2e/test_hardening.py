@@ -65,7 +65,6 @@ def test_headers_trickled_byte_by_byte_are_cut_off_at_read_timeout(make_server):
 def test_beyond_max_connections_the_oldest_idle_connection_makes_room(make_server):
     s = make_server("[server]\nmax_connections = 20\n")
     idle = _open(s, 50)
-    time.sleep(0.3)
     status, took = _timed_health(s)
     assert status == 200 and took < 1.0, took
     # The first ones were closed to make room for the later ones; the latest still stand.
@@ -82,18 +81,24 @@ def test_every_connection_busy_answers_the_newcomer_503(make_server, provider):
     slow = provider("--latency-median-ms", "2500", "--latency-p99-ms", "2600")
     s = make_server("[server]\nmax_connections = 2\n",
                     env={"LLM_JUDGE_SERVER_URL": slow.url, "LLM_JUDGE_MODEL": "m"})
-    judge = {"items": [{"reward": "judge", "solution_str": "4", "ground_truth": "4",
-                        "extra_info": {"problem": "2 + 2?"}}], "deadline_ms": 20000}
+    def judge(k):
+        # Distinct items, so that the two calls are not coalesced into one.
+        return {"items": [{"reward": "judge", "solution_str": f"{k}", "ground_truth": "4",
+                           "extra_info": {"problem": "2 + 2?"}}], "deadline_ms": 20000}
     results = []
 
-    def busy():
-        results.append(s.score(judge)[0])
+    def busy(k):
+        results.append(s.score(judge(k))[0])
 
-    threads = [threading.Thread(target=busy) for _ in range(2)]
+    threads = [threading.Thread(target=busy, args=(k,)) for k in range(2)]
     for t in threads:
         t.start()
-    time.sleep(0.8)
-    status, headers, body = s.score(judge)
+    # Both requests are in flight once the provider holds both calls.
+    give_up = time.monotonic() + 5
+    while slow.stats()["in_flight"] < 2:
+        assert time.monotonic() < give_up, slow.stats()
+        time.sleep(0.02)
+    status, headers, body = s.score(judge(2))
     assert status == 503, body
     assert body["error"]["code"] == "server_busy"
     assert "server.max_connections" in body["error"]["message"]
@@ -101,7 +106,7 @@ def test_every_connection_busy_answers_the_newcomer_503(make_server, provider):
     for t in threads:
         t.join()
     assert results == [200, 200], "the connections in flight are answered"
-    assert s.score(judge)[0] == 200, "room again once they are"
+    assert s.score(judge(3))[0] == 200, "room again once they are"
 
 
 def test_short_of_file_descriptors_health_answers_and_the_log_stays_quiet(tmp_path):
