@@ -33,6 +33,9 @@ enum class field_type : uint8_t {
   number,
   /// true or false (environment: true, false, 1, 0).
   boolean,
+  /// A string of comma-separated entries; TOML also takes an array of strings (joined with
+  /// commas, so no entry may hold one).
+  string_list,
 };
 
 /// One scalar configuration field: where it lives in TOML, what it accepts, how to read and
@@ -73,6 +76,14 @@ constexpr field_descriptor str_field(std::string_view path, int64_t min_length,
                                      std::string_view doc) {
   return field_descriptor{path, field_type::string, min_length, 0, nullptr, nullptr, get, set,
                           doc};
+}
+
+/// Shorthand for a comma-separated list field descriptor.
+constexpr field_descriptor list_field(std::string_view path,
+                                      const std::string& (*get)(const arbiter_config&),
+                                      void (*set)(arbiter_config&, std::string),
+                                      std::string_view doc) {
+  return field_descriptor{path, field_type::string_list, 0, 0, nullptr, nullptr, get, set, doc};
 }
 
 /// Shorthand for a float field descriptor.
@@ -151,6 +162,31 @@ const std::vector<field_descriptor>& scalar_fields() {
             c.server.max_connections = static_cast<uint32_t>(v);
           },
           "Most client connections open at once"),
+      list_field(
+          "server.api_keys",
+          [](const arbiter_config& c) -> const std::string& { return c.server.api_keys; },
+          [](arbiter_config& c, std::string v) { c.server.api_keys = std::move(v); },
+          "Keys clients send as Authorization: Bearer KEY, comma-separated"),
+      str_field(
+          "server.api_key_file", 0,
+          [](const arbiter_config& c) -> const std::string& { return c.server.api_key_file; },
+          [](arbiter_config& c, std::string v) { c.server.api_key_file = std::move(v); },
+          "File with more keys, one per line"),
+      bool_field(
+          "server.allow_unauthenticated",
+          [](const arbiter_config& c) { return c.server.allow_unauthenticated ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.server.allow_unauthenticated = v != 0.0; },
+          "Allow a non-loopback host with no API keys"),
+      bool_field(
+          "server.metrics_public",
+          [](const arbiter_config& c) { return c.server.metrics_public ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.server.metrics_public = v != 0.0; },
+          "GET /metrics answers without a key"),
+      bool_field(
+          "server.info_public",
+          [](const arbiter_config& c) { return c.server.info_public ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.server.info_public = v != 0.0; },
+          "GET /info answers without a key"),
       // [scheduler]
       int_field(
           "scheduler.threads", 0, max_u32,
@@ -549,9 +585,32 @@ void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_
     set_int_checked(field, value->get(), where, cfg, problems);
     return;
   }
+  if (field.type == field_type::string_list) {
+    if (const auto* array = node.as_array()) {
+      std::string joined;
+      for (size_t i = 0; i < array->size(); ++i) {
+        const auto* entry = array->get(i)->as_string();
+        const std::string at = where + "[" + std::to_string(i) + "]";
+        if (entry == nullptr) {
+          problems.push_back({at, wrong_type("a string", *array->get(i))});
+          return;
+        }
+        if (entry->get().find(',') != std::string::npos) {
+          problems.push_back({at, "must not contain a comma"});
+          return;
+        }
+        joined += (i == 0 ? "" : ",") + entry->get();
+      }
+      field.set_str(cfg, std::move(joined));
+      return;
+    }
+  }
   const auto* value = node.as_string();
   if (value == nullptr) {
-    problems.push_back({where, wrong_type("a string", node)});
+    problems.push_back({where, wrong_type(field.type == field_type::string_list
+                                            ? "a string or an array of strings"
+                                            : "a string",
+                                          node)});
     return;
   }
   set_str_checked(field, value->get(), where, cfg, problems);
@@ -1044,6 +1103,64 @@ bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+bool is_valid_api_key(const std::string& key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
+    return ch > ' ' && ch < 0x7f && ch != ',';
+  });
+}
+
+std::vector<std::string> split_api_keys(const std::string& keys) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= keys.size()) {
+    size_t end = keys.find(',', begin);
+    if (end == std::string::npos) {
+      end = keys.size();
+    }
+    std::string key = keys.substr(begin, end - begin);
+    const auto first = key.find_first_not_of(" \t");
+    const auto last = key.find_last_not_of(" \t");
+    if (first != std::string::npos) {
+      out.push_back(key.substr(first, last - first + 1));
+    }
+    begin = end + 1;
+  }
+  return out;
+}
+
+bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
+                       std::string& error) {
+  std::ifstream in{path};
+  if (!in) {
+    error = "cannot read " + quoted(path) + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string line;
+  size_t line_number = 0;
+  size_t found = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') {
+      continue;
+    }
+    const auto last = line.find_last_not_of(" \t\r");
+    std::string key = line.substr(first, last - first + 1);
+    if (!is_valid_api_key(key)) {
+      error = quoted(path) + " line " + std::to_string(line_number) +
+              ": a key is one token of visible ASCII with no comma";
+      return false;
+    }
+    keys.push_back(std::move(key));
+    ++found;
+  }
+  if (found == 0) {
+    error = quoted(path) + " holds no key";
+    return false;
+  }
+  return true;
+}
+
 namespace {
 
 bool is_class_name_char(char ch) {
@@ -1252,7 +1369,7 @@ void apply_environment(arbiter_config& cfg,
     if (!value) {
       continue;
     }
-    if (field.type == field_type::string) {
+    if (field.type == field_type::string || field.type == field_type::string_list) {
       set_str_checked(field, std::move(*value), name, cfg, problems);
       continue;
     }
@@ -1284,6 +1401,12 @@ void apply_environment(arbiter_config& cfg,
       problems.push_back({name, "expected an integer, got " + quoted(*value)});
     } else {
       set_int_checked(field, *number, name, cfg, problems);
+    }
+  }
+  // The short name the deployment docs use; the field's own variable wins when both are set.
+  if (!env(env_name("server.api_keys"))) {
+    if (auto keys = env("ARBITER_API_KEYS")) {
+      cfg.server.api_keys = std::move(*keys);
     }
   }
   apply_source_shorthands(cfg, env, problems);
@@ -1343,6 +1466,32 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                         "required when cluster.host is not a loopback address (got " +
                             quoted(cl.host) +
                             "): without certificates anyone who reaches the port could join"});
+  }
+
+  // The ingress's keys.
+  const auto& server = cfg.server;
+  for (const auto& key : split_api_keys(server.api_keys)) {
+    if (!is_valid_api_key(key)) {
+      problems.push_back({"server.api_keys",
+                          "a key is one token of visible ASCII (no spaces or commas)"});
+      break;
+    }
+  }
+  if (!server.api_key_file.empty()) {
+    std::vector<std::string> from_file;
+    std::string error;
+    if (!read_api_key_file(server.api_key_file, from_file, error)) {
+      problems.push_back({"server.api_key_file", error});
+    }
+  }
+  const bool keyed = !split_api_keys(server.api_keys).empty() || !server.api_key_file.empty();
+  if (!keyed && !server.allow_unauthenticated && !is_loopback_host(server.host)) {
+    problems.push_back({"server.api_keys",
+                        "required when server.host is not a loopback address (got " +
+                            quoted(server.host) +
+                            "): without keys anyone who reaches the port spends the provider "
+                            "keys; set server.api_keys, ARBITER_API_KEYS or server.api_key_file, "
+                            "or server.allow_unauthenticated = true"});
   }
 
   // Priority classes.

@@ -57,6 +57,19 @@ struct server_config {
   /// closed to make room, or, when every one has a request in flight, the newcomer's request
   /// is answered 503. Lowered at start to fit the open-files limit.
   uint32_t max_connections = 4096;
+  /// Keys a client must send as `Authorization: Bearer KEY`, comma-separated (TOML also takes
+  /// an array of strings). Empty, with `api_key_file` empty too, means no key is asked for.
+  std::string api_keys;
+  /// A file holding more keys, one per line (`#` comments and blank lines skipped), read at
+  /// start: keeps keys out of the configuration file (a Kubernetes Secret, say).
+  std::string api_key_file;
+  /// Whether binding a non-loopback `host` with no keys is allowed. Without it, such a
+  /// configuration is refused: anyone who reached the port could spend the provider keys.
+  bool allow_unauthenticated = false;
+  /// Whether `GET /metrics` answers without a key (Prometheus scrapers often send none).
+  bool metrics_public = true;
+  /// Whether `GET /info` answers without a key (it names sources, endpoints and their errors).
+  bool info_public = false;
 };
 
 /// The scheduler actor and its admission control.
@@ -318,6 +331,18 @@ arbiter_config embedded_default();
 
 /// Whether `host` names this machine's loopback interface ("localhost", "127.x.y.z", "::1").
 bool is_loopback_host(const std::string& host);
+
+/// `server.api_keys` split at its commas (blanks trimmed, empty entries dropped).
+std::vector<std::string> split_api_keys(const std::string& keys);
+
+/// Reads a `server.api_key_file`: one key per line, `#` comments and blank lines skipped.
+/// Returns false with `error` set when it cannot be read, holds no key, or a key is not one
+/// token of visible ASCII.
+bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
+                       std::string& error);
+
+/// Whether a key is usable in an `Authorization: Bearer` header: visible ASCII, no comma.
+bool is_valid_api_key(const std::string& key);
 
 /// Reads a TOML file over the embedded default. On success `problems` is empty. Every problem
 /// found (parse errors with line and column, unknown fields, wrong types, out-of-range values,

@@ -129,6 +129,10 @@ max_batch_items = 10
 read_timeout_ms = 1500
 idle_timeout_ms = 2500
 max_connections = 300
+api_keys = "k-1,k-2"
+allow_unauthenticated = true
+metrics_public = false
+info_public = true
 
 [scheduler]
 threads = 5
@@ -174,6 +178,10 @@ squad = "squad_em"
   EXPECT_EQ(cfg.server.read_timeout, 1500ms);
   EXPECT_EQ(cfg.server.idle_timeout, 2500ms);
   EXPECT_EQ(cfg.server.max_connections, 300u);
+  EXPECT_EQ(cfg.server.api_keys, "k-1,k-2");
+  EXPECT_TRUE(cfg.server.allow_unauthenticated);
+  EXPECT_FALSE(cfg.server.metrics_public);
+  EXPECT_TRUE(cfg.server.info_public);
   EXPECT_EQ(cfg.scheduler.threads, 5u);
   EXPECT_EQ(cfg.scheduler.default_deadline, 100ms);
   EXPECT_EQ(cfg.scheduler.max_deadline, 200ms);
@@ -548,7 +556,8 @@ TEST(Validate, CatchesProblemsInConfigsBuiltInCode) {
 TEST(Environment, OverridesWinOverFileValues) {
   std::vector<config_problem> problems;
   arbiter_config cfg = load_string(
-      "[server]\nport = 9000\nhost = \"10.0.0.1\"\n[scheduler]\ndrain_timeout_ms = 5\n",
+      "[server]\nport = 9000\nhost = \"10.0.0.1\"\napi_keys = \"k\"\n"
+      "[scheduler]\ndrain_timeout_ms = 5\n",
       "file.toml", problems);
   ASSERT_TRUE(problems.empty()) << describe(problems);
   apply_environment(cfg,
@@ -610,7 +619,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 52u);
+  EXPECT_EQ(vars.size(), 57u);
+  EXPECT_EQ(by_name.at("ARBITER_SERVER_API_KEYS"), "server.api_keys");
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {
     arbiter_config cfg = embedded_default();
@@ -628,7 +638,10 @@ TEST(Environment, VariableListCoversEveryScalarField) {
       EXPECT_EQ(cfg.protocols.slime_reward_key, "?");
     } else if (field == "cluster.host") {
       EXPECT_EQ(cfg.cluster.host, "?"); // validate() reports it when the cluster is on
-    } else if (field == "cluster.certificate" || field == "cluster.key" || field == "cluster.ca") {
+    } else if (field == "server.api_keys") {
+      EXPECT_EQ(cfg.server.api_keys, "?"); // a key may be any visible ASCII
+    } else if (field == "cluster.certificate" || field == "cluster.key" || field == "cluster.ca"
+               || field == "server.api_key_file") {
       EXPECT_TRUE(problems.empty()) << field; // validate() reports the unreadable file
     } else {
       EXPECT_EQ(fields_of(problems), std::vector<std::string>{name}) << describe(problems);
@@ -730,6 +743,73 @@ TEST(LoadConfig, SchedulerPolicyMustBeKnown) {
   load_string("[scheduler]\npolicy = \"random\"\n", "bad.toml", problems);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].field, "scheduler.policy");
+}
+
+TEST(Validate, APublicHostNeedsKeysUnlessSaidOtherwise) {
+  std::vector<config_problem> problems;
+  load_string("[server]\nhost = \"0.0.0.0\"\n", "open.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"server.api_keys"});
+  EXPECT_NE(problems.at(0).reason.find("\"0.0.0.0\""), std::string::npos);
+
+  problems.clear();
+  auto cfg = load_string("[server]\nhost = \"0.0.0.0\"\nallow_unauthenticated = true\n",
+                         "allowed.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_TRUE(cfg.server.allow_unauthenticated);
+
+  // An array of keys or one comma-separated string: the same keys.
+  cfg = load_string("[server]\nhost = \"10.1.2.3\"\napi_keys = [\"k-one\", \"k-two\"]\n",
+                    "keys.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_EQ(split_api_keys(cfg.server.api_keys), (std::vector<std::string>{"k-one", "k-two"}));
+  EXPECT_EQ(split_api_keys(" k-one , ,k-two,"), (std::vector<std::string>{"k-one", "k-two"}));
+  EXPECT_TRUE(split_api_keys("").empty());
+
+  load_string("[server]\napi_keys = [\"a b\"]\n", "space.toml", problems);
+  load_string("[server]\napi_keys = [1]\n", "number.toml", problems);
+  load_string("[server]\napi_keys = 7\n", "scalar.toml", problems);
+  ASSERT_EQ(fields_of(problems), (std::vector<std::string>{"server.api_keys", "server.api_keys",
+                                                           "server.api_keys[0]"}))
+    << describe(problems);
+  EXPECT_NE(describe(problems).find("expected a string or an array of strings, got an integer"),
+            std::string::npos)
+    << describe(problems);
+
+  // The short variable, which the field's own overrides.
+  cfg = embedded_default();
+  problems.clear();
+  apply_environment(cfg, fake_env({{"ARBITER_API_KEYS", "k-short"}}), problems);
+  EXPECT_EQ(cfg.server.api_keys, "k-short");
+  apply_environment(cfg, fake_env({{"ARBITER_API_KEYS", "k-short"},
+                                   {"ARBITER_SERVER_API_KEYS", "k-long"}}),
+                    problems);
+  EXPECT_EQ(cfg.server.api_keys, "k-long");
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+}
+
+TEST(Validate, KeyFilesAreReadAndChecked) {
+  const std::string dir = ::testing::TempDir();
+  const std::string good = dir + "/arbiter-keys-good";
+  std::ofstream{good} << "# keys\n\n  k-file-one\t\nk-file-two\r\n";
+  std::vector<std::string> keys;
+  std::string error;
+  ASSERT_TRUE(read_api_key_file(good, keys, error)) << error;
+  EXPECT_EQ(keys, (std::vector<std::string>{"k-file-one", "k-file-two"}));
+
+  const std::string bad = dir + "/arbiter-keys-bad";
+  std::ofstream{bad} << "k-ok\nnot one token\n";
+  keys.clear();
+  EXPECT_FALSE(read_api_key_file(bad, keys, error));
+  EXPECT_NE(error.find("line 2"), std::string::npos) << error;
+  EXPECT_FALSE(read_api_key_file(dir + "/arbiter-keys-missing", keys, error));
+  EXPECT_NE(error.find("cannot read"), std::string::npos) << error;
+
+  std::vector<config_problem> problems;
+  auto cfg = load_string("[server]\nhost = \"0.0.0.0\"\napi_key_file = \"" + good + "\"\n",
+                         "file.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  load_string("[server]\napi_key_file = \"" + bad + "\"\n", "bad.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"server.api_key_file"});
 }
 
 } // namespace arbiter::config
