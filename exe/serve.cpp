@@ -126,6 +126,19 @@ int serve(const serve_options& options) {
   if (!load_configuration(options.config_file, flags, cfg)) {
     return 2;
   }
+  std::vector<std::string> keys = config::split_api_keys(cfg.server.api_keys);
+  if (!cfg.server.api_key_file.empty()) {
+    std::string error;
+    if (!config::read_api_key_file(cfg.server.api_key_file, keys, error)) {
+      std::cerr << "arbiter: server.api_key_file: " << error << "\n";
+      return 2;
+    }
+  }
+  if (keys.empty() && !config::is_loopback_host(cfg.server.host)) {
+    log::warn("serving ", cfg.server.host,
+              " with no API key (server.allow_unauthenticated): anyone who reaches the port "
+              "can spend the provider keys");
+  }
   add_default_embedder(cfg);
   metrics_registry registry;
   std::vector<std::string> priorities;
@@ -225,6 +238,7 @@ int serve(const serve_options& options) {
   ctx.metrics = &http_metrics;
   ctx.scheduler_metrics = &scheduler_metrics;
   ctx.models = std::move(loaded_models);
+  ctx.keys = net::api_keys{keys};
   gpus = gpu_monitor::open(registry);
   if (gpus) {
     std::multimap<std::string, std::string> placed;

@@ -38,6 +38,9 @@ int worker(const worker_options& options) {
     if (options.status_host) {
       c.server.host = *options.status_host;
     }
+    // The status port serves /health and /metrics only: nothing there spends a provider key,
+    // so binding every interface needs no API key.
+    c.server.allow_unauthenticated = true;
     apply_port_flag(options.status_port, "--status-port", c.server.port, problems);
   };
   if (!load_configuration(options.config_file, flags, cfg)) {

@@ -209,9 +209,16 @@ private:
                  [self, r = std::move(r)]() mutable { self->write(std::move(r)); });
     };
     on_strand_ = true;
-    impl_.routes.handle(std::string_view{req.method_string().data(), req.method_string().size()},
-                        std::string_view{req.target().data(), req.target().size()},
-                        std::move(req.body()), std::move(reply), std::move(defer));
+    const auto view = [](beast::string_view text) {
+      return std::string_view{text.data(), text.size()};
+    };
+    http_request request;
+    request.method = view(req.method_string());
+    request.target = view(req.target());
+    request.authorization = view(req[http::field::authorization]);
+    request.content_type = view(req[http::field::content_type]);
+    request.body = std::move(req.body());
+    impl_.routes.handle(std::move(request), std::move(reply), std::move(defer));
     on_strand_ = false;
   }
 

@@ -13,8 +13,9 @@ node_status_routes::node_status_routes(std::function<node_status()> status,
   : status_(std::move(status)), registry_(registry), metrics_(metrics), gpus_(gpus) {
 }
 
-void node_status_routes::handle(std::string_view method, std::string_view target, std::string,
-                                reply_fn reply, defer_fn) {
+void node_status_routes::handle(http_request req, reply_fn reply, defer_fn) {
+  const auto method = req.method;
+  const auto target = req.target;
   auto path = std::string{target.substr(0, target.find('?'))};
   http_reply r;
   std::string route = path;

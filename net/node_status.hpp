@@ -32,8 +32,7 @@ public:
   /// `GET /health`: 200 `{"status": "ok", ...}` while joined, 503 `{"status": "joining", ...}`
   /// while not (starting, or the coordinator is away). `GET /metrics` (the node's model
   /// workers, and its GPUs). 404 or 405 otherwise.
-  void handle(std::string_view method, std::string_view target, std::string body,
-              reply_fn reply, defer_fn defer) override;
+  void handle(http_request req, reply_fn reply, defer_fn defer) override;
 
   void count_protocol_error(const std::string& reason, unsigned status) override;
 

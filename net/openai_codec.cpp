@@ -210,8 +210,10 @@ bool read_stop(const json& doc, std::vector<std::string>& out, codec_error& err)
 const char* openai_error_type(unsigned status) {
   switch (status) {
     case 400:
+    case 401:
     case 404:
     case 413:
+    case 415:
     case 422:
       return "invalid_request_error";
     case 429:

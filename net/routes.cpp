@@ -1,6 +1,7 @@
 #include "net/routes.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 
 #include <caf/actor_system.hpp>
@@ -92,84 +93,182 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
   request_histogram_ = &ctx_.scheduler_metrics->stage("request");
 }
 
-void router::handle(std::string_view method, std::string_view target, std::string body,
-                    reply_fn reply, defer_fn defer) {
-  auto path = target.substr(0, target.find('?'));
-  auto expect = [&](const char* allowed, const std::string& route) {
-    if (method == allowed) {
-      return true;
+namespace {
+
+/// Who may call a route.
+enum class access : uint8_t {
+  /// Anyone (`/health`: probes carry no key).
+  open,
+  /// A key holder, when keys are configured.
+  keyed,
+  /// Keyed unless `server.metrics_public`.
+  metrics,
+  /// Keyed unless `server.info_public`.
+  info,
+};
+
+/// One route: its path, the one method it accepts, the shape of its error bodies, who may
+/// call it, whether it takes a JSON body, and whether the key may come as `?api_key=KEY`
+/// (the trainer routes: OpenRLHF's and slime's HTTP clients send no headers, only the URL
+/// they are given).
+struct route_spec {
+  std::string_view path;
+  std::string_view method;
+  error_style style;
+  access who;
+  bool json_body;
+  bool key_in_query = false;
+};
+
+constexpr route_spec route_table[] = {
+    {"/v1/score", "POST", error_style::arbiter, access::keyed, true},
+    {"/compute_info_gain", "POST", error_style::arbiter, access::keyed, true},
+    {"/get_reward", "POST", error_style::arbiter, access::keyed, true, true},
+    {"/remote_rm", "POST", error_style::arbiter, access::keyed, true, true},
+    {"/v1/chat/completions", "POST", error_style::openai, access::keyed, true},
+    {"/v1/embeddings", "POST", error_style::openai, access::keyed, true},
+    {"/embed", "POST", error_style::tei, access::keyed, true},
+    {"/predict", "POST", error_style::tei, access::keyed, true},
+    {"/v1/models", "GET", error_style::openai, access::keyed, false},
+    {"/health", "GET", error_style::arbiter, access::open, false},
+    {"/info", "GET", error_style::arbiter, access::info, false},
+    {"/metrics", "GET", error_style::arbiter, access::metrics, false},
+};
+
+const route_spec* find_route(std::string_view path) {
+  for (const auto& route : route_table) {
+    if (route.path == path) {
+      return &route;
     }
-    http_reply r;
-    r.status = 405;
-    r.headers.emplace_back("Allow", allowed);
-    r.body = encode_error("method_not_allowed", std::string{path} + " accepts only " + allowed
-                                                  + ", not " + std::string{method});
-    ctx_.metrics->reject("method_not_allowed");
-    respond(route, std::move(r), reply);
+  }
+  return nullptr;
+}
+
+/// Whether a Content-Type names JSON: `application/json` or `application/SOMETHING+json`,
+/// any case, with or without parameters. An absent one is taken as JSON (curl's `-d` and
+/// some HTTP libraries send none).
+bool is_json_content_type(std::string_view type) {
+  type = type.substr(0, type.find(';'));
+  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) {
+    type.remove_suffix(1);
+  }
+  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) {
+    type.remove_prefix(1);
+  }
+  if (type.empty()) {
+    return true;
+  }
+  std::string lower{type};
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) {
+    return static_cast<char>(std::tolower(ch));
+  });
+  constexpr std::string_view prefix = "application/";
+  if (lower.rfind(prefix, 0) != 0) {
     return false;
-  };
-  if (path == "/v1/score") {
-    if (expect("POST", "/v1/score")) {
-      score(std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/compute_info_gain") {
-    if (expect("POST", "/compute_info_gain")) {
-      compute_info_gain(std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/get_reward") {
-    if (expect("POST", "/get_reward")) {
-      get_reward(target, std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/remote_rm") {
-    if (expect("POST", "/remote_rm")) {
-      remote_rm(target, std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/v1/chat/completions") {
-    if (expect("POST", "/v1/chat/completions")) {
-      chat_completions(std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/v1/embeddings" || path == "/embed") {
-    const std::string route{path};
-    if (expect("POST", route)) {
-      embeddings(route, std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/predict") {
-    if (expect("POST", "/predict")) {
-      predict(std::move(body), std::move(reply), std::move(defer));
-    }
-  } else if (path == "/v1/models") {
-    if (expect("GET", "/v1/models")) {
-      http_reply r;
-      r.body = encode_models(models_, started_unix_);
-      respond("/v1/models", std::move(r), reply);
-    }
-  } else if (path == "/health") {
-    if (expect("GET", "/health")) {
-      http_reply r;
-      r.status = draining_ ? 503 : 200;
-      r.body = draining_ ? R"({"status":"draining"})" : R"({"status":"ok"})";
-      respond("/health", std::move(r), reply);
-    }
-  } else if (path == "/info") {
-    if (expect("GET", "/info")) {
-      info(std::move(reply));
-    }
-  } else if (path == "/metrics") {
-    if (expect("GET", "/metrics")) {
-      http_reply r;
-      r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-      if (ctx_.gpus != nullptr) {
-        ctx_.gpus->read();
-      }
-      r.body = ctx_.registry->render();
-      respond("/metrics", std::move(r), reply);
-    }
-  } else {
+  }
+  const std::string_view subtype = std::string_view{lower}.substr(prefix.size());
+  return subtype == "json"
+         || (subtype.size() > 5 && subtype.substr(subtype.size() - 5) == "+json");
+}
+
+} // namespace
+
+void router::handle(http_request req, reply_fn reply, defer_fn defer) {
+  const std::string_view method = req.method;
+  const std::string_view target = req.target;
+  auto path = target.substr(0, target.find('?'));
+  const route_spec* spec = find_route(path);
+  if (spec == nullptr) {
     http_reply r;
     r.status = 404;
     r.body = encode_error("not_found",
                           "no route for " + std::string{method} + " " + std::string{path});
     refuse("other", "not_found", std::move(r), reply);
+    return;
+  }
+  const std::string route{spec->path};
+  const auto& server = ctx_.config->server;
+  const bool needs_key = spec->who == access::keyed
+                         || (spec->who == access::metrics && !server.metrics_public)
+                         || (spec->who == access::info && !server.info_public);
+  std::string authorization{req.authorization};
+  if (authorization.empty() && spec->key_in_query) {
+    if (auto key = query_parameter(target, "api_key")) {
+      authorization = "Bearer " + *key;
+    }
+  }
+  if (needs_key && !ctx_.keys.accepts(authorization)) {
+    http_reply r;
+    r.status = 401;
+    r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    r.body = error_body(spec->style, 401, "invalid_api_key",
+                        authorization.empty()
+                          ? "no API key: send Authorization: Bearer KEY with a key from "
+                            "server.api_keys"
+                          : "incorrect API key: the Authorization header's Bearer key is none "
+                            "of server.api_keys");
+    refuse(route, "unauthorized", std::move(r), reply);
+    return;
+  }
+  if (method != spec->method) {
+    http_reply r;
+    r.status = 405;
+    r.headers.emplace_back("Allow", std::string{spec->method});
+    r.body = encode_error("method_not_allowed", route + " accepts only "
+                                                  + std::string{spec->method} + ", not "
+                                                  + std::string{method});
+    ctx_.metrics->reject("method_not_allowed");
+    respond(route, std::move(r), reply);
+    return;
+  }
+  if (spec->json_body && !is_json_content_type(req.content_type)) {
+    http_reply r;
+    r.status = 415;
+    r.body = error_body(spec->style, 415, "unsupported_media_type",
+                        "Content-Type: expected application/json, got "
+                          + std::string{req.content_type}
+                          + (req.content_type.rfind("application/x-www-form-urlencoded", 0) == 0
+                               ? " (curl -d sends that: add -H 'Content-Type: "
+                                 "application/json')"
+                               : ""),
+                        "Content-Type");
+    refuse(route, "unsupported_media_type", std::move(r), reply);
+    return;
+  }
+  std::string body = std::move(req.body);
+  if (path == "/v1/score") {
+    score(std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/compute_info_gain") {
+    compute_info_gain(std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/get_reward") {
+    get_reward(target, std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/remote_rm") {
+    remote_rm(target, std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/v1/chat/completions") {
+    chat_completions(std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/v1/embeddings" || path == "/embed") {
+    embeddings(route, std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/predict") {
+    predict(std::move(body), std::move(reply), std::move(defer));
+  } else if (path == "/v1/models") {
+    http_reply r;
+    r.body = encode_models(models_, started_unix_);
+    respond(route, std::move(r), reply);
+  } else if (path == "/health") {
+    http_reply r;
+    r.status = draining_ ? 503 : 200;
+    r.body = draining_ ? R"({"status":"draining"})" : R"({"status":"ok"})";
+    respond(route, std::move(r), reply);
+  } else if (path == "/info") {
+    info(std::move(reply));
+  } else {
+    http_reply r;
+    r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    if (ctx_.gpus != nullptr) {
+      ctx_.gpus->read();
+    }
+    r.body = ctx_.registry->render();
+    respond(route, std::move(r), reply);
   }
 }
 

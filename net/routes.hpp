@@ -18,6 +18,7 @@
 #include "common/metrics.hpp"
 #include "config/config.hpp"
 #include "net/http_errors.hpp"
+#include "net/api_keys.hpp"
 #include "net/http_metrics.hpp"
 #include "net/info_gain_codec.hpp"
 #include "net/openai_codec.hpp"
@@ -26,6 +27,17 @@
 #include "scheduler/scheduler_metrics.hpp"
 
 namespace arbiter::net {
+
+/// One request as the HTTP server hands it on. The views live as long as the `handle` call.
+struct http_request {
+  std::string_view method;
+  /// Path and query.
+  std::string_view target;
+  /// The `Authorization` and `Content-Type` headers' values ("" when absent).
+  std::string_view authorization;
+  std::string_view content_type;
+  std::string body;
+};
 
 /// Called once with the reply, from any thread.
 using reply_fn = std::function<void(http_reply)>;
@@ -60,6 +72,9 @@ struct router_context {
   /// The machine's GPUs (NVML), or null when it has none: /metrics and /info then say nothing
   /// of GPUs.
   gpu_monitor* gpus = nullptr;
+  /// The keys a request must carry (`server.api_keys` and `server.api_key_file`, read at
+  /// start); none: every route is open.
+  api_keys keys;
   /// Runs a function soon on an I/O thread. When set, requests that arrive together (within
   /// one turn of the event loop) go to the scheduler in one message; when empty, each goes
   /// alone.
@@ -77,8 +92,7 @@ public:
   virtual ~request_handler() = default;
 
   /// Handles one request. `reply` is called exactly once.
-  virtual void handle(std::string_view method, std::string_view target, std::string body,
-                      reply_fn reply, defer_fn defer) = 0;
+  virtual void handle(http_request req, reply_fn reply, defer_fn defer) = 0;
 
   /// Counts a request refused by the HTTP layer itself (body too large, malformed HTTP).
   virtual void count_protocol_error(const std::string& reason, unsigned status) = 0;
@@ -88,9 +102,11 @@ class router : public request_handler {
 public:
   explicit router(router_context ctx);
 
-  /// Handles one request. `reply` is called exactly once.
-  void handle(std::string_view method, std::string_view target, std::string body,
-              reply_fn reply, defer_fn defer) override;
+  /// Handles one request. `reply` is called exactly once. Before a route sees it: 404 for
+  /// an unknown path, 401 without a key where one is needed (`/health` never needs one,
+  /// `/metrics` and `/info` as `server.metrics_public` and `server.info_public` say), 405 for
+  /// another method, 415 for a body whose Content-Type is not JSON.
+  void handle(http_request req, reply_fn reply, defer_fn defer) override;
 
   /// From now on /health says "draining" and /v1/score answers 503 with Retry-After.
   void begin_drain() noexcept {

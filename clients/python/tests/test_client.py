@@ -295,3 +295,27 @@ def test_a_bad_argument_is_a_value_error_naming_it():
         ArbiterClient(on_failure="skip", env={})
     with pytest.raises(TypeError, match="timeout"):
         ArbiterClient(timeout=3, env={})
+
+
+def test_the_api_key_is_sent_as_a_bearer_header_and_a_wrong_one_is_a_401(tmp_path,
+                                                                          make_client):
+    """A keyed Arbiter (server.api_keys): the key from `api_key` or ARBITER_API_KEY is sent as
+    Authorization: Bearer; without it, or with a wrong one, the 401 is raised at once, not
+    retried."""
+    from arbiter_testing import start_server
+    from client_testing import CPU_CONFIG
+    s = start_server(tmp_path, CPU_CONFIG + '\n[server]\napi_keys = ["sk-client-test-1"]\n')
+    try:
+        client = make_client(s.url, api_key="sk-client-test-1")
+        assert [r.score for r in client.score([lexical("a b", "a b")])] == [1.0]
+        client = make_client(s.url, env={"ARBITER_API_KEY": "sk-client-test-1"})
+        assert [r.score for r in client.score([lexical("a b", "a b")])] == [1.0]
+        for options in ({}, {"api_key": "sk-wrong"}):
+            client = make_client(s.url, backoff_base_s=5.0, **options)
+            start = time.monotonic()
+            with pytest.raises(ArbiterRequestError) as e:
+                client.score([lexical("a", "a")])
+            assert time.monotonic() - start < 2
+            assert e.value.status == 401 and e.value.code == "invalid_api_key"
+    finally:
+        s.kill()
