@@ -27,7 +27,10 @@ def manifest():
 
 @pytest.mark.parametrize("name", ["coordinator.toml", "node.toml"])
 def test_example_configs_pass_check_config(tmp_path, pki, name):
-    text = (DEPLOY / "config" / name).read_text().replace("/etc/arbiter/tls", str(pki))
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "api-keys").write_text("sk-deploy-test-key\n")
+    text = (DEPLOY / "config" / name).read_text().replace("/etc/arbiter/tls", str(pki)) \
+        .replace("/etc/arbiter/keys", str(tmp_path / "keys"))
     path = tmp_path / name
     path.write_text(text)
     run = subprocess.run([ARBITER_BIN, "check-config", str(path)], capture_output=True,
@@ -66,6 +69,11 @@ def test_the_kubernetes_manifest_matches_the_configs():
         mounts = docs[("Deployment", d)]["spec"]["template"]["spec"]["containers"][0][
             "volumeMounts"]
         assert {"name": "tls", "mountPath": "/etc/arbiter/tls", "readOnly": True} in mounts
+    # The coordinator mounts the API keys where its config reads them.
+    mounts = docs[("Deployment", "arbiter-coordinator")]["spec"]["template"]["spec"][
+        "containers"][0]["volumeMounts"]
+    key_file = Path(coordinator["server"]["api_key_file"])
+    assert {"name": "api-keys", "mountPath": str(key_file.parent), "readOnly": True} in mounts
 
 
 def test_the_slurm_script_parses():
