@@ -14,6 +14,7 @@
 
 #include "actors/messages.hpp"
 #include "backends/http_client.hpp"
+#include "backends/remote/redaction.hpp"
 #include "backends/remote/remote_codec.hpp"
 #include "common/log.hpp"
 
@@ -39,6 +40,8 @@ struct remote_source_state {
   remote::api_kind api = remote::api_kind::openai;
   remote::endpoint_options options;
   std::shared_ptr<backends::http_client_pool> pool;
+  /// The key sent to the provider: blanked wherever the provider's answer quotes it.
+  std::string api_key;
   std::unordered_map<scheduler::batch_id, pending_call> pending;
   steady_time_source clock;
 };
@@ -60,7 +63,7 @@ attempt_outcome_kind outcome_of(backends::http_error e) {
 }
 
 /// Turns one HTTP exchange into the scheduler's report and the items' outcomes.
-work_result interpret(remote_source_state& st, scheduler::batch_id id, pending_call& p,
+work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, pending_call& p,
                       backends::http_result& r) {
   work_result out;
   out.id = id;
@@ -116,6 +119,23 @@ work_result interpret(remote_source_state& st, scheduler::batch_id id, pending_c
   return out;
 }
 
+/// `interpret_exchange`, with every text that came from the provider (the report's detail,
+/// the items' errors) cleared of credentials, the source's own key first: they reach item
+/// errors, logs and /info.
+work_result interpret(remote_source_state& st, scheduler::batch_id id, pending_call& p,
+                      backends::http_result& r) {
+  work_result out = interpret_exchange(st, id, p, r);
+  if (!out.report.detail.empty()) {
+    out.report.detail = remote::redact_secrets(out.report.detail, st.api_key);
+  }
+  for (auto& o : out.outcomes) {
+    if (!o.error.empty()) {
+      o.error = remote::redact_secrets(o.error, st.api_key);
+    }
+  }
+  return out;
+}
+
 caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* io,
                             config::source_config cfg) {
   auto& st = self->state;
@@ -139,6 +159,7 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   http.attempt_timeout = cfg.timeout;
   http.insecure_skip_verify = cfg.insecure_skip_verify;
   http.api_key = resolve_api_key(cfg);
+  st.api_key = http.api_key;
   st.pool = std::make_shared<backends::http_client_pool>(cfg.url, *io, http);
   self->attach_functor([pool = st.pool] { pool->shutdown(); });
   return {

@@ -1,4 +1,5 @@
 #include "backends/remote/remote_codec.hpp"
+#include "backends/remote/redaction.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -32,9 +33,11 @@ constexpr size_t reply_quote_bytes = 80;
 /// How much of a service's own per-item error text a failure keeps.
 constexpr size_t service_error_bytes = 200;
 /// How much of a non-JSON error body `error_message` keeps.
-constexpr size_t error_body_bytes = 200;
+constexpr size_t error_body_bytes = 160;
 /// How long a message taken from an error body's JSON may be.
-constexpr size_t error_message_bytes = 500;
+constexpr size_t error_message_bytes = 200;
+/// How much of a body is looked at (for credentials) before an excerpt is cut from it.
+constexpr size_t scanned_body_bytes = 8192;
 
 bool is_ascii_letter(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
@@ -107,8 +110,10 @@ std::string dump(const json& value) {
 
 /// Throws `bad_reply` with `problem` and the opening of `body`.
 [[noreturn]] void reject(const std::string& problem, std::string_view body) {
-  std::string what = problem + "; body: \"" + printable_prefix(body, bad_reply_quote_bytes) + "\"";
-  if (body.size() > bad_reply_quote_bytes) {
+  const std::string clean = redact_secrets(printable_prefix(body, scanned_body_bytes));
+  const auto head = utf8_prefix(clean, bad_reply_quote_bytes);
+  std::string what = problem + "; body: \"" + std::string{head} + "\"";
+  if (head.size() < clean.size() || body.size() > scanned_body_bytes) {
     what += "...";
   }
   throw bad_reply{what};
@@ -1003,10 +1008,10 @@ std::string error_message(std::string_view body) noexcept {
     if (!doc.is_discarded()) {
       auto message = message_of(doc);
       if (!message.empty()) {
-        return std::string{utf8_prefix(message, error_message_bytes)};
+        return redacted_excerpt(message, error_message_bytes);
       }
     }
-    return printable_prefix(body, error_body_bytes);
+    return redacted_excerpt(printable_prefix(body, scanned_body_bytes), error_body_bytes);
   } catch (...) {
     return {};
   }

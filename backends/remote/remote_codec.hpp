@@ -141,9 +141,10 @@ std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts
 /// The human-readable message of an error body, for any of the shapes providers send:
 /// nested OpenAI {"error":{"message":...}}, flat {"message":...}, {"error":"..."} (TEI),
 /// FastAPI {"detail": "..."} or {"detail":[{"loc":[...],"msg":...}, ...]} (as
-/// "loc.path: msg; ..."); otherwise the first 200 characters of the body (bytes that are not
+/// "loc.path: msg; ..."); otherwise the first 160 characters of the body (bytes that are not
 /// printable ASCII replaced by '?'), or "(empty body)". A message taken from JSON is cut to
-/// 500 bytes on a UTF-8 boundary. Never throws.
+/// 200 bytes on a UTF-8 boundary. Credential-like text is redacted first (redaction.hpp).
+/// Never throws.
 std::string error_message(std::string_view body) noexcept;
 
 /// The judge score in a model reply, or nullopt when there is none. First strips every

@@ -153,3 +153,39 @@ def test_a_key_given_twice_is_refused_naming_it(server):
     assert status == 400 and "query: given twice" in str(reply), reply
     assert server.score({"items": [{"reward": "lexical", "solution_str": "a",
                                     "ground_truth": "a"}]})[0] == 200
+
+
+def test_a_provider_that_echoes_the_key_never_gets_it_past_arbiter(tmp_path, provider):
+    """The provider answers 401 quoting the Authorization header Arbiter sent, as some do.
+    Neither the key nor a recognisable piece of it reaches an item's error, /info, the trainer
+    routes' errors or the server's log; the reason (401, incorrect key) still does."""
+    import json
+    from arbiter_testing import source_toml
+    keys = {"openai": "sk-proj-Zq8vYp4LmN2xR7tK9wB3cD5fG1hJ6",
+            "hex": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822c"}
+    for kind, key in keys.items():
+        p = provider("--api-key", "the-right-one", "--echo-key")
+        log_path = tmp_path / f"arbiter-{kind}.log"
+        with open(log_path, "w") as log:
+            s = start_server(tmp_path, "[routing]\ncache_capacity = 0\n\n"
+                             + source_toml("locked", p.url, api_key=key), stderr=log)
+            try:
+                status, _, body = s.score({"items": [{
+                    "reward": "judge", "solution_str": "4", "ground_truth": "4",
+                    "extra_info": {"problem": "2 + 2?"}}]})
+                assert status == 200
+                r = body["results"][0]
+                assert r["status"] == "failed" and r["error"]["code"] == "upstream_rejected", r
+                assert "401" in r["error"]["message"], r
+                assert "incorrect API key provided: Bearer [redacted]" in r["error"]["message"]
+                status, _, rm = s.request("POST", "/remote_rm?reward=judge",
+                                          {"prompt": "2 + 2?", "response": "4", "label": "4"})
+                assert status in (422, 503), rm  # 503 once the 401 ejected the source
+                status, _, info = s.request("GET", "/info")
+                seen = json.dumps(body) + json.dumps(rm) + json.dumps(info)
+            finally:
+                s.stop()
+        seen += log_path.read_text()
+        for piece in (key, key[:16], key[-16:]):
+            assert piece not in seen, (kind, piece)
+        assert "[redacted]" in seen

@@ -91,10 +91,11 @@ class Server:
         _kill(self.proc)
 
 
-def start_server(tmp_path, config_text=None, env=None, args=()):
+def start_server(tmp_path, config_text=None, env=None, args=(), stderr=None):
     """Starts `arbiter serve --port 0`, with `config_text` written to tmp_path/arbiter.toml
     when given. The caller's ARBITER_* variables are dropped so that only `env` configures it.
-    The caller owns the returned Server and must stop or kill it."""
+    The caller owns the returned Server and must stop or kill it. `stderr` (a file) takes the
+    server's log instead of the test's stderr."""
     cmd = [ARBITER_BIN, "serve", "--port", "0"]
     if config_text is not None:
         cfg = Path(tmp_path) / "arbiter.toml"
@@ -108,8 +109,8 @@ def start_server(tmp_path, config_text=None, env=None, args=()):
     # No GPU metrics unless a test asks for them (a GPU machine's NVML would add them).
     full_env["ARBITER_NVML_LIBRARY"] = "/nonexistent/libnvidia-ml.so.1"
     full_env.update(env or {})
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=sys.stderr, env=full_env,
-                            text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr or sys.stderr,
+                            env=full_env, text=True)
     _, host, port = read_listening_line(proc)
     return Server(proc, host, port)
 

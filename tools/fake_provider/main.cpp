@@ -74,6 +74,8 @@ struct options {
   std::vector<outage_window> outages;
   /// When set, API requests must carry `Authorization: Bearer KEY`, else 401.
   std::string api_key;
+  /// The 401's message quotes the Authorization header it got (some providers echo the key).
+  bool echo_key = false;
   /// Most choices a chat or completions reply holds per prompt, whatever `n` asks (0 = no cap),
   /// like servers that ignore or cap `n`.
   std::size_t max_n = 0;
@@ -703,6 +705,9 @@ public:
     if (!opts_.api_key.empty() && authorization != "Bearer " + opts_.api_key) {
       return finish_now(act, json_reply(401, error_body(authorization.empty()
                                                           ? "missing API key"
+                                                          : opts_.echo_key
+                                                          ? "incorrect API key provided: "
+                                                              + authorization
                                                           : "incorrect API key provided",
                                                         "invalid_request_error",
                                                         "invalid_api_key")));
@@ -1213,6 +1218,8 @@ int main(int argc, char** argv) {
   app.add_option("--outage", outages, "START_S:END_S window of 503s (repeatable)");
   app.add_option("--api-key", opts.api_key,
                  "require Authorization: Bearer KEY on API requests (else 401)");
+  app.add_flag("--echo-key", opts.echo_key,
+               "the 401's message quotes the Authorization header it got, as some providers do");
   app.add_option("--max-n", opts.max_n,
                  "most choices per prompt in chat and completions replies, whatever n asks "
                  "(0 = no cap)")
