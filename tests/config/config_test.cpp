@@ -133,6 +133,7 @@ api_keys = "k-1,k-2"
 allow_unauthenticated = true
 metrics_public = false
 info_public = true
+return_memory = false
 
 [scheduler]
 threads = 5
@@ -182,6 +183,7 @@ squad = "squad_em"
   EXPECT_TRUE(cfg.server.allow_unauthenticated);
   EXPECT_FALSE(cfg.server.metrics_public);
   EXPECT_TRUE(cfg.server.info_public);
+  EXPECT_FALSE(cfg.server.return_memory);
   EXPECT_EQ(cfg.scheduler.threads, 5u);
   EXPECT_EQ(cfg.scheduler.default_deadline, 100ms);
   EXPECT_EQ(cfg.scheduler.max_deadline, 200ms);
@@ -619,7 +621,7 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 57u);
+  EXPECT_EQ(vars.size(), 58u);
   EXPECT_EQ(by_name.at("ARBITER_SERVER_API_KEYS"), "server.api_keys");
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {

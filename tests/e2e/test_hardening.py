@@ -189,3 +189,47 @@ def test_a_provider_that_echoes_the_key_never_gets_it_past_arbiter(tmp_path, pro
         for piece in (key, key[:16], key[-16:]):
             assert piece not in seen, (kind, piece)
         assert "[redacted]" in seen
+
+
+def _rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return 0.0
+
+
+def test_memory_a_burst_took_is_given_back_once_requests_stop(make_server):
+    """server.return_memory: a burst of large requests grows the heap; a couple of seconds
+    after the last reply most of it is back with the OS (glibc alone keeps all of it;
+    bench/memory_bench.py measures both)."""
+    import json
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+    rng = random.Random(2)
+
+    def text():
+        return " ".join("".join(rng.choice("abcdefgh") for _ in range(6)) for _ in range(20))
+
+    bodies = [json.dumps({"items": [{"reward": "lexical", "solution_str": text(),
+                                     "ground_truth": text()} for _ in range(8192)]})
+              for _ in range(6)]
+    s = make_server()
+    for _ in range(20):
+        s.score({"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": "a"}]})
+    time.sleep(2.5)
+    warm = _rss_mb(s.proc.pid)
+    peak = warm
+    with ThreadPoolExecutor(4) as pool:
+        for status in pool.map(lambda b: s.request("POST", "/v1/score", b)[0], bodies):
+            assert status == 200
+            peak = max(peak, _rss_mb(s.proc.pid))
+    peak = max(peak, _rss_mb(s.proc.pid))
+    assert peak - warm > 30, f"the burst should grow the heap ({warm:.0f} -> {peak:.0f} MB)"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        kept = (_rss_mb(s.proc.pid) - warm) / (peak - warm)
+        if kept < 0.5:
+            break
+    assert kept < 0.5, f"{kept:.0%} of the burst's {peak - warm:.0f} MB is still held"
