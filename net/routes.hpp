@@ -81,11 +81,6 @@ struct router_context {
   std::function<void(std::function<void()>)> post;
 };
 
-/// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
-/// the trainer protocols and the OpenAI/TEI pass-through routes) send the decoded request to
-/// the scheduler actor with a callback that `defer`s the encoding and the reply to the
-/// connection's strand; `GET /info` asks through a short-lived bridge actor. No thread waits
-/// on an actor. Every other route answers at once.
 /// What the HTTP server hands requests to: the router, or a worker node's status routes.
 class request_handler {
 public:
@@ -98,6 +93,11 @@ public:
   virtual void count_protocol_error(const std::string& reason, unsigned status) = 0;
 };
 
+/// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
+/// the trainer protocols and the OpenAI/TEI pass-through routes) send the decoded request to
+/// the scheduler actor with a callback that `defer`s the encoding and the reply to the
+/// connection's strand; `GET /info` asks through a short-lived bridge actor. No thread waits
+/// on an actor. Every other route answers at once.
 class router : public request_handler {
 public:
   explicit router(router_context ctx);
