@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <fstream>
 #include <stdexcept>
 
@@ -65,6 +66,82 @@ const char* to_string(tensor_dtype d) noexcept {
   }
 }
 
+std::map<std::string, tensor_view> safetensors_file::read_header(const std::byte* bytes,
+                                                                 size_t size,
+                                                                 const std::string& path) {
+  std::map<std::string, tensor_view> tensors;
+  if (size < 8) {
+    fail(path, "too short for a safetensors header (" + std::to_string(size) + " bytes)");
+  }
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) {
+    header_len = (header_len << 8) | static_cast<uint8_t>(bytes[i]);
+  }
+  if (header_len > size - 8) {
+    fail(path, "header length " + std::to_string(header_len) + " exceeds the file size "
+                 + std::to_string(size));
+  }
+  const char* header = reinterpret_cast<const char*>(bytes + 8);
+  auto doc = json::parse(header, header + header_len, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    fail(path, "header is not a JSON object");
+  }
+  const std::byte* buffer = bytes + 8 + header_len;
+  const size_t buffer_size = size - 8 - header_len;
+  for (const auto& [name, entry] : doc.items()) {
+    if (name == "__metadata__") {
+      continue;
+    }
+    auto where = "tensor " + name;
+    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string()
+        || !entry.contains("shape") || !entry["shape"].is_array()
+        || !entry.contains("data_offsets") || !entry["data_offsets"].is_array()
+        || entry["data_offsets"].size() != 2) {
+      fail(path, where + ": expected {dtype, shape, data_offsets: [begin, end]}");
+    }
+    tensor_view view;
+    view.name = name;
+    view.file = path;
+    view.dtype_name = entry["dtype"].get<std::string>();
+    size_t element_size = 0;
+    view.dtype = dtype_of(view.dtype_name, element_size);
+    uint64_t elements = 1;
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_unsigned()
+          || d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        fail(path, where + ": shape holds a value that is not a non-negative 64-bit integer");
+      }
+      view.shape.push_back(d.get<int64_t>());
+      if (__builtin_mul_overflow(elements, d.get<uint64_t>(), &elements)) {
+        fail(path, where + ": shape has more than 2^64 elements");
+      }
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
+      fail(path, where + ": data_offsets are not non-negative integers");
+    }
+    auto begin = offsets[0].get<uint64_t>();
+    auto end = offsets[1].get<uint64_t>();
+    if (begin > end || end > buffer_size) {
+      fail(path, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end)
+                   + "] lie outside the data buffer of " + std::to_string(buffer_size)
+                   + " bytes");
+    }
+    uint64_t needed = 0;
+    if (element_size > 0
+        && (__builtin_mul_overflow(elements, element_size, &needed) || needed != end - begin)) {
+      fail(path, where + ": " + view.dtype_name + " shape needs "
+                   + (needed == 0 && elements > 0 ? std::string{"more than 2^64"}
+                                                  : std::to_string(needed))
+                   + " bytes, the file has " + std::to_string(end - begin));
+    }
+    view.data = buffer + begin;
+    view.bytes = static_cast<size_t>(end - begin);
+    tensors.emplace(name, std::move(view));
+  }
+  return tensors;
+}
+
 std::shared_ptr<const safetensors_file> safetensors_file::open(const std::string& path) {
   std::shared_ptr<safetensors_file> file{new safetensors_file{}};
   file->path_ = path;
@@ -88,67 +165,7 @@ std::shared_ptr<const safetensors_file> safetensors_file::open(const std::string
     fail(path, std::string{"cannot map: "} + std::strerror(errno));
   }
   file->map_ = map;
-  const auto* bytes = static_cast<const std::byte*>(map);
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) {
-    header_len = (header_len << 8) | static_cast<uint8_t>(bytes[i]);
-  }
-  if (header_len > file->size_ - 8) {
-    fail(path, "header length " + std::to_string(header_len) + " exceeds the file size "
-                 + std::to_string(file->size_));
-  }
-  const char* header = reinterpret_cast<const char*>(bytes + 8);
-  auto doc = json::parse(header, header + header_len, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    fail(path, "header is not a JSON object");
-  }
-  const std::byte* buffer = bytes + 8 + header_len;
-  const size_t buffer_size = file->size_ - 8 - header_len;
-  for (const auto& [name, entry] : doc.items()) {
-    if (name == "__metadata__") {
-      continue;
-    }
-    auto where = "tensor " + name;
-    if (!entry.is_object() || !entry.contains("dtype") || !entry["dtype"].is_string()
-        || !entry.contains("shape") || !entry["shape"].is_array()
-        || !entry.contains("data_offsets") || !entry["data_offsets"].is_array()
-        || entry["data_offsets"].size() != 2) {
-      fail(path, where + ": expected {dtype, shape, data_offsets: [begin, end]}");
-    }
-    tensor_view view;
-    view.name = name;
-    view.file = path;
-    view.dtype_name = entry["dtype"].get<std::string>();
-    size_t element_size = 0;
-    view.dtype = dtype_of(view.dtype_name, element_size);
-    uint64_t elements = 1;
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) {
-        fail(path, where + ": shape holds a value that is not a non-negative integer");
-      }
-      view.shape.push_back(d.get<int64_t>());
-      elements *= d.get<uint64_t>();
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
-      fail(path, where + ": data_offsets are not non-negative integers");
-    }
-    auto begin = offsets[0].get<uint64_t>();
-    auto end = offsets[1].get<uint64_t>();
-    if (begin > end || end > buffer_size) {
-      fail(path, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end)
-                   + "] lie outside the data buffer of " + std::to_string(buffer_size)
-                   + " bytes");
-    }
-    if (element_size > 0 && elements * element_size != end - begin) {
-      fail(path, where + ": " + view.dtype_name + " shape needs "
-                   + std::to_string(elements * element_size) + " bytes, the file has "
-                   + std::to_string(end - begin));
-    }
-    view.data = buffer + begin;
-    view.bytes = static_cast<size_t>(end - begin);
-    file->tensors_.emplace(name, std::move(view));
-  }
+  file->tensors_ = read_header(static_cast<const std::byte*>(map), file->size_, path);
   return file;
 }
 

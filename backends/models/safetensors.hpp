@@ -44,6 +44,13 @@ public:
   /// match shape × element size).
   static std::shared_ptr<const safetensors_file> open(const std::string& path);
 
+  /// Reads the header of a safetensors file held in `bytes` (`size` bytes: header length,
+  /// header, data buffer): the tensors as views into `bytes`. Throws std::runtime_error
+  /// naming `path` and the problem, as `open` does; every view it returns lies inside the
+  /// buffer and holds exactly shape × element size bytes (no overflow on the way).
+  static std::map<std::string, tensor_view> read_header(const std::byte* bytes, size_t size,
+                                                        const std::string& path);
+
   ~safetensors_file();
   safetensors_file(const safetensors_file&) = delete;
   safetensors_file& operator=(const safetensors_file&) = delete;

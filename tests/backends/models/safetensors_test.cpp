@@ -118,3 +118,34 @@ TEST(Safetensors, NamesTheFileAndTheProblem) {
     EXPECT_NE(std::string{e.what()}.find("outside the folder"), std::string::npos) << e.what();
   }
 }
+
+TEST(Safetensors, AShapeWhoseSizeOverflowsIsRefused) {
+  // 2^62 × 2^2 elements of 4 bytes wraps to 0 in 64 bits: it must not pass for the empty
+  // data range it claims, nor may a dimension over 2^63 become a negative int64.
+  auto header = [](const json& shape) {
+    std::string text = json{{"t", {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {0, 0}}}}}
+                         .dump();
+    std::string out(8, '\0');
+    for (size_t i = 0; i < 8; ++i) {
+      out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xff);
+    }
+    return out + text;
+  };
+  auto error_of = [](const std::string& bytes) -> std::string {
+    try {
+      safetensors_file::read_header(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size(),
+                                    "mem.safetensors");
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "(read)";
+  };
+  EXPECT_NE(error_of(header(json::array({uint64_t{1} << 62, 4}))).find("more than 2^64"),
+            std::string::npos);
+  EXPECT_NE(error_of(header(json::array({uint64_t{1} << 63}))).find("non-negative 64-bit"),
+            std::string::npos);
+  EXPECT_NE(error_of(header(json::array({uint64_t{1} << 61, 2}))).find("more than 2^64"),
+            std::string::npos)
+    << "2^62 elements of 4 bytes";
+  EXPECT_EQ(error_of(header(json::array({0, 5}))), "(read)") << "an empty tensor is fine";
+}
