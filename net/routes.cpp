@@ -158,17 +158,19 @@ bool is_json_content_type(std::string_view type) {
   if (type.empty()) {
     return true;
   }
-  std::string lower{type};
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) {
-    return static_cast<char>(std::tolower(ch));
-  });
+  const auto iequals = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size()
+           && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+                return std::tolower(static_cast<unsigned char>(x)) == y;
+              });
+  };
   constexpr std::string_view prefix = "application/";
-  if (lower.rfind(prefix, 0) != 0) {
+  if (type.size() <= prefix.size() || !iequals(type.substr(0, prefix.size()), prefix)) {
     return false;
   }
-  const std::string_view subtype = std::string_view{lower}.substr(prefix.size());
-  return subtype == "json"
-         || (subtype.size() > 5 && subtype.substr(subtype.size() - 5) == "+json");
+  const std::string_view subtype = type.substr(prefix.size());
+  return iequals(subtype, "json")
+         || (subtype.size() > 5 && iequals(subtype.substr(subtype.size() - 5), "+json"));
 }
 
 } // namespace
@@ -191,10 +193,12 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
   const bool needs_key = spec->who == access::keyed
                          || (spec->who == access::metrics && !server.metrics_public)
                          || (spec->who == access::info && !server.info_public);
-  std::string authorization{req.authorization};
-  if (authorization.empty() && spec->key_in_query) {
+  std::string_view authorization = req.authorization;
+  std::string from_query;
+  if (needs_key && authorization.empty() && spec->key_in_query) {
     if (auto key = query_parameter(target, "api_key")) {
-      authorization = "Bearer " + *key;
+      from_query = "Bearer " + *key;
+      authorization = from_query;
     }
   }
   if (needs_key && !ctx_.keys.accepts(authorization)) {
