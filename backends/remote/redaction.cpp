@@ -72,8 +72,9 @@ const std::vector<rule>& rules() {
   return all;
 }
 
-/// At most `max_bytes` of `text`, cut on a UTF-8 code point boundary.
-std::string_view utf8_head(std::string_view text, size_t max_bytes) {
+} // namespace
+
+std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
   if (text.size() <= max_bytes) {
     return text;
   }
@@ -84,10 +85,8 @@ std::string_view utf8_head(std::string_view text, size_t max_bytes) {
   return text.substr(0, cut);
 }
 
-} // namespace
-
 std::string redact_secrets(std::string_view text, std::string_view known_secret) {
-  std::string out{utf8_head(text, max_scanned_bytes)};
+  std::string out{utf8_prefix(text, max_scanned_bytes)};
   if (!known_secret.empty()) {
     for (size_t at = out.find(known_secret); at != std::string::npos;
          at = out.find(known_secret, at + redacted.size())) {
@@ -103,7 +102,7 @@ std::string redact_secrets(std::string_view text, std::string_view known_secret)
 std::string redacted_excerpt(std::string_view text, size_t max_bytes,
                              std::string_view known_secret) {
   const std::string clean = redact_secrets(text, known_secret);
-  auto head = utf8_head(clean, max_bytes);
+  auto head = utf8_prefix(clean, max_bytes);
   std::string out{head};
   if (head.size() < clean.size()) {
     out += "...";

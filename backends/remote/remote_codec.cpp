@@ -75,18 +75,6 @@ std::string printable_prefix(std::string_view text, size_t max_bytes) {
   return out;
 }
 
-/// At most `max_bytes` of `text` (valid UTF-8), cut on a code point boundary.
-std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) {
-    return text;
-  }
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
-    --cut;
-  }
-  return text.substr(0, cut);
-}
-
 /// `text`'s opening (at most `max_bytes`, cut on a code point boundary) in double quotes, with
 /// control characters shown as spaces and "..." after the quote when something was cut.
 std::string quote_opening(std::string_view text, size_t max_bytes) {
