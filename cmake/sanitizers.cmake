@@ -19,6 +19,11 @@ if(ARBITER_SANITIZE)
   if(ARBITER_SANITIZE MATCHES "undefined")
     # A UBSan finding ends the program (and fails its test) instead of printing and going on.
     add_compile_options(-fno-sanitize-recover=undefined)
+    # Third-party functions exempt from UBSan's checks, each with why.
+    if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+      add_compile_options(
+        -fsanitize-ignorelist=${CMAKE_CURRENT_SOURCE_DIR}/tests/sanitizers/ubsan.ignorelist)
+    endif()
   endif()
   message(STATUS "Sanitizers: ${ARBITER_SANITIZE}")
 endif()
