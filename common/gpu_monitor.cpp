@@ -5,22 +5,28 @@
 #include <cstdlib>
 #include <mutex>
 
-namespace arbiter {
-
-namespace {
-
-// The few NVML declarations used, as nvml.h gives them (a stable C ABI).
-using nvml_return = int;
-using nvml_device = struct nvml_device_st*;
-struct nvml_memory {
+// The few NVML declarations used, as nvml.h gives them (a stable C ABI), under nvml.h's own
+// type names: a function must be called through a pointer of the type it was defined with,
+// which UBSan checks (-fsanitize=function) against tests/support/fake_nvml.cpp.
+struct nvmlDevice_st;
+struct nvmlMemory_st {
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
-struct nvml_utilization {
+struct nvmlUtilization_st {
   unsigned int gpu;
   unsigned int memory;
 };
+
+namespace arbiter {
+
+namespace {
+
+using nvml_return = int;
+using nvml_device = nvmlDevice_st*;
+using nvml_memory = nvmlMemory_st;
+using nvml_utilization = nvmlUtilization_st;
 constexpr nvml_return nvml_success = 0;
 constexpr unsigned nvml_name_size = 96;
 

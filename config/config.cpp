@@ -968,7 +968,10 @@ model_config load_model(const toml::node& node, const std::string& where,
   }
   bool has_name = false;
   bool has_path = false;
-  for (const auto& [key, value] : *table) {
+  // Not a structured binding: C++17 lambdas (below) may not capture one (clang refuses).
+  for (const auto& entry : *table) {
+    const auto& key = entry.first;
+    const auto& value = entry.second;
     const std::string_view k = key.str();
     const std::string field = where + "." + std::string(k);
     auto text = [&](std::string& out) {

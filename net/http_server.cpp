@@ -36,8 +36,9 @@ struct http_server::impl {
   std::mutex sessions_mutex;
   std::vector<std::weak_ptr<http_session>> sessions;
   /// Accept failures (out of file descriptors, above all) retry after a growing pause rather
-  /// than at once, and are logged once per `accept_log_every`.
-  asio::steady_timer accept_pause;
+  /// than at once, and are logged once per `accept_log_every`. Destroyed with the acceptor
+  /// by `shutdown`, before the io_context whose service it uses.
+  std::optional<asio::steady_timer> accept_pause;
   std::chrono::milliseconds accept_backoff{0};
   std::chrono::steady_clock::time_point accept_logged{};
   uint64_t accept_failures_unlogged = 0;
@@ -46,7 +47,7 @@ struct http_server::impl {
        http_metrics& m)
     : ioc(io), cfg(c), routes(r), metrics(m),
       acceptor_storage(std::in_place, asio::make_strand(io)), acceptor(*acceptor_storage),
-      accept_pause(acceptor.get_executor()) {
+      accept_pause(std::in_place, acceptor.get_executor()) {
   }
 
   /// Closes the longest-open connection that is waiting for a request (or still receiving
@@ -417,8 +418,8 @@ void http_server::accept_failed(const boost::system::error_code& ec) {
   } else {
     ++im.accept_failures_unlogged;
   }
-  im.accept_pause.expires_after(im.accept_backoff);
-  im.accept_pause.async_wait([this, &im](beast::error_code e) {
+  im.accept_pause->expires_after(im.accept_backoff);
+  im.accept_pause->async_wait([this, &im](beast::error_code e) {
     if (!e && !im.draining) {
       accept_next();
     }
@@ -426,6 +427,9 @@ void http_server::accept_failed(const boost::system::error_code& ec) {
 }
 
 void http_server::shutdown() {
+  // The timer too: left to ~impl, it outlived the io_context and its destructor called the
+  // destroyed timer service (UBSan in the ASan build, at every `serve` exit).
+  impl_->accept_pause.reset();
   impl_->acceptor_storage.reset();
 }
 
@@ -434,7 +438,7 @@ void http_server::begin_drain() {
   im->draining = true;
   asio::post(im->acceptor.get_executor(), [im] {
     beast::error_code ignored;
-    im->accept_pause.cancel();
+    im->accept_pause->cancel();
     im->acceptor.close(ignored);
   });
   std::lock_guard<std::mutex> guard{im->sessions_mutex};

@@ -49,8 +49,8 @@ public:
   /// flight get their answer (with `Connection: close`) and then close.
   void begin_drain();
 
-  /// Destroys the acceptor. Call after the io threads have stopped and before the
-  /// io_context is destroyed.
+  /// Destroys the acceptor and the accept-retry timer. Call after the io threads have stopped
+  /// and before the io_context is destroyed.
   void shutdown();
 
   /// Connections still open.

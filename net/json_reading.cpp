@@ -31,6 +31,11 @@ bool json_body_reader::finish(codec_error& err) {
   return true;
 }
 
+bool well_formed_json(std::string_view text) {
+  thread_local simdjson::dom::parser parser;
+  return !parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error();
+}
+
 bool field_names::add(std::string_view key, const std::string& where, codec_error& err) {
   for (const auto& name : seen_) {
     if (name == key) {

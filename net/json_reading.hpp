@@ -33,6 +33,11 @@ private:
   ondemand::document doc_;
 };
 
+/// Whether `text` is one well-formed JSON value. On-demand parsing checks only the brackets
+/// of a value it skips (`raw_json`), so a value kept as text (an item's `extra_info`) is
+/// checked whole before it is passed on.
+bool well_formed_json(std::string_view text);
+
 /// The keys of one object seen so far, so that a key given twice is refused rather than read
 /// twice (two "items" lists would be concatenated past `max_batch_items`) or last-wins.
 class field_names {

@@ -59,6 +59,10 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
         err = {400, name, name + ": expected an object"};
         return false;
       }
+      if (!well_formed_json(raw)) {
+        err = {400, name, name + ": malformed JSON"};
+        return false;
+      }
       item.extra_info.assign(raw);
     }
     // Other keys (verl passes its own) are ignored.

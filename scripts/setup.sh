@@ -21,6 +21,8 @@ DEBIAN_PACKAGES=(
   libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
   libgtest-dev libgmock-dev  # unit tests
   openssl iproute2           # cluster tests: certificates, network namespaces
+  clang libclang-rt-14-dev   # sanitizer and libFuzzer builds (scripts/sanitizers.sh)
+  llvm                       # llvm-symbolizer: sanitizer reports with file and line
 )
 # libtorch is not a Debian package here: the native models build against the one inside the
 # PyTorch 2.x wheel of requirements-dev.txt (CPU and CUDA in one build; CMakeLists.txt finds

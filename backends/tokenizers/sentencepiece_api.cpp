@@ -12,6 +12,23 @@ namespace arbiter::backends::tokenizers {
 
 namespace {
 
+// The sanitizer runtimes end a process that dlopens with RTLD_DEEPBIND (google/sanitizers#611:
+// a deep-bound library would bypass their malloc and pthread interceptors), so the sanitizer
+// builds (docs/testing.md) open libsentencepiece without it. Its protobuf symbols may then
+// bind to the copy libtorch exports; the DeBERTa tokenizer tests beside libtorch pass that way
+// under ASan, but the shipped build keeps the isolation.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr int deep_bind = 0;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr int deep_bind = 0;
+#else
+constexpr int deep_bind = RTLD_DEEPBIND;
+#endif
+#else
+constexpr int deep_bind = RTLD_DEEPBIND;
+#endif
+
 std::string dl_error() {
   const char* e = dlerror();
   return e != nullptr ? e : "unknown error";
@@ -32,9 +49,9 @@ std::vector<std::string> shim_candidates() {
 }
 
 const sentencepiece_api* open_api() {
-  // Its own protobuf first (RTLD_DEEPBIND), kept out of the global scope (RTLD_LOCAL). The
-  // shim's dependency on it then finds this already-opened copy.
-  if (dlopen(ARBITER_SENTENCEPIECE_LIBRARY, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND) == nullptr) {
+  // Its own protobuf first (RTLD_DEEPBIND, but see `deep_bind`), kept out of the global scope
+  // (RTLD_LOCAL). The shim's dependency on it then finds this already-opened copy.
+  if (dlopen(ARBITER_SENTENCEPIECE_LIBRARY, RTLD_NOW | RTLD_LOCAL | deep_bind) == nullptr) {
     throw std::runtime_error("cannot open libsentencepiece (" ARBITER_SENTENCEPIECE_LIBRARY
                              "): " + dl_error());
   }

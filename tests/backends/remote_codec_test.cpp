@@ -307,7 +307,10 @@ TEST(RemoteCodec, ItemEstimatesNeverBelowWhatAProviderCountsOfTheBody) {
     opts.model.clear();
     size_t words = 0;
     size_t thirds = 0;
-    for (const auto& input : json::parse(call.body)["input"]) {
+    // Named: iterating `json::parse(...)["input"]` read the parsed document after the end of
+    // its full expression (ASan: heap-use-after-free).
+    const auto body = json::parse(call.body);
+    for (const auto& input : body["input"]) {
       words += whitespace_words(input.get<std::string>());
       thirds += (input.get<std::string>().size() + 2) / 3;
     }

@@ -125,6 +125,14 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
      "items[0].reward", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":[1]}]})",
      "items[0].extra_info", 400},
+    // Malformed inside: on-demand parsing skips an object it passes on as text without
+    // checking it (found by tests/fuzz/score_codec_fuzz).
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 1, "b"}}]})",
+     "items[0].extra_info", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": [1 2]}}]})",
+     "items[0].extra_info", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": tru}}]})",
+     "items[0].extra_info", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priority": "urgent"})",
      "priority", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priority": 1})",

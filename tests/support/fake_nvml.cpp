@@ -5,29 +5,31 @@
 
 #include <cstring>
 
-namespace {
-
-struct fake_device {
+// NVML's own types (nvml.h), which gpu_monitor.cpp declares too: the functions below must
+// have the types it calls them through. The device handle points at one of `devices`.
+struct nvmlDevice_st {
   const char* name;
   unsigned long long total;
   unsigned long long used;
   unsigned utilization;
 };
 
-fake_device devices[2] = {
-  {"Fake GPU 0", 80ULL << 30, 1ULL << 30, 37},
-  {"Fake GPU 1", 80ULL << 30, 2ULL << 30, 0},
-};
-
-struct memory {
+struct nvmlMemory_st {
   unsigned long long total;
   unsigned long long free;
   unsigned long long used;
 };
 
-struct utilization {
-  unsigned gpu;
-  unsigned memory;
+struct nvmlUtilization_st {
+  unsigned int gpu;
+  unsigned int memory;
+};
+
+namespace {
+
+nvmlDevice_st devices[2] = {
+  {"Fake GPU 0", 80ULL << 30, 1ULL << 30, 37},
+  {"Fake GPU 1", 80ULL << 30, 2ULL << 30, 0},
 };
 
 } // namespace
@@ -47,7 +49,7 @@ int nvmlDeviceGetCount_v2(unsigned* count) {
   return 0;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_st** device) {
   if (index >= 2) {
     return 2; // NVML_ERROR_INVALID_ARGUMENT
   }
@@ -55,14 +57,14 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
   return 0;
 }
 
-int nvmlDeviceGetName(void* device, char* name, unsigned length) {
-  std::strncpy(name, static_cast<fake_device*>(device)->name, length - 1);
+int nvmlDeviceGetName(nvmlDevice_st* device, char* name, unsigned length) {
+  std::strncpy(name, device->name, length - 1);
   name[length - 1] = '\0';
   return 0;
 }
 
-int nvmlDeviceGetMemoryInfo(void* device, memory* out) {
-  auto* d = static_cast<fake_device*>(device);
+int nvmlDeviceGetMemoryInfo(nvmlDevice_st* device, nvmlMemory_st* out) {
+  auto* d = device;
   d->used += 1ULL << 20;
   out->total = d->total;
   out->used = d->used;
@@ -70,8 +72,8 @@ int nvmlDeviceGetMemoryInfo(void* device, memory* out) {
   return 0;
 }
 
-int nvmlDeviceGetUtilizationRates(void* device, utilization* out) {
-  out->gpu = static_cast<fake_device*>(device)->utilization;
+int nvmlDeviceGetUtilizationRates(nvmlDevice_st* device, nvmlUtilization_st* out) {
+  out->gpu = device->utilization;
   out->memory = 0;
   return 0;
 }
