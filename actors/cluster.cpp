@@ -319,9 +319,10 @@ int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t po
     }
     if (joined) {
       backoff = first_backoff;
+      // Joined before it is said: whoever reads the log line (a probe, a test) sees /health 200.
+      set_joined(true);
       log::info("node '", hello.name, "' joined ", where, settings.tls() ? " over TLS" : "",
                 " with ", sources.size(), " sources");
-      set_joined(true);
       bool stop = false;
       while (!*lost && !stop) {
         stop = wait_for_signal(signals, std::chrono::milliseconds{200});
