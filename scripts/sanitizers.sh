@@ -16,7 +16,8 @@ FUZZ_SECONDS="${ARBITER_FUZZ_SECONDS:-20}"
 SUPP="$PWD/tests/sanitizers"
 STAGES=("$@")
 if [ "${#STAGES[@]}" -eq 0 ]; then STAGES=(asan tsan fuzz); fi
-FUZZ_TARGETS=(score_codec trainer_codec openai_codec info_gain_codec remote_codec http_head config)
+FUZZ_TARGETS=(score_codec trainer_codec openai_codec info_gain_codec remote_codec http_head config
+  safetensors tokenizer)
 
 stamp() { echo "== $(date +%H:%M:%S) $*"; }
 
