@@ -36,10 +36,15 @@ bool well_formed_json(std::string_view text) {
   return !parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error();
 }
 
+std::string field_path(const std::string& where, std::string_view key) {
+  std::string name = key.empty() ? std::string{"\"\""} : std::string{key};
+  return where == "body" ? name : where + "." + name;
+}
+
 bool field_names::add(std::string_view key, const std::string& where, codec_error& err) {
   for (const auto& name : seen_) {
     if (name == key) {
-      auto field = where == "body" ? std::string{key} : where + "." + std::string{key};
+      auto field = field_path(where, key);
       err = {400, field, field + ": given twice"};
       return false;
     }

@@ -38,6 +38,10 @@ private:
 /// checked whole before it is passed on.
 bool well_formed_json(std::string_view text);
 
+/// The path of field `key` of the object at `where` ("body" for the top level): `key`, or
+/// `WHERE.key`; an empty key is written `""`, so that a refusal always names a field.
+std::string field_path(const std::string& where, std::string_view key);
+
 /// The keys of one object seen so far, so that a key given twice is refused rather than read
 /// twice (two "items" lists would be concatenated past `max_batch_items`) or last-wins.
 class field_names {

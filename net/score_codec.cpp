@@ -23,7 +23,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
     if (!read_field(field, key, value, prefix, err, &seen)) {
       return false;
     }
-    auto name = prefix + "." + std::string{key};
+    auto name = field_path(prefix, key);
     if (key == "solution_str") {
       has_solution = true;
       if (!read_string(value, item.solution_str, name, err)) {
@@ -221,7 +221,8 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
     } else if (key == "group_id") {
       // Accepted for forward compatibility (group-aware scheduling); not used yet.
     } else {
-      err = {400, std::string{key}, std::string{key} + ": unknown field"};
+      auto name = field_path("body", key);
+      err = {400, name, name + ": unknown field"};
       return false;
     }
   }

@@ -191,6 +191,11 @@ TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
   EXPECT_FALSE(decode_slime_request(R"({"response":"r","response":"s"})", reward("lexical"), item,
                                     err));
   EXPECT_EQ(err.message, "response: given twice");
+  // An empty key given twice is named too (found by tests/fuzz/trainer_codec_fuzz).
+  EXPECT_FALSE(decode_slime_request(R"({"":1,"":2,"response":"r"})", reward("lexical"), item,
+                                    err));
+  EXPECT_EQ(err.field, R"("")");
+  EXPECT_EQ(err.message, R"("": given twice)");
 }
 
 TEST(SlimeResponse, ANumberOrAnObjectWithFixedKeys) {

@@ -173,6 +173,13 @@ TEST_F(ScoreCodec, TakesNumbersAsReferencesTheWayPythonsStrWritesThem) {
   EXPECT_EQ(out.items[3].ground_truth, std::vector<std::string>{"inf"});
 }
 
+TEST_F(ScoreCodec, AnEmptyKeyIsNamedToo) {
+  // A refusal named the field "" (found by tests/fuzz/score_codec_fuzz).
+  auto err = refusal(R"({"": 1, "items": []})");
+  EXPECT_EQ(err.field, R"("")");
+  EXPECT_EQ(err.message, R"("": unknown field)");
+}
+
 TEST_F(ScoreCodec, RefusesAKeyGivenTwice) {
   // Two "items" lists were concatenated, past max_batch_items; other keys were last-wins.
   const std::string item = R"({"reward": "lexical", "solution_str": "a", "ground_truth": "a"})";
