@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,9 +48,11 @@ parse_end parse(std::string_view bytes, uint64_t body_limit, size_t chunk) {
   size_t fed = 0;
   auto feed = [&] {
     size_t n = chunk == 0 ? bytes.size() - fed : std::min(chunk, bytes.size() - fed);
-    auto dst = buffer.prepare(n);
-    std::memcpy(dst.data(), bytes.data() + fed, n);
-    buffer.commit(n);
+    if (n > 0) {
+      auto dst = buffer.prepare(n);
+      std::memcpy(dst.data(), bytes.data() + fed, n);
+      buffer.commit(n);
+    }
     fed += n;
     return n > 0;
   };
