@@ -152,6 +152,12 @@ std::string replace(std::string_view s, std::string_view old, std::string_view r
   }
 }
 
+void replace_in(std::string& s, std::string_view old, std::string_view replacement) {
+  if (s.find(old) != std::string::npos) {
+    s = replace(s, old, replacement);
+  }
+}
+
 std::vector<std::string_view> split(std::string_view s, std::string_view sep) {
   std::vector<std::string_view> parts;
   std::size_t pos = 0;

@@ -37,6 +37,9 @@ bool isdigit(std::string_view s);
 /// `s.replace(old, new)` (every occurrence, left to right; `old` not empty).
 std::string replace(std::string_view s, std::string_view old, std::string_view replacement);
 
+/// `s = s.replace(old, new)` in place; no copy when `old` does not occur (the usual case).
+void replace_in(std::string& s, std::string_view old, std::string_view replacement);
+
 /// `s.split(sep)` (`sep` not empty).
 std::vector<std::string_view> split(std::string_view s, std::string_view sep);
 

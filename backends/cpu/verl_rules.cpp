@@ -198,20 +198,20 @@ std::string fix_sqrt(const std::string& string) {
 /// strip_string(string); throws where the Python raises.
 std::string strip_string(std::string_view input) {
   std::string s = py::replace(input, "\n", "");
-  s = py::replace(s, "\\!", "");
-  s = py::replace(s, "\\\\", "\\");
-  s = py::replace(s, "tfrac", "frac");
-  s = py::replace(s, "dfrac", "frac");
-  s = py::replace(s, "\\left", "");
-  s = py::replace(s, "\\right", "");
-  s = py::replace(s, "^{\\circ}", "");
-  s = py::replace(s, "^\\circ", "");
-  s = py::replace(s, "\\$", "");
+  py::replace_in(s, "\\!", "");
+  py::replace_in(s, "\\\\", "\\");
+  py::replace_in(s, "tfrac", "frac");
+  py::replace_in(s, "dfrac", "frac");
+  py::replace_in(s, "\\left", "");
+  py::replace_in(s, "\\right", "");
+  py::replace_in(s, "^{\\circ}", "");
+  py::replace_in(s, "^\\circ", "");
+  py::replace_in(s, "\\$", "");
   s = remove_right_units(s);
-  s = py::replace(s, "\\\\%", "");
-  s = py::replace(s, "\\%", "");
-  s = py::replace(s, " .", " 0.");
-  s = py::replace(s, "{.", "{0.");
+  py::replace_in(s, "\\\\%", "");
+  py::replace_in(s, "\\%", "");
+  py::replace_in(s, " .", " 0.");
+  py::replace_in(s, "{.", "{0.");
   if (s.empty()) {
     return s;
   }
@@ -225,7 +225,7 @@ std::string strip_string(std::string_view input) {
     }
   }
   s = fix_sqrt(s);
-  s = py::replace(s, " ", "");
+  py::replace_in(s, " ", "");
   s = fix_fracs(s);
   if (s == "0.5") {
     s = "\\frac{1}{2}";
@@ -370,21 +370,37 @@ std::string normalize_final_answer(std::string_view final_answer) {
 
   std::string s{py::split(final_answer, "=").back()};
   for (const auto& [before, after] : substitutions) {
-    s = py::replace(s, before, after);
+    py::replace_in(s, before, after);
   }
   for (auto expr : removed_expressions) {
-    s = py::replace(s, expr, "");
+    py::replace_in(s, expr, "");
   }
-  s = dollars.sub(s, "$$${3}$$"); // "$\3$"
-  s = text.sub(s, "${2}");
-  s = textbf.sub(s, "${2}");
-  s = overline.sub(s, "${2}");
-  s = boxed.sub(s, "${2}");
-  s = frac.sub(s, "frac{${2}}{${3}}");
-  s = sqrt.sub(s, "sqrt{${2}}");
-  s = py::replace(s, "$", "");
+  // Each substitution only where its literal part occurs (most answers hold none of them).
+  auto has = [&s](std::string_view literal) { return s.find(literal) != std::string::npos; };
+  if (py::count(s, "$") >= 2) {
+    s = dollars.sub(s, "$$${3}$$"); // "$\3$"
+  }
+  if (has("\\text{")) {
+    s = text.sub(s, "${2}");
+  }
+  if (has("\\textbf{")) {
+    s = textbf.sub(s, "${2}");
+  }
+  if (has("\\overline{")) {
+    s = overline.sub(s, "${2}");
+  }
+  if (has("\\boxed{")) {
+    s = boxed.sub(s, "${2}");
+  }
+  if (has("frac")) {
+    s = frac.sub(s, "frac{${2}}{${3}}");
+  }
+  if (has("sqrt")) {
+    s = sqrt.sub(s, "sqrt{${2}}");
+  }
+  py::replace_in(s, "$", "");
   if (py::isdigit(py::replace(s, ",", ""))) {
-    s = py::replace(s, ",", "");
+    py::replace_in(s, ",", "");
   }
   return std::string{py::strip(s)};
 }
