@@ -3,7 +3,8 @@
 namespace arbiter::backends {
 
 std::string capability_of(std::string_view kind) {
-  if (kind == "lexical" || kind == "exact_match") {
+  if (kind == "lexical" || kind == "exact_match" || kind == "gsm8k" || kind == "math"
+      || kind == "math_dapo" || kind == "search_r1_qa_em") {
     return "cpu";
   }
   if (kind == "judge") {

@@ -284,6 +284,22 @@ std::vector<option_rule> em_info_gain_rules() {
   return rules;
 }
 
+/// verl's rule rewards: the keyword arguments of their compute_score.
+std::vector<option_rule> gsm8k_rules() {
+  return {{"method", one_of({"strict", "flexible"})},
+          {"format_score", number_in(-no_bound, bound::open, no_bound, bound::open)},
+          {"score", number_in(-no_bound, bound::open, no_bound, bound::open)}};
+}
+
+std::vector<option_rule> math_dapo_rules() {
+  return {{"strict_box_verify", a_boolean()}};
+}
+
+std::vector<option_rule> search_r1_rules() {
+  return {{"format_score", number_in(-no_bound, bound::open, no_bound, bound::open)},
+          {"score", number_in(-no_bound, bound::open, no_bound, bound::open)}};
+}
+
 /// The known options of one kind: its rules, and their keys in the same order.
 struct kind_rules {
   kind_rules() = default;
@@ -303,6 +319,18 @@ const kind_rules& rules_of(std::string_view kind) {
   static const kind_rules judge{judge_rules()};
   static const kind_rules info_gain{info_gain_rules()};
   static const kind_rules em_info_gain{em_info_gain_rules()};
+  static const kind_rules gsm8k{gsm8k_rules()};
+  static const kind_rules math_dapo{math_dapo_rules()};
+  static const kind_rules search_r1{search_r1_rules()};
+  if (kind == "gsm8k") {
+    return gsm8k;
+  }
+  if (kind == "math_dapo") {
+    return math_dapo;
+  }
+  if (kind == "search_r1_qa_em") {
+    return search_r1;
+  }
   if (kind == "embedding") {
     return embedding;
   }
@@ -465,6 +493,27 @@ em_info_gain_options parse_em_info_gain_options(const nlohmann::json& options) {
   out.info_gain_reward =
     read_string(options, kind, "info_gain_reward").value_or(out.info_gain_reward);
   out.validation = read_bool(options, kind, "validation").value_or(out.validation);
+  return out;
+}
+
+cpu::verl::gsm8k_options parse_gsm8k_options(const nlohmann::json& options) {
+  constexpr std::string_view kind = "gsm8k";
+  cpu::verl::gsm8k_options out;
+  out.flexible = read_string(options, kind, "method").value_or("strict") == "flexible";
+  out.format_score = read_number(options, kind, "format_score").value_or(out.format_score);
+  out.score = read_number(options, kind, "score").value_or(out.score);
+  return out;
+}
+
+bool parse_strict_box_verify(const nlohmann::json& options) {
+  return read_bool(options, "math_dapo", "strict_box_verify").value_or(false);
+}
+
+cpu::verl::search_r1_options parse_search_r1_options(const nlohmann::json& options) {
+  constexpr std::string_view kind = "search_r1_qa_em";
+  cpu::verl::search_r1_options out;
+  out.format_score = read_number(options, kind, "format_score").value_or(out.format_score);
+  out.score = read_number(options, kind, "score").value_or(out.score);
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/verl_rules.hpp"
 #include "backends/rewards/info_gain_math.hpp"
 #include "backends/rewards/text_similarity.hpp"
 #include "common/score_types.hpp"
@@ -101,5 +102,10 @@ embedding_options parse_embedding_options(const nlohmann::json& options);
 judge_options parse_judge_options(const nlohmann::json& options);
 info_gain_options parse_info_gain_options(const nlohmann::json& options);
 em_info_gain_options parse_em_info_gain_options(const nlohmann::json& options);
+/// verl's rule rewards: `method` ("strict"/"flexible"), `format_score`, `score` (gsm8k);
+/// `strict_box_verify` (math_dapo); `format_score`, `score` (search_r1_qa_em).
+cpu::verl::gsm8k_options parse_gsm8k_options(const nlohmann::json& options);
+bool parse_strict_box_verify(const nlohmann::json& options);
+cpu::verl::search_r1_options parse_search_r1_options(const nlohmann::json& options);
 
 } // namespace arbiter::backends

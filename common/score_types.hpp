@@ -132,6 +132,9 @@ struct item_outcome {
   uint32_t attempts = 0;
   /// Optional details as JSON text (info_gain: samples, weights, entailment matrices).
   std::string detail;
+  /// Fields the reward returns beside its score, for the trainer, as a JSON object's text
+  /// (math_dapo: `acc`, `pred`); empty when it returns none. /v1/score reports it as `extra`.
+  std::string extra;
 };
 
 /// The answer for one item, as the ingress writes it.
@@ -157,6 +160,8 @@ struct item_result {
   std::shared_ptr<const model_output> output;
   /// Optional details as JSON text (see item_outcome::detail).
   std::string detail;
+  /// The reward's extra fields (see item_outcome::extra).
+  std::string extra;
 };
 
 } // namespace arbiter

@@ -1209,8 +1209,10 @@ std::optional<int64_t> parse_integer(const std::string& text, bool& overflow) {
 } // namespace
 
 const std::vector<std::string>& builtin_reward_kinds() {
-  static const std::vector<std::string> kinds = {"lexical", "exact_match", "judge", "embedding",
-                                                 "info_gain", "em_info_gain"};
+  static const std::vector<std::string> kinds = {
+    "lexical", "exact_match", "judge",     "embedding",      "info_gain", "em_info_gain",
+    // verl's rule rewards (backends/cpu/verl_rules.hpp)
+    "gsm8k",   "math",        "math_dapo", "search_r1_qa_em"};
   return kinds;
 }
 

@@ -310,13 +310,21 @@ struct arbiter_config {
   /// names (`lexical`, `embedding`, ...); entries here add names or override those.
   std::map<std::string, reward_config> rewards;
   /// `data_source` prefix -> reward name, used when an item names no `reward`. The longest
-  /// matching prefix wins.
+  /// matching prefix wins. The default serves the seeds' names and every name verl's
+  /// `default_compute_score` maps to a rule reward Arbiter ports (docs/rewards.md).
   std::map<std::string, std::string> data_sources = {
       {"lexical", "lexical"},
       {"exact_match", "exact_match"},
       {"embedding_remote", "embedding"},
       {"llm_judge_remote", "judge"},
       {"info_gain", "info_gain"},
+      {"openai/gsm8k", "gsm8k"},
+      {"lighteval/MATH", "math"},
+      {"DigitalLearningGmbH/MATH-lighteval", "math"},
+      {"HuggingFaceH4/MATH-500", "math"},
+      {"math", "math_dapo"}, // math, math_dapo, math_dapo_reasoning
+      {"aime", "math_dapo"},
+      {"searchR1_", "search_r1_qa_em"},
   };
 };
 

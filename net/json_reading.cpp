@@ -141,9 +141,39 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     out.emplace_back();
     return read_reference(value, out.back(), field, err);
   }
+  if (type == ondemand::json_type::object) {
+    // verl's search-R1 data: {"target": [...]}; the object's other keys are the dataset's.
+    ondemand::object object;
+    if (value.get_object().get(object)) {
+      err = {400, field, field + ": malformed object"};
+      return false;
+    }
+    field_names seen;
+    bool has_target = false;
+    for (auto member : object) {
+      std::string_view key;
+      ondemand::value inner;
+      if (!read_field(member, key, inner, field, err, &seen)) {
+        return false;
+      }
+      if (key == "target") {
+        has_target = true;
+        if (!read_references(inner, out, field + ".target", allow_empty, err)) {
+          return false;
+        }
+      }
+    }
+    if (!has_target) {
+      err = {400, field + ".target",
+             field + ".target: required when ground_truth is an object (verl's "
+                     "{\"target\": [...]})"};
+      return false;
+    }
+    return true;
+  }
   ondemand::array list;
   if (type != ondemand::json_type::array || value.get_array().get(list)) {
-    err = {400, field, field + ": expected a string, a number or a list of them"};
+    err = {400, field, field + ": expected a string, a number, a list of them or {\"target\": ...}"};
     return false;
   }
   size_t count = 0;

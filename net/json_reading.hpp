@@ -108,9 +108,10 @@ bool read_reference(ondemand::value value, std::string& out, const std::string& 
 bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
                          const std::string& field, codec_error& err);
 
-/// Reads references into `out` (appended): one (`read_reference`), or a list of them, each
-/// named `FIELD[i]` when refused. Anything else is refused with `FIELD: expected a string, a
-/// number or a list of them`; an empty list too unless `allow_empty`.
+/// Reads references into `out` (appended): one (`read_reference`), a list of them, each named
+/// `FIELD[i]` when refused, or verl's search-R1 object `{"target": ONE_OR_A_LIST, ...}` (its
+/// other keys ignored). Anything else is refused with `FIELD: expected a string, a number, a
+/// list of them or {"target": ...}`; an empty list too unless `allow_empty`.
 bool read_references(ondemand::value value, std::vector<std::string>& out,
                      const std::string& field, bool allow_empty, codec_error& err);
 

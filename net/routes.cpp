@@ -579,7 +579,7 @@ void router::predict(std::string body, reply_fn reply, defer_fn defer) {
   req.deadline = start + decoded->deadline;
   req.items = std::move(decoded->items);
   decoded->items.clear();
-  auto encode = [this, decoded](const std::vector<item_result>& results) {
+  auto encode = [decoded](const std::vector<item_result>& results) {
     if (auto failed = failed_items_reply(results, error_style::tei)) {
       return std::move(*failed);
     }

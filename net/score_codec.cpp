@@ -85,10 +85,19 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
     }
   } else {
     reward = ctx.catalog->for_data_source(item.data_source);
+    if (reward == nullptr && item.data_source.empty()) {
+      err = {400, prefix + ".reward", prefix + ".reward: required when there is no data_source"};
+      return false;
+    }
     if (reward == nullptr) {
-      err = {400, prefix + ".reward",
-             prefix + ".reward: required, because data_source '" + item.data_source
-               + "' matches no configured prefix"};
+      std::string served;
+      for (const auto& [known, name] : ctx.catalog->data_sources()) {
+        served += (served.empty() ? "" : ", ") + known;
+      }
+      err = {400, prefix + ".data_source",
+             prefix + ".data_source: '" + item.data_source
+               + "' is not served (no [data_sources] prefix matches it; served: " + served
+               + "); name a reward instead"};
       return false;
     }
   }
@@ -354,6 +363,10 @@ std::string encode_score_response(const std::vector<item_result>& results) {
     append_json_number(out, std::round(r.queue_ms * 1000.0) / 1000.0);
     out += ",\"run_ms\":";
     append_json_number(out, std::round(r.run_ms * 1000.0) / 1000.0);
+    if (!r.extra.empty() && r.status != item_status::failed) {
+      out += ",\"extra\":";
+      out += r.extra; // a JSON object the reward wrote
+    }
     out += "}";
   }
   out += "]}";

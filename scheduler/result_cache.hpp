@@ -31,6 +31,7 @@ struct cached_result {
   /// Model calls: what the model returned; rewards: their details and graph sources.
   std::shared_ptr<const model_output> output;
   std::string detail;
+  std::string extra;
   std::vector<std::string> sources;
 };
 

@@ -274,6 +274,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           r.cached = true;
           r.output = hit->output;
           r.detail = hit->detail;
+          r.extra = hit->extra;
           r.sources = hit->sources;
           end_item(id, req, i, std::move(r));
           continue;
@@ -844,6 +845,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
         result.status = item_status::ok;
         result.output = o.output;
         result.detail = o.detail;
+        result.extra = o.extra;
       } else {
         result.code = o.code;
         result.error = o.error;
@@ -1128,6 +1130,7 @@ void scheduler_core::settle_flight(const std::string& key, item_ref leader,
     value.source = result.source;
     value.output = result.output;
     value.detail = result.detail;
+    value.extra = result.extra;
     value.sources = result.sources;
     cache_.insert(key, std::move(value));
   }

@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
   libtomlplusplus-dev        # configuration files
   libcli11-dev               # command line
   libutf8proc-dev            # Unicode for the CPU rewards
+  libpcre2-dev               # regular expressions of verl's rule rewards (PCRE2)
   libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
   libgtest-dev libgmock-dev  # unit tests
   openssl iproute2           # cluster tests: certificates, network namespaces

@@ -7,6 +7,7 @@
 
 #include "backends/cpu/exact_match.hpp"
 #include "backends/cpu/lexical.hpp"
+#include "backends/cpu/verl_rules.hpp"
 #include "backends/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 
@@ -50,6 +51,34 @@ item_outcome score_exact_match(const score_item& item) {
   return out;
 }
 
+/// verl's rule rewards, with the item's options (reward options under extra_info).
+item_outcome score_verl_rule(const score_item& item) {
+  auto options = merged_options(item);
+  item_outcome out;
+  if (item.kind == "gsm8k") {
+    out.score = verl::gsm8k(item.solution_str, item.ground_truth, parse_gsm8k_options(options));
+  } else if (item.kind == "math") {
+    out.score = verl::math(item.solution_str, item.ground_truth);
+  } else if (item.kind == "math_dapo") {
+    auto r = verl::math_dapo(item.solution_str, item.ground_truth,
+                             parse_strict_box_verify(options));
+    out.score = r.score;
+    nlohmann::json extra = {{"acc", r.acc}, {"pred", nullptr}};
+    if (r.pred) {
+      extra["pred"] = *r.pred;
+    }
+    out.extra = extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    out.score = verl::search_r1_qa_em(item.solution_str, item.ground_truth,
+                                      parse_search_r1_options(options));
+  }
+  return out;
+}
+
+bool is_verl_rule(const std::string& kind) {
+  return kind == "gsm8k" || kind == "math" || kind == "math_dapo" || kind == "search_r1_qa_em";
+}
+
 /// `text` lower-cased code point by code point (UTF-8 in, UTF-8 out).
 std::string lower(const std::string& text) {
   std::string out;
@@ -89,6 +118,13 @@ item_outcome evaluate(const score_item& item, const config::cpu_config& cfg) {
     out = score_lexical(item, cfg);
   } else if (item.kind == "exact_match") {
     out = score_exact_match(item);
+  } else if (is_verl_rule(item.kind)) {
+    try {
+      out = score_verl_rule(item);
+    } catch (const std::exception& e) {
+      // A regular expression past PCRE2's match limit: Python would only have been slow.
+      out = failure(item.kind + ": " + e.what());
+    }
   } else {
     out = failure("kind '" + item.kind + "' is not a CPU reward");
   }

@@ -5,8 +5,10 @@
 
 namespace arbiter::backends::cpu {
 
-/// Scores one item of a CPU kind (`lexical`, `exact_match`): the best score over its
-/// references. An input the reward cannot take (over `max_lexical_chars`, an unknown kind)
+/// Scores one item of a CPU kind: `lexical`, `exact_match` (the best score over its
+/// references) or one of verl's rule rewards (`gsm8k`, `math`, `math_dapo`,
+/// `search_r1_qa_em`: correct when correct against any reference; math_dapo's `acc` and
+/// `pred` in `extra`). An input the reward cannot take (over `max_lexical_chars`, an unknown kind)
 /// fails with `errc::reward_failed` and says why. Never throws.
 item_outcome evaluate(const score_item& item, const config::cpu_config& cfg);
 

@@ -1,6 +1,8 @@
 #include "backends/remote/redaction.hpp"
 
-#include <regex>
+#include <memory>
+
+#include "backends/cpu/python_regex.hpp"
 
 namespace arbiter::backends::remote {
 namespace {
@@ -46,29 +48,34 @@ std::string blank_opaque_tokens(const std::string& text) {
 }
 
 struct rule {
-  std::regex pattern;
+  cpu::py::regex pattern;
+  /// In PCRE2's syntax: $1 is the first group.
   const char* replacement;
 };
 
-const std::vector<rule>& rules() {
-  using std::regex_constants::ECMAScript;
-  using std::regex_constants::icase;
-  static const std::vector<rule> all = {
-      // A scheme and its credentials: "Bearer sk-...", "Basic dXNlcjpwYXNz".
-      {std::regex{R"(\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]+)", ECMAScript | icase},
-       "$1$2[redacted]"},
-      // name: value, name=value, "name": "value" for the usual names of a secret.
-      {std::regex{R"re(\b((?:x-)?(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|id[_-]?token|token|secret|password|passwd|authorization)["']?\s*[:=]\s*["']?)(?!\[redacted\])[^\s"',;&})\]<>]+)re",
-                  ECMAScript | icase},
-       "$1[redacted]"},
-      // OpenAI-, Anthropic- and Stripe-style keys: sk-..., sk-proj-..., pk-..., rk-...
-      {std::regex{R"(\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,})", ECMAScript}, "[redacted]"},
-      // AWS access key ids.
-      {std::regex{R"(\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)", ECMAScript}, "[redacted]"},
-      // JSON Web Tokens.
-      {std::regex{R"(\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*)", ECMAScript},
-       "[redacted]"},
-  };
+/// The patterns run over bytes (an error body need not be UTF-8), case-insensitive where a
+/// name is matched, by PCRE2 like the rule rewards' (backends/cpu/python_regex.hpp).
+const std::vector<std::unique_ptr<rule>>& rules() {
+  using cpu::py::regex;
+  static const std::vector<std::unique_ptr<rule>> all = [] {
+    std::vector<std::unique_ptr<rule>> out;
+    auto add = [&out](const char* pattern, uint32_t flags, const char* replacement) {
+      out.push_back(std::unique_ptr<rule>(
+        new rule{regex{pattern, regex::bytes | flags}, replacement}));
+    };
+    // A scheme and its credentials: "Bearer sk-...", "Basic dXNlcjpwYXNz".
+    add(R"(\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=\-]+)", regex::ignorecase, "$1$2[redacted]");
+    // name: value, name=value, "name": "value" for the usual names of a secret.
+    add(R"re(\b((?:x-)?(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|id[_-]?token|token|secret|password|passwd|authorization)["']?\s*[:=]\s*["']?)(?!\[redacted\])[^\s"',;&})\]<>]+)re",
+        regex::ignorecase, "$1[redacted]");
+    // OpenAI-, Anthropic- and Stripe-style keys: sk-..., sk-proj-..., pk-..., rk-...
+    add(R"(\b(?:sk|pk|rk)-[A-Za-z0-9_\-]{8,})", regex::none, "[redacted]");
+    // AWS access key ids.
+    add(R"(\b(?:AKIA|ASIA)[0-9A-Z]{16}\b)", regex::none, "[redacted]");
+    // JSON Web Tokens.
+    add(R"(\beyJ[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*)", regex::none, "[redacted]");
+    return out;
+  }();
   return all;
 }
 
@@ -94,7 +101,7 @@ std::string redact_secrets(std::string_view text, std::string_view known_secret)
     }
   }
   for (const auto& r : rules()) {
-    out = std::regex_replace(out, r.pattern, r.replacement);
+    out = r->pattern.sub(out, r->replacement);
   }
   return blank_opaque_tokens(out);
 }

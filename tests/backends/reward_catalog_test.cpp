@@ -32,7 +32,7 @@ TEST(RewardCatalog, ConfiguredNamesAndLongestPrefixWin) {
   EXPECT_EQ(catalog.for_data_source("squad_v2_dev")->name, "squad_em");
   EXPECT_EQ(catalog.for_data_source("squad_v1")->name, "lexical");
   EXPECT_EQ(catalog.for_data_source("gsm8k"), nullptr);
-  EXPECT_EQ(catalog.rewards().size(), 7u) << "six built-in kinds and squad_em";
+  EXPECT_EQ(catalog.rewards().size(), 11u) << "ten built-in kinds and squad_em";
 }
 
 TEST(RewardCatalog, RewardsWithSourcesGetARouteSuffixAndFallbacksDefaultByKind) {

@@ -282,7 +282,7 @@ def test_remote_rm_refuses_bad_bodies_naming_the_field(make_server):
     server = make_server('[protocols]\nreward = "lexical"\n')
     for body, field in [({"prompt": "q"}, "response"),
                         ({"response": 4}, "response"),
-                        ({"response": "a", "label": {"x": 1}}, "label"),
+                        ({"response": "a", "label": {"x": 1}}, "label.target"),
                         ({"response": "a", "prompt": [{"content": "no role"}]}, "prompt[0]")]:
         status, _, reply = post(server, "/remote_rm", body)
         assert status == 400, (body, reply)

@@ -184,7 +184,7 @@ TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
   EXPECT_FALSE(decode_slime_request(R"({"response":"r","label":false})", reward("lexical"), item,
                                     err));
   EXPECT_EQ(err.field, "label");
-  EXPECT_EQ(err.message, "label: expected a string, a number or a list of them");
+  EXPECT_EQ(err.message, "label: expected a string, a number, a list of them or {\"target\": ...}");
   EXPECT_FALSE(decode_slime_request(R"({"prompt":7,"response":"r"})", reward("lexical"), item,
                                     err));
   EXPECT_EQ(err.field, "prompt");

@@ -1,5 +1,6 @@
 """ArbiterClient: POST /v1/score with retries, batching and a failure policy."""
 import asyncio
+import dataclasses
 import json
 import re
 import time
@@ -36,6 +37,8 @@ class ItemResult:
     error_code: Optional[str]
     error_message: Optional[str]
     raw: Mapping[str, Any]
+    # What the reward returns beside its score (verl's math_dapo: acc, pred); empty for most.
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def fallback(self):
@@ -231,4 +234,5 @@ class ArbiterClient:
             status=status, source=r.get("source"), cached=bool(r.get("cached")),
             attempts=int(r.get("attempts") or 0), queue_ms=float(r.get("queue_ms") or 0.0),
             run_ms=float(r.get("run_ms") or 0.0), fallback_reason=r.get("fallback_reason"),
-            error_code=error.get("code"), error_message=error.get("message"), raw=r)
+            error_code=error.get("code"), error_message=error.get("message"), raw=r,
+            extra=r.get("extra") if isinstance(r.get("extra"), dict) else {})

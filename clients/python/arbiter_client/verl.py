@@ -21,10 +21,16 @@ from the ARBITER_* environment variables (see ArbiterClient):
 | return_dict | ARBITER_RETURN_DICT | return a dict (below) instead of a float |
 | deadline_ms, priority | ARBITER_DEADLINE_MS, ARBITER_PRIORITY | passed to /v1/score |
 
-The return value is a float, or, with return_dict or on_failure=value, a dict with the same
-keys for every sample (verl builds its arrays from the first sample's keys): `score`,
+The return value is a float, or a dict: with return_dict or on_failure=value, the same keys
+for every sample (verl builds its arrays from the first sample's keys): `score`,
 `arbiter_failed`, `arbiter_fallback`, `arbiter_cached` (0 or 1), `arbiter_queue_ms`,
-`arbiter_run_ms`.
+`arbiter_run_ms`; and for a reward that returns fields beside its score (math_dapo: `acc`,
+`pred`, as verl's own math_dapo returns them), `score` with those fields, plus the above
+under return_dict. verl's reward_extra_info gets them.
+
+With no `reward`, Arbiter picks the reward from `data_source` as verl's
+default_compute_score does (openai/gsm8k, lighteval/MATH, math_dapo, aime*, searchR1_*, ...;
+docs/rewards.md lists them).
 """
 import os
 
@@ -87,11 +93,18 @@ def _rows(column):
 
 
 def _value(result, as_dict):
-    if not as_dict:
+    """A float, or a dict when the reward returns extra fields (math_dapo's acc and pred, as
+    verl's own function returns them) or as_dict asks for Arbiter's fields."""
+    if not as_dict and not result.extra:
         return result.score
-    return {"score": result.score, "arbiter_failed": int(result.failed),
-            "arbiter_fallback": int(result.fallback), "arbiter_cached": int(result.cached),
-            "arbiter_queue_ms": result.queue_ms, "arbiter_run_ms": result.run_ms}
+    value = {"score": result.score}
+    value.update(result.extra)
+    if as_dict:
+        value.update({"arbiter_failed": int(result.failed),
+                      "arbiter_fallback": int(result.fallback),
+                      "arbiter_cached": int(result.cached),
+                      "arbiter_queue_ms": result.queue_ms, "arbiter_run_ms": result.run_ms})
+    return value
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):

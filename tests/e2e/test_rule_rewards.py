@@ -1,0 +1,110 @@
+"""verl's rule rewards through the real server: every case of the golden corpus (verl 0.9.1's
+own results, tests/backends/make_rule_reward_corpus.py) scored through /v1/score, picked by
+data_source alone where the case uses verl's defaults, and through the verl client with only
+data_source, solution_str and ground_truth."""
+import json
+from pathlib import Path
+
+import pytest
+
+CORPUS = Path(__file__).resolve().parents[1] / "backends" / "fixtures" / "rule_reward_cases.jsonl"
+
+# Every data_source verl's default_compute_score sends to a function Arbiter ports.
+VERL_DATA_SOURCES = {
+    "gsm8k": ["openai/gsm8k"],
+    "math": ["lighteval/MATH", "DigitalLearningGmbH/MATH-lighteval", "HuggingFaceH4/MATH-500"],
+    "math_dapo": ["math_dapo", "math", "math_dapo_reasoning", "aime2024", "aime25"],
+    "search_r1_qa_em": ["searchR1_nq", "searchR1_triviaqa", "searchR1_popqa", "searchR1_hotpotqa",
+                        "searchR1_2wikimultihopqa", "searchR1_musique", "searchR1_bamboogle"],
+}
+
+
+def load_cases():
+    with CORPUS.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def as_item(case):
+    """The /v1/score item a verl user's data would give: the data_source alone when the case
+    uses the function's defaults, else the reward named with its options in extra_info."""
+    item = {"solution_str": case["solution_str"], "ground_truth": case["ground_truth"]}
+    if case["options"]:
+        item["reward"] = case["fn"]
+        item["extra_info"] = case["options"]
+    else:
+        item["data_source"] = case["data_source"]
+    return item
+
+
+def test_every_corpus_case_scores_as_verl_does(server):
+    cases = load_cases()
+    assert {c["fn"] for c in cases} == set(VERL_DATA_SOURCES)
+    mismatches = []
+    for start in range(0, len(cases), 500):
+        chunk = cases[start:start + 500]
+        status, _, body = server.score({"items": [as_item(c) for c in chunk]})
+        assert status == 200, body
+        for case, result in zip(chunk, body["results"]):
+            expected = case["expected"]
+            got = {"score": result["score"]}
+            if case["fn"] == "math_dapo":
+                got.update(result.get("extra", {}))
+            else:
+                assert "extra" not in result
+            assert result["status"] == "ok", result
+            if got != expected:
+                mismatches.append((case, got))
+    assert not mismatches, f"{len(mismatches)} of {len(cases)} differ; first: {mismatches[:3]}"
+
+
+def test_unknown_and_unported_data_sources_are_refused_naming_them(server):
+    for name in ["numina_olympiads", "hiyouga/geometry3k", "codecontests", "my_dataset"]:
+        status, _, body = server.score({"items": [
+            {"data_source": name, "solution_str": "x", "ground_truth": "y"}]})
+        assert status == 400, body
+        assert body["error"]["field"] == "items[0].data_source"
+        assert name in body["error"]["message"]
+        assert "openai/gsm8k" in body["error"]["message"]  # what is served is listed
+
+
+def test_verl_client_with_only_verls_arguments(server, monkeypatch):
+    """A verl user's compute_score, no reward named: every listed data_source works."""
+    from arbiter_client import verl as verl_adapter
+    monkeypatch.setenv("ARBITER_URL", server.url)
+    samples = {
+        "gsm8k": ("Natalia sold 48 clips... #### 72", "72", 1.0),
+        "math": ("so the answer is $\\boxed{\\dfrac{1}{2}}$", "\\frac12", 1.0),
+        "math_dapo": ("...\nAnswer: 1,000 dollars", "1000", 1.0),
+        "search_r1_qa_em": ("<answer> The Paris </answer>", {"target": ["paris"]}, 1.0),
+    }
+    for fn, names in VERL_DATA_SOURCES.items():
+        solution, truth, score = samples[fn]
+        for name in names:
+            value = verl_adapter.compute_score(data_source=name, solution_str=solution,
+                                               ground_truth=truth)
+            if fn == "math_dapo":
+                # verl's own math_dapo returns this dict; reward_extra_info gets acc and pred.
+                assert value == {"score": score, "acc": True, "pred": "1000"}, name
+            else:
+                assert value == score, name
+    wrong = verl_adapter.compute_score(data_source="aime2024", solution_str="Answer: 3",
+                                       ground_truth="4", return_dict=True)
+    assert wrong["score"] == -1.0 and wrong["acc"] is False and wrong["pred"] == "3"
+    assert wrong["arbiter_failed"] == 0
+
+
+def test_options_from_extra_info_are_checked(server):
+    status, _, body = server.score({"items": [
+        {"reward": "gsm8k", "solution_str": "#### 1", "ground_truth": "1",
+         "extra_info": {"method": "loose"}}]})
+    assert status == 400, body
+    assert body["error"]["field"] == "items[0].extra_info.method"
+
+
+@pytest.mark.parametrize("truth", [{"target": "Paris"}, ["Paris"], "Paris"])
+def test_search_r1_ground_truth_shapes(server, truth):
+    status, _, body = server.score({"items": [
+        {"data_source": "searchR1_nq", "solution_str": "<answer>paris</answer>",
+         "ground_truth": truth}]})
+    assert status == 200, body
+    assert body["scores"] == [1.0]
