@@ -61,7 +61,7 @@ def test_a_400_names_the_field_by_its_index_in_the_whole_list_and_is_not_retried
     with pytest.raises(ArbiterRequestError) as e:
         client.score([lexical("a", "a"), {"solution_str": "a", "ground_truth": "a",
                                           "data_source": "nowhere"}])
-    assert e.value.field == "items[1].reward"
+    assert e.value.field == "items[1].data_source"
 
 
 def test_an_unknown_priority_is_a_400_naming_it(arbiter, make_client):
