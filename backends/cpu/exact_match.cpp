@@ -11,6 +11,7 @@
 #include <utf8proc.h>
 
 #include "backends/cpu/lexical.hpp"
+#include "backends/cpu/python_str.hpp"
 
 namespace arbiter::backends::cpu {
 namespace {
@@ -149,21 +150,6 @@ bool is_word_char(char32_t c) {
   }
 }
 
-/// Python's `str.isspace()`: Zs, Zl, Zp, and the controls with bidi class B, S or WS.
-bool is_python_space(char32_t c) {
-  if ((c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F) || c == 0x85) {
-    return true;
-  }
-  switch (category_of(c)) {
-  case UTF8PROC_CATEGORY_ZS:
-  case UTF8PROC_CATEGORY_ZL:
-  case UTF8PROC_CATEGORY_ZP:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /// `re.sub(r'\b(a|an|the)\b', ' ', text)`. The text is already lower-cased; the alternatives
 /// are tried in order at each position, as the regex engine does.
 std::u32string remove_articles(const std::u32string& text) {
@@ -235,7 +221,7 @@ std::string normalize_answer(std::string_view text) {
   out.reserve(text.size());
   bool in_word = false;
   for (const char32_t c : without_articles) {
-    if (is_python_space(c)) {
+    if (py::is_space(c)) {
       in_word = false;
       continue;
     }

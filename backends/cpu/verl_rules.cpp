@@ -59,19 +59,9 @@ std::optional<std::string> gsm8k_extract(std::string_view solution, bool flexibl
 
 // ---- math_reward.py ------------------------------------------------------------------------
 
-/// last_boxed_only_string(string) of math_reward.py; nullopt for None.
-std::optional<std::string> math_last_boxed(std::string_view string) {
-  auto idx = string.rfind("\\boxed");
-  if (py::contains(string, "\\boxed ")) {
-    auto after = py::split(string, "\\boxed ").back();
-    return "\\boxed " + std::string{py::split(after, "$").front()};
-  }
-  if (idx == std::string_view::npos) {
-    idx = string.rfind("\\fbox");
-    if (idx == std::string_view::npos) {
-      return std::nullopt;
-    }
-  }
+/// The loop both last_boxed_only_string share: `string[idx:]` up to the first '}' that brings
+/// the count of open braces back to zero, or nullopt (None) when none does.
+std::optional<std::string> braced_from(std::string_view string, std::size_t idx) {
   int open = 0;
   for (std::size_t i = idx; i < string.size(); ++i) {
     if (string[i] == '{') {
@@ -85,6 +75,22 @@ std::optional<std::string> math_last_boxed(std::string_view string) {
     }
   }
   return std::nullopt;
+}
+
+/// last_boxed_only_string(string) of math_reward.py; nullopt for None.
+std::optional<std::string> math_last_boxed(std::string_view string) {
+  auto idx = string.rfind("\\boxed");
+  if (py::contains(string, "\\boxed ")) {
+    auto after = py::split(string, "\\boxed ").back();
+    return "\\boxed " + std::string{py::split(after, "$").front()};
+  }
+  if (idx == std::string_view::npos) {
+    idx = string.rfind("\\fbox");
+    if (idx == std::string_view::npos) {
+      return std::nullopt;
+    }
+  }
+  return braced_from(string, idx);
 }
 
 /// remove_boxed(s) of math_reward.py; throws where its asserts fail.
@@ -251,19 +257,7 @@ std::optional<std::string> dapo_last_boxed(std::string_view string) {
   if (idx == std::string_view::npos) {
     return std::nullopt;
   }
-  int open = 0;
-  for (std::size_t i = idx; i < string.size(); ++i) {
-    if (string[i] == '{') {
-      ++open;
-    }
-    if (string[i] == '}') {
-      --open;
-      if (open == 0) {
-        return std::string{string.substr(idx, i + 1 - idx)};
-      }
-    }
-  }
-  return std::nullopt;
+  return braced_from(string, idx);
 }
 
 /// SUBSTITUTIONS and REMOVED_EXPRESSIONS, in order.
