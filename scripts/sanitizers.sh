@@ -17,7 +17,7 @@ SUPP="$PWD/tests/sanitizers"
 STAGES=("$@")
 if [ "${#STAGES[@]}" -eq 0 ]; then STAGES=(asan tsan fuzz); fi
 FUZZ_TARGETS=(score_codec trainer_codec openai_codec info_gain_codec remote_codec http_head config
-  safetensors tokenizer)
+  safetensors tokenizer verl_rules)
 
 stamp() { echo "== $(date +%H:%M:%S) $*"; }
 
