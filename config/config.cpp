@@ -501,6 +501,12 @@ std::string wrong_type(std::string_view expected, const toml::node& node) {
   return "expected " + std::string(expected) + ", got " + type_phrase(node.type());
 }
 
+/// A TOML key as a problem names it: the empty key `"" = 1` is written `""`, so no problem's
+/// field is ever empty or ends in a bare dot.
+std::string key_name(std::string_view key) {
+  return key.empty() ? std::string{"\"\""} : std::string{key};
+}
+
 std::string quoted(std::string_view text) {
   return "\"" + std::string(text) + "\"";
 }
@@ -632,7 +638,7 @@ priority_class load_priority_class(const toml::node& node, const std::string& wh
   }
   bool has_name = false;
   for (const auto& [key, value] : *table) {
-    const std::string field = where + "." + std::string(key.str());
+    const std::string field = where + "." + key_name(key.str());
     if (key.str() == "name") {
       has_name = true;
       if (const auto* text = value.as_string()) {
@@ -717,7 +723,7 @@ void load_section(std::string_view section, const toml::node& node, arbiter_conf
     return;
   }
   for (const auto& [key, value] : *table) {
-    const std::string path = std::string(section) + "." + std::string(key.str());
+    const std::string path = std::string(section) + "." + key_name(key.str());
     if (const auto* field = find_field(path)) {
       load_scalar(*field, value, cfg, problems);
     } else if (path == "scheduler.priorities") {
@@ -754,14 +760,14 @@ void load_rewards(const toml::node& node, arbiter_config& cfg, problem_list& pro
   }
   for (const auto& [key, value] : *table) {
     const std::string name(key.str());
-    const std::string where = "rewards." + name;
+    const std::string where = "rewards." + key_name(name);
     reward_config reward;
     reward.name = name;
     if (const auto* body = value.as_table()) {
       bool has_kind = false;
       for (const auto& [inner_key, inner] : *body) {
         const std::string_view k = inner_key.str();
-        const std::string field = where + "." + std::string(k);
+        const std::string field = where + "." + key_name(k);
         if (k == "kind") {
           has_kind = true;
           if (const auto* text = inner.as_string()) {
@@ -813,7 +819,7 @@ void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list
     if (const auto* text = value.as_string()) {
       sources[prefix] = text->get();
     } else {
-      problems.push_back({"data_sources." + prefix, wrong_type("a string", value)});
+      problems.push_back({"data_sources." + key_name(prefix), wrong_type("a string", value)});
     }
   }
   cfg.data_sources = std::move(sources);
@@ -875,7 +881,7 @@ source_config load_source(const toml::node& node, const std::string& where,
   };
   for (const auto& [key, value] : *table) {
     const std::string k(key.str());
-    const std::string field = where + "." + k;
+    const std::string field = where + "." + key_name(k);
     if (k == "name") {
       text(value, field, src.name);
     } else if (k == "kind") {
@@ -973,7 +979,7 @@ model_config load_model(const toml::node& node, const std::string& where,
     const auto& key = entry.first;
     const auto& value = entry.second;
     const std::string_view k = key.str();
-    const std::string field = where + "." + std::string(k);
+    const std::string field = where + "." + key_name(k);
     auto text = [&](std::string& out) {
       if (const auto* t = value.as_string()) {
         out = t->get();
@@ -1061,7 +1067,7 @@ void load_root(const toml::table& root, arbiter_config& cfg, problem_list& probl
     } else if (name == "models") {
       load_models(value, cfg, problems);
     } else {
-      problems.push_back({std::string(name), "unknown field"});
+      problems.push_back({key_name(name), "unknown field"});
     }
   }
 }
@@ -1550,7 +1556,7 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
 
   // Rewards.
   for (const auto& [name, reward] : cfg.rewards) {
-    const std::string where = "rewards." + name;
+    const std::string where = "rewards." + key_name(name);
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_reward_name_char)) {
       problems.push_back(
           {where, "reward name must match [A-Za-z0-9_.-]+ (got " + quoted(name) + ")"});

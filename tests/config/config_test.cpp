@@ -256,6 +256,39 @@ squad = "nope"
   EXPECT_NE(reason_for(problems, "data_sources.squad").find("nope"), std::string::npos);
 }
 
+TEST(LoadConfig, EmptyKeysAreNamedAsQuotedEmptyStrings) {
+  // Found by the config fuzz target: `"" = "x"` at the top level was an unknown field named
+  // by the empty string.
+  const std::string text = R"(
+"" = "stamege"
+
+[server]
+"" = 1
+
+[rewards.""]
+kind = "lexical"
+
+[rewards.em]
+kind = "exact_match"
+"" = 2
+
+[data_sources]
+"" = 3
+)";
+  std::vector<config_problem> problems;
+  load_string(text, "empty.toml", problems);
+  for (const auto& p : problems) {
+    EXPECT_FALSE(p.field.empty()) << p.reason;
+    EXPECT_NE(p.field.back(), '.') << p.field;
+  }
+  EXPECT_EQ(reason_for(problems, "\"\""), "unknown field") << describe(problems);
+  EXPECT_EQ(reason_for(problems, "server.\"\""), "unknown field");
+  EXPECT_EQ(reason_for(problems, "rewards.em.\"\""), "unknown field");
+  EXPECT_EQ(reason_for(problems, "data_sources.\"\""), "expected a string, got an integer");
+  EXPECT_NE(reason_for(problems, "rewards.\"\"").find("reward name must match"),
+            std::string::npos);
+}
+
 TEST(LoadConfig, ReportsRangeAndTypeProblems) {
   const std::string text = R"(
 unknown_section = 1
