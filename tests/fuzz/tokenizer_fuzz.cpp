@@ -88,22 +88,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t max_length = 4 + (selector / (fixtures.size() * 4)) % 29;
   try {
     switch (operation) {
-    case 0:
-      check_encoding(tok, tok.encode(rest), 0);
-      break;
-    case 1:
-      check_encoding(tok, tok.encode(rest, max_length), max_length);
-      break;
-    case 2: {
-      const auto cut = rest.size() / 2;
-      const size_t pair_max = selector % 3 == 0 ? 0 : max_length;  // 0: no cut
-      check_encoding(tok, tok.encode_pair(rest.substr(0, cut), rest.substr(cut), pair_max),
-                     pair_max);
-      break;
-    }
-    default:
-      (void)tok.encode_plain(rest);
-      break;
+      case 0:
+        check_encoding(tok, tok.encode(rest), 0);
+        break;
+      case 1:
+        check_encoding(tok, tok.encode(rest, max_length), max_length);
+        break;
+      case 2: {
+        const auto cut = rest.size() / 2;
+        const size_t pair_max = selector % 3 == 0 ? 0 : max_length;  // 0: no cut
+        check_encoding(tok, tok.encode_pair(rest.substr(0, cut), rest.substr(cut), pair_max),
+                       pair_max);
+        break;
+      }
+      default:
+        (void)tok.encode_plain(rest);
+        break;
     }
   } catch (const std::exception&) {
     // Said, not a crash: a max_length below the special tokens' count, or bytes that are
