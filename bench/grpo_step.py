@@ -440,7 +440,7 @@ def arbiter_config_toml(providers: Dict[str, Child], settings: Dict[str, Dict[st
                         args: argparse.Namespace) -> str:
     """Arbiter's configuration: the three providers as [[sources]] serving the judge.
 
-    In the format config/config.cpp reads (docs/configuration.md): `[rewards.NAME] kind`
+    In the format config/load.cpp reads (docs/configuration.md): `[rewards.NAME] kind`
     tables, integer `requests_per_minute`, the burst as `burst_ms` (1..60000).
     """
     lines = [

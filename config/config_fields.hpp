@@ -1,0 +1,94 @@
+#pragma once
+// Internal to config/: the table of scalar fields and the helpers that loading (load.cpp), the
+// environment (environment.cpp) and validation (validate.cpp) share. config/config.hpp is the
+// library's interface; nothing outside config/ includes this file.
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace arbiter::config::detail {
+
+using problem_list = std::vector<config_problem>;
+
+/// Longest duration any `_ms` field accepts (about 24.8 days). Keeps every duration well inside
+/// what the rest of the service converts it to (nanosecond clocks, 32-bit timer arguments).
+constexpr int64_t max_duration_ms = std::numeric_limits<int32_t>::max();
+constexpr int64_t max_u32 = std::numeric_limits<uint32_t>::max();
+constexpr int64_t max_i64 = std::numeric_limits<int64_t>::max();
+
+/// The TOML type a scalar field takes.
+enum class field_type : uint8_t {
+  string,
+  integer,
+  /// A float (an integer is accepted too); bounds are `min_num`/`max_num`.
+  number,
+  /// true or false (environment: true, false, 1, 0).
+  boolean,
+  /// A string of comma-separated entries; TOML also takes an array of strings (joined with
+  /// commas, so no entry may hold one).
+  string_list,
+};
+
+/// One scalar configuration field: where it lives in TOML, what it accepts, how to read and
+/// write it in `arbiter_config`. `load_*`, `apply_environment`, `validate` and
+/// `environment_variables` all walk the same table, so they cannot disagree.
+struct field_descriptor {
+  /// Dotted TOML path, e.g. "server.port". The environment variable is derived from it.
+  std::string_view path;
+  field_type type;
+  /// Integer fields: inclusive bounds. String fields: `min` is the shortest length accepted.
+  int64_t min;
+  int64_t max;
+  int64_t (*get_int)(const arbiter_config&);
+  void (*set_int)(arbiter_config&, int64_t);
+  const std::string& (*get_str)(const arbiter_config&);
+  void (*set_str)(arbiter_config&, std::string);
+  /// One-line description (docs/configuration.md says the same at more length).
+  std::string_view doc;
+  /// Number and boolean fields (a boolean is 0 or 1).
+  double (*get_num)(const arbiter_config&) = nullptr;
+  void (*set_num)(arbiter_config&, double) = nullptr;
+  double min_num = 0.0;
+  double max_num = 0.0;
+};
+
+/// Every scalar field, in documentation order (fields.cpp).
+const std::vector<field_descriptor>& scalar_fields();
+
+/// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
+std::string env_name(std::string_view path);
+
+/// The scalar field at the dotted `path`, or nullptr.
+const field_descriptor* find_field(std::string_view path);
+
+/// A TOML key as a problem names it: the empty key `"" = 1` is written `""`, so no problem's
+/// field is ever empty or ends in a bare dot.
+std::string key_name(std::string_view key);
+
+/// `text` in double quotes, for problem reasons.
+std::string quoted(std::string_view text);
+
+/// "must be between MIN and MAX (got GOT)", or "must be at least MIN" when MAX is unbounded.
+std::string range_reason(int64_t min, int64_t max, std::string_view got);
+
+/// `items` joined with ", ".
+std::string join(const std::vector<std::string>& items);
+
+/// Checks `value` against an integer field's bounds; sets it when it fits.
+void set_int_checked(const field_descriptor& field, int64_t value, const std::string& where,
+                     arbiter_config& cfg, problem_list& problems);
+
+/// Checks `value` against a number field's bounds; sets it when it fits.
+void set_num_checked(const field_descriptor& field, double value, const std::string& where,
+                     arbiter_config& cfg, problem_list& problems);
+
+/// Checks `value` against a string field's minimum length; sets it when it fits.
+void set_str_checked(const field_descriptor& field, std::string value, const std::string& where,
+                     arbiter_config& cfg, problem_list& problems);
+
+} // namespace arbiter::config::detail

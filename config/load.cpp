@@ -1,0 +1,661 @@
+// Reading a TOML document (toml++) over the embedded default: the scalar sections through the
+// field table, the array and map sections (`[[scheduler.priorities]]`, `[rewards.NAME]`,
+// `[data_sources]`, `[[sources]]`, `[[models]]`) by hand; then `validate` for what spans fields.
+#include "config/config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include <toml++/toml.h>
+
+#include "config/config_fields.hpp"
+
+namespace arbiter::config {
+
+using namespace detail;
+
+namespace {
+
+/// "an integer", "a string" ... for "expected X, got Y" messages.
+std::string type_phrase(toml::node_type type) {
+  switch (type) {
+    case toml::node_type::none:
+      return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a float";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+  }
+  return "an unknown value";
+}
+
+std::string wrong_type(std::string_view expected, const toml::node& node) {
+  return "expected " + std::string(expected) + ", got " + type_phrase(node.type());
+}
+
+
+/// Reads one scalar field from its TOML node.
+void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_config& cfg,
+                 problem_list& problems) {
+  const std::string where(field.path);
+  if (field.type == field_type::number || field.type == field_type::boolean) {
+    double v = 0.0;
+    if (field.type == field_type::boolean) {
+      const auto* b = node.as_boolean();
+      if (b == nullptr) {
+        problems.push_back({where, wrong_type("a boolean", node)});
+        return;
+      }
+      v = b->get() ? 1.0 : 0.0;
+    } else if (const auto* f = node.as_floating_point()) {
+      v = f->get();
+    } else if (const auto* i = node.as_integer()) {
+      v = static_cast<double>(i->get());
+    } else {
+      problems.push_back({where, wrong_type("a number", node)});
+      return;
+    }
+    set_num_checked(field, v, where, cfg, problems);
+    return;
+  }
+  if (field.type == field_type::integer) {
+    const auto* value = node.as_integer();
+    if (value == nullptr) {
+      problems.push_back({where, wrong_type("an integer", node)});
+      return;
+    }
+    set_int_checked(field, value->get(), where, cfg, problems);
+    return;
+  }
+  if (field.type == field_type::string_list) {
+    if (const auto* array = node.as_array()) {
+      std::string joined;
+      for (size_t i = 0; i < array->size(); ++i) {
+        const auto* entry = array->get(i)->as_string();
+        const std::string at = where + "[" + std::to_string(i) + "]";
+        if (entry == nullptr) {
+          problems.push_back({at, wrong_type("a string", *array->get(i))});
+          return;
+        }
+        if (entry->get().find(',') != std::string::npos) {
+          problems.push_back({at, "must not contain a comma"});
+          return;
+        }
+        joined += (i == 0 ? "" : ",") + entry->get();
+      }
+      field.set_str(cfg, std::move(joined));
+      return;
+    }
+  }
+  const auto* value = node.as_string();
+  if (value == nullptr) {
+    problems.push_back({where, wrong_type(field.type == field_type::string_list
+                                            ? "a string or an array of strings"
+                                            : "a string",
+                                          node)});
+    return;
+  }
+  set_str_checked(field, value->get(), where, cfg, problems);
+}
+
+/// Reads one `[[scheduler.priorities]]` element.
+priority_class load_priority_class(const toml::node& node, const std::string& where,
+                                   problem_list& problems) {
+  priority_class result;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return result;
+  }
+  bool has_name = false;
+  for (const auto& [key, value] : *table) {
+    const std::string field = where + "." + key_name(key.str());
+    if (key.str() == "name") {
+      has_name = true;
+      if (const auto* text = value.as_string()) {
+        result.name = text->get();
+      } else {
+        problems.push_back({field, wrong_type("a string", value)});
+      }
+    } else if (key.str() == "capacity") {
+      if (const auto* number = value.as_integer()) {
+        const int64_t capacity = number->get();
+        if (capacity < 1 || capacity > max_u32) {
+          problems.push_back({field, range_reason(1, max_u32, std::to_string(capacity))});
+        } else {
+          result.capacity = static_cast<uint32_t>(capacity);
+        }
+      } else {
+        problems.push_back({field, wrong_type("an integer", value)});
+      }
+    } else if (key.str() == "weight") {
+      std::optional<double> weight;
+      if (const auto* number = value.as_floating_point()) {
+        weight = number->get();
+      } else if (const auto* integer = value.as_integer()) {
+        weight = static_cast<double>(integer->get());
+      }
+      if (!weight) {
+        problems.push_back({field, wrong_type("a number", value)});
+      } else if (!(*weight > 0.0 && *weight <= 1e6)) {
+        std::ostringstream out;
+        out << "must be above 0 and at most 1000000 (got " << *weight << ")";
+        problems.push_back({field, out.str()});
+      } else {
+        result.weight = *weight;
+      }
+    } else if (key.str() == "order") {
+      if (const auto* text = value.as_string()) {
+        if (text->get() == "fifo") {
+          result.order = queue_order::fifo;
+        } else if (text->get() == "edf") {
+          result.order = queue_order::edf;
+        } else {
+          problems.push_back(
+              {field, "must be \"fifo\" or \"edf\" (got " + quoted(text->get()) + ")"});
+        }
+      } else {
+        problems.push_back({field, wrong_type("a string", value)});
+      }
+    } else {
+      problems.push_back({field, "unknown field"});
+    }
+  }
+  if (!has_name) {
+    problems.push_back({where + ".name", "missing required field"});
+  }
+  return result;
+}
+
+/// Reads `[[scheduler.priorities]]`; a present array replaces the default classes.
+void load_priorities(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const std::string where = "scheduler.priorities";
+  const auto* array = node.as_array();
+  if (array == nullptr) {
+    problems.push_back({where, wrong_type("an array of tables", node)});
+    return;
+  }
+  std::vector<priority_class> classes;
+  classes.reserve(array->size());
+  for (size_t i = 0; i < array->size(); ++i) {
+    // Broken elements still take their slot so later indices match the file.
+    classes.push_back(
+        load_priority_class(*array->get(i), where + "[" + std::to_string(i) + "]", problems));
+  }
+  cfg.scheduler.priorities = std::move(classes);
+}
+
+/// Reads one of the scalar sections (`[server]`, `[scheduler]`, `[cpu]`).
+void load_section(std::string_view section, const toml::node& node, arbiter_config& cfg,
+                  problem_list& problems) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({std::string(section), wrong_type("a table", node)});
+    return;
+  }
+  for (const auto& [key, value] : *table) {
+    const std::string path = std::string(section) + "." + key_name(key.str());
+    if (const auto* field = find_field(path)) {
+      load_scalar(*field, value, cfg, problems);
+    } else if (path == "scheduler.priorities") {
+      load_priorities(value, cfg, problems);
+    } else {
+      problems.push_back({path, "unknown field"});
+    }
+  }
+}
+
+/// Reads an array of strings at `field` into `out`.
+void read_string_list(const toml::node& node, const std::string& field,
+                      std::vector<std::string>& out, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({field, wrong_type("an array of strings", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    if (const auto* text = list->get(i)->as_string()) {
+      out.push_back(text->get());
+    } else {
+      problems.push_back({field + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
+    }
+  }
+}
+
+/// Reads `[rewards.NAME]` tables.
+void load_rewards(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({"rewards", wrong_type("a table", node)});
+    return;
+  }
+  for (const auto& [key, value] : *table) {
+    const std::string name(key.str());
+    const std::string where = "rewards." + key_name(name);
+    reward_config reward;
+    reward.name = name;
+    if (const auto* body = value.as_table()) {
+      bool has_kind = false;
+      for (const auto& [inner_key, inner] : *body) {
+        const std::string_view k = inner_key.str();
+        const std::string field = where + "." + key_name(k);
+        if (k == "kind") {
+          has_kind = true;
+          if (const auto* text = inner.as_string()) {
+            reward.kind = text->get();
+          } else {
+            problems.push_back({field, wrong_type("a string", inner)});
+          }
+        } else if (k == "fallback") {
+          if (const auto* text = inner.as_string()) {
+            reward.fallback = text->get();
+          } else {
+            problems.push_back({field, wrong_type("a string", inner)});
+          }
+        } else if (k == "sources") {
+          read_string_list(inner, field, reward.sources, problems);
+        } else if (k == "options") {
+          if (const auto* options = inner.as_table()) {
+            std::ostringstream json;
+            json << toml::json_formatter{*options};
+            reward.options = json.str();
+          } else {
+            problems.push_back({field, wrong_type("a table", inner)});
+          }
+        } else {
+          problems.push_back({field, "unknown field"});
+        }
+      }
+      if (!has_kind) {
+        problems.push_back({where + ".kind", "missing required field"});
+      }
+    } else {
+      problems.push_back({where, wrong_type("a table", value)});
+    }
+    // Kept even when broken, so data_sources naming it do not add a second complaint.
+    cfg.rewards[name] = std::move(reward);
+  }
+}
+
+/// Reads `[data_sources]`; a present table replaces the default map.
+void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({"data_sources", wrong_type("a table", node)});
+    return;
+  }
+  std::map<std::string, std::string> sources;
+  for (const auto& [key, value] : *table) {
+    const std::string prefix(key.str());
+    if (const auto* text = value.as_string()) {
+      sources[prefix] = text->get();
+    } else {
+      problems.push_back({"data_sources." + key_name(prefix), wrong_type("a string", value)});
+    }
+  }
+  cfg.data_sources = std::move(sources);
+}
+
+/// Reads one `[[sources]]` element.
+source_config load_source(const toml::node& node, const std::string& where,
+                          problem_list& problems) {
+  source_config src;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return src;
+  }
+  using ms = std::chrono::milliseconds;
+  auto text = [&](const toml::node& v, const std::string& field, std::string& out) {
+    if (const auto* t = v.as_string()) {
+      out = t->get();
+    } else {
+      problems.push_back({field, wrong_type("a string", v)});
+    }
+  };
+  auto integer = [&](const toml::node& v, const std::string& field, int64_t min, int64_t max,
+                     auto&& set) {
+    const auto* i = v.as_integer();
+    if (i == nullptr) {
+      problems.push_back({field, wrong_type("an integer", v)});
+    } else if (i->get() < min || i->get() > max) {
+      problems.push_back({field, range_reason(min, max, std::to_string(i->get()))});
+    } else {
+      set(i->get());
+    }
+  };
+  auto boolean = [&](const toml::node& v, const std::string& field, bool& out) {
+    if (const auto* b = v.as_boolean()) {
+      out = b->get();
+    } else {
+      problems.push_back({field, wrong_type("a boolean", v)});
+    }
+  };
+  auto number = [&](const toml::node& v, const std::string& field, double min, double max,
+                    double& out) {
+    double got = 0.0;
+    if (const auto* f = v.as_floating_point()) {
+      got = f->get();
+    } else if (const auto* i = v.as_integer()) {
+      got = static_cast<double>(i->get());
+    } else {
+      problems.push_back({field, wrong_type("a number", v)});
+      return;
+    }
+    if (!(got >= min && got <= max)) {
+      std::ostringstream out_text;
+      out_text << "must be between " << min << " and " << max << " (got " << got << ")";
+      problems.push_back({field, out_text.str()});
+      return;
+    }
+    out = got;
+  };
+  for (const auto& [key, value] : *table) {
+    const std::string k(key.str());
+    const std::string field = where + "." + key_name(k);
+    if (k == "name") {
+      text(value, field, src.name);
+    } else if (k == "kind") {
+      text(value, field, src.kind);
+    } else if (k == "url") {
+      text(value, field, src.url);
+    } else if (k == "model") {
+      text(value, field, src.model);
+    } else if (k == "api_key") {
+      text(value, field, src.api_key);
+    } else if (k == "api_key_env") {
+      text(value, field, src.api_key_env);
+    } else if (k == "enable_thinking") {
+      bool b = false;
+      boolean(value, field, b);
+      src.enable_thinking = b ? "true" : "false";
+    } else if (k == "capabilities") {
+      const auto* list = value.as_array();
+      if (list == nullptr) {
+        problems.push_back({field, wrong_type("an array of strings", value)});
+        continue;
+      }
+      for (size_t i = 0; i < list->size(); ++i) {
+        std::string cap;
+        text(*list->get(i), field + "[" + std::to_string(i) + "]", cap);
+        src.capabilities.push_back(std::move(cap));
+      }
+    } else if (k == "timeout_ms") {
+      integer(value, field, 1, max_duration_ms, [&](int64_t v) { src.timeout = ms{v}; });
+    } else if (k == "connect_timeout_ms") {
+      integer(value, field, 1, max_duration_ms, [&](int64_t v) { src.connect_timeout = ms{v}; });
+    } else if (k == "requests_per_minute") {
+      integer(value, field, 0, max_u32,
+              [&](int64_t v) { src.requests_per_minute = static_cast<uint32_t>(v); });
+    } else if (k == "tokens_per_minute") {
+      integer(value, field, 0, max_u32,
+              [&](int64_t v) { src.tokens_per_minute = static_cast<uint32_t>(v); });
+    } else if (k == "burst_ms") {
+      integer(value, field, 1, 60000, [&](int64_t v) { src.burst = ms{v}; });
+    } else if (k == "max_concurrency") {
+      integer(value, field, 1, 100000,
+              [&](int64_t v) { src.max_concurrency = static_cast<uint32_t>(v); });
+    } else if (k == "initial_concurrency") {
+      integer(value, field, 0, 100000,
+              [&](int64_t v) { src.initial_concurrency = static_cast<uint32_t>(v); });
+    } else if (k == "max_batch_items") {
+      integer(value, field, 0, 100000,
+              [&](int64_t v) { src.max_batch_items = static_cast<uint32_t>(v); });
+    } else if (k == "batch_wait_ms") {
+      integer(value, field, 0, 10000, [&](int64_t v) { src.batch_wait = ms{v}; });
+    } else if (k == "max_tokens") {
+      integer(value, field, 1, max_u32,
+              [&](int64_t v) { src.max_tokens = static_cast<uint32_t>(v); });
+    } else if (k == "temperature") {
+      number(value, field, 0.0, 2.0, src.temperature);
+    } else if (k == "top_p") {
+      number(value, field, 0.0, 1.0, src.top_p);
+    } else if (k == "insecure_skip_verify") {
+      boolean(value, field, src.insecure_skip_verify);
+    } else if (k == "use_completions") {
+      boolean(value, field, src.use_completions);
+    } else {
+      problems.push_back({field, "unknown field"});
+    }
+  }
+  return src;
+}
+
+/// Reads `[[sources]]`.
+void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({"sources", wrong_type("an array of tables ([[sources]])", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    cfg.sources.push_back(
+      load_source(*list->get(i), "sources[" + std::to_string(i) + "]", problems));
+  }
+}
+
+/// Reads one `[[models]]` table.
+model_config load_model(const toml::node& node, const std::string& where,
+                        problem_list& problems) {
+  model_config m;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return m;
+  }
+  bool has_name = false;
+  bool has_path = false;
+  // Not a structured binding: C++17 lambdas (below) may not capture one (clang refuses).
+  for (const auto& entry : *table) {
+    const auto& key = entry.first;
+    const auto& value = entry.second;
+    const std::string_view k = key.str();
+    const std::string field = where + "." + key_name(k);
+    auto text = [&](std::string& out) {
+      if (const auto* t = value.as_string()) {
+        out = t->get();
+      } else {
+        problems.push_back({field, wrong_type("a string", value)});
+      }
+    };
+    auto count = [&](uint32_t& out, int64_t max) {
+      const auto* i = value.as_integer();
+      if (i == nullptr) {
+        problems.push_back({field, wrong_type("an integer", value)});
+      } else if (i->get() < 1 || i->get() > max) {
+        problems.push_back({field, range_reason(1, max, std::to_string(i->get()))});
+      } else {
+        out = static_cast<uint32_t>(i->get());
+      }
+    };
+    if (k == "name") {
+      has_name = true;
+      text(m.name);
+    } else if (k == "kind") {
+      text(m.kind);
+    } else if (k == "path") {
+      has_path = true;
+      text(m.path);
+    } else if (k == "device") {
+      text(m.device);
+    } else if (k == "dtype") {
+      text(m.dtype);
+    } else if (k == "max_batch_items") {
+      count(m.max_batch_items, 100000);
+    } else if (k == "max_batch_tokens") {
+      count(m.max_batch_tokens, 10000000);
+    } else if (k == "batch_wait_ms") {
+      if (const auto* i = value.as_integer(); i == nullptr) {
+        problems.push_back({field, wrong_type("an integer", value)});
+      } else if (i->get() < 0 || i->get() > 10000) {
+        problems.push_back({field, range_reason(0, 10000, std::to_string(i->get()))});
+      } else {
+        m.batch_wait_ms = static_cast<uint32_t>(i->get());
+      }
+    } else if (k == "batch_calls") {
+      if (const auto* b = value.as_boolean()) {
+        m.batch_calls = b->get();
+      } else {
+        problems.push_back({field, wrong_type("a boolean", value)});
+      }
+    } else {
+      problems.push_back({field, "unknown field"});
+    }
+  }
+  if (!has_name) {
+    problems.push_back({where + ".name", "required"});
+  }
+  if (!has_path) {
+    problems.push_back({where + ".path", "required"});
+  }
+  return m;
+}
+
+void load_models(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({"models", wrong_type("an array of tables ([[models]])", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    cfg.models.push_back(load_model(*list->get(i), "models[" + std::to_string(i) + "]", problems));
+  }
+}
+
+/// Walks the parsed document over the defaults.
+void load_root(const toml::table& root, arbiter_config& cfg, problem_list& problems) {
+  for (const auto& [key, value] : root) {
+    const std::string_view name = key.str();
+    if (name == "server" || name == "scheduler" || name == "cpu" || name == "routing"
+        || name == "protocols" || name == "cluster") {
+      load_section(name, value, cfg, problems);
+    } else if (name == "rewards") {
+      load_rewards(value, cfg, problems);
+    } else if (name == "data_sources") {
+      load_data_sources(value, cfg, problems);
+    } else if (name == "sources") {
+      load_sources(value, cfg, problems);
+    } else if (name == "models") {
+      load_models(value, cfg, problems);
+    } else {
+      problems.push_back({key_name(name), "unknown field"});
+    }
+  }
+}
+
+/// True when `field` is `parent` or lies inside it ("a.b" is inside "a", "a[0].b" too).
+bool covered_by(const std::string& field, const std::string& parent) {
+  if (field.compare(0, parent.size(), parent) != 0) {
+    return false;
+  }
+  return field.size() == parent.size() || field[parent.size()] == '.' ||
+         field[parent.size()] == '[';
+}
+
+/// Runs `validate` after loading, dropping what it says about fields that already have a
+/// problem (a missing name is not also an empty name).
+void validate_after_load(const arbiter_config& cfg, size_t first_load_problem,
+                         problem_list& problems) {
+  problem_list cross;
+  validate(cfg, cross);
+  std::vector<std::string> reported;
+  for (size_t i = first_load_problem; i < problems.size(); ++i) {
+    reported.push_back(problems[i].field);
+  }
+  for (auto& problem : cross) {
+    const bool duplicate =
+        std::any_of(reported.begin(), reported.end(),
+                    [&](const std::string& parent) { return covered_by(problem.field, parent); });
+    if (!duplicate) {
+      problems.push_back(std::move(problem));
+    }
+  }
+}
+
+}  // namespace
+
+arbiter_config embedded_default() {
+  return arbiter_config{};
+}
+
+arbiter_config load_string(const std::string& toml_text, const std::string& origin,
+                           std::vector<config_problem>& problems) {
+  arbiter_config cfg = embedded_default();
+  const size_t first = problems.size();
+#if TOML_EXCEPTIONS
+  try {
+    const toml::table root = toml::parse(toml_text, origin);
+    load_root(root, cfg, problems);
+  } catch (const toml::parse_error& error) {
+    const auto& begin = error.source().begin;
+    problems.push_back({origin + ":" + std::to_string(begin.line) + ":" +
+                            std::to_string(begin.column),
+                        std::string(error.description())});
+    return cfg;
+  }
+#else
+  const toml::parse_result result = toml::parse(toml_text, origin);
+  if (!result) {
+    const auto& error = result.error();
+    const auto& begin = error.source().begin;
+    problems.push_back({origin + ":" + std::to_string(begin.line) + ":" +
+                            std::to_string(begin.column),
+                        std::string(error.description())});
+    return cfg;
+  }
+  load_root(result.table(), cfg, problems);
+#endif
+  validate_after_load(cfg, first, problems);
+  return cfg;
+}
+
+arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    problems.push_back({path, std::string("cannot read file: ") + std::strerror(error)});
+    return embedded_default();
+  }
+  std::string text;
+  char buffer[65536];
+  for (;;) {
+    const size_t got = std::fread(buffer, 1, sizeof buffer, file);
+    text.append(buffer, got);
+    if (got < sizeof buffer) {
+      break;
+    }
+  }
+  const int error = errno;
+  const bool failed = std::ferror(file) != 0;
+  std::fclose(file);
+  if (failed) {
+    problems.push_back({path, std::string("cannot read file: ") + std::strerror(error)});
+    return embedded_default();
+  }
+  return load_string(text, path, problems);
+}
+
+} // namespace arbiter::config

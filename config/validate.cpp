@@ -1,0 +1,398 @@
+// What spans fields or is built in code: bounds again (for configurations changed after
+// loading), priority classes, rewards and data sources, sources and models, keys and
+// certificates. Also the helpers the server reads keys with.
+#include "config/config.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string_view>
+#include <utility>
+
+#include "config/config_fields.hpp"
+
+namespace arbiter::config {
+
+using namespace detail;
+
+std::vector<double> class_weights(const std::vector<priority_class>& classes) {
+  std::vector<double> out(classes.size(), 1.0);
+  double by_rank = 1.0;
+  for (size_t i = classes.size(); i-- > 0;) {
+    out[i] = classes[i].weight > 0.0 ? classes[i].weight : by_rank;
+    by_rank *= 4.0;
+  }
+  return out;
+}
+
+bool is_loopback_host(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+bool is_valid_api_key(const std::string& key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](char ch) {
+    return ch > ' ' && ch < 0x7f && ch != ',';
+  });
+}
+
+std::vector<std::string> split_api_keys(const std::string& keys) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= keys.size()) {
+    size_t end = keys.find(',', begin);
+    if (end == std::string::npos) {
+      end = keys.size();
+    }
+    std::string key = keys.substr(begin, end - begin);
+    const auto first = key.find_first_not_of(" \t");
+    const auto last = key.find_last_not_of(" \t");
+    if (first != std::string::npos) {
+      out.push_back(key.substr(first, last - first + 1));
+    }
+    begin = end + 1;
+  }
+  return out;
+}
+
+bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
+                       std::string& error) {
+  std::ifstream in{path};
+  if (!in) {
+    error = "cannot read " + quoted(path) + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string line;
+  size_t line_number = 0;
+  size_t found = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') {
+      continue;
+    }
+    const auto last = line.find_last_not_of(" \t\r");
+    std::string key = line.substr(first, last - first + 1);
+    if (!is_valid_api_key(key)) {
+      error = quoted(path) + " line " + std::to_string(line_number) +
+              ": a key is one token of visible ASCII with no comma";
+      return false;
+    }
+    keys.push_back(std::move(key));
+    ++found;
+  }
+  if (found == 0) {
+    error = quoted(path) + " holds no key";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+bool is_class_name_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
+}
+
+bool is_reward_name_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '.' || ch == '-';
+}
+
+bool is_builtin_kind(const std::string& kind) {
+  const auto& kinds = builtin_reward_kinds();
+  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+}
+
+
+} // namespace
+
+const std::vector<std::string>& builtin_reward_kinds() {
+  static const std::vector<std::string> kinds = {
+    "lexical", "exact_match", "judge",     "embedding",      "info_gain", "em_info_gain",
+    // verl's rule rewards (backends/cpu/verl_rules.hpp)
+    "gsm8k",   "math",        "math_dapo", "search_r1_qa_em"};
+  return kinds;
+}
+
+void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) {
+  // Field-level bounds, for configurations built in code or changed after loading.
+  for (const auto& field : scalar_fields()) {
+    const std::string where(field.path);
+    if (field.type == field_type::number || field.type == field_type::boolean) {
+      const double value = field.get_num(cfg);
+      if (!(value >= field.min_num && value <= field.max_num)) {
+        problems.push_back({where, "out of range (got " + std::to_string(value) + ")"});
+      }
+    } else if (field.type == field_type::integer) {
+      const int64_t value = field.get_int(cfg);
+      if (value < field.min || value > field.max) {
+        problems.push_back({where, range_reason(field.min, field.max, std::to_string(value))});
+      }
+    } else if (static_cast<int64_t>(field.get_str(cfg).size()) < field.min) {
+      problems.push_back({where, "must not be empty"});
+    }
+  }
+
+  const auto& sched = cfg.scheduler;
+  if (sched.policy != "sharing" && sched.policy != "stealing") {
+    problems.push_back({"scheduler.policy", "must be \"sharing\" or \"stealing\" (got " +
+                                                quoted(sched.policy) + ")"});
+  }
+  if (sched.default_deadline > sched.max_deadline) {
+    problems.push_back({"scheduler.default_deadline_ms",
+                        "must not exceed scheduler.max_deadline_ms (" +
+                            std::to_string(sched.default_deadline.count()) + " > " +
+                            std::to_string(sched.max_deadline.count()) + ")"});
+  }
+
+  // The cluster.
+  const auto& cl = cfg.cluster;
+  if (cl.timeout <= cl.heartbeat) {
+    problems.push_back({"cluster.timeout_ms", "must exceed cluster.heartbeat_ms (" +
+                                                std::to_string(cl.timeout.count()) + " <= " +
+                                                std::to_string(cl.heartbeat.count()) + ")"});
+  }
+  const bool any_tls = !cl.certificate.empty() || !cl.key.empty() || !cl.ca.empty();
+  for (const auto& [field, path] : {std::pair{"cluster.certificate", &cl.certificate},
+                                    std::pair{"cluster.key", &cl.key},
+                                    std::pair{"cluster.ca", &cl.ca}}) {
+    if (any_tls && path->empty()) {
+      problems.push_back({field, "required with the other TLS settings (certificate, key and "
+                                 "ca go together)"});
+    } else if (!path->empty() && !std::ifstream{*path}.good()) {
+      problems.push_back({field, "cannot read " + quoted(*path)});
+    }
+  }
+  if (cl.enabled && !any_tls && !is_loopback_host(cl.host)) {
+    problems.push_back({"cluster.certificate",
+                        "required when cluster.host is not a loopback address (got " +
+                            quoted(cl.host) +
+                            "): without certificates anyone who reaches the port could join"});
+  }
+
+  // The ingress's keys.
+  const auto& server = cfg.server;
+  for (const auto& key : split_api_keys(server.api_keys)) {
+    if (!is_valid_api_key(key)) {
+      problems.push_back({"server.api_keys",
+                          "a key is one token of visible ASCII (no spaces or commas)"});
+      break;
+    }
+  }
+  if (!server.api_key_file.empty()) {
+    std::vector<std::string> from_file;
+    std::string error;
+    if (!read_api_key_file(server.api_key_file, from_file, error)) {
+      problems.push_back({"server.api_key_file", error});
+    }
+  }
+  const bool keyed = !split_api_keys(server.api_keys).empty() || !server.api_key_file.empty();
+  if (!keyed && !server.allow_unauthenticated && !is_loopback_host(server.host)) {
+    problems.push_back({"server.api_keys",
+                        "required when server.host is not a loopback address (got " +
+                            quoted(server.host) +
+                            "): without keys anyone who reaches the port spends the provider "
+                            "keys; set server.api_keys, ARBITER_API_KEYS or server.api_key_file, "
+                            "or server.allow_unauthenticated = true"});
+  }
+
+  // Priority classes.
+  std::vector<std::string> class_names;
+  if (sched.priorities.empty()) {
+    problems.push_back({"scheduler.priorities", "at least one priority class is required"});
+  }
+  for (size_t i = 0; i < sched.priorities.size(); ++i) {
+    const auto& cls = sched.priorities[i];
+    const std::string where = "scheduler.priorities[" + std::to_string(i) + "]";
+    if (cls.name.empty()) {
+      problems.push_back({where + ".name", "must not be empty"});
+    } else if (!std::all_of(cls.name.begin(), cls.name.end(), is_class_name_char)) {
+      problems.push_back(
+          {where + ".name", "must match [a-z0-9_-]+ (got " + quoted(cls.name) + ")"});
+    } else {
+      const auto earlier = std::find(class_names.begin(), class_names.end(), cls.name);
+      if (earlier != class_names.end()) {
+        problems.push_back(
+            {where + ".name", "duplicate class name " + quoted(cls.name) +
+                                  " (also scheduler.priorities[" +
+                                  std::to_string(earlier - class_names.begin()) + "])"});
+      }
+    }
+    class_names.push_back(cls.name);
+    if (cls.capacity < 1) {
+      problems.push_back({where + ".capacity", range_reason(1, max_u32, "0")});
+    }
+    if (cls.order != queue_order::fifo && cls.order != queue_order::edf) {
+      problems.push_back({where + ".order", "must be \"fifo\" or \"edf\""});
+    }
+  }
+  if (!sched.priorities.empty() &&
+      std::find(class_names.begin(), class_names.end(), sched.default_priority) ==
+          class_names.end()) {
+    std::vector<std::string> listed;
+    for (const auto& name : class_names) {
+      if (!name.empty()) {
+        listed.push_back(quoted(name));
+      }
+    }
+    problems.push_back({"scheduler.default_priority",
+                        quoted(sched.default_priority) +
+                            " is not one of the priority classes (" + join(listed) + ")"});
+  }
+
+  // Rewards.
+  for (const auto& [name, reward] : cfg.rewards) {
+    const std::string where = "rewards." + key_name(name);
+    if (name.empty() || !std::all_of(name.begin(), name.end(), is_reward_name_char)) {
+      problems.push_back(
+          {where, "reward name must match [A-Za-z0-9_.-]+ (got " + quoted(name) + ")"});
+    }
+    if (!is_builtin_kind(reward.kind)) {
+      problems.push_back({where + ".kind", "unknown kind " + quoted(reward.kind) +
+                                               "; expected one of " +
+                                               join(builtin_reward_kinds())});
+    }
+    static const std::vector<std::string> fallbacks = {"lexical", "exact_match", "none"};
+    if (reward.fallback
+        && std::find(fallbacks.begin(), fallbacks.end(), *reward.fallback) == fallbacks.end()) {
+      problems.push_back({where + ".fallback", "unknown fallback " + quoted(*reward.fallback)
+                                                 + "; expected one of " + join(fallbacks)});
+    }
+    for (size_t i = 0; i < reward.sources.size(); ++i) {
+      const auto& wanted = reward.sources[i];
+      bool known = std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                               [&wanted](const source_config& s) { return s.name == wanted; })
+                   || std::any_of(cfg.models.begin(), cfg.models.end(),
+                                  [&wanted](const model_config& m) { return m.name == wanted; });
+      if (!known) {
+        problems.push_back({where + ".sources[" + std::to_string(i) + "]",
+                            "no source is named " + quoted(wanted)});
+      }
+    }
+  }
+
+  // Remote sources.
+  std::vector<std::string> source_names;
+  for (size_t i = 0; i < cfg.sources.size(); ++i) {
+    const auto& src = cfg.sources[i];
+    const std::string where = "sources[" + std::to_string(i) + "]";
+    if (src.name.empty()) {
+      problems.push_back({where + ".name", "missing required field"});
+    } else if (std::find(source_names.begin(), source_names.end(), src.name)
+               != source_names.end()) {
+      problems.push_back({where + ".name", "duplicate source name " + quoted(src.name)});
+    } else if (src.name == "cpu" || src.name == "cache") {
+      problems.push_back({where + ".name", quoted(src.name) + " is reserved"});
+    }
+    source_names.push_back(src.name);
+    static const std::vector<std::string> kinds = {"openai", "tei", "ig_service"};
+    if (std::find(kinds.begin(), kinds.end(), src.kind) == kinds.end()) {
+      problems.push_back({where + ".kind", "unknown kind " + quoted(src.kind)
+                                             + "; expected one of " + join(kinds)});
+    }
+    if (src.url.rfind("http://", 0) != 0 && src.url.rfind("https://", 0) != 0) {
+      problems.push_back({where + ".url", "must start with http:// or https:// (got "
+                                            + quoted(src.url) + ")"});
+    }
+    static const std::vector<std::string> capabilities = {"chat", "generate", "embed", "nli",
+                                                          "ig"};
+    for (size_t c = 0; c < src.capabilities.size(); ++c) {
+      if (std::find(capabilities.begin(), capabilities.end(), src.capabilities[c])
+          == capabilities.end()) {
+        problems.push_back({where + ".capabilities[" + std::to_string(c) + "]",
+                            "unknown capability " + quoted(src.capabilities[c])
+                              + "; expected one of " + join(capabilities)});
+      }
+    }
+    if (src.initial_concurrency > src.max_concurrency) {
+      problems.push_back({where + ".initial_concurrency",
+                          "must not exceed max_concurrency ("
+                            + std::to_string(src.initial_concurrency) + " > "
+                            + std::to_string(src.max_concurrency) + ")"});
+    }
+  }
+
+  // Models.
+  for (size_t i = 0; i < cfg.models.size(); ++i) {
+    const auto& m = cfg.models[i];
+    const std::string where = "models[" + std::to_string(i) + "]";
+    bool taken = std::any_of(cfg.sources.begin(), cfg.sources.end(),
+                             [&](const source_config& s) { return s.name == m.name; })
+                 || std::any_of(cfg.models.begin(), cfg.models.begin() + static_cast<long>(i),
+                                [&](const model_config& o) { return o.name == m.name; });
+    if (m.name.empty() || !std::all_of(m.name.begin(), m.name.end(), is_reward_name_char)) {
+      problems.push_back({where + ".name", "must be letters, digits, '_', '.' or '-' (got "
+                                             + quoted(m.name) + ")"});
+    } else if (taken) {
+      problems.push_back({where + ".name", "duplicate source name " + quoted(m.name)});
+    } else if (m.name == "cpu" || m.name == "cache" || m.name == "reward-graph") {
+      problems.push_back({where + ".name", quoted(m.name) + " is reserved"});
+    }
+    if (m.kind != "embedding" && m.kind != "generator" && m.kind != "nli") {
+      problems.push_back({where + ".kind",
+                          "unknown kind " + quoted(m.kind)
+                            + "; expected \"embedding\", \"generator\" or \"nli\""});
+    }
+    if (m.path.empty()) {
+      problems.push_back({where + ".path", "must not be empty"});
+    }
+    bool device_ok = m.device == "cpu" || m.device == "cuda"
+                     || (m.device.rfind("cuda:", 0) == 0 && m.device.size() > 5
+                         && std::all_of(m.device.begin() + 5, m.device.end(),
+                                        [](char c) { return c >= '0' && c <= '9'; }));
+    if (!device_ok) {
+      problems.push_back({where + ".device", "must be \"cpu\", \"cuda\" or \"cuda:N\" (got "
+                                               + quoted(m.device) + ")"});
+    }
+    static const std::vector<std::string> dtypes = {"auto", "f32", "f16", "bf16"};
+    if (std::find(dtypes.begin(), dtypes.end(), m.dtype) == dtypes.end()) {
+      problems.push_back({where + ".dtype", "unknown dtype " + quoted(m.dtype) + "; expected one of "
+                                              + join(dtypes)});
+    }
+  }
+
+  // Protocols.
+  if (cfg.protocols.on_failure != "error" && cfg.protocols.on_failure != "score") {
+    problems.push_back({"protocols.on_failure", "must be \"error\" or \"score\" (got "
+                                                  + quoted(cfg.protocols.on_failure) + ")"});
+  }
+  if (!cfg.protocols.reward.empty() && !is_builtin_kind(cfg.protocols.reward)
+      && cfg.rewards.count(cfg.protocols.reward) == 0) {
+    problems.push_back({"protocols.reward", quoted(cfg.protocols.reward)
+                                              + " is neither a configured reward nor a "
+                                                "built-in kind ("
+                                              + join(builtin_reward_kinds()) + ")"});
+  }
+
+  // Data sources.
+  for (const auto& [prefix, reward] : cfg.data_sources) {
+    if (prefix.empty()) {
+      problems.push_back({"data_sources", "a prefix must not be empty"});
+    }
+    if (!is_builtin_kind(reward) && cfg.rewards.count(reward) == 0) {
+      problems.push_back({"data_sources." + prefix,
+                          quoted(reward) +
+                              " is neither a configured reward nor a built-in kind (" +
+                              join(builtin_reward_kinds()) + ")"});
+    }
+  }
+}
+
+std::string describe(const std::vector<config_problem>& problems) {
+  std::string out;
+  for (const auto& problem : problems) {
+    out += problem.field;
+    out += ": ";
+    out += problem.reason;
+    out += '\n';
+  }
+  return out;
+}
+
+} // namespace arbiter::config
