@@ -13,12 +13,14 @@
 #include "backends/embedding_scoring.hpp"
 #include "backends/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
+#include "backends/remote/codec_text.hpp"
 
 namespace arbiter::backends::remote {
 
 namespace {
 
 using json = nlohmann::json;
+using namespace detail;
 
 constexpr std::string_view chat_kind = "chat";
 constexpr std::string_view generate_kind = "generate";
@@ -32,48 +34,8 @@ constexpr size_t bad_reply_quote_bytes = 120;
 constexpr size_t reply_quote_bytes = 80;
 /// How much of a service's own per-item error text a failure keeps.
 constexpr size_t service_error_bytes = 200;
-/// How much of a non-JSON error body `error_message` keeps.
-constexpr size_t error_body_bytes = 160;
-/// How long a message taken from an error body's JSON may be.
-constexpr size_t error_message_bytes = 200;
 /// How much of a body is looked at (for credentials) before an excerpt is cut from it.
 constexpr size_t scanned_body_bytes = 8192;
-
-bool is_ascii_letter(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
-}
-
-/// `text` with ASCII letters lower-cased; same length, so offsets carry over.
-std::string ascii_lower(std::string_view text) {
-  std::string out{text};
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
-}
-
-/// The first `max_bytes` bytes of `text`, with every byte that is not printable ASCII
-/// replaced by '?' (the body may be anything, the result goes into logs and JSON).
-std::string printable_prefix(std::string_view text, size_t max_bytes) {
-  std::string out{text.substr(0, max_bytes)};
-  for (char& c : out) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u >= 0x7f) {
-      c = '?';
-    }
-  }
-  return out;
-}
 
 /// `text`'s opening (at most `max_bytes`, cut on a code point boundary) in double quotes, with
 /// control characters shown as spaces and "..." after the quote when something was cut.
@@ -88,12 +50,6 @@ std::string quote_opening(std::string_view text, size_t max_bytes) {
     out += "...";
   }
   return out;
-}
-
-/// `value` serialized; invalid UTF-8 (which the ingress should already have refused) becomes
-/// U+FFFD instead of an exception.
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 /// Throws `bad_reply` with `problem` and the opening of `body`.
@@ -743,158 +699,6 @@ std::vector<item_outcome> parse_info_gain(const json& doc, const std::vector<sha
   return outcomes;
 }
 
-/// Where a score starts after "REWARD" ends at `pos`: optional '*' / whitespace, ':' or '=',
-/// optional '*' / whitespace / '['; then the number, or nullopt.
-std::optional<double> score_after(std::string_view text, size_t pos) {
-  while (pos < text.size() && (text[pos] == '*' || is_ascii_space(text[pos]))) {
-    ++pos;
-  }
-  if (pos >= text.size() || (text[pos] != ':' && text[pos] != '=')) {
-    return std::nullopt;
-  }
-  ++pos;
-  while (pos < text.size()
-         && (text[pos] == '*' || text[pos] == '[' || is_ascii_space(text[pos]))) {
-    ++pos;
-  }
-  // [+-]? (digits [. digits*]? | . digits) ([eE] [+-]? digits)?
-  size_t start = pos;
-  if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) {
-    ++pos;
-  }
-  size_t digits = 0;
-  while (pos < text.size() && is_digit(text[pos])) {
-    ++pos;
-    ++digits;
-  }
-  if (pos < text.size() && text[pos] == '.') {
-    ++pos;
-    while (pos < text.size() && is_digit(text[pos])) {
-      ++pos;
-      ++digits;
-    }
-  }
-  if (digits == 0) {
-    return std::nullopt;
-  }
-  bool negative_exponent = false;
-  if (pos < text.size() && (text[pos] == 'e' || text[pos] == 'E')) {
-    size_t exp = pos + 1;
-    if (exp < text.size() && (text[exp] == '+' || text[exp] == '-')) {
-      negative_exponent = text[exp] == '-';
-      ++exp;
-    }
-    if (exp < text.size() && is_digit(text[exp])) {
-      while (exp < text.size() && is_digit(text[exp])) {
-        ++exp;
-      }
-      pos = exp;
-    } else {
-      negative_exponent = false;
-    }
-  }
-  bool negative = text[start] == '-';
-  if (text[start] == '+' || text[start] == '-') {
-    ++start;  // from_chars takes neither sign; '-' is applied below
-  }
-  double value = 0.0;
-  auto [end, ec] = std::from_chars(text.data() + start, text.data() + pos, value);
-  if (ec == std::errc::result_out_of_range) {
-    // from_chars leaves `value` alone: a huge magnitude is infinite, a tiny one is zero.
-    value = negative_exponent ? 0.0 : std::numeric_limits<double>::infinity();
-  } else if (ec != std::errc{} || end != text.data() + pos) {
-    return std::nullopt;
-  }
-  return negative ? -value : value;
-}
-
-/// `reply` without its <think> blocks (see `extract_judge_score`).
-std::string strip_think(std::string_view reply) {
-  constexpr std::string_view open_tag = "<think>";
-  constexpr std::string_view close_tag = "</think>";
-  auto low = ascii_lower(reply);
-  size_t pos = 0;
-  auto first_open = low.find(open_tag);
-  auto first_close = low.find(close_tag);
-  if (first_close != std::string::npos
-      && (first_open == std::string::npos || first_close < first_open)) {
-    pos = first_close + close_tag.size();
-  }
-  std::string out;
-  while (true) {
-    auto open = low.find(open_tag, pos);
-    if (open == std::string::npos) {
-      out.append(reply.substr(pos));
-      break;
-    }
-    out.append(reply.substr(pos, open - pos));
-    auto close = low.find(close_tag, open + open_tag.size());
-    if (close == std::string::npos) {
-      break;  // unclosed: the rest is thinking
-    }
-    pos = close + close_tag.size();
-  }
-  return out;
-}
-
-/// The message of an error body's JSON, or empty when it has none of the known shapes.
-std::string message_of(const json& doc) {
-  if (!doc.is_object()) {
-    return {};
-  }
-  if (auto error = doc.find("error"); error != doc.end()) {
-    if (error->is_string()) {
-      return error->get<std::string>();
-    }
-    if (error->is_object()) {
-      auto message = error->find("message");
-      if (message != error->end() && message->is_string()) {
-        return message->get<std::string>();
-      }
-    }
-  }
-  if (auto message = doc.find("message"); message != doc.end() && message->is_string()) {
-    return message->get<std::string>();
-  }
-  auto detail = doc.find("detail");
-  if (detail == doc.end()) {
-    return {};
-  }
-  if (detail->is_string()) {
-    return detail->get<std::string>();
-  }
-  if (!detail->is_array()) {
-    return {};
-  }
-  std::string out;
-  for (const auto& entry : *detail) {
-    std::string part;
-    if (entry.is_string()) {
-      part = entry.get<std::string>();
-    } else if (entry.is_object()) {
-      auto msg = entry.find("msg");
-      if (msg == entry.end() || !msg->is_string()) {
-        continue;
-      }
-      auto loc = entry.find("loc");
-      if (loc != entry.end() && loc->is_array() && !loc->empty()) {
-        for (const auto& step : *loc) {
-          if (!part.empty()) {
-            part += '.';
-          }
-          part += step.is_string() ? step.get<std::string>() : dump(step);
-        }
-        part += ": ";
-      }
-      part += msg->get<std::string>();
-    }
-    if (!part.empty()) {
-      out += out.empty() ? part : "; " + part;
-    }
-  }
-  return out;
-}
-
 } // namespace
 
 std::optional<api_kind> parse_api_kind(std::string_view name) {
@@ -984,41 +788,6 @@ std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts
     // Every access above checks its type first; this is a guard, not a path.
     reject(std::string{"reply has an unexpected shape ("} + e.what() + ")", body);
   }
-}
-
-std::string error_message(std::string_view body) noexcept {
-  try {
-    auto first = std::find_if(body.begin(), body.end(), [](char c) { return !is_ascii_space(c); });
-    if (first == body.end()) {
-      return "(empty body)";
-    }
-    auto doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-    if (!doc.is_discarded()) {
-      auto message = message_of(doc);
-      if (!message.empty()) {
-        return redacted_excerpt(message, error_message_bytes);
-      }
-    }
-    return redacted_excerpt(printable_prefix(body, scanned_body_bytes), error_body_bytes);
-  } catch (...) {
-    return {};
-  }
-}
-
-std::optional<double> extract_judge_score(std::string_view reply) {
-  constexpr std::string_view label = "reward";
-  auto text = strip_think(reply);
-  auto low = ascii_lower(text);
-  for (size_t pos = low.rfind(label); pos != std::string::npos;
-       pos = pos == 0 ? std::string::npos : low.rfind(label, pos - 1)) {
-    if (pos > 0 && is_ascii_letter(text[pos - 1])) {
-      continue;
-    }
-    if (auto score = score_after(text, pos + label.size())) {
-      return score;
-    }
-  }
-  return std::nullopt;
 }
 
 } // namespace arbiter::backends::remote
