@@ -1,0 +1,380 @@
+// The scheduler's dispatch half (scheduler_core.hpp): which queued items go where, now. Retries
+// first, then each capability's queues by class weight and deadline onto the source with the
+// fastest expected completion, holding work back for a faster source when waiting beats
+// starting; then hedges. Submission, completion and timers are in scheduler_core.cpp.
+#include "scheduler/scheduler_core.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace arbiter::scheduler {
+
+namespace {
+
+/// Beyond twice a capability's latency, how close to its deadline an item must be to go ahead
+/// of other classes.
+constexpr nanoseconds urgent_margin = std::chrono::milliseconds{100};
+
+} // namespace
+
+void scheduler_core::note_wait(const pick_result& pick, const std::string& capability) {
+  if (!pick.retry_at) {
+    return;
+  }
+  metrics_.source_pacing_waits.Add({{"capability", capability}, {"reason", pick.waiting_on}})
+    .Increment();
+  if (!pacing_wakeup_ || *pick.retry_at < *pacing_wakeup_) {
+    pacing_wakeup_ = pick.retry_at;
+  }
+}
+
+std::vector<dispatch_batch> scheduler_core::dispatch() {
+  std::vector<dispatch_batch> out;
+  pacing_wakeup_.reset();
+  dispatch_retries(out);
+  dispatch_queues(out);
+  dispatch_hedges(out);
+  return out;
+}
+
+void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
+  auto now = clock_.now();
+  std::vector<retry_entry> waiting;
+  for (auto& entry : retries_) {
+    auto req = requests_.find(entry.item.first);
+    if (req == requests_.end() || req->second.states[entry.item.second] != item_state::retrying) {
+      continue; // Ended meanwhile (deadline, drain).
+    }
+    if (entry.ready_at > now) {
+      if (!pacing_wakeup_ || entry.ready_at < *pacing_wakeup_) {
+        pacing_wakeup_ = entry.ready_at;
+      }
+      waiting.push_back(entry);
+      continue;
+    }
+    if (entry.awaits_budget) {
+      if (!retry_budget_.can_retry()) {
+        entry.ready_at = now + retry_budget_.slice();
+        if (!pacing_wakeup_ || entry.ready_at < *pacing_wakeup_) {
+          pacing_wakeup_ = entry.ready_at;
+        }
+        waiting.push_back(entry);
+        continue;
+      }
+      retry_budget_.on_retry();
+      entry.awaits_budget = false;
+    }
+    const auto& item = *req->second.items[entry.item.second];
+    auto demand = demand_of(entry.item);
+    auto pick = sources_.pick(item.capability, demand, entry.avoid);
+    if (!pick.source) {
+      if (!pick.busy && pick.waiting_on == "breaker" && pick.retry_at
+          && req->second.deadline < *pick.retry_at) {
+        auto& r = req->second;
+        auto index = entry.item.second;
+        item_result result = r.results[index];
+        result.code = errc::upstream_failed;
+        result.error = ejected_reason(item.capability, *pick.retry_at, r.last_failure[index]);
+        end_item(entry.item.first, r, index, std::move(result));
+        flush();
+        continue;
+      }
+      note_wait(pick, item.capability);
+      waiting.push_back(entry);
+      continue;
+    }
+    start_batch(*pick.source, {entry.item}, sources_.tokens_for(*pick.source, demand), false,
+                out);
+  }
+  retries_ = std::move(waiting);
+}
+
+size_t scheduler_core::waiting_for(const std::string& capability) const {
+  size_t waiting = 0;
+  for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
+    waiting += queues_.waiting(cls, capability);
+  }
+  return waiting;
+}
+
+const std::string& scheduler_core::batch_capability(const inflight_batch& batch) const {
+  static const std::string none;
+  for (auto [rid, index] : batch.items) {
+    if (auto req = requests_.find(rid); req != requests_.end()) {
+      return req->second.items[index]->capability;
+    }
+  }
+  return none;
+}
+
+token_demand scheduler_core::demand_of(item_ref ref) const {
+  const auto& req = requests_.at(ref.first);
+  return token_demand{req.tokens[ref.second], req.items[ref.second].get()};
+}
+
+void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
+  for (const auto& capability : queues_.waiting_capabilities()) {
+    dispatch_capability(capability, out);
+  }
+  for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
+    depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
+  }
+}
+
+std::optional<size_t> scheduler_core::choose_class(const std::string& capability) {
+  auto now = clock_.now();
+  std::vector<bool> waiting(queues_.class_count(), false);
+  bool any = false;
+  // Deadlines win: an item that would miss its deadline if it waited out another round or
+  // two of its sources goes first, whatever its class.
+  auto horizon = 2 * sources_.latency(capability) + urgent_margin;
+  std::optional<size_t> urgent;
+  for (size_t cls = 0; cls < waiting.size(); ++cls) {
+    const auto* head = queues_.peek(cls, capability);
+    if (head == nullptr) {
+      continue;
+    }
+    waiting[cls] = true;
+    any = true;
+    if (head->deadline - now <= horizon
+        && (!urgent || head->deadline < queues_.peek(*urgent, capability)->deadline)) {
+      urgent = cls;
+    }
+  }
+  if (!any) {
+    return std::nullopt;
+  }
+  return urgent ? urgent : fair_.next(capability, waiting);
+}
+
+bool scheduler_core::hold_for_faster(const std::string& capability, source_id source) {
+  if (!sources_.remote(source)) {
+    return false;
+  }
+  // This source judged by its latency tail (a slow endpoint's answers spread widely), the
+  // others by their typical latency.
+  auto latency = sources_.straggler_after(source).value_or(sources_.latency_of(source));
+  if (latency.count() == 0) {
+    return false;
+  }
+  // The tail of a queue: if the other sources, taking work as soon as they may, would answer
+  // everything still waiting before this one could be expected to answer its first item,
+  // sending it here would only make the last answer later.
+  auto waiting = waiting_for(capability);
+  auto now = clock_.now();
+  if (sources_.answers_by(capability, now + latency, source) < static_cast<double>(waiting)) {
+    return false;
+  }
+  // Look again when something changes: an answer comes back (the actor pumps) or the faster
+  // sources' pacing lets them take the next item.
+  auto again = now + latency / 4;
+  if (!pacing_wakeup_ || again < *pacing_wakeup_) {
+    pacing_wakeup_ = again;
+  }
+  return true;
+}
+
+std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
+                                                         size_t cls, size_t items, int depth) {
+  // A reward graph runs each item as model calls on the capabilities under it: its items wait
+  // as long as the slowest of those (a graph of graphs is followed a few levels down).
+  if (const auto* fed = sources_.feeds(capability)) {
+    std::optional<nanoseconds> longest;
+    if (depth < 4) {
+      for (const auto& under : *fed) {
+        auto wait = expected_wait(under, cls, items, depth + 1);
+        if (wait && (!longest || *wait > *longest)) {
+          longest = wait;
+        }
+      }
+    }
+    return longest;
+  }
+  auto rate = sources_.capacity(capability);
+  if (!rate || *rate <= 0.0) {
+    return std::nullopt;
+  }
+  std::vector<bool> waiting(queues_.class_count(), false);
+  double ahead = 0.0;
+  for (size_t q = 0; q < waiting.size(); ++q) {
+    auto n = queues_.waiting(q, capability);
+    waiting[q] = n > 0;
+    if (q <= cls) {
+      ahead += static_cast<double>(n);
+    }
+  }
+  auto own = static_cast<double>(queues_.waiting(cls, capability));
+  // The last of the request's items starts once everything before it has: the first one of
+  // an empty queue goes at once.
+  auto count = static_cast<double>(items) - 1.0;
+  // Higher classes first at the latest (strict priority), or the class's fair share of the
+  // capacity while lower classes wait too, whichever finishes sooner.
+  double strict = (ahead + count) / *rate;
+  double fair = (own + count) / (*rate * fair_.share(cls, waiting));
+  auto seconds = std::chrono::duration<double>(std::min(strict, fair));
+  return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
+}
+
+void scheduler_core::dispatch_capability(const std::string& capability,
+                                         std::vector<dispatch_batch>& out) {
+  while (auto chosen = choose_class(capability)) {
+    auto cls = *chosen;
+    const auto* head = queues_.peek(cls, capability);
+    auto head_ref = item_ref{head->request, head->index};
+    auto pick = sources_.pick(capability, demand_of(head_ref));
+    if (!pick.source) {
+      if (fail_ejected(cls, capability, pick)) {
+        continue;
+      }
+      note_wait(pick, capability);
+      return;
+    }
+    auto source = *pick.source;
+    if (hold_for_faster(capability, source)) {
+      return;
+    }
+    auto limit = sources_.max_batch_items(source);
+    if (auto wait = sources_.batch_wait(source);
+        wait.count() > 0 && (sources_.busy(source) || sources_.waits_when_idle(source))
+        && queues_.waiting(cls, capability) < limit) {
+      // Micro-batching: items that trickle in while the source works share its next call.
+      auto due = head->enqueued + wait;
+      if (clock_.now() < due) {
+        if (!pacing_wakeup_ || due < *pacing_wakeup_) {
+          pacing_wakeup_ = due;
+        }
+        return;
+      }
+    }
+    bool count_tokens = sources_.paces_tokens(source);
+    double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
+    std::vector<item_ref> items;
+    uint64_t tokens = 0;
+    while (items.size() < limit) {
+      const auto* next = queues_.peek(cls, capability);
+      if (next == nullptr) {
+        break;
+      }
+      item_ref ref{next->request, next->index};
+      uint64_t t = count_tokens ? sources_.tokens_for(source, demand_of(ref)) : 0;
+      if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
+        break;
+      }
+      queues_.pop(cls, capability);
+      tokens += t;
+      items.push_back(ref);
+    }
+    fair_.charge(capability, cls, items.size());
+    start_batch(source, std::move(items), tokens, false, out);
+  }
+}
+
+std::string scheduler_core::ejected_reason(const std::string& capability, time_point until,
+                                           const std::string& last_failure) const {
+  std::string reason = "every source serving '" + capability
+                       + "' is ejected (circuit breaker open) for another "
+                       + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), until)))
+                       + " ms, past this item's deadline";
+  if (!last_failure.empty()) {
+    reason += "; last attempt: " + last_failure;
+  }
+  return reason;
+}
+
+bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
+                                  const pick_result& pick) {
+  if (pick.busy || pick.waiting_on != "breaker" || !pick.retry_at) {
+    return false;
+  }
+  const auto* head = queues_.peek(cls, capability);
+  if (head == nullptr || head->deadline >= *pick.retry_at) {
+    return false;
+  }
+  // Every source that serves the capability is ejected past this item's deadline: waiting
+  // cannot help, so it fails now (and its reward's fallback, if any, answers at once).
+  auto task = *queues_.pop(cls, capability);
+  auto req = requests_.find(task.request);
+  if (req == requests_.end()) {
+    return true;
+  }
+  auto& r = req->second;
+  item_result result = r.results[task.index];
+  result.queue_ms = ms_between(r.enqueued[task.index], clock_.now());
+  result.code = errc::upstream_failed;
+  result.error = ejected_reason(capability, *pick.retry_at, r.last_failure[task.index]);
+  end_item(task.request, r, task.index, std::move(result));
+  flush();
+  return true;
+}
+
+void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
+  if (!routing_.hedge) {
+    return;
+  }
+  auto now = clock_.now();
+  // (batch, whether only as the tail of its capability's work)
+  std::vector<std::pair<batch_id, bool>> due;
+  std::map<std::string, bool> drained;
+  auto queue_empty = [&](const inflight_batch& batch) {
+    const auto& capability = batch_capability(batch);
+    auto [found, fresh] = drained.try_emplace(capability, false);
+    if (fresh) {
+      found->second = waiting_for(capability) == 0;
+    }
+    return found->second;
+  };
+  for (auto& [bid, batch] : batches_) {
+    if (batch.hedge_at && *batch.hedge_at <= now) {
+      due.emplace_back(bid, false);
+    } else if (batch.tail_hedge_at && *batch.tail_hedge_at <= now && queue_empty(batch)) {
+      due.emplace_back(bid, true);
+    }
+  }
+  // Oldest first, so that the budget goes to the longest stragglers.
+  std::sort(due.begin(), due.end());
+  for (auto [bid, tail_only] : due) {
+    auto avoid = batches_.at(bid).source;
+    auto items = batches_.at(bid).items; // start_batch may rehash batches_.
+    // A straggler that no source can take now (pacing, slots, the hedge budget) stays due:
+    // every pump (an answer) looks at it again, and pacing says when to wake.
+    bool keep = false;
+    for (auto ref : items) {
+      auto req = requests_.find(ref.first);
+      if (req == requests_.end()) {
+        continue;
+      }
+      auto& r = req->second;
+      auto n = r.items.size();
+      bool tail = static_cast<double>(n - r.remaining) + 1.0
+                  >= routing_.hedge_tail_fraction * static_cast<double>(n);
+      if (r.states[ref.second] != item_state::running || r.running_in[ref.second][1] != 0
+          || !tail) {
+        continue;
+      }
+      const auto& item = *r.items[ref.second];
+      if (!sources_.has_alternative(item.capability, avoid)) {
+        continue;
+      }
+      if (!hedge_budget_.can_retry()) {
+        keep = true;
+        continue;
+      }
+      auto demand = demand_of(ref);
+      auto pick = sources_.pick(item.capability, demand, avoid);
+      if (!pick.source || *pick.source == avoid
+          || (tail_only && sources_.latency_of(*pick.source) >= sources_.latency_of(avoid))) {
+        note_wait(pick, item.capability);
+        keep = true;
+        continue;
+      }
+      hedge_budget_.on_retry();
+      start_batch(*pick.source, {ref}, sources_.tokens_for(*pick.source, demand), true, out);
+    }
+    if (auto found = batches_.find(bid); found != batches_.end() && !keep) {
+      found->second.hedge_at.reset();
+      found->second.tail_hedge_at.reset();
+    }
+  }
+}
+
+} // namespace arbiter::scheduler
