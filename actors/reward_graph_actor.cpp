@@ -39,13 +39,6 @@ constexpr nanoseconds call_deadline_margin = std::chrono::milliseconds{50};
 /// How much of a judge reply a failure quotes.
 constexpr size_t reply_quote_bytes = 80;
 
-item_outcome failure(errc code, std::string reason) {
-  item_outcome out;
-  out.code = code;
-  out.error = std::move(reason);
-  return out;
-}
-
 /// `text`'s opening in double quotes, cut on a UTF-8 boundary, "..." when cut.
 std::string quote_opening(std::string_view text) {
   size_t cut = std::min(text.size(), reply_quote_bytes);

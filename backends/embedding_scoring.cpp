@@ -21,13 +21,6 @@ std::string ascii_lower(std::string_view text) {
   return out;
 }
 
-item_outcome failure(std::string reason) {
-  item_outcome out;
-  out.code = errc::reward_failed;
-  out.error = std::move(reason);
-  return out;
-}
-
 item_outcome success(double score) {
   item_outcome out;
   out.score = score;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/errc.hpp"
@@ -136,6 +137,19 @@ struct item_outcome {
   /// (math_dapo: `acc`, `pred`); empty when it returns none. /v1/score reports it as `extra`.
   std::string extra;
 };
+
+/// An outcome that failed with `code` for `reason`.
+inline item_outcome failure(errc code, std::string reason) {
+  item_outcome out;
+  out.code = code;
+  out.error = std::move(reason);
+  return out;
+}
+
+/// A reward that could not be computed from what it was given (`errc::reward_failed`).
+inline item_outcome failure(std::string reason) {
+  return failure(errc::reward_failed, std::move(reason));
+}
 
 /// The answer for one item, as the ingress writes it.
 struct item_result {

@@ -15,13 +15,6 @@ namespace arbiter::backends::cpu {
 
 namespace {
 
-item_outcome failure(std::string reason) {
-  item_outcome out;
-  out.code = errc::reward_failed;
-  out.error = std::move(reason);
-  return out;
-}
-
 item_outcome score_lexical(const score_item& item, const config::cpu_config& cfg) {
   auto candidate = decode_utf8(item.solution_str);
   auto too_long = [&](size_t n, const char* field) {

@@ -63,13 +63,6 @@ std::string quote_opening(std::string_view text, size_t max_bytes) {
   throw bad_reply{what};
 }
 
-item_outcome failure(std::string reason) {
-  item_outcome out;
-  out.code = errc::reward_failed;
-  out.error = std::move(reason);
-  return out;
-}
-
 item_outcome success(double score) {
   item_outcome out;
   out.score = score;
