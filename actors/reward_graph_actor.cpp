@@ -21,6 +21,7 @@
 #include "backends/rewards/judge_template.hpp"
 #include "backends/rewards/qa_em.hpp"
 #include "backends/rewards/text_similarity.hpp"
+#include "common/text_excerpt.hpp"
 
 namespace arbiter::actors {
 
@@ -38,23 +39,6 @@ constexpr nanoseconds call_deadline_margin = std::chrono::milliseconds{50};
 
 /// How much of a judge reply a failure quotes.
 constexpr size_t reply_quote_bytes = 80;
-
-/// `text`'s opening in double quotes, cut on a UTF-8 boundary, "..." when cut.
-std::string quote_opening(std::string_view text) {
-  size_t cut = std::min(text.size(), reply_quote_bytes);
-  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
-    --cut;
-  }
-  std::string out = "\"";
-  for (char c : text.substr(0, cut)) {
-    out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
-  }
-  out += '"';
-  if (cut < text.size()) {
-    out += "...";
-  }
-  return out;
-}
 
 /// The first of `keys` that holds a string in `options`, else empty.
 std::string option_string(const json& options, std::initializer_list<const char*> keys) {
@@ -250,7 +234,8 @@ void finish_judge(graph_actor* self, uint64_t id, const score_reply& reply) {
     for (const auto& text : output->texts) {
       auto score = backends::remote::extract_judge_score(text.text);
       if (!score) {
-        problem = problem.empty() ? "judge reply has no REWARD score: " + quote_opening(text.text)
+        problem = problem.empty() ? "judge reply has no REWARD score: "
+                                        + quote_opening(text.text, reply_quote_bytes)
                                   : problem;
         continue;
       }
@@ -258,7 +243,7 @@ void finish_judge(graph_actor* self, uint64_t id, const score_reply& reply) {
         char buf[32];
         std::snprintf(buf, sizeof buf, "%g", *score);
         problem = problem.empty() ? std::string{"judge score "} + buf + " outside [0, 1]: "
-                                      + quote_opening(text.text)
+                                      + quote_opening(text.text, reply_quote_bytes)
                                   : problem;
         continue;
       }

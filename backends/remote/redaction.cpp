@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "backends/cpu/python_regex.hpp"
+#include "common/text_excerpt.hpp"
 
 namespace arbiter::backends::remote {
 namespace {
@@ -80,17 +81,6 @@ const std::vector<std::unique_ptr<rule>>& rules() {
 }
 
 } // namespace
-
-std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
-  if (text.size() <= max_bytes) {
-    return text;
-  }
-  size_t cut = max_bytes;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
-    --cut;
-  }
-  return text.substr(0, cut);
-}
 
 std::string redact_secrets(std::string_view text, std::string_view known_secret) {
   std::string out{utf8_prefix(text, max_scanned_bytes)};

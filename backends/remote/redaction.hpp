@@ -20,9 +20,6 @@ inline constexpr std::string_view redacted = "[redacted]";
 /// (letters, digits, `-_+/=.`) that mixes letters and digits.
 std::string redact_secrets(std::string_view text, std::string_view known_secret = {});
 
-/// At most `max_bytes` of `text` (valid UTF-8), cut on a code point boundary.
-std::string_view utf8_prefix(std::string_view text, size_t max_bytes);
-
 /// `redact_secrets(text)` cut to at most `max_bytes` on a UTF-8 boundary, "..." added when cut.
 /// Redacts before cutting, so a key is never left half-shown at the cut.
 std::string redacted_excerpt(std::string_view text, size_t max_bytes,

@@ -14,6 +14,7 @@
 #include "backends/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 #include "backends/remote/codec_text.hpp"
+#include "common/text_excerpt.hpp"
 
 namespace arbiter::backends::remote {
 
@@ -36,21 +37,6 @@ constexpr size_t reply_quote_bytes = 80;
 constexpr size_t service_error_bytes = 200;
 /// How much of a body is looked at (for credentials) before an excerpt is cut from it.
 constexpr size_t scanned_body_bytes = 8192;
-
-/// `text`'s opening (at most `max_bytes`, cut on a code point boundary) in double quotes, with
-/// control characters shown as spaces and "..." after the quote when something was cut.
-std::string quote_opening(std::string_view text, size_t max_bytes) {
-  auto head = utf8_prefix(text, max_bytes);
-  std::string out = "\"";
-  for (char c : head) {
-    out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
-  }
-  out += '"';
-  if (head.size() < text.size()) {
-    out += "...";
-  }
-  return out;
-}
 
 /// Throws `bad_reply` with `problem` and the opening of `body`.
 [[noreturn]] void reject(const std::string& problem, std::string_view body) {
