@@ -1,0 +1,257 @@
+// The router without a network: requests handed to `router::handle` as the HTTP server hands
+// them, a stand-in scheduler actor that records what reaches it and answers with set scores or
+// a refusal. What the route table decides before any route runs (404, 401, 405, 415), what a
+// scoring route sends to the scheduler, how its answer and its refusals are written, and
+// draining. The same paths over real HTTP are in tests/e2e.
+#include "net/routes.hpp"
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/messages.hpp"
+#include "backends/reward_catalog.hpp"
+#include "common/metrics.hpp"
+#include "config/config.hpp"
+#include "net/http_metrics.hpp"
+#include "scheduler/scheduler_metrics.hpp"
+
+using namespace arbiter;
+using namespace arbiter::net;
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+
+namespace {
+
+/// What the stand-in scheduler saw, and how it answers.
+struct scheduler_script {
+  std::mutex mutex;
+  std::vector<actors::score_request> seen;
+  /// When set, every request is refused with this answer.
+  std::optional<actors::score_reply> refusal;
+};
+
+/// Answers each request with scores 0.25, 1.25, 2.25, ... (one per item, source "fake"), or
+/// with the script's refusal.
+caf::behavior stand_in_scheduler(caf::event_based_actor*, std::shared_ptr<scheduler_script> s) {
+  auto answer = [s](actors::score_request& req, actors::reply_callback& reply_to) {
+    actors::score_reply reply;
+    {
+      std::lock_guard<std::mutex> guard{s->mutex};
+      s->seen.push_back(req);
+      if (s->refusal) {
+        reply = *s->refusal;
+      }
+    }
+    if (reply.admitted) {
+      for (size_t i = 0; i < req.items.size(); ++i) {
+        item_result r;
+        r.score = 0.25 + static_cast<double>(i);
+        r.status = item_status::ok;
+        r.source = "fake";
+        reply.results.push_back(std::move(r));
+      }
+    }
+    reply_to(std::move(reply));
+  };
+  return {
+    [answer](actors::score_atom, actors::score_request& req, actors::reply_callback& to) {
+      answer(req, to);
+    },
+    [answer](actors::score_atom, std::vector<actors::score_submission>& batch) {
+      for (auto& one : batch) {
+        answer(one.request, one.reply_to);
+      }
+    },
+  };
+}
+
+class Router : public ::testing::Test {
+protected:
+  Router()
+    : system_(two_threads(caf_cfg_)), http_metrics_(registry_),
+      scheduler_metrics_(registry_, {"high", "normal", "low"}) {
+    config_.protocols.reward = "lexical";
+    catalog_ = std::make_unique<backends::reward_catalog>(config_);
+    script_ = std::make_shared<scheduler_script>();
+    scheduler_ = system_.spawn(stand_in_scheduler, script_);
+  }
+
+  ~Router() override {
+    caf::anon_send_exit(scheduler_, caf::exit_reason::user_shutdown);
+  }
+
+  static caf::actor_system_config& two_threads(caf::actor_system_config& cfg) {
+    cfg.set("scheduler.max-threads", size_t{2});
+    return cfg;
+  }
+
+  /// A router over the stand-in scheduler; `keys` makes every keyed route need one of them.
+  std::unique_ptr<router> make_router(std::vector<std::string> keys = {}) {
+    router_context ctx;
+    ctx.system = &system_;
+    ctx.scheduler = scheduler_;
+    ctx.config = &config_;
+    ctx.catalog = catalog_.get();
+    ctx.registry = &registry_;
+    ctx.metrics = &http_metrics_;
+    ctx.scheduler_metrics = &scheduler_metrics_;
+    if (!keys.empty()) {
+      ctx.keys = api_keys{keys};
+    }
+    return std::make_unique<router>(std::move(ctx));
+  }
+
+  /// Hands one request to `r` and waits for its reply.
+  static http_reply call(router& r, const std::string& method, const std::string& target,
+                         std::string body = {},
+                         const std::string& content_type = "application/json",
+                         const std::string& authorization = {}) {
+    std::promise<http_reply> promise;
+    auto future = promise.get_future();
+    http_request req{method, target, authorization, content_type, std::move(body)};
+    r.handle(
+      std::move(req), [&promise](http_reply reply) { promise.set_value(std::move(reply)); },
+      [](std::function<void()> fn) { fn(); });
+    if (future.wait_for(10s) != std::future_status::ready) {
+      ADD_FAILURE() << method << " " << target << ": no reply within 10 s";
+      return {};
+    }
+    return future.get();
+  }
+
+  static std::string header(const http_reply& r, const std::string& name) {
+    for (const auto& [key, value] : r.headers) {
+      if (key == name) {
+        return value;
+      }
+    }
+    return {};
+  }
+
+  std::vector<actors::score_request> seen() {
+    std::lock_guard<std::mutex> guard{script_->mutex};
+    return script_->seen;
+  }
+
+  caf::actor_system_config caf_cfg_;
+  caf::actor_system system_;
+  metrics_registry registry_;
+  http_metrics http_metrics_;
+  scheduler::scheduler_metrics scheduler_metrics_;
+  config::arbiter_config config_ = config::embedded_default();
+  std::unique_ptr<backends::reward_catalog> catalog_;
+  std::shared_ptr<scheduler_script> script_;
+  caf::actor scheduler_;
+};
+
+const std::string two_items = R"({"items": [
+  {"solution_str": "Paris", "ground_truth": "paris", "reward": "lexical"},
+  {"solution_str": "4", "ground_truth": ["4", "four"], "reward": "exact_match",
+   "priority": "high"}]})";
+
+} // namespace
+
+TEST_F(Router, ScoreSendsResolvedItemsToTheSchedulerAndWritesItsAnswer) {
+  auto r = make_router();
+  auto reply = call(*r, "POST", "/v1/score", two_items);
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  auto doc = json::parse(reply.body);
+  EXPECT_EQ(doc["scores"], json::parse("[0.25, 1.25]"));
+  EXPECT_EQ(doc["results"][1]["status"], "ok");
+  EXPECT_EQ(doc["results"][1]["source"], "fake");
+
+  auto requests = seen();
+  ASSERT_EQ(requests.size(), 1u);
+  const auto& req = requests[0];
+  ASSERT_EQ(req.items.size(), 2u);
+  EXPECT_EQ(req.items[0].kind, "lexical");
+  EXPECT_EQ(req.items[0].capability, "cpu");
+  EXPECT_EQ(req.items[1].kind, "exact_match");
+  EXPECT_EQ(req.items[1].ground_truth, (std::vector<std::string>{"4", "four"}));
+  EXPECT_FALSE(req.internal);
+  // The request's deadline is the default one, from now.
+  const auto left = req.deadline - steady_clock::now();
+  EXPECT_GT(left, config_.scheduler.default_deadline - 5s);
+  EXPECT_LE(left, config_.scheduler.default_deadline);
+}
+
+TEST_F(Router, TheRouteTableAnswersBeforeAnyRouteRuns) {
+  auto r = make_router({"k-1"});
+  EXPECT_EQ(call(*r, "GET", "/nowhere").status, 404u);
+  // No key, a wrong key, then the right key.
+  EXPECT_EQ(call(*r, "POST", "/v1/score", two_items).status, 401u);
+  EXPECT_EQ(call(*r, "POST", "/v1/score", two_items, "application/json", "Bearer k-2").status,
+            401u);
+  auto ok = call(*r, "POST", "/v1/score", two_items, "application/json", "Bearer k-1");
+  EXPECT_EQ(ok.status, 200u) << ok.body;
+  // /health needs no key; a keyed route's wrong method is 405 once the key is right.
+  EXPECT_EQ(call(*r, "GET", "/health").status, 200u);
+  EXPECT_EQ(call(*r, "GET", "/v1/score", {}, "application/json", "Bearer k-1").status, 405u);
+  auto media = call(*r, "POST", "/v1/score", two_items, "text/plain", "Bearer k-1");
+  EXPECT_EQ(media.status, 415u);
+  EXPECT_NE(media.body.find("Content-Type"), std::string::npos) << media.body;
+  // Only the one accepted request reached the scheduler.
+  EXPECT_EQ(seen().size(), 1u);
+}
+
+TEST_F(Router, ABadBodyIsRefusedNamingItsFieldAndNeverReachesTheScheduler) {
+  auto r = make_router();
+  auto reply = call(*r, "POST", "/v1/score", R"({"items": [{"solution_str": 5}]})");
+  EXPECT_EQ(reply.status, 400u);
+  auto doc = json::parse(reply.body);
+  EXPECT_EQ(doc["error"]["field"], "items[0].solution_str") << reply.body;
+  EXPECT_TRUE(seen().empty());
+}
+
+TEST_F(Router, ASchedulerRefusalBecomes429WithRetryAfter) {
+  actors::score_reply refusal;
+  refusal.admitted = false;
+  refusal.rejection = "queue_full";
+  refusal.reason = "the normal queue is full";
+  refusal.retry_after_s = 7;
+  script_->refusal = refusal;
+  auto r = make_router();
+  auto reply = call(*r, "POST", "/v1/score", two_items);
+  EXPECT_EQ(reply.status, 429u) << reply.body;
+  EXPECT_EQ(header(reply, "Retry-After"), "7");
+  EXPECT_NE(reply.body.find("the normal queue is full"), std::string::npos) << reply.body;
+}
+
+TEST_F(Router, TrainerRoutesUseTheProtocolRewardAndTheirOwnShapes) {
+  auto r = make_router();
+  auto reply = call(*r, "POST", "/get_reward",
+                    R"({"query": ["What is 2+2? 4", "Capital of France? Paris"],
+                        "prompts": ["What is 2+2?", "Capital of France?"],
+                        "labels": ["4", "Paris"]})");
+  ASSERT_EQ(reply.status, 200u) << reply.body;
+  auto doc = json::parse(reply.body);
+  EXPECT_EQ(doc["rewards"], json::parse("[0.25, 1.25]")) << reply.body;
+  auto requests = seen();
+  ASSERT_EQ(requests.size(), 1u);
+  ASSERT_EQ(requests[0].items.size(), 2u);
+  EXPECT_EQ(requests[0].items[0].reward, "lexical");
+  EXPECT_EQ(requests[0].items[0].solution_str, "4");
+  EXPECT_EQ(requests[0].items[1].ground_truth, (std::vector<std::string>{"Paris"}));
+}
+
+TEST_F(Router, DrainingRefusesNewWorkAndSaysSoOnHealth) {
+  auto r = make_router();
+  r->begin_drain();
+  auto health = call(*r, "GET", "/health");
+  EXPECT_EQ(health.status, 503u);
+  EXPECT_NE(health.body.find("draining"), std::string::npos);
+  auto reply = call(*r, "POST", "/v1/score", two_items);
+  EXPECT_EQ(reply.status, 503u) << reply.body;
+  EXPECT_FALSE(header(reply, "Retry-After").empty());
+  EXPECT_TRUE(seen().empty());
+}
