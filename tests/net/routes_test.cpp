@@ -219,7 +219,10 @@ TEST_F(Router, ASchedulerRefusalBecomes429WithRetryAfter) {
   refusal.rejection = "queue_full";
   refusal.reason = "the normal queue is full";
   refusal.retry_after_s = 7;
-  script_->refusal = refusal;
+  {
+    std::lock_guard<std::mutex> guard{script_->mutex};  // the actor reads it on its thread
+    script_->refusal = refusal;
+  }
   auto r = make_router();
   auto reply = call(*r, "POST", "/v1/score", two_items);
   EXPECT_EQ(reply.status, 429u) << reply.body;
