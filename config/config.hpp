@@ -189,12 +189,12 @@ struct source_config {
   /// https: skip certificate verification (never in production).
   bool insecure_skip_verify = false;
   /// Judge calls unless the reward's options say otherwise: new tokens, sampling (the seeds'
-  /// defaults), Qwen3 thinking ("" leaves the server's default), and /v1/completions
+  /// defaults), Qwen3 thinking (unset leaves the server's default), and /v1/completions
   /// instead of chat.
   uint32_t max_tokens = 512;
   double temperature = 0.7;
   double top_p = 0.8;
-  std::string enable_thinking;
+  std::optional<bool> enable_thinking;
   bool use_completions = false;
 };
 

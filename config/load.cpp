@@ -391,7 +391,7 @@ source_config load_source(const toml::node& node, const std::string& where,
     } else if (k == "enable_thinking") {
       bool b = false;
       boolean(value, field, b);
-      src.enable_thinking = b ? "true" : "false";
+      src.enable_thinking = b;
     } else if (k == "capabilities") {
       const auto* list = value.as_array();
       if (list == nullptr) {
