@@ -1,6 +1,6 @@
-// The scalar field table: every `[server]`, `[scheduler]`, `[routing]`, `[cpu]`, `[cluster]`
-// ... field with its TOML path, bounds, accessors and one-line doc. Loading, the environment,
-// validation and the docs test all walk it (config_fields.hpp).
+// The scalar field table: every field of `[server]`, `[scheduler]`, `[cpu]`, `[protocols]`,
+// `[cluster]` and `[routing]` with its TOML path, bounds, accessors and one-line doc. Loading,
+// the environment, validation and the docs test all walk it (config_fields.hpp).
 #include "config/config_fields.hpp"
 
 #include <sstream>
