@@ -13,14 +13,15 @@ namespace arbiter::actors {
 namespace {
 
 caf::behavior cpu_worker(caf::event_based_actor*, config::cpu_config cfg) {
+  const backends::cpu_limits limits{cfg.max_lexical_chars};
   return {
-    [cfg](work_atom, const work_batch& batch) {
+    [limits](work_atom, const work_batch& batch) {
       work_result result;
       result.id = batch.id;
       result.outcomes.reserve(batch.items.size());
       for (const auto& item : batch.items) {
         try {
-          result.outcomes.push_back(backends::cpu::evaluate(*item, cfg));
+          result.outcomes.push_back(backends::cpu::evaluate(*item, limits));
         } catch (const std::exception& e) {
           item_outcome failed;
           failed.code = errc::worker_failed;

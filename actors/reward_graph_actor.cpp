@@ -16,7 +16,7 @@
 #include "actors/remote_source_actor.hpp"
 #include "backends/cpu/exact_match.hpp"
 #include "backends/remote/remote_codec.hpp"
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/info_gain_math.hpp"
 #include "backends/rewards/judge_template.hpp"
 #include "backends/rewards/qa_em.hpp"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <optional>
 
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 
 namespace arbiter::backends {

@@ -1,51 +1,32 @@
 #include "backends/reward_catalog.hpp"
 
+#include "backends/rewards/reward_kinds.hpp"
+
 namespace arbiter::backends {
 
 std::string capability_of(std::string_view kind) {
-  if (kind == "lexical" || kind == "exact_match" || kind == "gsm8k" || kind == "math"
-      || kind == "math_dapo" || kind == "search_r1_qa_em") {
-    return "cpu";
-  }
-  if (kind == "judge") {
-    return "judge";
-  }
-  if (kind == "em_info_gain") {
-    return "em_ig";
-  }
-  if (kind == "embedding") {
-    return "embed";
-  }
-  if (kind == "info_gain") {
-    return "ig";
-  }
-  return std::string{kind};
+  const auto* found = find_reward_kind(kind);
+  return found == nullptr ? std::string{kind} : found->capability;
 }
 
 std::string default_fallback(std::string_view kind) {
-  return kind == "embedding" ? "lexical" : "";
+  const auto* found = find_reward_kind(kind);
+  return found == nullptr ? "" : found->default_fallback;
 }
 
 bool graph_kind(std::string_view kind) {
-  return kind == "judge" || kind == "info_gain" || kind == "em_info_gain";
+  const auto* found = find_reward_kind(kind);
+  return found != nullptr && found->runner == reward_runner::graph;
 }
 
 std::vector<std::string> call_capabilities(std::string_view kind) {
-  if (kind == "judge") {
-    return {"chat"};
-  }
-  if (kind == "info_gain") {
-    return {"generate", "nli"};
-  }
-  if (kind == "em_info_gain") {
-    return {capability_of("info_gain")};
-  }
-  return {};
+  const auto* found = find_reward_kind(kind);
+  return found == nullptr ? std::vector<std::string>{} : found->calls;
 }
 
 reward_catalog::reward_catalog(const config::arbiter_config& cfg)
   : data_sources_(cfg.data_sources) {
-  for (const auto& kind : config::builtin_reward_kinds()) {
+  for (const auto& kind : reward_kind_names()) {
     reward_entry entry;
     entry.name = kind;
     entry.kind = kind;

@@ -53,13 +53,13 @@ private:
   std::map<std::string, std::string> data_sources_;
 };
 
-/// The capability a built-in kind needs: "cpu" (lexical, exact_match), "embed" (embedding),
-/// "ig" (info_gain: the IG service, or the local graph over generate and nli sources),
-/// "judge" and "em_ig" (graphs: judge over chat sources, em_info_gain over an info_gain call).
+// Lookups in the reward-kind registry (backends/rewards/reward_kinds.hpp), by kind name.
+
+/// The capability a kind's items need ("cpu", "embed", "ig", "judge", "em_ig"); an unknown
+/// kind's own name.
 std::string capability_of(std::string_view kind);
 
-/// The fallback a kind has unless configured: "lexical" for embedding (as the seeds do),
-/// none for the others.
+/// The fallback a kind has unless configured ("lexical" for embedding; none for the others).
 std::string default_fallback(std::string_view kind);
 
 /// Whether items of `kind` are computed by a reward graph (judge, info_gain, em_info_gain).

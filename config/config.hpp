@@ -246,7 +246,7 @@ struct cpu_config {
 /// use, its options and its fallback.
 struct reward_config {
   std::string name;
-  /// A built-in kind (see `builtin_reward_kinds`).
+  /// A built-in kind (backends/rewards/reward_kinds.hpp).
   std::string kind;
   /// The sources (by name) its model calls may go to; empty: any source with the capability.
   std::vector<std::string> sources;
@@ -333,9 +333,6 @@ struct config_problem {
   std::string field;
   std::string reason;
 };
-
-/// The reward kinds this build can compute.
-const std::vector<std::string>& builtin_reward_kinds();
 
 /// The configuration `arbiter serve` runs with when given no file.
 arbiter_config embedded_default();

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <utility>
 
+#include "backends/rewards/reward_kinds.hpp"
 #include "config/config_fields.hpp"
 
 namespace arbiter::config {
@@ -64,7 +65,7 @@ bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
                        std::string& error) {
   std::ifstream in{path};
   if (!in) {
-    error = "cannot read " + quoted(path) + ": " + std::strerror(errno);
+    error = "cannot read " + detail::quoted(path) + ": " + std::strerror(errno);
     return false;
   }
   std::string line;
@@ -79,7 +80,7 @@ bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
     const auto last = line.find_last_not_of(" \t\r");
     std::string key = line.substr(first, last - first + 1);
     if (!is_valid_api_key(key)) {
-      error = quoted(path) + " line " + std::to_string(line_number) +
+      error = detail::quoted(path) + " line " + std::to_string(line_number) +
               ": a key is one token of visible ASCII with no comma";
       return false;
     }
@@ -87,7 +88,7 @@ bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
     ++found;
   }
   if (found == 0) {
-    error = quoted(path) + " holds no key";
+    error = detail::quoted(path) + " holds no key";
     return false;
   }
   return true;
@@ -105,20 +106,10 @@ bool is_reward_name_char(char ch) {
 }
 
 bool is_builtin_kind(const std::string& kind) {
-  const auto& kinds = builtin_reward_kinds();
-  return std::find(kinds.begin(), kinds.end(), kind) != kinds.end();
+  return backends::find_reward_kind(kind) != nullptr;
 }
-
 
 } // namespace
-
-const std::vector<std::string>& builtin_reward_kinds() {
-  static const std::vector<std::string> kinds = {
-    "lexical", "exact_match", "judge",     "embedding",      "info_gain", "em_info_gain",
-    // verl's rule rewards (backends/cpu/verl_rules.hpp)
-    "gsm8k",   "math",        "math_dapo", "search_r1_qa_em"};
-  return kinds;
-}
 
 void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) {
   // Field-level bounds, for configurations built in code or changed after loading.
@@ -142,7 +133,7 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
   const auto& sched = cfg.scheduler;
   if (sched.policy != "sharing" && sched.policy != "stealing") {
     problems.push_back({"scheduler.policy", "must be \"sharing\" or \"stealing\" (got " +
-                                                quoted(sched.policy) + ")"});
+                                                detail::quoted(sched.policy) + ")"});
   }
   if (sched.default_deadline > sched.max_deadline) {
     problems.push_back({"scheduler.default_deadline_ms",
@@ -166,13 +157,13 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({field, "required with the other TLS settings (certificate, key and "
                                  "ca go together)"});
     } else if (!path->empty() && !std::ifstream{*path}.good()) {
-      problems.push_back({field, "cannot read " + quoted(*path)});
+      problems.push_back({field, "cannot read " + detail::quoted(*path)});
     }
   }
   if (cl.enabled && !any_tls && !is_loopback_host(cl.host)) {
     problems.push_back({"cluster.certificate",
                         "required when cluster.host is not a loopback address (got " +
-                            quoted(cl.host) +
+                            detail::quoted(cl.host) +
                             "): without certificates anyone who reaches the port could join"});
   }
 
@@ -196,7 +187,7 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
   if (!keyed && !server.allow_unauthenticated && !is_loopback_host(server.host)) {
     problems.push_back({"server.api_keys",
                         "required when server.host is not a loopback address (got " +
-                            quoted(server.host) +
+                            detail::quoted(server.host) +
                             "): without keys anyone who reaches the port spends the provider "
                             "keys; set server.api_keys, ARBITER_API_KEYS or server.api_key_file, "
                             "or server.allow_unauthenticated = true"});
@@ -214,12 +205,12 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({where + ".name", "must not be empty"});
     } else if (!std::all_of(cls.name.begin(), cls.name.end(), is_class_name_char)) {
       problems.push_back(
-          {where + ".name", "must match [a-z0-9_-]+ (got " + quoted(cls.name) + ")"});
+          {where + ".name", "must match [a-z0-9_-]+ (got " + detail::quoted(cls.name) + ")"});
     } else {
       const auto earlier = std::find(class_names.begin(), class_names.end(), cls.name);
       if (earlier != class_names.end()) {
         problems.push_back(
-            {where + ".name", "duplicate class name " + quoted(cls.name) +
+            {where + ".name", "duplicate class name " + detail::quoted(cls.name) +
                                   " (also scheduler.priorities[" +
                                   std::to_string(earlier - class_names.begin()) + "])"});
       }
@@ -238,11 +229,11 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     std::vector<std::string> listed;
     for (const auto& name : class_names) {
       if (!name.empty()) {
-        listed.push_back(quoted(name));
+        listed.push_back(detail::quoted(name));
       }
     }
     problems.push_back({"scheduler.default_priority",
-                        quoted(sched.default_priority) +
+                        detail::quoted(sched.default_priority) +
                             " is not one of the priority classes (" + join(listed) + ")"});
   }
 
@@ -251,17 +242,17 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     const std::string where = "rewards." + key_name(name);
     if (name.empty() || !std::all_of(name.begin(), name.end(), is_reward_name_char)) {
       problems.push_back(
-          {where, "reward name must match [A-Za-z0-9_.-]+ (got " + quoted(name) + ")"});
+          {where, "reward name must match [A-Za-z0-9_.-]+ (got " + detail::quoted(name) + ")"});
     }
     if (!is_builtin_kind(reward.kind)) {
-      problems.push_back({where + ".kind", "unknown kind " + quoted(reward.kind) +
+      problems.push_back({where + ".kind", "unknown kind " + detail::quoted(reward.kind) +
                                                "; expected one of " +
-                                               join(builtin_reward_kinds())});
+                                               join(backends::reward_kind_names())});
     }
-    static const std::vector<std::string> fallbacks = {"lexical", "exact_match", "none"};
+    static const std::vector<std::string> fallbacks = backends::fallback_names();
     if (reward.fallback
         && std::find(fallbacks.begin(), fallbacks.end(), *reward.fallback) == fallbacks.end()) {
-      problems.push_back({where + ".fallback", "unknown fallback " + quoted(*reward.fallback)
+      problems.push_back({where + ".fallback", "unknown fallback " + detail::quoted(*reward.fallback)
                                                  + "; expected one of " + join(fallbacks)});
     }
     for (size_t i = 0; i < reward.sources.size(); ++i) {
@@ -272,7 +263,7 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                                   [&wanted](const model_config& m) { return m.name == wanted; });
       if (!known) {
         problems.push_back({where + ".sources[" + std::to_string(i) + "]",
-                            "no source is named " + quoted(wanted)});
+                            "no source is named " + detail::quoted(wanted)});
       }
     }
   }
@@ -286,19 +277,19 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({where + ".name", "missing required field"});
     } else if (std::find(source_names.begin(), source_names.end(), src.name)
                != source_names.end()) {
-      problems.push_back({where + ".name", "duplicate source name " + quoted(src.name)});
+      problems.push_back({where + ".name", "duplicate source name " + detail::quoted(src.name)});
     } else if (src.name == "cpu" || src.name == "cache") {
-      problems.push_back({where + ".name", quoted(src.name) + " is reserved"});
+      problems.push_back({where + ".name", detail::quoted(src.name) + " is reserved"});
     }
     source_names.push_back(src.name);
     static const std::vector<std::string> kinds = {"openai", "tei", "ig_service"};
     if (std::find(kinds.begin(), kinds.end(), src.kind) == kinds.end()) {
-      problems.push_back({where + ".kind", "unknown kind " + quoted(src.kind)
+      problems.push_back({where + ".kind", "unknown kind " + detail::quoted(src.kind)
                                              + "; expected one of " + join(kinds)});
     }
     if (src.url.rfind("http://", 0) != 0 && src.url.rfind("https://", 0) != 0) {
       problems.push_back({where + ".url", "must start with http:// or https:// (got "
-                                            + quoted(src.url) + ")"});
+                                            + detail::quoted(src.url) + ")"});
     }
     static const std::vector<std::string> capabilities = {"chat", "generate", "embed", "nli",
                                                           "ig"};
@@ -306,7 +297,7 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       if (std::find(capabilities.begin(), capabilities.end(), src.capabilities[c])
           == capabilities.end()) {
         problems.push_back({where + ".capabilities[" + std::to_string(c) + "]",
-                            "unknown capability " + quoted(src.capabilities[c])
+                            "unknown capability " + detail::quoted(src.capabilities[c])
                               + "; expected one of " + join(capabilities)});
       }
     }
@@ -328,15 +319,15 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                                 [&](const model_config& o) { return o.name == m.name; });
     if (m.name.empty() || !std::all_of(m.name.begin(), m.name.end(), is_reward_name_char)) {
       problems.push_back({where + ".name", "must be letters, digits, '_', '.' or '-' (got "
-                                             + quoted(m.name) + ")"});
+                                             + detail::quoted(m.name) + ")"});
     } else if (taken) {
-      problems.push_back({where + ".name", "duplicate source name " + quoted(m.name)});
+      problems.push_back({where + ".name", "duplicate source name " + detail::quoted(m.name)});
     } else if (m.name == "cpu" || m.name == "cache" || m.name == "reward-graph") {
-      problems.push_back({where + ".name", quoted(m.name) + " is reserved"});
+      problems.push_back({where + ".name", detail::quoted(m.name) + " is reserved"});
     }
     if (m.kind != "embedding" && m.kind != "generator" && m.kind != "nli") {
       problems.push_back({where + ".kind",
-                          "unknown kind " + quoted(m.kind)
+                          "unknown kind " + detail::quoted(m.kind)
                             + "; expected \"embedding\", \"generator\" or \"nli\""});
     }
     if (m.path.empty()) {
@@ -348,11 +339,11 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                                         [](char c) { return c >= '0' && c <= '9'; }));
     if (!device_ok) {
       problems.push_back({where + ".device", "must be \"cpu\", \"cuda\" or \"cuda:N\" (got "
-                                               + quoted(m.device) + ")"});
+                                               + detail::quoted(m.device) + ")"});
     }
     static const std::vector<std::string> dtypes = {"auto", "f32", "f16", "bf16"};
     if (std::find(dtypes.begin(), dtypes.end(), m.dtype) == dtypes.end()) {
-      problems.push_back({where + ".dtype", "unknown dtype " + quoted(m.dtype) + "; expected one of "
+      problems.push_back({where + ".dtype", "unknown dtype " + detail::quoted(m.dtype) + "; expected one of "
                                               + join(dtypes)});
     }
   }
@@ -360,14 +351,14 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
   // Protocols.
   if (cfg.protocols.on_failure != "error" && cfg.protocols.on_failure != "score") {
     problems.push_back({"protocols.on_failure", "must be \"error\" or \"score\" (got "
-                                                  + quoted(cfg.protocols.on_failure) + ")"});
+                                                  + detail::quoted(cfg.protocols.on_failure) + ")"});
   }
   if (!cfg.protocols.reward.empty() && !is_builtin_kind(cfg.protocols.reward)
       && cfg.rewards.count(cfg.protocols.reward) == 0) {
-    problems.push_back({"protocols.reward", quoted(cfg.protocols.reward)
+    problems.push_back({"protocols.reward", detail::quoted(cfg.protocols.reward)
                                               + " is neither a configured reward nor a "
                                                 "built-in kind ("
-                                              + join(builtin_reward_kinds()) + ")"});
+                                              + join(backends::reward_kind_names()) + ")"});
   }
 
   // Data sources.
@@ -377,9 +368,9 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     }
     if (!is_builtin_kind(reward) && cfg.rewards.count(reward) == 0) {
       problems.push_back({"data_sources." + prefix,
-                          quoted(reward) +
+                          detail::quoted(reward) +
                               " is neither a configured reward nor a built-in kind (" +
-                              join(builtin_reward_kinds()) + ")"});
+                              join(backends::reward_kind_names()) + ")"});
     }
   }
 }

@@ -169,8 +169,9 @@ int serve(const serve_options& options) {
   boost::asio::io_context ioc;
   caf::actor_system sys{caf_cfg};
 
-  auto fallback = [cpu = cfg.cpu](const score_item& item) {
-    return backends::cpu::evaluate_fallback(item, cpu);
+  auto fallback = [limits = backends::cpu_limits{cfg.cpu.max_lexical_chars}](
+                    const score_item& item) {
+    return backends::cpu::evaluate_fallback(item, limits);
   };
   auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing,
                                        fallback);

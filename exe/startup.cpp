@@ -12,7 +12,7 @@
 #include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
 #include "backends/models/text_generator.hpp"
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "common/log.hpp"
 
 namespace arbiter::exe {

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 
 namespace arbiter::net {
 

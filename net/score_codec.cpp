@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "net/json_reading.hpp"
 
 namespace arbiter::net {

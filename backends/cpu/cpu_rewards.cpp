@@ -8,27 +8,25 @@
 #include "backends/cpu/exact_match.hpp"
 #include "backends/cpu/lexical.hpp"
 #include "backends/cpu/verl_rules.hpp"
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 
 namespace arbiter::backends::cpu {
 
-namespace {
-
-item_outcome score_lexical(const score_item& item, const config::cpu_config& cfg) {
+item_outcome score_lexical(const score_item& item, const cpu_limits& limits) {
   auto candidate = decode_utf8(item.solution_str);
   auto too_long = [&](size_t n, const char* field) {
     return failure(std::string{field} + " has " + std::to_string(n)
                    + " characters; lexical accepts at most "
-                   + std::to_string(cfg.max_lexical_chars) + " (cpu.max_lexical_chars)");
+                   + std::to_string(limits.max_lexical_chars) + " (cpu.max_lexical_chars)");
   };
-  if (candidate.size() > cfg.max_lexical_chars) {
+  if (candidate.size() > limits.max_lexical_chars) {
     return too_long(candidate.size(), "solution_str");
   }
   item_outcome out;
   for (const auto& reference : item.ground_truth) {
     auto ref = decode_utf8(reference);
-    if (ref.size() > cfg.max_lexical_chars) {
+    if (ref.size() > limits.max_lexical_chars) {
       return too_long(ref.size(), "ground_truth");
     }
     out.score = std::max(out.score, sequence_matcher_ratio(candidate, ref));
@@ -36,7 +34,7 @@ item_outcome score_lexical(const score_item& item, const config::cpu_config& cfg
   return out;
 }
 
-item_outcome score_exact_match(const score_item& item) {
+item_outcome score_exact_match(const score_item& item, const cpu_limits& /*limits*/) {
   item_outcome out;
   for (const auto& reference : item.ground_truth) {
     out.score = std::max(out.score, exact_match(item.solution_str, reference));
@@ -44,33 +42,40 @@ item_outcome score_exact_match(const score_item& item) {
   return out;
 }
 
-/// verl's rule rewards, with the item's options (reward options under extra_info).
-item_outcome score_verl_rule(const score_item& item) {
-  auto options = merged_options(item);
+item_outcome score_gsm8k(const score_item& item, const cpu_limits& /*limits*/) {
   item_outcome out;
-  if (item.kind == "gsm8k") {
-    out.score = verl::gsm8k(item.solution_str, item.ground_truth, parse_gsm8k_options(options));
-  } else if (item.kind == "math") {
-    out.score = verl::math(item.solution_str, item.ground_truth);
-  } else if (item.kind == "math_dapo") {
-    auto r = verl::math_dapo(item.solution_str, item.ground_truth,
-                             parse_strict_box_verify(options));
-    out.score = r.score;
-    nlohmann::json extra = {{"acc", r.acc}, {"pred", nullptr}};
-    if (r.pred) {
-      extra["pred"] = *r.pred;
-    }
-    out.extra = extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  } else {
-    out.score = verl::search_r1_qa_em(item.solution_str, item.ground_truth,
-                                      parse_search_r1_options(options));
-  }
+  out.score = verl::gsm8k(item.solution_str, item.ground_truth,
+                          parse_gsm8k_options(merged_options(item)));
   return out;
 }
 
-bool is_verl_rule(const std::string& kind) {
-  return kind == "gsm8k" || kind == "math" || kind == "math_dapo" || kind == "search_r1_qa_em";
+item_outcome score_math(const score_item& item, const cpu_limits& /*limits*/) {
+  item_outcome out;
+  out.score = verl::math(item.solution_str, item.ground_truth);
+  return out;
 }
+
+item_outcome score_math_dapo(const score_item& item, const cpu_limits& /*limits*/) {
+  auto r = verl::math_dapo(item.solution_str, item.ground_truth,
+                           parse_strict_box_verify(merged_options(item)));
+  item_outcome out;
+  out.score = r.score;
+  nlohmann::json extra = {{"acc", r.acc}, {"pred", nullptr}};
+  if (r.pred) {
+    extra["pred"] = *r.pred;
+  }
+  out.extra = extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return out;
+}
+
+item_outcome score_search_r1_qa_em(const score_item& item, const cpu_limits& /*limits*/) {
+  item_outcome out;
+  out.score = verl::search_r1_qa_em(item.solution_str, item.ground_truth,
+                                    parse_search_r1_options(merged_options(item)));
+  return out;
+}
+
+namespace {
 
 /// `text` lower-cased code point by code point (UTF-8 in, UTF-8 out).
 std::string lower(const std::string& text) {
@@ -86,7 +91,7 @@ std::string lower(const std::string& text) {
 
 } // namespace
 
-item_outcome evaluate_fallback(const score_item& item, const config::cpu_config& cfg) {
+item_outcome evaluate_fallback(const score_item& item, const cpu_limits& limits) {
   try {
     score_item copy;
     copy.reward = item.reward;
@@ -96,30 +101,27 @@ item_outcome evaluate_fallback(const score_item& item, const config::cpu_config&
     for (auto i : rewards::filter_references(item.ground_truth, options)) {
       copy.ground_truth.push_back(lower(item.ground_truth[i]));
     }
-    return evaluate(copy, cfg);
+    return evaluate(copy, limits);
   } catch (const std::exception& e) {
     return failure(std::string{"fallback failed: "} + e.what());
   }
 }
 
-item_outcome evaluate(const score_item& item, const config::cpu_config& cfg) {
+item_outcome evaluate(const score_item& item, const cpu_limits& limits) {
   auto start = std::chrono::steady_clock::now();
+  const auto* kind = find_reward_kind(item.kind);
   item_outcome out;
   if (item.ground_truth.empty()) {
     out = failure("ground_truth is empty");
-  } else if (item.kind == "lexical") {
-    out = score_lexical(item, cfg);
-  } else if (item.kind == "exact_match") {
-    out = score_exact_match(item);
-  } else if (is_verl_rule(item.kind)) {
+  } else if (kind == nullptr || kind->score == nullptr) {
+    out = failure("kind '" + item.kind + "' is not a CPU reward");
+  } else {
     try {
-      out = score_verl_rule(item);
+      out = kind->score(item, limits);
     } catch (const std::exception& e) {
-      // A regular expression past PCRE2's match limit: Python would only have been slow.
+      // e.g. a regular expression past PCRE2's match limit: Python would only have been slow.
       out = failure(item.kind + ": " + e.what());
     }
-  } else {
-    out = failure("kind '" + item.kind + "' is not a CPU reward");
   }
   out.run_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
                  .count();

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/embedding_scoring.hpp"
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 #include "backends/remote/codec_text.hpp"
 #include "common/text_excerpt.hpp"

@@ -1,4 +1,4 @@
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 
 #include <string>
 #include <utility>

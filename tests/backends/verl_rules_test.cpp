@@ -16,7 +16,7 @@
 #include "backends/cpu/python_regex.hpp"
 #include "backends/cpu/python_str.hpp"
 #include "backends/cpu/verl_rules.hpp"
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 
 namespace arbiter::backends::cpu {
 namespace {
@@ -48,7 +48,7 @@ std::vector<std::string> references(const json& ground_truth) {
 TEST(VerlRules, EqualToVerlOnTheCorpus) {
   std::ifstream in(corpus_path());
   ASSERT_TRUE(in) << "cannot open " << corpus_path();
-  config::cpu_config cfg;
+  arbiter::backends::cpu_limits cfg;
   std::map<std::string, size_t> cases;
   std::map<std::string, size_t> mismatches;
   std::string line;
@@ -235,7 +235,7 @@ TEST(VerlRuleOptions, CheckedAndRead) {
 }
 
 TEST(VerlRules, EvaluateCarriesMathDapoExtraAndOptions) {
-  config::cpu_config cfg;
+  arbiter::backends::cpu_limits cfg;
   score_item item;
   item.kind = "math_dapo";
   item.solution_str = "\\boxed{4}";

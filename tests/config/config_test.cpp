@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/rewards/reward_kinds.hpp"
+
 namespace arbiter::config {
 namespace {
 
@@ -721,7 +723,7 @@ TEST(Docs, MentionEveryFieldAndVariable) {
         "--config", "--host", "--port"}) {
     EXPECT_NE(docs.find(path), std::string::npos) << path;
   }
-  for (const auto& kind : builtin_reward_kinds()) {
+  for (const auto& kind : arbiter::backends::reward_kind_names()) {
     EXPECT_NE(docs.find(kind), std::string::npos) << kind;
   }
 }

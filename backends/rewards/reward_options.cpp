@@ -1,4 +1,4 @@
-#include "backends/reward_options.hpp"
+#include "backends/rewards/reward_options.hpp"
 
 #include <cmath>
 #include <functional>
@@ -7,21 +7,13 @@
 #include <utility>
 
 #include "backends/rewards/judge_template.hpp"
+#include "backends/rewards/reward_kinds.hpp"
 
 namespace arbiter::backends {
 
 namespace {
 
 using json = nlohmann::json;
-
-/// Why a value is bad, or nullopt when it is fine.
-using check_fn = std::function<std::optional<std::string>(const json&)>;
-
-/// One known option: its key and how its value is checked.
-struct option_rule {
-  std::string key;
-  check_fn check;
-};
 
 /// `text` parsed as a JSON object; an empty object for empty text, bad JSON and non-objects.
 json parse_object(std::string_view text) {
@@ -72,6 +64,10 @@ std::optional<uint64_t> unsigned_of(const json& value) {
   }
   return std::nullopt;
 }
+
+} // namespace
+
+// ---- the rule builders (reward_options.hpp) ----------------------------------------------
 
 /// A string that names one of `names` (joined by ", " in the reason).
 check_fn one_of(std::vector<std::string> names) {
@@ -127,9 +123,6 @@ check_fn strings() {
   };
 }
 
-/// How a number's bounds are written and tested.
-enum class bound : uint8_t { open, closed };
-
 /// A finite number in the interval from `low` to `high` (an infinite bound is no bound).
 check_fn number_in(double low, bound low_kind, double high, bound high_kind) {
   std::string what = "must be a number";
@@ -181,6 +174,8 @@ check_fn integer_in(uint64_t low, uint64_t high) {
   };
 }
 
+namespace {
+
 check_fn judge_template() {
   return [](const json& v) -> std::optional<std::string> {
     if (!v.is_string()) {
@@ -194,8 +189,6 @@ check_fn judge_template() {
     return std::nullopt;
   };
 }
-
-constexpr double no_bound = std::numeric_limits<double>::infinity();
 
 std::vector<std::string> length_penalty_names() {
   std::vector<std::string> names;
@@ -215,7 +208,11 @@ std::vector<option_rule> reference_filter_rules() {
           {"prompt", a_string()}};
 }
 
-std::vector<option_rule> embedding_rules() {
+} // namespace
+
+// ---- each kind's rules (the registry, reward_kinds.cpp, points at them) -----------------
+
+std::vector<option_rule> embedding_option_rules() {
   std::vector<option_rule> rules{
     {"length_penalty", one_of(length_penalty_names())},
     {"length_threshold", number_in(0.0, bound::open, no_bound, bound::open)},
@@ -228,7 +225,7 @@ std::vector<option_rule> embedding_rules() {
   return rules;
 }
 
-std::vector<option_rule> judge_rules() {
+std::vector<option_rule> judge_option_rules() {
   std::vector<option_rule> rules{
     {"prompt_template", judge_template()},
     {"model_name", a_string()},
@@ -248,7 +245,7 @@ std::vector<option_rule> judge_rules() {
   return rules;
 }
 
-std::vector<option_rule> info_gain_rules() {
+std::vector<option_rule> info_gain_option_rules() {
   std::vector<std::string> variants;
   for (auto v : {rewards::ig_variant::soft, rewards::ig_variant::hard, rewards::ig_variant::se_rao,
                  rewards::ig_variant::se_discrete}) {
@@ -272,78 +269,41 @@ std::vector<option_rule> info_gain_rules() {
   };
 }
 
-std::vector<option_rule> em_info_gain_rules() {
+std::vector<option_rule> em_info_gain_option_rules() {
   std::vector<option_rule> rules{
     {"info_gain_weight", number_in(-no_bound, bound::open, no_bound, bound::open)},
     {"info_gain_reward", a_string()},
     {"validation", a_boolean()},
   };
-  for (auto& rule : info_gain_rules()) {
+  for (auto& rule : info_gain_option_rules()) {
     rules.push_back(std::move(rule));
   }
   return rules;
 }
 
 /// verl's rule rewards: the keyword arguments of their compute_score.
-std::vector<option_rule> gsm8k_rules() {
+std::vector<option_rule> gsm8k_option_rules() {
   return {{"method", one_of({"strict", "flexible"})},
           {"format_score", number_in(-no_bound, bound::open, no_bound, bound::open)},
           {"score", number_in(-no_bound, bound::open, no_bound, bound::open)}};
 }
 
-std::vector<option_rule> math_dapo_rules() {
+std::vector<option_rule> math_dapo_option_rules() {
   return {{"strict_box_verify", a_boolean()}};
 }
 
-std::vector<option_rule> search_r1_rules() {
+std::vector<option_rule> search_r1_option_rules() {
   return {{"format_score", number_in(-no_bound, bound::open, no_bound, bound::open)},
           {"score", number_in(-no_bound, bound::open, no_bound, bound::open)}};
 }
 
-/// The known options of one kind: its rules, and their keys in the same order.
-struct kind_rules {
-  kind_rules() = default;
-  explicit kind_rules(std::vector<option_rule> all) : rules(std::move(all)) {
-    for (const auto& rule : rules) {
-      keys.push_back(rule.key);
-    }
-  }
-  std::vector<option_rule> rules;
-  std::vector<std::string> keys;
-};
+namespace {
 
-/// The rules of `kind` (none for kinds without options).
-const kind_rules& rules_of(std::string_view kind) {
-  static const kind_rules none;
-  static const kind_rules embedding{embedding_rules()};
-  static const kind_rules judge{judge_rules()};
-  static const kind_rules info_gain{info_gain_rules()};
-  static const kind_rules em_info_gain{em_info_gain_rules()};
-  static const kind_rules gsm8k{gsm8k_rules()};
-  static const kind_rules math_dapo{math_dapo_rules()};
-  static const kind_rules search_r1{search_r1_rules()};
-  if (kind == "gsm8k") {
-    return gsm8k;
-  }
-  if (kind == "math_dapo") {
-    return math_dapo;
-  }
-  if (kind == "search_r1_qa_em") {
-    return search_r1;
-  }
-  if (kind == "embedding") {
-    return embedding;
-  }
-  if (kind == "judge") {
-    return judge;
-  }
-  if (kind == "info_gain") {
-    return info_gain;
-  }
-  if (kind == "em_info_gain") {
-    return em_info_gain;
-  }
-  return none;
+/// The rules of `kind` (none for kinds without options or unknown kinds).
+const std::vector<option_rule>& rules_of(std::string_view kind) {
+  static const std::vector<option_rule> none;
+  const auto* found = find_reward_kind(kind);
+  return found == nullptr ? none : found->options;
 }
 
 // ---- typed reads (a bad value reads as absent) -------------------------------------------
@@ -363,7 +323,7 @@ const json* valid(const json& options, std::string_view kind, const char* key) {
   if (value == nullptr) {
     return nullptr;
   }
-  for (const auto& rule : rules_of(kind).rules) {
+  for (const auto& rule : rules_of(kind)) {
     if (rule.key == key) {
       return rule.check(*value) ? nullptr : value;
     }
@@ -412,7 +372,9 @@ nlohmann::json merged_options(const score_item& item) {
 }
 
 const std::vector<std::string>& option_keys(std::string_view kind) {
-  return rules_of(kind).keys;
+  static const std::vector<std::string> none;
+  const auto* found = find_reward_kind(kind);
+  return found == nullptr ? none : found->option_keys;
 }
 
 std::optional<option_problem> check_options(std::string_view kind,
@@ -420,7 +382,7 @@ std::optional<option_problem> check_options(std::string_view kind,
   if (!options.is_object()) {
     return std::nullopt;
   }
-  for (const auto& rule : rules_of(kind).rules) {
+  for (const auto& rule : rules_of(kind)) {
     const auto* value = find(options, rule.key.c_str());
     if (value == nullptr) {
       continue;

@@ -6,6 +6,8 @@
 // ignored, since extra_info carries the trainer's own data too.
 
 #include <cstdint>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +28,46 @@ struct option_problem {
   std::string reason;
 };
 
+// ---- writing a kind's option rules ------------------------------------------------------
+
+/// Why a value is bad, or nullopt when it is fine.
+using check_fn = std::function<std::optional<std::string>(const nlohmann::json&)>;
+
+/// One known option: its key and how its value is checked.
+struct option_rule {
+  std::string key;
+  check_fn check;
+};
+
+/// How a number's bounds are written and tested.
+enum class bound : uint8_t { open, closed };
+
+/// No bound on that side.
+inline constexpr double no_bound = std::numeric_limits<double>::infinity();
+
+/// A string that names one of `names`.
+check_fn one_of(std::vector<std::string> names);
+check_fn a_string();
+check_fn a_boolean();
+/// A string or a list of strings.
+check_fn strings();
+/// A finite number in the interval from `low` to `high` (an infinite bound is no bound).
+check_fn number_in(double low, bound low_kind, double high, bound high_kind);
+/// An integer from `low` to `high` (both included); 4.0 counts as 4.
+check_fn integer_in(uint64_t low, uint64_t high);
+
+/// The built-in kinds' rules, in the order their keys are listed (the registry,
+/// `reward_kinds.cpp`, points at them).
+std::vector<option_rule> embedding_option_rules();
+std::vector<option_rule> judge_option_rules();
+std::vector<option_rule> info_gain_option_rules();
+std::vector<option_rule> em_info_gain_option_rules();
+std::vector<option_rule> gsm8k_option_rules();
+std::vector<option_rule> math_dapo_option_rules();
+std::vector<option_rule> search_r1_option_rules();
+
+// ---- reading options --------------------------------------------------------------------
+
 /// `options` (the reward's, a JSON object's text or empty) with every key of `extra_info` (a
 /// JSON object's text or empty) laid over it. Text that is not a JSON object counts as empty.
 nlohmann::json merged_options(std::string_view options, std::string_view extra_info);
@@ -33,8 +75,8 @@ nlohmann::json merged_options(std::string_view options, std::string_view extra_i
 /// The item's merged options (see above).
 nlohmann::json merged_options(const score_item& item);
 
-/// The known option keys of `kind`, checked in `check_options`; empty for kinds without
-/// options.
+/// The known option keys of `kind` (its registry entry's), checked in `check_options`; empty
+/// for kinds without options.
 const std::vector<std::string>& option_keys(std::string_view kind);
 
 /// Checks the known keys of `options` for `kind`; nullopt when they are fine.

@@ -1,0 +1,71 @@
+#pragma once
+
+// The reward kinds: one descriptor per kind, and everything that needs to know a kind reads it —
+// the configuration's checks (names, fallbacks), the catalog (capability, default fallback), the
+// CPU workers (the function), option checking (the rules) and the reward graphs (their calls).
+// Adding a CPU reward is its own file plus one entry in reward_kinds.cpp
+// (docs/architecture.md, "Adding a reward").
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backends/rewards/reward_options.hpp"
+#include "common/score_types.hpp"
+
+namespace arbiter::backends {
+
+/// How a kind's items are computed.
+enum class reward_runner : uint8_t {
+  /// A function of the item alone, on the CPU workers.
+  cpu,
+  /// Embeddings from an `embed` source, then similarity (backends/embedding_scoring).
+  embedding,
+  /// A reward graph: model calls back through the scheduler (actors/reward_graph_actor);
+  /// `ig` items may also go whole to an IG service.
+  graph,
+};
+
+/// What the CPU functions may be limited by (from `[cpu]`).
+struct cpu_limits {
+  /// Longest text, in code points, `lexical` takes per side (`cpu.max_lexical_chars`).
+  uint32_t max_lexical_chars = 100000;
+};
+
+/// Scores one item; may throw (the caller fails the item with the reason).
+using cpu_function = item_outcome (*)(const score_item& item, const cpu_limits& limits);
+
+/// One reward kind.
+struct reward_kind {
+  /// What configs and clients call it, e.g. "gsm8k".
+  std::string name;
+  reward_runner runner = reward_runner::cpu;
+  /// What a source must serve to run its items: "cpu", "embed", "judge", "ig", "em_ig".
+  std::string capability;
+  /// The CPU kind that scores its items when no source can, unless configured ("" = none).
+  std::string default_fallback;
+  /// Whether a reward may name it as its `fallback` (CPU kinds that compare text).
+  bool can_be_fallback = false;
+  /// A graph's model calls: the capabilities they ask for ("chat"; "generate", "nli"; "ig").
+  std::vector<std::string> calls;
+  /// Its options (checked at the ingress and in `check-config`), and their keys in order.
+  std::vector<option_rule> options;
+  std::vector<std::string> option_keys;
+  /// The function, for `cpu` kinds.
+  cpu_function score = nullptr;
+};
+
+/// Every built-in kind, in the order the docs list them.
+const std::vector<reward_kind>& reward_kinds();
+
+/// The kind called `name`, or nullptr.
+const reward_kind* find_reward_kind(std::string_view name);
+
+/// Every kind's name, in the same order.
+std::vector<std::string> reward_kind_names();
+
+/// The names a reward's `fallback` may take: the kinds that can be fallbacks, then "none".
+std::vector<std::string> fallback_names();
+
+} // namespace arbiter::backends
