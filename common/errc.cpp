@@ -30,15 +30,4 @@ std::string_view to_string(errc code) noexcept {
   return "internal";
 }
 
-bool is_retryable(errc code) noexcept {
-  switch (code) {
-    case errc::overloaded:
-    case errc::worker_failed:
-    case errc::upstream_failed:
-      return true;
-    default:
-      return false;
-  }
-}
-
 } // namespace arbiter

@@ -40,7 +40,4 @@ enum class errc : uint8_t {
 /// The stable name of `code`, e.g. "deadline_exceeded".
 std::string_view to_string(errc code) noexcept;
 
-/// Whether another attempt at the same work could succeed.
-bool is_retryable(errc code) noexcept;
-
 } // namespace arbiter

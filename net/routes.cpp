@@ -704,7 +704,7 @@ void router::info(reply_fn reply) {
                                {"max_inflight_batches", s.max_inflight},
                                {"dispatched_batches", s.dispatched},
                                {"remote", s.remote},
-                               {"breaker", s.breaker},
+                               {"breaker", scheduler::to_string(s.breaker)},
                                {"breaker_reason", s.breaker_reason},
                                {"latency_ms", s.latency_ms},
                                {"requests_per_minute", s.requests_per_minute},

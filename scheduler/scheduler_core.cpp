@@ -29,11 +29,16 @@ retry_policy_config policy_of(const config::routing_config& r) {
   return cfg;
 }
 
-double breaker_gauge(const std::string& state) {
-  if (state == "open") {
+double breaker_gauge(breaker_state state) {
+  switch (state) {
+  case breaker_state::open:
     return 2.0;
+  case breaker_state::half_open:
+    return 1.0;
+  case breaker_state::closed:
+    return 0.0;
   }
-  return state == "half_open" ? 1.0 : 0.0;
+  return 0.0;
 }
 
 } // namespace

@@ -21,7 +21,8 @@ void scheduler_core::note_wait(const pick_result& pick, const std::string& capab
   if (!pick.retry_at) {
     return;
   }
-  metrics_.source_pacing_waits.Add({{"capability", capability}, {"reason", pick.waiting_on}})
+  metrics_.source_pacing_waits
+    .Add({{"capability", capability}, {"reason", to_string(pick.waiting_on)}})
     .Increment();
   if (!pacing_wakeup_ || *pick.retry_at < *pacing_wakeup_) {
     pacing_wakeup_ = pick.retry_at;
@@ -68,7 +69,7 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
     auto demand = demand_of(entry.item);
     auto pick = sources_.pick(item.capability, demand, entry.avoid);
     if (!pick.source) {
-      if (!pick.busy && pick.waiting_on == "breaker" && pick.retry_at
+      if (!pick.busy && pick.waiting_on == wait_cause::breaker && pick.retry_at
           && req->second.deadline < *pick.retry_at) {
         auto& r = req->second;
         auto index = entry.item.second;
@@ -283,7 +284,7 @@ std::string scheduler_core::ejected_reason(const std::string& capability, time_p
 
 bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
                                   const pick_result& pick) {
-  if (pick.busy || pick.waiting_on != "breaker" || !pick.retry_at) {
+  if (pick.busy || pick.waiting_on != wait_cause::breaker || !pick.retry_at) {
     return false;
   }
   const auto* head = queues_.peek(cls, capability);

@@ -182,6 +182,40 @@ bool source_registry::remove(source_id id) {
   return true;
 }
 
+const char* to_string(wait_cause c) noexcept {
+  switch (c) {
+  case wait_cause::none:
+    return "none";
+  case wait_cause::backoff:
+    return "backoff";
+  case wait_cause::requests:
+    return "requests";
+  case wait_cause::tokens:
+    return "tokens";
+  case wait_cause::breaker:
+    return "breaker";
+  }
+  return "none";
+}
+
+namespace {
+
+wait_cause cause_of(rate_limit_wait_reason r) noexcept {
+  switch (r) {
+  case rate_limit_wait_reason::none:
+    return wait_cause::none;
+  case rate_limit_wait_reason::backoff:
+    return wait_cause::backoff;
+  case rate_limit_wait_reason::requests:
+    return wait_cause::requests;
+  case rate_limit_wait_reason::tokens:
+    return wait_cause::tokens;
+  }
+  return wait_cause::none;
+}
+
+} // namespace
+
 pick_result source_registry::pick(const std::string& capability, const token_demand& demand,
                                   std::optional<source_id> avoid) {
   auto now = clock_.now();
@@ -200,7 +234,7 @@ pick_result source_registry::pick(const std::string& capability, const token_dem
   pick_result out;
   state* best = nullptr;
   double best_eta = 0.0;
-  auto wait_until = [&](time_point t, const char* why) {
+  auto wait_until = [&](time_point t, wait_cause why) {
     if (!out.retry_at || t < *out.retry_at) {
       out.retry_at = t;
       out.waiting_on = why;
@@ -214,7 +248,7 @@ pick_result source_registry::pick(const std::string& capability, const token_dem
     if (s.breaker) {
       auto st = s.breaker->state(now);
       if (st == breaker_state::open) {
-        wait_until(s.breaker->open_until(), "breaker");
+        wait_until(s.breaker->open_until(), wait_cause::breaker);
         continue;
       }
       if (st == breaker_state::half_open
@@ -235,7 +269,7 @@ pick_result source_registry::pick(const std::string& capability, const token_dem
       // and its cost overdraws it.
       auto d = s.limiter->peek_paced(s.tokens_for(demand));
       if (d.kind == acquire_decision_kind::wait) {
-        wait_until(d.until, to_string(d.reason));
+        wait_until(d.until, cause_of(d.reason));
         continue;
       }
     }
@@ -256,7 +290,7 @@ pick_result source_registry::pick(const std::string& capability, const token_dem
   if (best != nullptr) {
     out.source = best->info.id;
     out.retry_at.reset();
-    out.waiting_on.clear();
+    out.waiting_on = wait_cause::none;
   }
   return out;
 }
@@ -533,7 +567,7 @@ source_info source_registry::describe(source_id id) {
     auto info = sp->info;
     info.max_inflight = sp->limit();
     if (sp->breaker) {
-      info.breaker = to_string(sp->breaker->state(now));
+      info.breaker = sp->breaker->state(now);
       info.breaker_reason = sp->breaker->reason();
     }
     info.latency_ms = sp->latency_ns / 1e6;

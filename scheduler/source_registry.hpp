@@ -93,8 +93,8 @@ struct source_info {
   /// Dispatches so far (also breaks ties fairly).
   uint64_t dispatched = 0;
   bool remote = false;
-  /// "closed", "open" or "half_open" ("closed" when the source has no breaker).
-  std::string breaker = "closed";
+  /// Closed when the source has no breaker (`to_string` gives /info's and the metric's word).
+  breaker_state breaker = breaker_state::closed;
   /// Why the breaker last opened (kept after it closes).
   std::string breaker_reason;
   /// Smoothed latency of successful attempts (0 before the first).
@@ -115,6 +115,22 @@ struct source_info {
   bool slow_start = false;
 };
 
+/// Why the nearest source waits when `pick` found none.
+enum class wait_cause : uint8_t {
+  none,
+  /// The endpoint answered 429 and is in its shared backoff.
+  backoff,
+  /// Its request bucket is empty.
+  requests,
+  /// Its token bucket holds fewer tokens than the batch needs.
+  tokens,
+  /// Its breaker is open.
+  breaker,
+};
+
+/// The metric label: "none", "backoff", "requests", "tokens", "breaker".
+const char* to_string(wait_cause c) noexcept;
+
 /// Why `pick` found no source for a capability.
 struct pick_result {
   std::optional<source_id> source;
@@ -122,8 +138,8 @@ struct pick_result {
   /// breaker: the earliest time one could. Empty when sources are just busy (a completion
   /// will free a slot) or none serves the capability.
   std::optional<time_point> retry_at;
-  /// Why the nearest one waits: "requests", "tokens", "backoff", "breaker" (empty otherwise).
-  std::string waiting_on;
+  /// Why the nearest one waits (`none` unless `retry_at` is set).
+  wait_cause waiting_on = wait_cause::none;
   /// Some source serving the capability is only busy (no free slot, or its half-open probes
   /// are out): a completion will free it.
   bool busy = false;

@@ -17,10 +17,3 @@ TEST(Errc, EveryCodeHasADistinctStableName) {
   EXPECT_EQ(to_string(errc::invalid_request), "invalid_request");
 }
 
-TEST(Errc, OnlyTransientFailuresAreRetryable) {
-  EXPECT_TRUE(is_retryable(errc::worker_failed));
-  EXPECT_TRUE(is_retryable(errc::overloaded));
-  EXPECT_FALSE(is_retryable(errc::invalid_request));
-  EXPECT_FALSE(is_retryable(errc::reward_failed));
-  EXPECT_FALSE(is_retryable(errc::deadline_exceeded));
-}

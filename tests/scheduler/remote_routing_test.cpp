@@ -833,7 +833,7 @@ TEST_F(RemoteRouting, AnAuthFailureSendsTheItemToAnotherSource) {
   }
   // The source with the wrong key is ejected, with the reason, for everyone.
   auto snap = core_.snapshot();
-  EXPECT_EQ(snap.sources[0].breaker, "open");
+  EXPECT_EQ(snap.sources[0].breaker, breaker_state::open);
   EXPECT_NE(snap.sources[0].breaker_reason.find("401"), std::string::npos);
 }
 
@@ -873,7 +873,7 @@ TEST_F(RemoteRouting, AReplyThatDoesNotFitTheRequestBlamesNeitherTheSourceNorThe
     EXPECT_EQ(r.status, item_status::ok);
   }
   auto snap = core_.snapshot();
-  EXPECT_EQ(snap.sources[0].breaker, "closed") << "the source is healthy for other requests";
+  EXPECT_EQ(snap.sources[0].breaker, breaker_state::closed) << "the source is healthy for other requests";
   (void)b;
   // With no other source the item is rejected with the reason, not retried.
   config::scheduler_config cfg;

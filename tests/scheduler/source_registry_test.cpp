@@ -116,7 +116,7 @@ TEST(SourceRegistry, PacesBeforeTheProviderSays429) {
   auto wait = reg.pick("chat", {});
   EXPECT_FALSE(wait.source.has_value());
   ASSERT_TRUE(wait.retry_at.has_value());
-  EXPECT_EQ(wait.waiting_on, "requests");
+  EXPECT_EQ(wait.waiting_on, wait_cause::requests);
   EXPECT_EQ(*wait.retry_at, clock.now() + 1s);
   clock.advance(1s);
   EXPECT_EQ(reg.pick("chat", {}).source, a);
@@ -132,7 +132,7 @@ TEST(SourceRegistry, HonoursRetryAfterAsOneBackoffForTheEndpoint) {
   reg.release(a, limited, 1s);
   auto wait = reg.pick("chat", {});
   EXPECT_FALSE(wait.source.has_value()) << "every caller waits out the same Retry-After";
-  EXPECT_EQ(wait.waiting_on, "backoff");
+  EXPECT_EQ(wait.waiting_on, wait_cause::backoff);
   EXPECT_EQ(*wait.retry_at, clock.now() + 3s);
   clock.advance(3s);
   EXPECT_EQ(reg.pick("chat", {}).source, a);
@@ -159,7 +159,7 @@ TEST(SourceRegistry, EjectsOnUnauthorizedAndSaysWhy) {
   auto b = reg.add(paced("b", 0, 60s));
   reg.acquire(a, 0, 1);
   reg.release(a, failed(attempt_outcome_kind::unauthorized, "HTTP 401: bad key"), 30s);
-  EXPECT_EQ(reg.describe(a).breaker, "open");
+  EXPECT_EQ(reg.describe(a).breaker, breaker_state::open);
   EXPECT_EQ(reg.describe(a).breaker_reason, "HTTP 401: bad key");
   for (int i = 0; i < 3; ++i) {
     auto p = reg.pick("chat", {});
@@ -169,7 +169,7 @@ TEST(SourceRegistry, EjectsOnUnauthorizedAndSaysWhy) {
   }
   EXPECT_FALSE(reg.has_alternative("chat", b));
   clock.advance(30s);
-  EXPECT_EQ(reg.describe(a).breaker, "half_open") << "the ejection is timed";
+  EXPECT_EQ(reg.describe(a).breaker, breaker_state::half_open) << "the ejection is timed";
   EXPECT_TRUE(reg.has_alternative("chat", b));
 }
 
@@ -183,13 +183,13 @@ TEST(SourceRegistry, BreakerOpensAfterConsecutiveFailuresAndClosesOnAProbeSucces
   }
   auto p = reg.pick("chat", {});
   EXPECT_FALSE(p.source.has_value());
-  EXPECT_EQ(p.waiting_on, "breaker");
+  EXPECT_EQ(p.waiting_on, wait_cause::breaker);
   clock.advance(5s);
   EXPECT_EQ(reg.pick("chat", {}).source, a) << "half-open: one probe";
   reg.acquire(a, 0, 1);
   EXPECT_FALSE(reg.pick("chat", {}).source.has_value()) << "the probe slot is taken";
   reg.release(a, ok_after(20ms), 1s);
-  EXPECT_EQ(reg.describe(a).breaker, "closed");
+  EXPECT_EQ(reg.describe(a).breaker, breaker_state::closed);
 }
 
 TEST(SourceRegistry, AvoidsTheSourceThatJustFailedWhenAnotherCanServe) {
@@ -252,7 +252,7 @@ TEST(SourceRegistry, AnItemLargerThanOneBurstGoesWhereABurstHoldsIt) {
   reg.acquire(small, 60, 1);
   auto wait = reg.pick("chat", {300});
   ASSERT_FALSE(wait.source.has_value());
-  EXPECT_EQ(wait.waiting_on, "tokens");
+  EXPECT_EQ(wait.waiting_on, wait_cause::tokens);
   EXPECT_EQ(*wait.retry_at, clock.now() + 600ms);
   clock.advance(600ms);
   EXPECT_EQ(reg.pick("chat", {300}).source, small);
