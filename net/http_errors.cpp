@@ -30,6 +30,18 @@ failure_status failure_status_for(errc code) noexcept {
   return {500, retry_advice::unknown};
 }
 
+refusal_answer refusal_answer_for(refusal why) noexcept {
+  switch (why) {
+    case refusal::invalid:
+      return {400, to_string(errc::invalid_request), "bad_request"};
+    case refusal::unknown_model:
+      return {404, "model_not_found", "not_found"};
+    case refusal::too_large:
+      return {413, "payload_too_large", "payload_too_large"};
+  }
+  return {400, to_string(errc::invalid_request), "bad_request"};
+}
+
 std::string error_body(error_style style, unsigned status, std::string_view code,
                        std::string_view message, std::string_view field) {
   switch (style) {

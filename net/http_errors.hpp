@@ -52,6 +52,29 @@ struct failure_status {
 /// `worker_failed` 503; `deadline_exceeded` 504. `internal` (and `none`) 500.
 failure_status failure_status_for(errc code) noexcept;
 
+/// Why a codec refused a body before it reached the scheduler. Codecs say which, and the
+/// field; `refusal_answer_for` alone turns it into a status.
+enum class refusal : uint8_t {
+  /// A field is missing, of the wrong type, out of range or unknown.
+  invalid,
+  /// The request names a model no source serves.
+  unknown_model,
+  /// More items or inputs than the configured limits.
+  too_large,
+};
+
+/// The HTTP answer to a refusal: its status, the error code its body names, and the reason
+/// counted in `arbiter_rejections_total`.
+struct refusal_answer {
+  unsigned status = 400;
+  std::string_view code;
+  std::string_view reason;
+};
+
+/// `invalid` 400 "invalid_request" (counted as "bad_request"); `unknown_model` 404
+/// "model_not_found" ("not_found"); `too_large` 413 "payload_too_large".
+refusal_answer refusal_answer_for(refusal why) noexcept;
+
 /// An error body in `style`: `code` and `message` (and `field` when not empty) for Arbiter's
 /// shape, OpenAI's `type` from `status`, TEI's `error_type` from `status`.
 std::string error_body(error_style style, unsigned status, std::string_view code,

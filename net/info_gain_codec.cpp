@@ -51,7 +51,7 @@ bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
                               info_gain_request_body& out, codec_error& err) {
   auto doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
-    err = {400, "body", "body: expected a JSON object with an 'items' list"};
+    err = {refusal::invalid, "body", "body: expected a JSON object with an 'items' list"};
     return false;
   }
   out.priority = ctx.default_priority;
@@ -59,14 +59,14 @@ bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
   std::string reward_name = "info_gain";
   if (auto r = doc.find("reward"); r != doc.end()) {
     if (!r->is_string()) {
-      err = {400, "reward", "reward: expected a string"};
+      err = {refusal::invalid, "reward", "reward: expected a string"};
       return false;
     }
     reward_name = r->get<std::string>();
   }
   const auto* reward = ctx.catalog->find(reward_name);
   if (reward == nullptr || reward->kind != "info_gain") {
-    err = {400, "reward",
+    err = {refusal::invalid, "reward",
            "reward: '" + reward_name + "' is not an info_gain reward (GET /info lists them)"};
     return false;
   }
@@ -79,14 +79,14 @@ bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
       }
     }
     if (!known) {
-      err = {400, "priority", "priority: expected the name of a priority class"};
+      err = {refusal::invalid, "priority", "priority: expected the name of a priority class"};
       return false;
     }
   }
   if (auto d = doc.find("deadline_ms"); d != doc.end()) {
     if (!d->is_number_integer() || d->get<int64_t>() < 1
         || d->get<int64_t>() > ctx.max_deadline.count()) {
-      err = {400, "deadline_ms",
+      err = {refusal::invalid, "deadline_ms",
              "deadline_ms: expected an integer between 1 and "
                + std::to_string(ctx.max_deadline.count()) + " (scheduler.max_deadline_ms)"};
       return false;
@@ -96,23 +96,23 @@ bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
   json options = json::object();
   if (auto o = doc.find("options"); o != doc.end()) {
     if (!o->is_object()) {
-      err = {400, "options", "options: expected an object of info_gain options"};
+      err = {refusal::invalid, "options", "options: expected an object of info_gain options"};
       return false;
     }
     options = *o;
     auto merged = backends::merged_options(reward->options, options.dump());
     if (auto problem = backends::check_options("info_gain", merged)) {
-      err = {400, "options." + problem->key, "options." + problem->key + ": " + problem->reason};
+      err = {refusal::invalid, "options." + problem->key, "options." + problem->key + ": " + problem->reason};
       return false;
     }
   }
   auto items = doc.find("items");
   if (items == doc.end() || !items->is_array()) {
-    err = {400, "items", "items: expected a list of {question, context, answers}"};
+    err = {refusal::invalid, "items", "items: expected a list of {question, context, answers}"};
     return false;
   }
   if (items->size() > ctx.max_batch_items) {
-    err = {413, "items", "items: " + std::to_string(items->size()) + " items; at most "
+    err = {refusal::too_large, "items", "items: " + std::to_string(items->size()) + " items; at most "
                            + std::to_string(ctx.max_batch_items) + " (server.max_batch_items)"};
     return false;
   }

@@ -17,11 +17,11 @@ namespace arbiter::net {
 inline bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& err) {
   doc = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
-    err = {400, "body", "body: not valid JSON"};
+    err = {refusal::invalid, "body", "body: not valid JSON"};
     return false;
   }
   if (!doc.is_object()) {
-    err = {400, "body", "body: expected a JSON object"};
+    err = {refusal::invalid, "body", "body: expected a JSON object"};
     return false;
   }
   return true;

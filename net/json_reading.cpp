@@ -8,14 +8,14 @@ bool json_body_reader::open(std::string_view body, ondemand::object& root, codec
   thread_local ondemand::parser parser;
   padded_ = simdjson::padded_string{body};
   if (auto e = parser.iterate(padded_).get(doc_)) {
-    err = {400, "body",
+    err = {refusal::invalid, "body",
            e == simdjson::UTF8_ERROR ? std::string{"body: invalid UTF-8"}
                                      : std::string{"body: malformed JSON ("}
                                          + simdjson::error_message(e) + ")"};
     return false;
   }
   if (auto e = doc_.get_object().get(root)) {
-    err = {400, "body",
+    err = {refusal::invalid, "body",
            e == simdjson::UTF8_ERROR ? "body: invalid UTF-8" : "body: expected a JSON object"};
     return false;
   }
@@ -25,7 +25,7 @@ bool json_body_reader::open(std::string_view body, ondemand::object& root, codec
 bool json_body_reader::finish(codec_error& err) {
   const char* trailing = nullptr;
   if (!doc_.current_location().get(trailing)) {
-    err = {400, "body", "body: trailing content after the JSON object"};
+    err = {refusal::invalid, "body", "body: trailing content after the JSON object"};
     return false;
   }
   return true;
@@ -45,7 +45,7 @@ bool field_names::add(std::string_view key, const std::string& where, codec_erro
   for (const auto& name : seen_) {
     if (name == key) {
       auto field = field_path(where, key);
-      err = {400, field, field + ": given twice"};
+      err = {refusal::invalid, field, field + ": given twice"};
       return false;
     }
   }
@@ -57,7 +57,7 @@ bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_vi
                 ondemand::value& value, const std::string& where, codec_error& err,
                 field_names* seen) {
   if (field.unescaped_key().get(key) || field.value().get(value)) {
-    err = {400, where, where + ": malformed JSON"};
+    err = {refusal::invalid, where, where + ": malformed JSON"};
     return false;
   }
   return seen == nullptr || seen->add(key, where, err);
@@ -66,7 +66,7 @@ bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_vi
 bool read_type(ondemand::value& value, ondemand::json_type& type, const std::string& field,
                codec_error& err) {
   if (value.type().get(type)) {
-    err = {400, field, field + ": malformed value"};
+    err = {refusal::invalid, field, field + ": malformed value"};
     return false;
   }
   return true;
@@ -76,7 +76,7 @@ bool read_string(ondemand::value value, std::string& out, const std::string& fie
                  codec_error& err) {
   std::string_view view;
   if (value.get_string().get(view)) {
-    err = {400, field, field + ": expected a string"};
+    err = {refusal::invalid, field, field + ": expected a string"};
     return false;
   }
   out.assign(view);
@@ -87,7 +87,7 @@ bool read_string_list(ondemand::value value, std::vector<std::string>& out,
                       const std::string& field, codec_error& err) {
   ondemand::array list;
   if (value.get_array().get(list)) {
-    err = {400, field, field + ": expected a list of strings"};
+    err = {refusal::invalid, field, field + ": expected a list of strings"};
     return false;
   }
   return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
@@ -106,12 +106,12 @@ bool read_reference(ondemand::value value, std::string& out, const std::string& 
     return read_string(value, out, field, err);
   }
   if (type != ondemand::json_type::number) {
-    err = {400, field, field + ": expected a string or a number"};
+    err = {refusal::invalid, field, field + ": expected a string or a number"};
     return false;
   }
   auto text = python_number_text(value.raw_json_token());
   if (!text) {
-    err = {400, field, field + ": malformed number"};
+    err = {refusal::invalid, field, field + ": malformed number"};
     return false;
   }
   out = std::move(*text);
@@ -122,7 +122,7 @@ bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
                          const std::string& field, codec_error& err) {
   ondemand::array list;
   if (value.get_array().get(list)) {
-    err = {400, field, field + ": expected a list of strings or numbers"};
+    err = {refusal::invalid, field, field + ": expected a list of strings or numbers"};
     return false;
   }
   return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
@@ -145,7 +145,7 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     // verl's search-R1 data: {"target": [...]}; the object's other keys are the dataset's.
     ondemand::object object;
     if (value.get_object().get(object)) {
-      err = {400, field, field + ": malformed object"};
+      err = {refusal::invalid, field, field + ": malformed object"};
       return false;
     }
     field_names seen;
@@ -164,7 +164,7 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
       }
     }
     if (!has_target) {
-      err = {400, field + ".target",
+      err = {refusal::invalid, field + ".target",
              field + ".target: required when ground_truth is an object (verl's "
                      "{\"target\": [...]})"};
       return false;
@@ -173,7 +173,7 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
   }
   ondemand::array list;
   if (type != ondemand::json_type::array || value.get_array().get(list)) {
-    err = {400, field, field + ": expected a string, a number, a list of them or {\"target\": ...}"};
+    err = {refusal::invalid, field, field + ": expected a string, a number, a list of them or {\"target\": ...}"};
     return false;
   }
   size_t count = 0;
@@ -185,7 +185,7 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     },
     &count);
   if (ok && count == 0 && !allow_empty) {
-    err = {400, field, field + ": must not be an empty list"};
+    err = {refusal::invalid, field, field + ": must not be an empty list"};
     return false;
   }
   return ok;

@@ -79,7 +79,7 @@ bool read_elements(ondemand::array list, const std::string& field, codec_error& 
     auto sub = field + "[" + std::to_string(i++) + "]";
     ondemand::value value;
     if (element.get(value)) {
-      err = {400, sub, sub + ": malformed value"};
+      err = {refusal::invalid, sub, sub + ": malformed value"};
       return false;
     }
     if (!read(value, sub)) {

@@ -37,7 +37,7 @@ bool read_number(const json& doc, const char* key, double min, double max,
     return true;
   }
   if (!v->is_number() || !(v->get<double>() >= min && v->get<double>() <= max)) {
-    err = {400, key, std::string{key} + ": expected a number from " + std::to_string(min)
+    err = {refusal::invalid, key, std::string{key} + ": expected a number from " + std::to_string(min)
                        + " to " + std::to_string(max)};
     return false;
   }
@@ -53,7 +53,7 @@ bool read_count(const json& doc, const char* key, uint64_t min, uint64_t max,
   }
   if (!v->is_number_integer() || v->get<int64_t>() < static_cast<int64_t>(min)
       || v->get<uint64_t>() > max) {
-    err = {400, key, std::string{key} + ": expected an integer from " + std::to_string(min)
+    err = {refusal::invalid, key, std::string{key} + ": expected an integer from " + std::to_string(min)
                        + " to " + std::to_string(max)};
     return false;
   }
@@ -75,7 +75,7 @@ bool read_scheduling(const json& doc, const codec_context& ctx, size_t& priority
       for (const auto& name : ctx.priorities) {
         names += (names.empty() ? "" : ", ") + name;
       }
-      err = {400, "priority", "priority: expected one of " + names};
+      err = {refusal::invalid, "priority", "priority: expected one of " + names};
       return false;
     }
     priority = static_cast<size_t>(at - ctx.priorities.begin());
@@ -102,7 +102,7 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, const std::s
     return true;
   }
   if (!m->is_string()) {
-    err = {400, "model", "model: expected a string"};
+    err = {refusal::invalid, "model", "model: expected a string"};
     return false;
   }
   model = m->get<std::string>();
@@ -121,7 +121,7 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, const std::s
     }
     known += (known.empty() ? "'" : ", '") + entry.id + "'";
   }
-  err = {404, "model",
+  err = {refusal::unknown_model, "model",
          "model: '" + model + "' is not served here for " + capability
            + (known.empty() ? std::string{" (no source serves it)"}
                             : " (served: " + known + "; GET /v1/models lists them)")};
@@ -131,23 +131,23 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, const std::s
 /// Fields a chat request may carry that this route cannot honour.
 bool refuse_unsupported_chat(const json& doc, codec_error& err) {
   if (const json* s = field(doc, "stream"); s != nullptr && !(s->is_boolean() && !s->get<bool>())) {
-    err = {400, "stream", "stream: streaming is not supported; send stream: false"};
+    err = {refusal::invalid, "stream", "stream: streaming is not supported; send stream: false"};
     return false;
   }
   for (const char* key : {"tools", "tool_choice", "functions", "function_call"}) {
     if (field(doc, key) != nullptr) {
-      err = {400, key, std::string{key} + ": tool calls are not supported"};
+      err = {refusal::invalid, key, std::string{key} + ": tool calls are not supported"};
       return false;
     }
   }
   if (const json* f = field(doc, "response_format")) {
     if (!f->is_object() || f->value("type", std::string{}) != "text") {
-      err = {400, "response_format", "response_format: only {\"type\": \"text\"} is supported"};
+      err = {refusal::invalid, "response_format", "response_format: only {\"type\": \"text\"} is supported"};
       return false;
     }
   }
   if (const json* l = field(doc, "logprobs"); l != nullptr && !(l->is_boolean() && !l->get<bool>())) {
-    err = {400, "logprobs", "logprobs: not supported on this route"};
+    err = {refusal::invalid, "logprobs", "logprobs: not supported on this route"};
     return false;
   }
   return true;
@@ -156,29 +156,29 @@ bool refuse_unsupported_chat(const json& doc, codec_error& err) {
 bool read_messages(const json& doc, std::string& out, codec_error& err) {
   const json* messages = field(doc, "messages");
   if (messages == nullptr) {
-    err = {400, "messages", "messages: required"};
+    err = {refusal::invalid, "messages", "messages: required"};
     return false;
   }
   if (!messages->is_array() || messages->empty()) {
-    err = {400, "messages", "messages: expected a non-empty list of messages"};
+    err = {refusal::invalid, "messages", "messages: expected a non-empty list of messages"};
     return false;
   }
   for (size_t i = 0; i < messages->size(); ++i) {
     const auto& m = (*messages)[i];
     auto where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) {
-      err = {400, where, where + ": expected an object"};
+      err = {refusal::invalid, where, where + ": expected an object"};
       return false;
     }
     auto role = m.find("role");
     if (role == m.end() || !role->is_string()) {
-      err = {400, where + ".role", where + ".role: expected a string"};
+      err = {refusal::invalid, where + ".role", where + ".role: expected a string"};
       return false;
     }
     auto content = m.find("content");
     if (content != m.end() && !content->is_null() && !content->is_string()
         && !content->is_array()) {
-      err = {400, where + ".content", where + ".content: expected a string or a list of parts"};
+      err = {refusal::invalid, where + ".content", where + ".content: expected a string or a list of parts"};
       return false;
     }
   }
@@ -202,7 +202,7 @@ bool read_stop(const json& doc, std::vector<std::string>& out, codec_error& err)
     }
     return true;
   }
-  err = {400, "stop", "stop: expected a string or a list of up to 16 strings"};
+  err = {refusal::invalid, "stop", "stop: expected a string or a list of up to 16 strings"};
   return false;
 }
 
@@ -286,17 +286,17 @@ bool embed_items(const json& inputs, const char* key, const passthrough_context&
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!inputs[i].is_string()) {
         auto where = std::string{key} + "[" + std::to_string(i) + "]";
-        err = {400, where, where + ": expected a string (token arrays are not supported)"};
+        err = {refusal::invalid, where, where + ": expected a string (token arrays are not supported)"};
         return false;
       }
       texts.push_back(inputs[i].get<std::string>());
     }
   } else {
-    err = {400, key, std::string{key} + ": expected a string or a non-empty list of strings"};
+    err = {refusal::invalid, key, std::string{key} + ": expected a string or a non-empty list of strings"};
     return false;
   }
   if (texts.size() > ctx.codec->max_batch_items) {
-    err = {413, key,
+    err = {refusal::too_large, key,
            std::string{key} + ": more than " + std::to_string(ctx.codec->max_batch_items)
              + " inputs in one request (server.max_batch_items)"};
     return false;
@@ -346,19 +346,19 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
   }
   if (const json* seed = field(doc, "seed")) {
     if (!seed->is_number_integer()) {
-      err = {400, "seed", "seed: expected an integer"};
+      err = {refusal::invalid, "seed", "seed: expected an integer"};
       return false;
     }
     call->seed = static_cast<uint64_t>(seed->get<int64_t>());
   }
   if (const json* kwargs = field(doc, "chat_template_kwargs")) {
     if (!kwargs->is_object()) {
-      err = {400, "chat_template_kwargs", "chat_template_kwargs: expected an object"};
+      err = {refusal::invalid, "chat_template_kwargs", "chat_template_kwargs: expected an object"};
       return false;
     }
     if (const json* thinking = field(*kwargs, "enable_thinking")) {
       if (!thinking->is_boolean()) {
-        err = {400, "chat_template_kwargs.enable_thinking",
+        err = {refusal::invalid, "chat_template_kwargs.enable_thinking",
                "chat_template_kwargs.enable_thinking: expected a boolean"};
         return false;
       }
@@ -431,7 +431,7 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
     if (format->is_string() && *format == "base64") {
       out.format = vector_format::base64;
     } else if (!(format->is_string() && *format == "float")) {
-      err = {400, "encoding_format", "encoding_format: expected \"float\" or \"base64\""};
+      err = {refusal::invalid, "encoding_format", "encoding_format: expected \"float\" or \"base64\""};
       return false;
     }
   }
@@ -442,7 +442,7 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
   out.dimensions = static_cast<uint32_t>(dimensions.value_or(0));
   const json* input = field(doc, "input");
   if (input == nullptr) {
-    err = {400, "input", "input: required"};
+    err = {refusal::invalid, "input", "input: required"};
     return false;
   }
   return embed_items(*input, "input", ctx, suffix, out, err);
@@ -457,20 +457,20 @@ bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
   }
   if (const json* normalize = field(doc, "normalize")) {
     if (!normalize->is_boolean()) {
-      err = {400, "normalize", "normalize: expected a boolean"};
+      err = {refusal::invalid, "normalize", "normalize: expected a boolean"};
       return false;
     }
     out.normalize = normalize->get<bool>();
   }
   for (const char* key : {"prompt_name", "truncation_direction"}) {
     if (field(doc, key) != nullptr) {
-      err = {400, key, std::string{key} + ": not supported (the embedding source decides)"};
+      err = {refusal::invalid, key, std::string{key} + ": not supported (the embedding source decides)"};
       return false;
     }
   }
   if (const json* truncate = field(doc, "truncate");
       truncate != nullptr && !truncate->is_boolean()) {
-    err = {400, "truncate", "truncate: expected a boolean"};
+    err = {refusal::invalid, "truncate", "truncate: expected a boolean"};
     return false;
   }
   std::optional<uint64_t> dimensions;
@@ -480,7 +480,7 @@ bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
   out.dimensions = static_cast<uint32_t>(dimensions.value_or(0));
   const json* inputs = field(doc, "inputs");
   if (inputs == nullptr) {
-    err = {400, "inputs", "inputs: required"};
+    err = {refusal::invalid, "inputs", "inputs: required"};
     return false;
   }
   return embed_items(*inputs, "inputs", ctx, "", out, err);
@@ -495,27 +495,27 @@ bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
   }
   if (const json* raw = field(doc, "raw_scores")) {
     if (!raw->is_boolean()) {
-      err = {400, "raw_scores", "raw_scores: expected a boolean"};
+      err = {refusal::invalid, "raw_scores", "raw_scores: expected a boolean"};
       return false;
     }
     if (raw->get<bool>()) {
-      err = {400, "raw_scores", "raw_scores: not supported (sources answer probabilities)"};
+      err = {refusal::invalid, "raw_scores", "raw_scores: not supported (sources answer probabilities)"};
       return false;
     }
   }
   if (field(doc, "truncation_direction") != nullptr) {
-    err = {400, "truncation_direction",
+    err = {refusal::invalid, "truncation_direction",
            "truncation_direction: not supported (the NLI source truncates longest-first)"};
     return false;
   }
   if (const json* truncate = field(doc, "truncate");
       truncate != nullptr && !truncate->is_boolean()) {
-    err = {400, "truncate", "truncate: expected a boolean"};
+    err = {refusal::invalid, "truncate", "truncate: expected a boolean"};
     return false;
   }
   const json* inputs = field(doc, "inputs");
   if (inputs == nullptr) {
-    err = {400, "inputs", "inputs: required"};
+    err = {refusal::invalid, "inputs", "inputs: required"};
     return false;
   }
   auto is_pair = [](const json& v) {
@@ -529,19 +529,19 @@ bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
     for (size_t i = 0; i < inputs->size(); ++i) {
       if (!is_pair((*inputs)[i])) {
         auto where = "inputs[" + std::to_string(i) + "]";
-        err = {400, where, where + ": expected a [premise, hypothesis] pair of strings"};
+        err = {refusal::invalid, where, where + ": expected a [premise, hypothesis] pair of strings"};
         return false;
       }
       pairs.push_back(&(*inputs)[i]);
     }
   } else {
-    err = {400, "inputs",
+    err = {refusal::invalid, "inputs",
            "inputs: expected a [premise, hypothesis] pair or a non-empty list of pairs (NLI; "
            "single-text classification is not served)"};
     return false;
   }
   if (pairs.size() > ctx.codec->max_batch_items) {
-    err = {413, "inputs",
+    err = {refusal::too_large, "inputs",
            "inputs: more than " + std::to_string(ctx.codec->max_batch_items)
              + " pairs in one request (server.max_batch_items)"};
     return false;

@@ -296,17 +296,11 @@ void router::refuse_decoded(const std::string& route, const codec_error& err,
                             const reply_fn& reply, error_style style) {
   // A body that can never be served: invalid (400), naming an unknown model (404) or too
   // large (413).
-  if (err.status == 400) {
-    refuse(route, "bad_request",
-           failure_reply(style, errc::invalid_request, err.message, err.field), reply);
-    return;
-  }
-  bool too_large = err.status == 413;
+  auto answer = refusal_answer_for(err.why);
   http_reply r;
-  r.status = err.status;
-  r.body = error_body(style, err.status, too_large ? "payload_too_large" : "model_not_found",
-                      err.message, err.field);
-  refuse(route, too_large ? "payload_too_large" : "not_found", std::move(r), reply);
+  r.status = answer.status;
+  r.body = error_body(style, answer.status, answer.code, err.message, err.field);
+  refuse(route, std::string{answer.reason}, std::move(r), reply);
 }
 
 void router::score(std::string body, reply_fn reply, defer_fn defer) {

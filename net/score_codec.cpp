@@ -56,11 +56,11 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       std::string_view raw;
       if (type != ondemand::json_type::object || value.get_object().get(extra)
           || extra.raw_json().get(raw)) {
-        err = {400, name, name + ": expected an object"};
+        err = {refusal::invalid, name, name + ": expected an object"};
         return false;
       }
       if (!well_formed_json(raw)) {
-        err = {400, name, name + ": malformed JSON"};
+        err = {refusal::invalid, name, name + ": malformed JSON"};
         return false;
       }
       item.extra_info.assign(raw);
@@ -68,25 +68,25 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
     // Other keys (verl passes its own) are ignored.
   }
   if (!has_solution) {
-    err = {400, prefix + ".solution_str", prefix + ".solution_str: required"};
+    err = {refusal::invalid, prefix + ".solution_str", prefix + ".solution_str: required"};
     return false;
   }
   if (!has_ground_truth) {
-    err = {400, prefix + ".ground_truth", prefix + ".ground_truth: required"};
+    err = {refusal::invalid, prefix + ".ground_truth", prefix + ".ground_truth: required"};
     return false;
   }
   const backends::reward_entry* reward = nullptr;
   if (has_reward) {
     reward = ctx.catalog->find(item.reward);
     if (reward == nullptr) {
-      err = {400, prefix + ".reward",
+      err = {refusal::invalid, prefix + ".reward",
              prefix + ".reward: unknown reward '" + item.reward + "' (GET /info lists them)"};
       return false;
     }
   } else {
     reward = ctx.catalog->for_data_source(item.data_source);
     if (reward == nullptr && item.data_source.empty()) {
-      err = {400, prefix + ".reward", prefix + ".reward: required when there is no data_source"};
+      err = {refusal::invalid, prefix + ".reward", prefix + ".reward: required when there is no data_source"};
       return false;
     }
     if (reward == nullptr) {
@@ -94,7 +94,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       for (const auto& [known, name] : ctx.catalog->data_sources()) {
         served += (served.empty() ? "" : ", ") + known;
       }
-      err = {400, prefix + ".data_source",
+      err = {refusal::invalid, prefix + ".data_source",
              prefix + ".data_source: '" + item.data_source
                + "' is not served (no [data_sources] prefix matches it; served: " + served
                + "); name a reward instead"};
@@ -108,13 +108,13 @@ bool read_items(ondemand::value value, const codec_context& ctx, score_request_b
                 codec_error& err) {
   ondemand::array items;
   if (value.get_array().get(items)) {
-    err = {400, "items", "items: expected a list of items"};
+    err = {refusal::invalid, "items", "items: expected a list of items"};
     return false;
   }
   size_t index = 0;
   for (auto element : items) {
     if (index >= ctx.max_batch_items) {
-      err = {413, "items",
+      err = {refusal::too_large, "items",
              "items: more than " + std::to_string(ctx.max_batch_items)
                + " items in one request (server.max_batch_items)"};
       return false;
@@ -122,7 +122,7 @@ bool read_items(ondemand::value value, const codec_context& ctx, score_request_b
     ondemand::object object;
     if (element.get_object().get(object)) {
       auto field = "items[" + std::to_string(index) + "]";
-      err = {400, field, field + ": expected an object"};
+      err = {refusal::invalid, field, field + ": expected an object"};
       return false;
     }
     out.items.emplace_back();
@@ -132,7 +132,7 @@ bool read_items(ondemand::value value, const codec_context& ctx, score_request_b
     ++index;
   }
   if (index == 0) {
-    err = {400, "items", "items: must not be empty"};
+    err = {refusal::invalid, "items", "items: must not be empty"};
     return false;
   }
   return true;
@@ -154,7 +154,7 @@ bool read_priority(ondemand::value value, const codec_context& ctx, score_reques
   for (const auto& p : ctx.priorities) {
     known += (known.empty() ? "" : ", ") + p;
   }
-  err = {400, "priority", "priority: unknown class '" + name + "' (one of: " + known + ")"};
+  err = {refusal::invalid, "priority", "priority: unknown class '" + name + "' (one of: " + known + ")"};
   return false;
 }
 
@@ -162,11 +162,11 @@ bool read_deadline(ondemand::value value, const codec_context& ctx, score_reques
                    codec_error& err) {
   int64_t ms = 0;
   if (value.get_int64().get(ms)) {
-    err = {400, "deadline_ms", "deadline_ms: expected an integer number of milliseconds"};
+    err = {refusal::invalid, "deadline_ms", "deadline_ms: expected an integer number of milliseconds"};
     return false;
   }
   if (ms <= 0 || ms > ctx.max_deadline.count()) {
-    err = {400, "deadline_ms",
+    err = {refusal::invalid, "deadline_ms",
            "deadline_ms: must be between 1 and " + std::to_string(ctx.max_deadline.count())
              + " (scheduler.max_deadline_ms), got " + std::to_string(ms)};
     return false;
@@ -189,7 +189,7 @@ bool bind_reward(score_item& item, const backends::reward_entry& reward,
     auto options = backends::merged_options(item);
     if (auto problem = backends::check_options(item.kind, options)) {
       // Configured options were checked at start-up, so a bad value came with the item.
-      err = {400, prefix + ".extra_info." + problem->key,
+      err = {refusal::invalid, prefix + ".extra_info." + problem->key,
              prefix + ".extra_info." + problem->key + ": " + problem->reason};
       return false;
     }
@@ -231,7 +231,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
       // Accepted for forward compatibility (group-aware scheduling); not used yet.
     } else {
       auto name = field_path("body", key);
-      err = {400, name, name + ": unknown field"};
+      err = {refusal::invalid, name, name + ": unknown field"};
       return false;
     }
   }
@@ -239,7 +239,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
     return false;
   }
   if (!has_items) {
-    err = {400, "items", "items: required"};
+    err = {refusal::invalid, "items", "items: required"};
     return false;
   }
   return true;

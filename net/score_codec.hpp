@@ -8,6 +8,7 @@
 #include "backends/reward_catalog.hpp"
 #include "common/score_types.hpp"
 #include "config/config.hpp"
+#include "net/http_errors.hpp"
 
 namespace arbiter::net {
 
@@ -29,10 +30,11 @@ struct score_request_body {
   std::vector<score_item> items;
 };
 
-/// Why a body was refused: the HTTP status, the field at fault (dotted path, e.g.
+/// Why a body was refused: which kind of refusal (http_errors.hpp maps it to a status), the
+/// field at fault (dotted path, e.g.
 /// "items[2].ground_truth", or "body") and a sentence.
 struct codec_error {
-  unsigned status = 400;
+  refusal why = refusal::invalid;
   std::string field;
   std::string message;
 };

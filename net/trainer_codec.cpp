@@ -86,13 +86,13 @@ bool read_messages(ondemand::value value, std::string& prompt, std::string& ques
                    codec_error& err) {
   ondemand::array messages;
   if (value.get_array().get(messages)) {
-    err = {400, "prompt", "prompt: expected a string or a list of messages"};
+    err = {refusal::invalid, "prompt", "prompt: expected a string or a list of messages"};
     return false;
   }
   return read_elements(messages, "prompt", err, [&](ondemand::value element,
                                                     const std::string& field) {
     auto refuse = [&] {
-      err = {400, field, field + ": expected a message object with a string role"};
+      err = {refusal::invalid, field, field + ": expected a message object with a string role"};
       return false;
     };
     ondemand::object message;
@@ -255,18 +255,18 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
     return false;
   }
   if (!has_query) {
-    err = {400, "query", "query: required"};
+    err = {refusal::invalid, "query", "query: required"};
     return false;
   }
   if (queries.size() > ctx.max_batch_items) {
-    err = {413, "query",
+    err = {refusal::too_large, "query",
            "query: more than " + std::to_string(ctx.max_batch_items)
              + " items in one request (server.max_batch_items)"};
     return false;
   }
   auto same_length = [&](bool present, const std::vector<std::string>& list, const char* key) {
     if (present && list.size() != queries.size()) {
-      err = {400, key,
+      err = {refusal::invalid, key,
              std::string{key} + ": has " + std::to_string(list.size()) + " entries for "
                + std::to_string(queries.size()) + " queries"};
       return false;
@@ -371,7 +371,7 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
     return false;
   }
   if (!has_response) {
-    err = {400, "response", "response: required"};
+    err = {refusal::invalid, "response", "response: required"};
     return false;
   }
   out.data_source = "slime";

@@ -37,7 +37,8 @@ inline bool is_json(std::string_view text) {
 inline void check_refusal(const net::codec_error& err) {
   check(!err.field.empty(), "a refusal names no field", err.message);
   check(!err.message.empty(), "a refusal says nothing", err.field);
-  check(err.status >= 400 && err.status < 500, "a refusal that is not a 4xx", err.field);
+  const auto status = net::refusal_answer_for(err.why).status;
+  check(status >= 400 && status < 500, "a refusal that is not a 4xx", err.field);
 }
 
 /// The embedded default plus a configured exact-match reward with options and a

@@ -128,7 +128,7 @@ TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
     codec_error err;
     EXPECT_FALSE(decode_openrlhf_request(b.body, reward("lexical"), ctx_, items, err)) << b.body;
     EXPECT_EQ(err.field, b.field) << b.body;
-    EXPECT_EQ(err.status, b.status) << b.body;
+    EXPECT_EQ(refusal_answer_for(err.why).status, b.status) << b.body;
     EXPECT_EQ(err.message.rfind(b.field, 0), 0u) << err.message;
   }
 }
@@ -287,7 +287,7 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(chat_refusal("{" + m + R"(,"stop":[1]})").field, "stop");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"priority":"urgent"})").field, "priority");
   auto unknown = chat_refusal("{" + m + R"(,"model":"embedder"})");
-  EXPECT_EQ(unknown.status, 404u) << "embedder serves no chat";
+  EXPECT_EQ(unknown.why, refusal::unknown_model) << "embedder serves no chat";
   EXPECT_EQ(unknown.field, "model");
   EXPECT_NE(unknown.message.find("'judge-8b'"), std::string::npos) << unknown.message;
 }

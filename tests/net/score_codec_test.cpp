@@ -153,7 +153,7 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
   for (const auto& c : cases) {
     auto err = refusal(c.body);
     EXPECT_EQ(err.field, c.field) << c.body << " -> " << err.message;
-    EXPECT_EQ(err.status, c.status) << c.body;
+    EXPECT_EQ(refusal_answer_for(err.why).status, c.status) << c.body;
     EXPECT_EQ(err.message.rfind(c.field, 0), 0u) << "message starts with the field: " << err.message;
   }
 }
@@ -188,7 +188,7 @@ TEST_F(ScoreCodec, RefusesAKeyGivenTwice) {
   // Two "items" lists were concatenated, past max_batch_items; other keys were last-wins.
   const std::string item = R"({"reward": "lexical", "solution_str": "a", "ground_truth": "a"})";
   auto err = refusal(R"({"items": [)" + item + R"(], "items": [)" + item + "]}");
-  EXPECT_EQ(err.status, 400u);
+  EXPECT_EQ(err.why, refusal::invalid);
   EXPECT_EQ(err.field, "items");
   EXPECT_EQ(err.message, "items: given twice");
   err = refusal(R"({"items": [{"reward": "lexical", "solution_str": "a", "solution_str": "b",
@@ -219,7 +219,7 @@ TEST_F(ScoreCodec, RefusesOversizedBatchesWith413) {
   }
   body += "]}";
   auto err = refusal(body);
-  EXPECT_EQ(err.status, 413u);
+  EXPECT_EQ(err.why, refusal::too_large);
   EXPECT_EQ(err.field, "items");
 }
 
