@@ -1,4 +1,5 @@
 """Start-up, command line, configuration precedence, deadlines and draining."""
+import json
 import random
 import signal
 import subprocess
@@ -8,11 +9,19 @@ import time
 from arbiter_testing import ARBITER_BIN
 
 
-def heavy_item(rng, n=3000):
-    # A large alphabet keeps difflib's autojunk from making these cheap.
-    a = "".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(n))
-    b = "".join(chr(0x4E00 + rng.randrange(3000)) for _ in range(n))
+def heavy_item(rng, n=8000):
+    # About 2 ms of difflib each: 200 characters, each occurring n/200 times, under autojunk's
+    # threshold (n/100), so every one is a candidate match (the native port made 3,000-character
+    # items over a 3,000-character alphabet take 0.3 ms, too little for the timing below).
+    a = "".join(chr(0x4E00 + rng.randrange(200)) for _ in range(n))
+    b = "".join(chr(0x4E00 + rng.randrange(200)) for _ in range(n))
     return {"reward": "lexical", "solution_str": a, "ground_truth": b}
+
+
+def score_utf8(s, payload):
+    """POST /v1/score with the JSON as UTF-8 (json.dumps' \\u escapes would double the size)."""
+    body = json.dumps(payload, ensure_ascii=False).encode()
+    return s.request("POST", "/v1/score", body, {"Content-Type": "application/json"})
 
 
 def run(*args, env=None):
@@ -71,7 +80,7 @@ def test_items_past_their_deadline_fail_explicitly(make_server):
     s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
     rng = random.Random(1)
     items = [heavy_item(rng) for _ in range(200)]
-    status, _, body = s.score({"items": items, "deadline_ms": 50})
+    status, _, body = score_utf8(s, {"items": items, "deadline_ms": 50})
     assert status == 200
     results = body["results"]
     assert len(results) == 200
@@ -85,11 +94,11 @@ def test_items_past_their_deadline_fail_explicitly(make_server):
 def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server):
     s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
     rng = random.Random(2)
-    payloads = [{"items": [heavy_item(rng, 2500) for _ in range(10)]} for _ in range(6)]
+    payloads = [{"items": [heavy_item(rng) for _ in range(10)]} for _ in range(6)]
     answers = []
 
     def client(payload):
-        answers.append(s.score(payload))
+        answers.append(score_utf8(s, payload))
 
     threads = [threading.Thread(target=client, args=(p,)) for p in payloads]
     for t in threads:
@@ -116,9 +125,9 @@ def test_drain_deadline_fails_what_is_left_explicitly(make_server):
     s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n"
                     "drain_timeout_ms = 100\n")
     rng = random.Random(3)
-    payload = {"items": [heavy_item(rng) for _ in range(300)]}
+    payload = {"items": [heavy_item(rng) for _ in range(200)]}
     answer = []
-    t = threading.Thread(target=lambda: answer.append(s.score(payload)))
+    t = threading.Thread(target=lambda: answer.append(score_utf8(s, payload)))
     t.start()
     deadline = time.time() + 10
     while time.time() < deadline:
