@@ -95,55 +95,6 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
 
 namespace {
 
-/// Who may call a route.
-enum class access : uint8_t {
-  /// Anyone (`/health`: probes carry no key).
-  open,
-  /// A key holder, when keys are configured.
-  keyed,
-  /// Keyed unless `server.metrics_public`.
-  metrics,
-  /// Keyed unless `server.info_public`.
-  info,
-};
-
-/// One route: its path, the one method it accepts, the shape of its error bodies, who may
-/// call it, whether it takes a JSON body, and whether the key may come as `?api_key=KEY`
-/// (the trainer routes: OpenRLHF's and slime's HTTP clients send no headers, only the URL
-/// they are given).
-struct route_spec {
-  std::string_view path;
-  std::string_view method;
-  error_style style;
-  access who;
-  bool json_body;
-  bool key_in_query = false;
-};
-
-constexpr route_spec route_table[] = {
-    {"/v1/score", "POST", error_style::arbiter, access::keyed, true},
-    {"/compute_info_gain", "POST", error_style::arbiter, access::keyed, true},
-    {"/get_reward", "POST", error_style::arbiter, access::keyed, true, true},
-    {"/remote_rm", "POST", error_style::arbiter, access::keyed, true, true},
-    {"/v1/chat/completions", "POST", error_style::openai, access::keyed, true},
-    {"/v1/embeddings", "POST", error_style::openai, access::keyed, true},
-    {"/embed", "POST", error_style::tei, access::keyed, true},
-    {"/predict", "POST", error_style::tei, access::keyed, true},
-    {"/v1/models", "GET", error_style::openai, access::keyed, false},
-    {"/health", "GET", error_style::arbiter, access::open, false},
-    {"/info", "GET", error_style::arbiter, access::info, false},
-    {"/metrics", "GET", error_style::arbiter, access::metrics, false},
-};
-
-const route_spec* find_route(std::string_view path) {
-  for (const auto& route : route_table) {
-    if (route.path == path) {
-      return &route;
-    }
-  }
-  return nullptr;
-}
-
 /// Whether a Content-Type names JSON: `application/json` or `application/SOMETHING+json`,
 /// any case, with or without parameters. An absent one is taken as JSON (curl's `-d` and
 /// some HTTP libraries send none).
@@ -174,6 +125,36 @@ bool is_json_content_type(std::string_view type) {
 }
 
 } // namespace
+
+const router::route_spec router::routes_[] = {
+    {"/v1/score", "POST", error_style::arbiter, access::keyed, true, false,
+     &router::decode_score},
+    {"/compute_info_gain", "POST", error_style::arbiter, access::keyed, true, false,
+     &router::decode_info_gain},
+    {"/get_reward", "POST", error_style::arbiter, access::keyed, true, true,
+     &router::decode_get_reward},
+    {"/remote_rm", "POST", error_style::arbiter, access::keyed, true, true,
+     &router::decode_remote_rm},
+    {"/v1/chat/completions", "POST", error_style::openai, access::keyed, true, false,
+     &router::decode_chat},
+    {"/v1/embeddings", "POST", error_style::openai, access::keyed, true, false,
+     &router::decode_embeddings},
+    {"/embed", "POST", error_style::tei, access::keyed, true, false, &router::decode_tei_embed},
+    {"/predict", "POST", error_style::tei, access::keyed, true, false, &router::decode_predict},
+    {"/v1/models", "GET", error_style::openai, access::keyed, false},
+    {"/health", "GET", error_style::arbiter, access::open, false},
+    {"/info", "GET", error_style::arbiter, access::info, false},
+    {"/metrics", "GET", error_style::arbiter, access::metrics, false},
+};
+
+const router::route_spec* router::find_route(std::string_view path) {
+  for (const auto& route : routes_) {
+    if (route.path == path) {
+      return &route;
+    }
+  }
+  return nullptr;
+}
 
 void router::handle(http_request req, reply_fn reply, defer_fn defer) {
   const std::string_view method = req.method;
@@ -239,22 +220,12 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
     refuse(route, "unsupported_media_type", std::move(r), reply);
     return;
   }
-  std::string body = std::move(req.body);
-  if (path == "/v1/score") {
-    score(std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/compute_info_gain") {
-    compute_info_gain(std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/get_reward") {
-    get_reward(target, std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/remote_rm") {
-    remote_rm(target, std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/v1/chat/completions") {
-    chat_completions(std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/v1/embeddings" || path == "/embed") {
-    embeddings(route, std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/predict") {
-    predict(std::move(body), std::move(reply), std::move(defer));
-  } else if (path == "/v1/models") {
+  if (spec->decode != nullptr) {
+    serve_scoring(route, spec->style, spec->decode, target, std::move(req.body),
+                  std::move(reply), std::move(defer));
+    return;
+  }
+  if (path == "/v1/models") {
     http_reply r;
     r.body = encode_models(models_, started_unix_);
     respond(route, std::move(r), reply);
@@ -303,88 +274,91 @@ void router::refuse_decoded(const std::string& route, const codec_error& err,
   refuse(route, std::string{answer.reason}, std::move(r), reply);
 }
 
-void router::score(std::string body, reply_fn reply, defer_fn defer) {
+void router::serve_scoring(const std::string& route, error_style style, decoder decode,
+                           std::string_view target, std::string body, reply_fn reply,
+                           defer_fn defer) {
   auto start = steady_clock::now();
-  const std::string route = "/v1/score";
-  if (refuse_while_draining(route, reply)) {
+  if (refuse_while_draining(route, reply, style)) {
     return;
   }
-  score_request_body decoded;
+  scoring_job job;
   codec_error err;
-  bool ok = decode_score_request(body, codec_, decoded, err);
+  bool ok = (this->*decode)(body, target, job, err);
   parse_histogram_->Observe(seconds_since(start));
   if (!ok) {
-    refuse_decoded(route, err, reply);
+    refuse_decoded(route, err, reply, style);
     return;
   }
-  ctx_.metrics->request_items.Observe(static_cast<double>(decoded.items.size()));
+  if (job.counted_items) {
+    ctx_.metrics->request_items.Observe(static_cast<double>(*job.counted_items));
+  }
+  if (job.items.empty() && job.answer_empty_at_once) {
+    respond(route, job.encode({}), reply);
+    return;
+  }
   actors::score_request req;
-  req.priority = decoded.priority;
-  req.deadline = start + decoded.deadline;
-  req.items = std::move(decoded.items);
-  auto encode = [](const std::vector<item_result>& results) {
+  req.priority = job.priority;
+  req.deadline = start + job.deadline;
+  req.items = std::move(job.items);
+  run(route, start, std::move(req), std::move(job.encode), std::move(reply), std::move(defer),
+      style);
+}
+
+// ---- the scoring routes' decoders --------------------------------------------------------
+
+bool router::decode_score(std::string_view body, std::string_view /*target*/, scoring_job& job,
+                          codec_error& err) {
+  score_request_body decoded;
+  if (!decode_score_request(body, codec_, decoded, err)) {
+    return false;
+  }
+  job.counted_items = decoded.items.size();
+  job.priority = decoded.priority;
+  job.deadline = decoded.deadline;
+  job.items = std::move(decoded.items);
+  job.encode = [](const std::vector<item_result>& results) {
     http_reply r;
     r.body = encode_score_response(results);
     return r;
   };
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+  return true;
 }
 
-void router::compute_info_gain(std::string body, reply_fn reply, defer_fn defer) {
-  auto start = steady_clock::now();
-  const std::string route = "/compute_info_gain";
-  if (refuse_while_draining(route, reply)) {
-    return;
-  }
+bool router::decode_info_gain(std::string_view body, std::string_view /*target*/,
+                              scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<info_gain_request_body>();
-  codec_error err;
-  bool ok = decode_info_gain_request(body, codec_, *decoded, err);
-  parse_histogram_->Observe(seconds_since(start));
-  if (!ok) {
-    refuse_decoded(route, err, reply);
-    return;
+  if (!decode_info_gain_request(body, codec_, *decoded, err)) {
+    return false;
   }
-  ctx_.metrics->request_items.Observe(static_cast<double>(decoded->positions.size()));
-  actors::score_request req;
-  req.priority = decoded->priority;
-  req.deadline = start + decoded->deadline;
-  req.items = std::move(decoded->items);
+  job.counted_items = decoded->positions.size();
+  job.priority = decoded->priority;
+  job.deadline = decoded->deadline;
+  job.items = std::move(decoded->items);
   decoded->items.clear();
-  if (req.items.empty()) {
-    // Nothing to schedule: every item was answered with its error.
-    http_reply r;
-    r.body = encode_info_gain_response(*decoded, {});
-    respond(route, std::move(r), reply);
-    return;
-  }
-  auto encode = [decoded](const std::vector<item_result>& results) {
+  // Every item answered with its error: nothing to schedule.
+  job.answer_empty_at_once = true;
+  job.encode = [decoded](const std::vector<item_result>& results) {
     http_reply r;
     r.body = encode_info_gain_response(*decoded, results);
     return r;
   };
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+  return true;
 }
 
 const backends::reward_entry* router::trainer_reward(const std::string& route,
                                                      std::string_view target,
-                                                     const reply_fn& reply) {
+                                                     codec_error& err) const {
   auto name = query_parameter(target, "reward").value_or(ctx_.config->protocols.reward);
   if (name.empty()) {
-    refuse(route, "bad_request",
-           failure_reply(error_style::arbiter, errc::invalid_request,
-                         "reward: name the reward in the URL (" + route
-                           + "?reward=NAME) or set protocols.reward in the configuration",
-                         "reward"),
-           reply);
+    err = {refusal::invalid, "reward",
+           "reward: name the reward in the URL (" + route
+             + "?reward=NAME) or set protocols.reward in the configuration"};
     return nullptr;
   }
   const auto* reward = ctx_.catalog->find(name);
   if (reward == nullptr) {
-    refuse(route, "bad_request",
-           failure_reply(error_style::arbiter, errc::invalid_request,
-                         "reward: unknown reward '" + name + "' (GET /info lists them)",
-                         "reward"),
-           reply);
+    err = {refusal::invalid, "reward",
+           "reward: unknown reward '" + name + "' (GET /info lists them)"};
   }
   return reward;
 }
@@ -398,106 +372,68 @@ std::string router::model_of(const std::string& source) const {
   return source;
 }
 
-void router::get_reward(std::string_view target, std::string body, reply_fn reply,
-                        defer_fn defer) {
-  auto start = steady_clock::now();
-  const std::string route = "/get_reward";
-  if (refuse_while_draining(route, reply)) {
-    return;
-  }
-  const auto* reward = trainer_reward(route, target, reply);
-  if (reward == nullptr) {
-    return;
-  }
-  std::vector<score_item> items;
-  codec_error err;
-  bool ok = decode_openrlhf_request(body, *reward, codec_, items, err);
-  parse_histogram_->Observe(seconds_since(start));
-  if (!ok) {
-    refuse_decoded(route, err, reply);
-    return;
-  }
-  auto encode = [this](const std::vector<item_result>& results) {
-    if (!failure_policy_.score) {
-      if (auto failed = failed_items_reply(results, error_style::arbiter)) {
-        return std::move(*failed);
-      }
+http_reply router::trainer_failure_or(const std::vector<item_result>& results,
+                                      std::string body) const {
+  if (!failure_policy_.score) {
+    if (auto failed = failed_items_reply(results, error_style::arbiter)) {
+      return std::move(*failed);
     }
-    http_reply r;
-    r.body = encode_openrlhf_response(results, failure_policy_);
-    return r;
-  };
-  if (items.empty()) {
-    // OpenRLHF sends empty lists to every URL but the first.
-    respond(route, encode({}), reply);
-    return;
   }
-  ctx_.metrics->request_items.Observe(static_cast<double>(items.size()));
-  actors::score_request req;
-  req.priority = codec_.default_priority;
-  req.deadline = start + codec_.default_deadline;
-  req.items = std::move(items);
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+  http_reply r;
+  r.body = std::move(body);
+  return r;
 }
 
-void router::remote_rm(std::string_view target, std::string body, reply_fn reply,
-                       defer_fn defer) {
-  auto start = steady_clock::now();
-  const std::string route = "/remote_rm";
-  if (refuse_while_draining(route, reply)) {
-    return;
+bool router::decode_get_reward(std::string_view body, std::string_view target,
+                               scoring_job& job, codec_error& err) {
+  const auto* reward = trainer_reward("/get_reward", target, err);
+  if (reward == nullptr || !decode_openrlhf_request(body, *reward, codec_, job.items, err)) {
+    return false;
   }
-  const auto* reward = trainer_reward(route, target, reply);
-  if (reward == nullptr) {
-    return;
+  if (!job.items.empty()) {
+    job.counted_items = job.items.size();
   }
+  job.priority = codec_.default_priority;
+  job.deadline = codec_.default_deadline;
+  // OpenRLHF sends empty lists to every URL but the first.
+  job.answer_empty_at_once = true;
+  job.encode = [this](const std::vector<item_result>& results) {
+    return trainer_failure_or(results, encode_openrlhf_response(results, failure_policy_));
+  };
+  return true;
+}
+
+bool router::decode_remote_rm(std::string_view body, std::string_view target, scoring_job& job,
+                              codec_error& err) {
+  const auto* reward = trainer_reward("/remote_rm", target, err);
   score_item item;
-  codec_error err;
-  bool ok = decode_slime_request(body, *reward, item, err);
-  parse_histogram_->Observe(seconds_since(start));
-  if (!ok) {
-    refuse_decoded(route, err, reply);
-    return;
+  if (reward == nullptr || !decode_slime_request(body, *reward, item, err)) {
+    return false;
   }
-  ctx_.metrics->request_items.Observe(1.0);
-  auto encode = [this](const std::vector<item_result>& results) {
-    if (!failure_policy_.score) {
-      if (auto failed = failed_items_reply(results, error_style::arbiter)) {
-        return std::move(*failed);
-      }
-    }
-    http_reply r;
-    r.body = encode_slime_response(results.at(0), ctx_.config->protocols.slime_reward_key,
-                                   failure_policy_);
-    return r;
+  job.counted_items = 1;
+  job.priority = codec_.default_priority;
+  job.deadline = codec_.default_deadline;
+  job.items.push_back(std::move(item));
+  job.encode = [this](const std::vector<item_result>& results) {
+    return trainer_failure_or(results,
+                              encode_slime_response(results.at(0),
+                                                    ctx_.config->protocols.slime_reward_key,
+                                                    failure_policy_));
   };
-  actors::score_request req;
-  req.priority = codec_.default_priority;
-  req.deadline = start + codec_.default_deadline;
-  req.items.push_back(std::move(item));
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer));
+  return true;
 }
 
-void router::chat_completions(std::string body, reply_fn reply, defer_fn defer) {
-  auto start = steady_clock::now();
-  const std::string route = "/v1/chat/completions";
-  if (refuse_while_draining(route, reply, error_style::openai)) {
-    return;
-  }
+bool router::decode_chat(std::string_view body, std::string_view /*target*/, scoring_job& job,
+                         codec_error& err) {
   auto decoded = std::make_shared<chat_request_body>();
-  codec_error err;
-  bool ok = decode_chat_request(body, passthrough_, *decoded, err);
-  parse_histogram_->Observe(seconds_since(start));
-  if (!ok) {
-    refuse_decoded(route, err, reply, error_style::openai);
-    return;
+  if (!decode_chat_request(body, passthrough_, *decoded, err)) {
+    return false;
   }
-  ctx_.metrics->request_items.Observe(1.0);
-  actors::score_request req;
-  req.priority = decoded->priority;
-  req.deadline = start + decoded->deadline;
-  req.items.push_back(decoded->item);
-  auto encode = [this, decoded](const std::vector<item_result>& results) {
+  job.counted_items = 1;
+  job.priority = decoded->priority;
+  job.deadline = decoded->deadline;
+  job.items.push_back(decoded->item);
+  job.encode = [this, decoded](const std::vector<item_result>& results) {
     if (auto failed = failed_items_reply(results, error_style::openai)) {
       return std::move(*failed);
     }
@@ -510,35 +446,33 @@ void router::chat_completions(std::string body, reply_fn reply, defer_fn defer) 
     r.body = encode_chat_response(*decoded, results.at(0), id, unix_seconds());
     return r;
   };
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
-      error_style::openai);
+  return true;
 }
 
-void router::embeddings(const std::string& route, std::string body, reply_fn reply,
-                        defer_fn defer) {
-  auto start = steady_clock::now();
-  bool tei = route == "/embed";
-  auto style = tei ? error_style::tei : error_style::openai;
-  if (refuse_while_draining(route, reply, style)) {
-    return;
-  }
+bool router::decode_embeddings(std::string_view body, std::string_view /*target*/,
+                               scoring_job& job, codec_error& err) {
+  return embed_job(false, body, job, err);
+}
+
+bool router::decode_tei_embed(std::string_view body, std::string_view /*target*/,
+                              scoring_job& job, codec_error& err) {
+  return embed_job(true, body, job, err);
+}
+
+bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<embed_request_body>();
-  codec_error err;
-  bool ok = tei ? decode_tei_embed(body, passthrough_, *decoded, err)
+  bool ok = tei ? net::decode_tei_embed(body, passthrough_, *decoded, err)
                 : decode_openai_embeddings(body, passthrough_, *decoded, err);
-  parse_histogram_->Observe(seconds_since(start));
   if (!ok) {
-    refuse_decoded(route, err, reply, style);
-    return;
+    return false;
   }
-  ctx_.metrics->request_items.Observe(static_cast<double>(decoded->items.size()));
-  actors::score_request req;
-  req.priority = decoded->priority;
-  req.deadline = start + decoded->deadline;
-  req.items = std::move(decoded->items);
+  job.counted_items = decoded->items.size();
+  job.priority = decoded->priority;
+  job.deadline = decoded->deadline;
+  job.items = std::move(decoded->items);
   decoded->items.clear();
-  auto encode = [this, decoded, tei, style](const std::vector<item_result>& results) {
-    if (auto failed = failed_items_reply(results, style)) {
+  job.encode = [this, decoded, tei](const std::vector<item_result>& results) {
+    if (auto failed = failed_items_reply(results, tei ? error_style::tei : error_style::openai)) {
       return std::move(*failed);
     }
     if (decoded->model.empty() && !results.empty()) {
@@ -549,31 +483,21 @@ void router::embeddings(const std::string& route, std::string body, reply_fn rep
                  : encode_openai_embeddings(*decoded, results);
     return r;
   };
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
-      style);
+  return true;
 }
 
-void router::predict(std::string body, reply_fn reply, defer_fn defer) {
-  const std::string route = "/predict";
-  auto start = steady_clock::now();
-  if (refuse_while_draining(route, reply, error_style::tei)) {
-    return;
-  }
+bool router::decode_predict(std::string_view body, std::string_view /*target*/,
+                            scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<predict_request_body>();
-  codec_error err;
-  bool ok = decode_tei_predict(body, passthrough_, *decoded, err);
-  parse_histogram_->Observe(seconds_since(start));
-  if (!ok) {
-    refuse_decoded(route, err, reply, error_style::tei);
-    return;
+  if (!decode_tei_predict(body, passthrough_, *decoded, err)) {
+    return false;
   }
-  ctx_.metrics->request_items.Observe(static_cast<double>(decoded->items.size()));
-  actors::score_request req;
-  req.priority = decoded->priority;
-  req.deadline = start + decoded->deadline;
-  req.items = std::move(decoded->items);
+  job.counted_items = decoded->items.size();
+  job.priority = decoded->priority;
+  job.deadline = decoded->deadline;
+  job.items = std::move(decoded->items);
   decoded->items.clear();
-  auto encode = [decoded](const std::vector<item_result>& results) {
+  job.encode = [decoded](const std::vector<item_result>& results) {
     if (auto failed = failed_items_reply(results, error_style::tei)) {
       return std::move(*failed);
     }
@@ -581,8 +505,7 @@ void router::predict(std::string body, reply_fn reply, defer_fn defer) {
     r.body = encode_tei_predict(*decoded, results);
     return r;
   };
-  run(route, start, std::move(req), std::move(encode), std::move(reply), std::move(defer),
-      error_style::tei);
+  return true;
 }
 
 bool router::refuse_while_draining(const std::string& route, const reply_fn& reply,

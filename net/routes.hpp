@@ -1,6 +1,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <functional>
 #include <optional>
@@ -123,17 +125,84 @@ private:
   /// Turns a request's results into the response.
   using encode_fn = std::function<http_reply(const std::vector<item_result>&)>;
 
-  void score(std::string body, reply_fn reply, defer_fn defer);
-  void compute_info_gain(std::string body, reply_fn reply, defer_fn defer);
-  void get_reward(std::string_view target, std::string body, reply_fn reply, defer_fn defer);
-  void remote_rm(std::string_view target, std::string body, reply_fn reply, defer_fn defer);
-  void chat_completions(std::string body, reply_fn reply, defer_fn defer);
-  void embeddings(const std::string& route, std::string body, reply_fn reply, defer_fn defer);
-  void predict(std::string body, reply_fn reply, defer_fn defer);
-  /// The reward a trainer route uses (`?reward=`, else `[protocols] reward`); answers 400 and
-  /// returns nullptr when there is none.
+  /// What a scoring route's decoder hands `serve_scoring`: the items, their priority class and
+  /// deadline (from now), and how their results become the response.
+  struct scoring_job {
+    size_t priority = 0;
+    std::chrono::nanoseconds deadline{0};
+    std::vector<score_item> items;
+    /// Counted in `arbiter_request_items` (unset: not counted).
+    std::optional<size_t> counted_items;
+    /// With no items, answer `encode({})` at once instead of scheduling nothing.
+    bool answer_empty_at_once = false;
+    encode_fn encode;
+  };
+
+  /// A scoring route's decoder: the body (and the target, for `?reward=`) into a job; false
+  /// with why (`err`) when the body is refused.
+  using decoder = bool (router::*)(std::string_view body, std::string_view target,
+                                   scoring_job& job, codec_error& err);
+
+  /// Who may call a route.
+  enum class access : uint8_t {
+    /// Anyone (`/health`: probes carry no key).
+    open,
+    /// A key holder, when keys are configured.
+    keyed,
+    /// Keyed unless `server.metrics_public`.
+    metrics,
+    /// Keyed unless `server.info_public`.
+    info,
+  };
+
+  /// One route: its path, the one method it accepts, the shape of its error bodies, who may
+  /// call it, whether it takes a JSON body, whether the key may come as `?api_key=KEY` (the
+  /// trainer routes: OpenRLHF's and slime's HTTP clients send no headers, only the URL they
+  /// are given), and for a scoring route its decoder.
+  struct route_spec {
+    std::string_view path;
+    std::string_view method;
+    error_style style;
+    access who;
+    bool json_body;
+    bool key_in_query = false;
+    decoder decode = nullptr;
+  };
+
+  /// Every route (routes.cpp).
+  static const route_spec routes_[];
+  static const route_spec* find_route(std::string_view path);
+
+  /// The one scoring handler every scoring route goes through: 503 while draining, decode
+  /// (a refusal answered in the route's style), count, schedule, encode.
+  void serve_scoring(const std::string& route, error_style style, decoder decode,
+                     std::string_view target, std::string body, reply_fn reply, defer_fn defer);
+
+  bool decode_score(std::string_view body, std::string_view target, scoring_job& job,
+                    codec_error& err);
+  bool decode_info_gain(std::string_view body, std::string_view target, scoring_job& job,
+                        codec_error& err);
+  bool decode_get_reward(std::string_view body, std::string_view target, scoring_job& job,
+                         codec_error& err);
+  bool decode_remote_rm(std::string_view body, std::string_view target, scoring_job& job,
+                        codec_error& err);
+  bool decode_chat(std::string_view body, std::string_view target, scoring_job& job,
+                   codec_error& err);
+  bool decode_embeddings(std::string_view body, std::string_view target, scoring_job& job,
+                         codec_error& err);
+  bool decode_tei_embed(std::string_view body, std::string_view target, scoring_job& job,
+                        codec_error& err);
+  bool decode_predict(std::string_view body, std::string_view target, scoring_job& job,
+                      codec_error& err);
+  /// `/v1/embeddings` (OpenAI) or `/embed` (TEI).
+  bool embed_job(bool tei, std::string_view body, scoring_job& job, codec_error& err);
+  /// The reward a trainer route uses (`?reward=`, else `[protocols] reward`); nullptr and a
+  /// refusal naming `reward` when there is none.
   const backends::reward_entry* trainer_reward(const std::string& route, std::string_view target,
-                                               const reply_fn& reply);
+                                               codec_error& err) const;
+  /// A trainer route's answer: the failed-items reply unless failures are scored
+  /// (`protocols.on_failure = "score"`), else `body`.
+  http_reply trainer_failure_or(const std::vector<item_result>& results, std::string body) const;
   /// The model id `source` serves (its name when it is not a pass-through source).
   std::string model_of(const std::string& source) const;
   /// Answers 503 while draining; true when it did.
