@@ -7,7 +7,7 @@
 #include <caf/event_based_actor.hpp>
 
 #include "actors/messages.hpp"
-#include "actors/reward_graph_actor.hpp"
+#include "actors/source_capabilities.hpp"
 #include "backends/embedding_scoring.hpp"
 #include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"

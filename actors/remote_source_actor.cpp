@@ -13,6 +13,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
+#include "actors/source_capabilities.hpp"
 #include "backends/http_client.hpp"
 #include "backends/remote/redaction.hpp"
 #include "backends/remote/remote_codec.hpp"
@@ -231,19 +232,6 @@ uint32_t default_max_batch_items(const std::vector<std::string>& capabilities) {
     return 8;
   }
   return 32;
-}
-
-std::vector<std::string> default_capabilities(const std::string& kind) {
-  if (kind == "openai") {
-    return {"chat"};
-  }
-  if (kind == "tei") {
-    return {"embed"};
-  }
-  if (kind == "ig_service") {
-    return {"ig"};
-  }
-  return {};
 }
 
 std::string resolve_api_key(const config::source_config& cfg) {

@@ -30,9 +30,6 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
 /// "chat" or "generate" (one prompt a call), else 32 for "nli" or "embed", else 8 for "ig".
 uint32_t default_max_batch_items(const std::vector<std::string>& capabilities);
 
-/// The kind's default capabilities ("openai" → chat, "tei" → embed, "ig_service" → ig).
-std::vector<std::string> default_capabilities(const std::string& kind);
-
 /// The API key of `cfg`: `api_key`, else the value of the variable `api_key_env` (empty when
 /// neither is set).
 std::string resolve_api_key(const config::source_config& cfg);

@@ -24,33 +24,6 @@ inline constexpr const char* reward_graph_source = "reward-graph";
 scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
                                          const backends::reward_catalog& catalog);
 
-/// Whether `src` serves `capability` ("chat", "embed", ...): its configured list, else its
-/// kind's defaults.
-bool serves(const config::source_config& src, const std::string& capability);
-
-/// What a `[[models]]` entry serves: {"embed"} for an embedding model, {"generate", "chat"}
-/// for a generator.
-std::vector<std::string> model_capabilities(const config::model_config& m);
-
-/// The model id a source answers to on the pass-through routes (/v1/chat/completions,
-/// /v1/embeddings): its `model`, else its name.
-std::string served_model(const config::source_config& src);
-
-/// The suffix that restricts a capability to the sources serving model `id`: "@model:" + id.
-std::string model_route_suffix(const std::string& id);
-
-/// The capabilities a configured source serves, with the route suffixes of the rewards that
-/// name it and, for chat and embed, of the model it serves (e.g. {"chat",
-/// "chat@model:qwen3-8b", "chat@strict_judge"}).
-std::vector<std::string> routed_capabilities(const config::source_config& src,
-                                             const config::arbiter_config& cfg);
-
-/// The same for any source called `source` that serves `base` as model `model`.
-std::vector<std::string> routed_capabilities(const std::string& source,
-                                             const std::vector<std::string>& base,
-                                             const std::string& model,
-                                             const config::arbiter_config& cfg);
-
 /// Spawns the actor that runs reward graphs. It answers `(work_atom, work_batch)` for items of
 /// kind judge, info_gain and em_info_gain: for each item it sends the model calls the reward
 /// needs ("chat", "generate", "nli", or a nested "info_gain" item) to `scheduler` as internal

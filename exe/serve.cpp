@@ -25,6 +25,7 @@
 #include "actors/messages.hpp"
 #include "actors/remote_source_actor.hpp"
 #include "actors/reward_graph_actor.hpp"
+#include "actors/source_capabilities.hpp"
 #include "actors/scheduler_actor.hpp"
 #include "arbiter/version.hpp"
 #include "common/gpu_monitor.hpp"

@@ -8,7 +8,7 @@
 
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/remote_source_actor.hpp"
-#include "actors/reward_graph_actor.hpp"
+#include "actors/source_capabilities.hpp"
 #include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
 #include "backends/models/text_generator.hpp"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
-#include "actors/reward_graph_actor.hpp"
+#include "actors/source_capabilities.hpp"
 #include "net/json_body.hpp"
 
 namespace arbiter::net {

@@ -10,7 +10,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
-#include "actors/reward_graph_actor.hpp"
+#include "actors/source_capabilities.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 

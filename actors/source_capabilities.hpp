@@ -1,0 +1,46 @@
+#pragma once
+
+// What each configured source serves, and under which routes: a remote source's capabilities
+// (configured, else its kind's defaults), a local model's, the model id a pass-through route
+// answers to, and the "@model:ID" and "@REWARD" suffixes that restrict routing. Read by the
+// source specs (remote_source_spec, local_model_spec, reward_graph_spec), the ingress
+// (net/routes.cpp, net/openai_codec.cpp) and start-up (exe/).
+
+#include <string>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace arbiter::actors {
+
+/// The kind's default capabilities ("openai" → chat, "tei" → embed, "ig_service" → ig).
+std::vector<std::string> default_capabilities(const std::string& kind);
+
+/// Whether `src` serves `capability` ("chat", "embed", ...): its configured list, else its
+/// kind's defaults.
+bool serves(const config::source_config& src, const std::string& capability);
+
+/// What a `[[models]]` entry serves: {"embed"} for an embedding model, {"generate", "chat"}
+/// for a generator.
+std::vector<std::string> model_capabilities(const config::model_config& m);
+
+/// The model id a source answers to on the pass-through routes (/v1/chat/completions,
+/// /v1/embeddings): its `model`, else its name.
+std::string served_model(const config::source_config& src);
+
+/// The suffix that restricts a capability to the sources serving model `id`: "@model:" + id.
+std::string model_route_suffix(const std::string& id);
+
+/// The capabilities a configured source serves, with the route suffixes of the rewards that
+/// name it and, for chat and embed, of the model it serves (e.g. {"chat",
+/// "chat@model:qwen3-8b", "chat@strict_judge"}).
+std::vector<std::string> routed_capabilities(const config::source_config& src,
+                                             const config::arbiter_config& cfg);
+
+/// The same for any source called `source` that serves `base` as model `model`.
+std::vector<std::string> routed_capabilities(const std::string& source,
+                                             const std::vector<std::string>& base,
+                                             const std::string& model,
+                                             const config::arbiter_config& cfg);
+
+} // namespace arbiter::actors
