@@ -62,6 +62,16 @@ std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
   return models;
 }
 
+/// A decoded body's priority class, deadline and items into a scoring job, the items counted.
+template <typename Job, typename Body>
+void take_items(Job& job, Body& body) {
+  job.counted_items = body.items.size();
+  job.priority = body.priority;
+  job.deadline = body.deadline;
+  job.items = std::move(body.items);
+  body.items.clear();
+}
+
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
            std::chrono::system_clock::now().time_since_epoch())
@@ -312,10 +322,7 @@ bool router::decode_score(std::string_view body, std::string_view /*target*/, sc
   if (!decode_score_request(body, codec_, decoded, err)) {
     return false;
   }
-  job.counted_items = decoded.items.size();
-  job.priority = decoded.priority;
-  job.deadline = decoded.deadline;
-  job.items = std::move(decoded.items);
+  take_items(job, decoded);
   job.encode = [](const std::vector<item_result>& results) {
     http_reply r;
     r.body = encode_score_response(results);
@@ -330,11 +337,8 @@ bool router::decode_info_gain(std::string_view body, std::string_view /*target*/
   if (!decode_info_gain_request(body, codec_, *decoded, err)) {
     return false;
   }
+  take_items(job, *decoded);
   job.counted_items = decoded->positions.size();
-  job.priority = decoded->priority;
-  job.deadline = decoded->deadline;
-  job.items = std::move(decoded->items);
-  decoded->items.clear();
   // Every item answered with its error: nothing to schedule.
   job.answer_empty_at_once = true;
   job.encode = [decoded](const std::vector<item_result>& results) {
@@ -466,11 +470,7 @@ bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_
   if (!ok) {
     return false;
   }
-  job.counted_items = decoded->items.size();
-  job.priority = decoded->priority;
-  job.deadline = decoded->deadline;
-  job.items = std::move(decoded->items);
-  decoded->items.clear();
+  take_items(job, *decoded);
   job.encode = [this, decoded, tei](const std::vector<item_result>& results) {
     if (auto failed = failed_items_reply(results, tei ? error_style::tei : error_style::openai)) {
       return std::move(*failed);
@@ -492,11 +492,7 @@ bool router::decode_predict(std::string_view body, std::string_view /*target*/,
   if (!decode_tei_predict(body, passthrough_, *decoded, err)) {
     return false;
   }
-  job.counted_items = decoded->items.size();
-  job.priority = decoded->priority;
-  job.deadline = decoded->deadline;
-  job.items = std::move(decoded->items);
-  decoded->items.clear();
+  take_items(job, *decoded);
   job.encode = [decoded](const std::vector<item_result>& results) {
     if (auto failed = failed_items_reply(results, error_style::tei)) {
       return std::move(*failed);
