@@ -32,6 +32,8 @@ enum class field_type : uint8_t {
   /// A string of comma-separated entries; TOML also takes an array of strings (joined with
   /// commas, so no entry may hold one).
   string_list,
+  /// An array of strings (array elements' fields only, e.g. `sources[].capabilities`).
+  string_array,
 };
 
 /// One scalar configuration field: where it lives in TOML, what it accepts, how to read and
@@ -59,6 +61,31 @@ struct field_descriptor {
 
 /// Every scalar field, in documentation order (fields.cpp).
 const std::vector<field_descriptor>& scalar_fields();
+
+/// One field of an `[[sources]]` or `[[models]]` element: its key, its TOML type and bounds,
+/// and how it is set on the element. The loader (load.cpp) and the docs test walk these
+/// tables, so a new key is one row. Integers: `min`..`max`; numbers: `min_num`..`max_num`;
+/// booleans are set as 0 or 1 through `set_num`; `string_array` entries one by one through
+/// `set_str`. A `required` field missing from an element is a problem of its own.
+template <typename T>
+struct element_field {
+  std::string_view key;
+  field_type type;
+  int64_t min = 0;
+  int64_t max = 0;
+  double min_num = 0.0;
+  double max_num = 0.0;
+  void (*set_int)(T&, int64_t) = nullptr;
+  void (*set_num)(T&, double) = nullptr;
+  void (*set_str)(T&, std::string) = nullptr;
+  bool required = false;
+};
+
+/// The fields of a `[[sources]]` element, in documentation order (fields.cpp).
+const std::vector<element_field<source_config>>& source_fields();
+
+/// The fields of a `[[models]]` element, in documentation order (fields.cpp).
+const std::vector<element_field<model_config>>& model_fields();
 
 /// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
 std::string env_name(std::string_view path);

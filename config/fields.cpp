@@ -3,6 +3,8 @@
 // the environment, validation and the docs test all walk it (config_fields.hpp).
 #include "config/config_fields.hpp"
 
+#include <chrono>
+
 #include <sstream>
 
 namespace arbiter::config::detail {
@@ -477,6 +479,108 @@ void set_str_checked(const field_descriptor& field, std::string value, const std
     return;
   }
   field.set_str(cfg, std::move(value));
+}
+
+// ---- [[sources]] and [[models]] elements -----------------------------------------------------
+
+namespace {
+
+using ms = std::chrono::milliseconds;
+
+template <typename T>
+element_field<T> text_field(std::string_view key, void (*set)(T&, std::string),
+                            bool required = false) {
+  element_field<T> f{key, field_type::string};
+  f.set_str = set;
+  f.required = required;
+  return f;
+}
+
+template <typename T>
+element_field<T> int_field_of(std::string_view key, int64_t min, int64_t max,
+                              void (*set)(T&, int64_t)) {
+  element_field<T> f{key, field_type::integer, min, max};
+  f.set_int = set;
+  return f;
+}
+
+template <typename T>
+element_field<T> number_field_of(std::string_view key, double min, double max,
+                                 void (*set)(T&, double)) {
+  element_field<T> f{key, field_type::number};
+  f.min_num = min;
+  f.max_num = max;
+  f.set_num = set;
+  return f;
+}
+
+template <typename T>
+element_field<T> bool_field_of(std::string_view key, void (*set)(T&, double)) {
+  element_field<T> f{key, field_type::boolean};
+  f.set_num = set;
+  return f;
+}
+
+} // namespace
+
+const std::vector<element_field<source_config>>& source_fields() {
+  using S = source_config;
+  static const std::vector<element_field<S>> fields = {
+    text_field<S>("name", [](S& s, std::string v) { s.name = std::move(v); }),
+    text_field<S>("kind", [](S& s, std::string v) { s.kind = std::move(v); }),
+    text_field<S>("url", [](S& s, std::string v) { s.url = std::move(v); }),
+    [] {
+      element_field<S> f{"capabilities", field_type::string_array};
+      f.set_str = [](S& s, std::string v) { s.capabilities.push_back(std::move(v)); };
+      return f;
+    }(),
+    text_field<S>("model", [](S& s, std::string v) { s.model = std::move(v); }),
+    text_field<S>("api_key", [](S& s, std::string v) { s.api_key = std::move(v); }),
+    text_field<S>("api_key_env", [](S& s, std::string v) { s.api_key_env = std::move(v); }),
+    int_field_of<S>("timeout_ms", 1, max_duration_ms, [](S& s, int64_t v) { s.timeout = ms{v}; }),
+    int_field_of<S>("connect_timeout_ms", 1, max_duration_ms,
+                    [](S& s, int64_t v) { s.connect_timeout = ms{v}; }),
+    int_field_of<S>("requests_per_minute", 0, max_u32,
+                    [](S& s, int64_t v) { s.requests_per_minute = static_cast<uint32_t>(v); }),
+    int_field_of<S>("tokens_per_minute", 0, max_u32,
+                    [](S& s, int64_t v) { s.tokens_per_minute = static_cast<uint32_t>(v); }),
+    int_field_of<S>("burst_ms", 1, 60000, [](S& s, int64_t v) { s.burst = ms{v}; }),
+    int_field_of<S>("max_concurrency", 1, 100000,
+                    [](S& s, int64_t v) { s.max_concurrency = static_cast<uint32_t>(v); }),
+    int_field_of<S>("initial_concurrency", 0, 100000,
+                    [](S& s, int64_t v) { s.initial_concurrency = static_cast<uint32_t>(v); }),
+    int_field_of<S>("max_batch_items", 0, 100000,
+                    [](S& s, int64_t v) { s.max_batch_items = static_cast<uint32_t>(v); }),
+    int_field_of<S>("batch_wait_ms", 0, 10000, [](S& s, int64_t v) { s.batch_wait = ms{v}; }),
+    bool_field_of<S>("insecure_skip_verify",
+                     [](S& s, double v) { s.insecure_skip_verify = v != 0.0; }),
+    int_field_of<S>("max_tokens", 1, max_u32,
+                    [](S& s, int64_t v) { s.max_tokens = static_cast<uint32_t>(v); }),
+    number_field_of<S>("temperature", 0.0, 2.0, [](S& s, double v) { s.temperature = v; }),
+    number_field_of<S>("top_p", 0.0, 1.0, [](S& s, double v) { s.top_p = v; }),
+    bool_field_of<S>("enable_thinking", [](S& s, double v) { s.enable_thinking = v != 0.0; }),
+    bool_field_of<S>("use_completions", [](S& s, double v) { s.use_completions = v != 0.0; }),
+  };
+  return fields;
+}
+
+const std::vector<element_field<model_config>>& model_fields() {
+  using M = model_config;
+  static const std::vector<element_field<M>> fields = {
+    text_field<M>("name", [](M& m, std::string v) { m.name = std::move(v); }, true),
+    text_field<M>("kind", [](M& m, std::string v) { m.kind = std::move(v); }),
+    text_field<M>("path", [](M& m, std::string v) { m.path = std::move(v); }, true),
+    text_field<M>("device", [](M& m, std::string v) { m.device = std::move(v); }),
+    text_field<M>("dtype", [](M& m, std::string v) { m.dtype = std::move(v); }),
+    int_field_of<M>("max_batch_items", 1, 100000,
+                    [](M& m, int64_t v) { m.max_batch_items = static_cast<uint32_t>(v); }),
+    int_field_of<M>("max_batch_tokens", 1, 10000000,
+                    [](M& m, int64_t v) { m.max_batch_tokens = static_cast<uint32_t>(v); }),
+    int_field_of<M>("batch_wait_ms", 0, 10000,
+                    [](M& m, int64_t v) { m.batch_wait_ms = static_cast<uint32_t>(v); }),
+    bool_field_of<M>("batch_calls", [](M& m, double v) { m.batch_calls = v != 0.0; }),
+  };
+  return fields;
 }
 
 } // namespace arbiter::config::detail

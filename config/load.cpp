@@ -320,128 +320,101 @@ void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list
 }
 
 /// Reads one `[[sources]]` element.
-source_config load_source(const toml::node& node, const std::string& where,
-                          problem_list& problems) {
-  source_config src;
+/// Reads one `[[sources]]` or `[[models]]` element through its field table.
+template <typename T>
+T load_element(const std::vector<element_field<T>>& fields, const toml::node& node,
+               const std::string& where, problem_list& problems) {
+  T element;
   const auto* table = node.as_table();
   if (table == nullptr) {
     problems.push_back({where, wrong_type("a table", node)});
-    return src;
+    return element;
   }
-  using ms = std::chrono::milliseconds;
-  auto text = [&](const toml::node& v, const std::string& field, std::string& out) {
-    if (const auto* t = v.as_string()) {
-      out = t->get();
-    } else {
-      problems.push_back({field, wrong_type("a string", v)});
+  std::vector<bool> seen(fields.size(), false);
+  for (const auto& entry : *table) {
+    const std::string_view key = entry.first.str();
+    const toml::node& value = entry.second;
+    const std::string at = where + "." + key_name(key);
+    auto found = std::find_if(fields.begin(), fields.end(),
+                              [key](const element_field<T>& f) { return f.key == key; });
+    if (found == fields.end()) {
+      problems.push_back({at, "unknown field"});
+      continue;
     }
-  };
-  auto integer = [&](const toml::node& v, const std::string& field, int64_t min, int64_t max,
-                     auto&& set) {
-    const auto* i = v.as_integer();
-    if (i == nullptr) {
-      problems.push_back({field, wrong_type("an integer", v)});
-    } else if (i->get() < min || i->get() > max) {
-      problems.push_back({field, range_reason(min, max, std::to_string(i->get()))});
-    } else {
-      set(i->get());
-    }
-  };
-  auto boolean = [&](const toml::node& v, const std::string& field, bool& out) {
-    if (const auto* b = v.as_boolean()) {
-      out = b->get();
-    } else {
-      problems.push_back({field, wrong_type("a boolean", v)});
-    }
-  };
-  auto number = [&](const toml::node& v, const std::string& field, double min, double max,
-                    double& out) {
-    double got = 0.0;
-    if (const auto* f = v.as_floating_point()) {
-      got = f->get();
-    } else if (const auto* i = v.as_integer()) {
-      got = static_cast<double>(i->get());
-    } else {
-      problems.push_back({field, wrong_type("a number", v)});
-      return;
-    }
-    if (!(got >= min && got <= max)) {
-      std::ostringstream out_text;
-      out_text << "must be between " << min << " and " << max << " (got " << got << ")";
-      problems.push_back({field, out_text.str()});
-      return;
-    }
-    out = got;
-  };
-  for (const auto& [key, value] : *table) {
-    const std::string k(key.str());
-    const std::string field = where + "." + key_name(k);
-    if (k == "name") {
-      text(value, field, src.name);
-    } else if (k == "kind") {
-      text(value, field, src.kind);
-    } else if (k == "url") {
-      text(value, field, src.url);
-    } else if (k == "model") {
-      text(value, field, src.model);
-    } else if (k == "api_key") {
-      text(value, field, src.api_key);
-    } else if (k == "api_key_env") {
-      text(value, field, src.api_key_env);
-    } else if (k == "enable_thinking") {
-      bool b = false;
-      boolean(value, field, b);
-      src.enable_thinking = b;
-    } else if (k == "capabilities") {
-      const auto* list = value.as_array();
-      if (list == nullptr) {
-        problems.push_back({field, wrong_type("an array of strings", value)});
-        continue;
+    const auto& field = *found;
+    seen[static_cast<size_t>(found - fields.begin())] = true;
+    switch (field.type) {
+      case field_type::string:
+      case field_type::string_list:
+        if (const auto* t = value.as_string()) {
+          field.set_str(element, t->get());
+        } else {
+          problems.push_back({at, wrong_type("a string", value)});
+        }
+        break;
+      case field_type::string_array: {
+        const auto* list = value.as_array();
+        if (list == nullptr) {
+          problems.push_back({at, wrong_type("an array of strings", value)});
+          break;
+        }
+        for (size_t i = 0; i < list->size(); ++i) {
+          if (const auto* t = list->get(i)->as_string()) {
+            field.set_str(element, t->get());
+          } else {
+            problems.push_back(
+              {at + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
+            field.set_str(element, {});
+          }
+        }
+        break;
       }
-      for (size_t i = 0; i < list->size(); ++i) {
-        std::string cap;
-        text(*list->get(i), field + "[" + std::to_string(i) + "]", cap);
-        src.capabilities.push_back(std::move(cap));
+      case field_type::integer: {
+        const auto* i = value.as_integer();
+        if (i == nullptr) {
+          problems.push_back({at, wrong_type("an integer", value)});
+        } else if (i->get() < field.min || i->get() > field.max) {
+          problems.push_back({at, range_reason(field.min, field.max, std::to_string(i->get()))});
+        } else {
+          field.set_int(element, i->get());
+        }
+        break;
       }
-    } else if (k == "timeout_ms") {
-      integer(value, field, 1, max_duration_ms, [&](int64_t v) { src.timeout = ms{v}; });
-    } else if (k == "connect_timeout_ms") {
-      integer(value, field, 1, max_duration_ms, [&](int64_t v) { src.connect_timeout = ms{v}; });
-    } else if (k == "requests_per_minute") {
-      integer(value, field, 0, max_u32,
-              [&](int64_t v) { src.requests_per_minute = static_cast<uint32_t>(v); });
-    } else if (k == "tokens_per_minute") {
-      integer(value, field, 0, max_u32,
-              [&](int64_t v) { src.tokens_per_minute = static_cast<uint32_t>(v); });
-    } else if (k == "burst_ms") {
-      integer(value, field, 1, 60000, [&](int64_t v) { src.burst = ms{v}; });
-    } else if (k == "max_concurrency") {
-      integer(value, field, 1, 100000,
-              [&](int64_t v) { src.max_concurrency = static_cast<uint32_t>(v); });
-    } else if (k == "initial_concurrency") {
-      integer(value, field, 0, 100000,
-              [&](int64_t v) { src.initial_concurrency = static_cast<uint32_t>(v); });
-    } else if (k == "max_batch_items") {
-      integer(value, field, 0, 100000,
-              [&](int64_t v) { src.max_batch_items = static_cast<uint32_t>(v); });
-    } else if (k == "batch_wait_ms") {
-      integer(value, field, 0, 10000, [&](int64_t v) { src.batch_wait = ms{v}; });
-    } else if (k == "max_tokens") {
-      integer(value, field, 1, max_u32,
-              [&](int64_t v) { src.max_tokens = static_cast<uint32_t>(v); });
-    } else if (k == "temperature") {
-      number(value, field, 0.0, 2.0, src.temperature);
-    } else if (k == "top_p") {
-      number(value, field, 0.0, 1.0, src.top_p);
-    } else if (k == "insecure_skip_verify") {
-      boolean(value, field, src.insecure_skip_verify);
-    } else if (k == "use_completions") {
-      boolean(value, field, src.use_completions);
-    } else {
-      problems.push_back({field, "unknown field"});
+      case field_type::number: {
+        double got = 0.0;
+        if (const auto* f = value.as_floating_point()) {
+          got = f->get();
+        } else if (const auto* i = value.as_integer()) {
+          got = static_cast<double>(i->get());
+        } else {
+          problems.push_back({at, wrong_type("a number", value)});
+          break;
+        }
+        if (!(got >= field.min_num && got <= field.max_num)) {
+          std::ostringstream text;
+          text << "must be between " << field.min_num << " and " << field.max_num << " (got "
+               << got << ")";
+          problems.push_back({at, text.str()});
+          break;
+        }
+        field.set_num(element, got);
+        break;
+      }
+      case field_type::boolean:
+        if (const auto* b = value.as_boolean()) {
+          field.set_num(element, b->get() ? 1.0 : 0.0);
+        } else {
+          problems.push_back({at, wrong_type("a boolean", value)});
+        }
+        break;
     }
   }
-  return src;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (fields[i].required && !seen[i]) {
+      problems.push_back({where + "." + std::string{fields[i].key}, "required"});
+    }
+  }
+  return element;
 }
 
 /// Reads `[[sources]]`.
@@ -452,86 +425,9 @@ void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& pro
     return;
   }
   for (size_t i = 0; i < list->size(); ++i) {
-    cfg.sources.push_back(
-      load_source(*list->get(i), "sources[" + std::to_string(i) + "]", problems));
+    cfg.sources.push_back(load_element(source_fields(), *list->get(i),
+                                       "sources[" + std::to_string(i) + "]", problems));
   }
-}
-
-/// Reads one `[[models]]` table.
-model_config load_model(const toml::node& node, const std::string& where,
-                        problem_list& problems) {
-  model_config m;
-  const auto* table = node.as_table();
-  if (table == nullptr) {
-    problems.push_back({where, wrong_type("a table", node)});
-    return m;
-  }
-  bool has_name = false;
-  bool has_path = false;
-  // Not a structured binding: C++17 lambdas (below) may not capture one (clang refuses).
-  for (const auto& entry : *table) {
-    const auto& key = entry.first;
-    const auto& value = entry.second;
-    const std::string_view k = key.str();
-    const std::string field = where + "." + key_name(k);
-    auto text = [&](std::string& out) {
-      if (const auto* t = value.as_string()) {
-        out = t->get();
-      } else {
-        problems.push_back({field, wrong_type("a string", value)});
-      }
-    };
-    auto count = [&](uint32_t& out, int64_t max) {
-      const auto* i = value.as_integer();
-      if (i == nullptr) {
-        problems.push_back({field, wrong_type("an integer", value)});
-      } else if (i->get() < 1 || i->get() > max) {
-        problems.push_back({field, range_reason(1, max, std::to_string(i->get()))});
-      } else {
-        out = static_cast<uint32_t>(i->get());
-      }
-    };
-    if (k == "name") {
-      has_name = true;
-      text(m.name);
-    } else if (k == "kind") {
-      text(m.kind);
-    } else if (k == "path") {
-      has_path = true;
-      text(m.path);
-    } else if (k == "device") {
-      text(m.device);
-    } else if (k == "dtype") {
-      text(m.dtype);
-    } else if (k == "max_batch_items") {
-      count(m.max_batch_items, 100000);
-    } else if (k == "max_batch_tokens") {
-      count(m.max_batch_tokens, 10000000);
-    } else if (k == "batch_wait_ms") {
-      if (const auto* i = value.as_integer(); i == nullptr) {
-        problems.push_back({field, wrong_type("an integer", value)});
-      } else if (i->get() < 0 || i->get() > 10000) {
-        problems.push_back({field, range_reason(0, 10000, std::to_string(i->get()))});
-      } else {
-        m.batch_wait_ms = static_cast<uint32_t>(i->get());
-      }
-    } else if (k == "batch_calls") {
-      if (const auto* b = value.as_boolean()) {
-        m.batch_calls = b->get();
-      } else {
-        problems.push_back({field, wrong_type("a boolean", value)});
-      }
-    } else {
-      problems.push_back({field, "unknown field"});
-    }
-  }
-  if (!has_name) {
-    problems.push_back({where + ".name", "required"});
-  }
-  if (!has_path) {
-    problems.push_back({where + ".path", "required"});
-  }
-  return m;
 }
 
 void load_models(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
@@ -541,7 +437,8 @@ void load_models(const toml::node& node, arbiter_config& cfg, problem_list& prob
     return;
   }
   for (size_t i = 0; i < list->size(); ++i) {
-    cfg.models.push_back(load_model(*list->get(i), "models[" + std::to_string(i) + "]", problems));
+    cfg.models.push_back(load_element(model_fields(), *list->get(i),
+                                      "models[" + std::to_string(i) + "]", problems));
   }
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/rewards/reward_kinds.hpp"
+#include "config/config_fields.hpp"
 
 namespace arbiter::config {
 namespace {
@@ -725,6 +726,34 @@ TEST(Docs, MentionEveryFieldAndVariable) {
   }
   for (const auto& kind : arbiter::backends::reward_kind_names()) {
     EXPECT_NE(docs.find(kind), std::string::npos) << kind;
+  }
+}
+
+TEST(Docs, DescribeEveryFieldOfSourcesAndModels) {
+  const std::string docs = read_text(ARBITER_SOURCE_DIR "/docs/configuration.md");
+  // The first cells of a section's table rows ("| `max_tokens`, `temperature` | ...").
+  auto keys_of = [&docs](const std::string& heading, const std::string& next) {
+    auto start = docs.find(heading);
+    EXPECT_NE(start, std::string::npos) << heading;
+    auto end = docs.find(next, start + heading.size());
+    std::istringstream lines(docs.substr(start, end == std::string::npos ? end : end - start));
+    std::string cells;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("| `", 0) == 0) {
+        cells += line.substr(0, line.find('|', 1)) + "\n";
+      }
+    }
+    return cells;
+  };
+  const std::string sources = keys_of("## `[[sources]]`", "### `[[models]]`");
+  for (const auto& field : detail::source_fields()) {
+    EXPECT_NE(sources.find("`" + std::string{field.key} + "`"), std::string::npos)
+      << "sources[]." << field.key;
+  }
+  const std::string models = keys_of("### `[[models]]`", "\n## ");
+  for (const auto& field : detail::model_fields()) {
+    EXPECT_NE(models.find("`" + std::string{field.key} + "`"), std::string::npos)
+      << "models[]." << field.key;
   }
 }
 
