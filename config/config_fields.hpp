@@ -79,6 +79,12 @@ struct element_field {
   void (*set_num)(T&, double) = nullptr;
   void (*set_str)(T&, std::string) = nullptr;
   bool required = false;
+  /// What a missing `required` field is called.
+  std::string_view missing_reason = "required";
+  /// Numbers: `min_num` itself is refused ("must be above MIN and at most MAX").
+  bool min_exclusive = false;
+  /// Strings: why a value is refused (empty: accepted), checked before `set_str`.
+  std::string (*check_str)(const std::string&) = nullptr;
 };
 
 /// The fields of a `[[sources]]` element, in documentation order (fields.cpp).
@@ -86,6 +92,9 @@ const std::vector<element_field<source_config>>& source_fields();
 
 /// The fields of a `[[models]]` element, in documentation order (fields.cpp).
 const std::vector<element_field<model_config>>& model_fields();
+
+/// The fields of a `[[scheduler.priorities]]` element (fields.cpp).
+const std::vector<element_field<priority_class>>& priority_fields();
 
 /// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
 std::string env_name(std::string_view path);

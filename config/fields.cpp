@@ -564,6 +564,35 @@ const std::vector<element_field<source_config>>& source_fields() {
   return fields;
 }
 
+const std::vector<element_field<priority_class>>& priority_fields() {
+  using P = priority_class;
+  static const std::vector<element_field<P>> fields = {
+    [] {
+      auto f = text_field<P>("name", [](P& p, std::string v) { p.name = std::move(v); }, true);
+      f.missing_reason = "missing required field";
+      return f;
+    }(),
+    int_field_of<P>("capacity", 1, max_u32,
+                    [](P& p, int64_t v) { p.capacity = static_cast<uint32_t>(v); }),
+    [] {
+      auto f = number_field_of<P>("weight", 0.0, 1e6, [](P& p, double v) { p.weight = v; });
+      f.min_exclusive = true;
+      return f;
+    }(),
+    [] {
+      auto f = text_field<P>("order", [](P& p, std::string v) {
+        p.order = v == "edf" ? queue_order::edf : queue_order::fifo;
+      });
+      f.check_str = [](const std::string& v) -> std::string {
+        return v == "fifo" || v == "edf" ? std::string{}
+                                         : "must be \"fifo\" or \"edf\" (got " + detail::quoted(v) + ")";
+      };
+      return f;
+    }(),
+  };
+  return fields;
+}
+
 const std::vector<element_field<model_config>>& model_fields() {
   using M = model_config;
   static const std::vector<element_field<M>> fields = {

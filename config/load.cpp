@@ -4,6 +4,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -121,73 +122,124 @@ void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_
   set_str_checked(field, value->get(), where, cfg, problems);
 }
 
-/// Reads one `[[scheduler.priorities]]` element.
-priority_class load_priority_class(const toml::node& node, const std::string& where,
-                                   problem_list& problems) {
-  priority_class result;
+/// Reads one array element (`[[sources]]`, `[[models]]`, `[[scheduler.priorities]]`) through
+/// its field table.
+template <typename T>
+T load_element(const std::vector<element_field<T>>& fields, const toml::node& node,
+               const std::string& where, problem_list& problems) {
+  T element;
   const auto* table = node.as_table();
   if (table == nullptr) {
     problems.push_back({where, wrong_type("a table", node)});
-    return result;
+    return element;
   }
-  bool has_name = false;
-  for (const auto& [key, value] : *table) {
-    const std::string field = where + "." + key_name(key.str());
-    if (key.str() == "name") {
-      has_name = true;
-      if (const auto* text = value.as_string()) {
-        result.name = text->get();
-      } else {
-        problems.push_back({field, wrong_type("a string", value)});
-      }
-    } else if (key.str() == "capacity") {
-      if (const auto* number = value.as_integer()) {
-        const int64_t capacity = number->get();
-        if (capacity < 1 || capacity > max_u32) {
-          problems.push_back({field, range_reason(1, max_u32, std::to_string(capacity))});
+  std::vector<bool> seen(fields.size(), false);
+  for (const auto& entry : *table) {
+    const std::string_view key = entry.first.str();
+    const toml::node& value = entry.second;
+    const std::string at = where + "." + key_name(key);
+    auto found = std::find_if(fields.begin(), fields.end(),
+                              [key](const element_field<T>& f) { return f.key == key; });
+    if (found == fields.end()) {
+      problems.push_back({at, "unknown field"});
+      continue;
+    }
+    const auto& field = *found;
+    seen[static_cast<size_t>(found - fields.begin())] = true;
+    switch (field.type) {
+      case field_type::string:
+      case field_type::string_list:
+        if (const auto* t = value.as_string()) {
+          std::string why = field.check_str ? field.check_str(t->get()) : std::string{};
+          if (why.empty()) {
+            field.set_str(element, t->get());
+          } else {
+            problems.push_back({at, std::move(why)});
+          }
         } else {
-          result.capacity = static_cast<uint32_t>(capacity);
+          problems.push_back({at, wrong_type("a string", value)});
         }
-      } else {
-        problems.push_back({field, wrong_type("an integer", value)});
+        break;
+      case field_type::string_array: {
+        const auto* list = value.as_array();
+        if (list == nullptr) {
+          problems.push_back({at, wrong_type("an array of strings", value)});
+          break;
+        }
+        for (size_t i = 0; i < list->size(); ++i) {
+          if (const auto* t = list->get(i)->as_string()) {
+            field.set_str(element, t->get());
+          } else {
+            problems.push_back(
+              {at + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
+            field.set_str(element, {});
+          }
+        }
+        break;
       }
-    } else if (key.str() == "weight") {
-      std::optional<double> weight;
-      if (const auto* number = value.as_floating_point()) {
-        weight = number->get();
-      } else if (const auto* integer = value.as_integer()) {
-        weight = static_cast<double>(integer->get());
-      }
-      if (!weight) {
-        problems.push_back({field, wrong_type("a number", value)});
-      } else if (!(*weight > 0.0 && *weight <= 1e6)) {
-        std::ostringstream out;
-        out << "must be above 0 and at most 1000000 (got " << *weight << ")";
-        problems.push_back({field, out.str()});
-      } else {
-        result.weight = *weight;
-      }
-    } else if (key.str() == "order") {
-      if (const auto* text = value.as_string()) {
-        if (text->get() == "fifo") {
-          result.order = queue_order::fifo;
-        } else if (text->get() == "edf") {
-          result.order = queue_order::edf;
+      case field_type::integer: {
+        const auto* i = value.as_integer();
+        if (i == nullptr) {
+          problems.push_back({at, wrong_type("an integer", value)});
+        } else if (i->get() < field.min || i->get() > field.max) {
+          problems.push_back({at, range_reason(field.min, field.max, std::to_string(i->get()))});
         } else {
-          problems.push_back(
-              {field, "must be \"fifo\" or \"edf\" (got " + quoted(text->get()) + ")"});
+          field.set_int(element, i->get());
         }
-      } else {
-        problems.push_back({field, wrong_type("a string", value)});
+        break;
       }
-    } else {
-      problems.push_back({field, "unknown field"});
+      case field_type::number: {
+        double got = 0.0;
+        if (const auto* f = value.as_floating_point()) {
+          got = f->get();
+        } else if (const auto* i = value.as_integer()) {
+          got = static_cast<double>(i->get());
+        } else {
+          problems.push_back({at, wrong_type("a number", value)});
+          break;
+        }
+        const bool above_min = field.min_exclusive ? got > field.min_num : got >= field.min_num;
+        if (!(above_min && got <= field.max_num)) {
+          // Bounds as written in the docs ("1000000", not "1e+06"); the value as given.
+          auto bound = [](double x) {
+            std::ostringstream out;
+            if (std::floor(x) == x && std::fabs(x) < 1e15) {
+              out << static_cast<long long>(x);
+            } else {
+              out << x;
+            }
+            return out.str();
+          };
+          std::ostringstream text;
+          if (field.min_exclusive) {
+            text << "must be above " << bound(field.min_num) << " and at most "
+                 << bound(field.max_num) << " (got " << got << ")";
+          } else {
+            text << "must be between " << bound(field.min_num) << " and " << bound(field.max_num)
+                 << " (got " << got << ")";
+          }
+          problems.push_back({at, text.str()});
+          break;
+        }
+        field.set_num(element, got);
+        break;
+      }
+      case field_type::boolean:
+        if (const auto* b = value.as_boolean()) {
+          field.set_num(element, b->get() ? 1.0 : 0.0);
+        } else {
+          problems.push_back({at, wrong_type("a boolean", value)});
+        }
+        break;
     }
   }
-  if (!has_name) {
-    problems.push_back({where + ".name", "missing required field"});
+  for (size_t i = 0; i < fields.size(); ++i) {
+    if (fields[i].required && !seen[i]) {
+      problems.push_back(
+        {where + "." + std::string{fields[i].key}, std::string{fields[i].missing_reason}});
+    }
   }
-  return result;
+  return element;
 }
 
 /// Reads `[[scheduler.priorities]]`; a present array replaces the default classes.
@@ -202,8 +254,8 @@ void load_priorities(const toml::node& node, arbiter_config& cfg, problem_list& 
   classes.reserve(array->size());
   for (size_t i = 0; i < array->size(); ++i) {
     // Broken elements still take their slot so later indices match the file.
-    classes.push_back(
-        load_priority_class(*array->get(i), where + "[" + std::to_string(i) + "]", problems));
+    classes.push_back(load_element(priority_fields(), *array->get(i),
+                                   where + "[" + std::to_string(i) + "]", problems));
   }
   cfg.scheduler.priorities = std::move(classes);
 }
@@ -320,103 +372,6 @@ void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list
 }
 
 /// Reads one `[[sources]]` element.
-/// Reads one `[[sources]]` or `[[models]]` element through its field table.
-template <typename T>
-T load_element(const std::vector<element_field<T>>& fields, const toml::node& node,
-               const std::string& where, problem_list& problems) {
-  T element;
-  const auto* table = node.as_table();
-  if (table == nullptr) {
-    problems.push_back({where, wrong_type("a table", node)});
-    return element;
-  }
-  std::vector<bool> seen(fields.size(), false);
-  for (const auto& entry : *table) {
-    const std::string_view key = entry.first.str();
-    const toml::node& value = entry.second;
-    const std::string at = where + "." + key_name(key);
-    auto found = std::find_if(fields.begin(), fields.end(),
-                              [key](const element_field<T>& f) { return f.key == key; });
-    if (found == fields.end()) {
-      problems.push_back({at, "unknown field"});
-      continue;
-    }
-    const auto& field = *found;
-    seen[static_cast<size_t>(found - fields.begin())] = true;
-    switch (field.type) {
-      case field_type::string:
-      case field_type::string_list:
-        if (const auto* t = value.as_string()) {
-          field.set_str(element, t->get());
-        } else {
-          problems.push_back({at, wrong_type("a string", value)});
-        }
-        break;
-      case field_type::string_array: {
-        const auto* list = value.as_array();
-        if (list == nullptr) {
-          problems.push_back({at, wrong_type("an array of strings", value)});
-          break;
-        }
-        for (size_t i = 0; i < list->size(); ++i) {
-          if (const auto* t = list->get(i)->as_string()) {
-            field.set_str(element, t->get());
-          } else {
-            problems.push_back(
-              {at + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
-            field.set_str(element, {});
-          }
-        }
-        break;
-      }
-      case field_type::integer: {
-        const auto* i = value.as_integer();
-        if (i == nullptr) {
-          problems.push_back({at, wrong_type("an integer", value)});
-        } else if (i->get() < field.min || i->get() > field.max) {
-          problems.push_back({at, range_reason(field.min, field.max, std::to_string(i->get()))});
-        } else {
-          field.set_int(element, i->get());
-        }
-        break;
-      }
-      case field_type::number: {
-        double got = 0.0;
-        if (const auto* f = value.as_floating_point()) {
-          got = f->get();
-        } else if (const auto* i = value.as_integer()) {
-          got = static_cast<double>(i->get());
-        } else {
-          problems.push_back({at, wrong_type("a number", value)});
-          break;
-        }
-        if (!(got >= field.min_num && got <= field.max_num)) {
-          std::ostringstream text;
-          text << "must be between " << field.min_num << " and " << field.max_num << " (got "
-               << got << ")";
-          problems.push_back({at, text.str()});
-          break;
-        }
-        field.set_num(element, got);
-        break;
-      }
-      case field_type::boolean:
-        if (const auto* b = value.as_boolean()) {
-          field.set_num(element, b->get() ? 1.0 : 0.0);
-        } else {
-          problems.push_back({at, wrong_type("a boolean", value)});
-        }
-        break;
-    }
-  }
-  for (size_t i = 0; i < fields.size(); ++i) {
-    if (fields[i].required && !seen[i]) {
-      problems.push_back({where + "." + std::string{fields[i].key}, "required"});
-    }
-  }
-  return element;
-}
-
 /// Reads `[[sources]]`.
 void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
   const auto* list = node.as_array();

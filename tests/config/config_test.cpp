@@ -729,7 +729,7 @@ TEST(Docs, MentionEveryFieldAndVariable) {
   }
 }
 
-TEST(Docs, DescribeEveryFieldOfSourcesAndModels) {
+TEST(Docs, DescribeEveryFieldOfTheArrayElements) {
   const std::string docs = read_text(ARBITER_SOURCE_DIR "/docs/configuration.md");
   // The first cells of a section's table rows ("| `max_tokens`, `temperature` | ...").
   auto keys_of = [&docs](const std::string& heading, const std::string& next) {
@@ -749,6 +749,10 @@ TEST(Docs, DescribeEveryFieldOfSourcesAndModels) {
   for (const auto& field : detail::source_fields()) {
     EXPECT_NE(sources.find("`" + std::string{field.key} + "`"), std::string::npos)
       << "sources[]." << field.key;
+  }
+  for (const auto& field : detail::priority_fields()) {
+    const std::string path = "scheduler.priorities[]." + std::string{field.key};
+    EXPECT_NE(docs.find("`" + path + "`"), std::string::npos) << path;
   }
   const std::string models = keys_of("### `[[models]]`", "\n## ");
   for (const auto& field : detail::model_fields()) {
