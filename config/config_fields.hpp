@@ -1,7 +1,8 @@
 #pragma once
-// Internal to config/: the table of scalar fields and the helpers that loading (load.cpp), the
-// environment (environment.cpp) and validation (validate.cpp) share. config/config.hpp is the
-// library's interface; nothing outside config/ includes this file.
+// Internal to config/: the field tables (the scalar sections and the array elements) and the
+// helpers that loading (load.cpp), the environment (environment.cpp) and validation
+// (validate.cpp) share. config/config.hpp is the library's interface; nothing outside config/
+// (and its tests) includes this file.
 
 #include <cstdint>
 #include <limits>

@@ -1,10 +1,10 @@
-// The scalar field table: every field of `[server]`, `[scheduler]`, `[cpu]`, `[protocols]`,
-// `[cluster]` and `[routing]` with its TOML path, bounds, accessors and one-line doc. Loading,
-// the environment, validation and the docs test all walk it (config_fields.hpp).
+// The field tables: every field of `[server]`, `[scheduler]`, `[cpu]`, `[protocols]`,
+// `[cluster]` and `[routing]` with its TOML path, bounds, accessors and one-line doc (loading,
+// the environment, validation and the docs test all walk it), and the keys of the
+// `[[sources]]`, `[[models]]` and `[[scheduler.priorities]]` elements (config_fields.hpp).
 #include "config/config_fields.hpp"
 
 #include <chrono>
-
 #include <sstream>
 
 namespace arbiter::config::detail {
