@@ -4,14 +4,15 @@
 #include "config/config.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string_view>
 #include <utility>
@@ -58,6 +59,17 @@ std::string wrong_type(std::string_view expected, const toml::node& node) {
 }
 
 
+/// A TOML float or integer as a double; nullopt for anything else.
+std::optional<double> number_of(const toml::node& node) {
+  if (const auto* f = node.as_floating_point()) {
+    return f->get();
+  }
+  if (const auto* i = node.as_integer()) {
+    return static_cast<double>(i->get());
+  }
+  return std::nullopt;
+}
+
 /// Reads one scalar field from its TOML node.
 void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_config& cfg,
                  problem_list& problems) {
@@ -71,10 +83,8 @@ void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_
         return;
       }
       v = b->get() ? 1.0 : 0.0;
-    } else if (const auto* f = node.as_floating_point()) {
-      v = f->get();
-    } else if (const auto* i = node.as_integer()) {
-      v = static_cast<double>(i->get());
+    } else if (auto number = number_of(node)) {
+      v = *number;
     } else {
       problems.push_back({where, wrong_type("a number", node)});
       return;
@@ -122,6 +132,23 @@ void load_scalar(const field_descriptor& field, const toml::node& node, arbiter_
   set_str_checked(field, value->get(), where, cfg, problems);
 }
 
+/// Reads an array of strings at `field` into `out`.
+void read_string_list(const toml::node& node, const std::string& field,
+                      std::vector<std::string>& out, problem_list& problems) {
+  const auto* list = node.as_array();
+  if (list == nullptr) {
+    problems.push_back({field, wrong_type("an array of strings", node)});
+    return;
+  }
+  for (size_t i = 0; i < list->size(); ++i) {
+    if (const auto* text = list->get(i)->as_string()) {
+      out.push_back(text->get());
+    } else {
+      problems.push_back({field + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
+    }
+  }
+}
+
 /// Reads one array element (`[[sources]]`, `[[models]]`, `[[scheduler.priorities]]`) through
 /// its field table.
 template <typename T>
@@ -161,19 +188,10 @@ T load_element(const std::vector<element_field<T>>& fields, const toml::node& no
         }
         break;
       case field_type::string_array: {
-        const auto* list = value.as_array();
-        if (list == nullptr) {
-          problems.push_back({at, wrong_type("an array of strings", value)});
-          break;
-        }
-        for (size_t i = 0; i < list->size(); ++i) {
-          if (const auto* t = list->get(i)->as_string()) {
-            field.set_str(element, t->get());
-          } else {
-            problems.push_back(
-              {at + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
-            field.set_str(element, {});
-          }
+        std::vector<std::string> entries;
+        read_string_list(value, at, entries, problems);
+        for (auto& text : entries) {
+          field.set_str(element, std::move(text));
         }
         break;
       }
@@ -189,15 +207,12 @@ T load_element(const std::vector<element_field<T>>& fields, const toml::node& no
         break;
       }
       case field_type::number: {
-        double got = 0.0;
-        if (const auto* f = value.as_floating_point()) {
-          got = f->get();
-        } else if (const auto* i = value.as_integer()) {
-          got = static_cast<double>(i->get());
-        } else {
+        const auto number = number_of(value);
+        if (!number) {
           problems.push_back({at, wrong_type("a number", value)});
           break;
         }
+        const double got = *number;
         const bool above_min = field.min_exclusive ? got > field.min_num : got >= field.min_num;
         if (!(above_min && got <= field.max_num)) {
           // Bounds as written in the docs ("1000000", not "1e+06"); the value as given.
@@ -280,22 +295,6 @@ void load_section(std::string_view section, const toml::node& node, arbiter_conf
   }
 }
 
-/// Reads an array of strings at `field` into `out`.
-void read_string_list(const toml::node& node, const std::string& field,
-                      std::vector<std::string>& out, problem_list& problems) {
-  const auto* list = node.as_array();
-  if (list == nullptr) {
-    problems.push_back({field, wrong_type("an array of strings", node)});
-    return;
-  }
-  for (size_t i = 0; i < list->size(); ++i) {
-    if (const auto* text = list->get(i)->as_string()) {
-      out.push_back(text->get());
-    } else {
-      problems.push_back({field + "[" + std::to_string(i) + "]", wrong_type("a string", *list->get(i))});
-    }
-  }
-}
 
 /// Reads `[rewards.NAME]` tables.
 void load_rewards(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
@@ -371,7 +370,6 @@ void load_data_sources(const toml::node& node, arbiter_config& cfg, problem_list
   cfg.data_sources = std::move(sources);
 }
 
-/// Reads one `[[sources]]` element.
 /// Reads `[[sources]]`.
 void load_sources(const toml::node& node, arbiter_config& cfg, problem_list& problems) {
   const auto* list = node.as_array();
