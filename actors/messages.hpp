@@ -59,6 +59,8 @@ struct score_reply {
   std::string reason;
   int64_t retry_after_s = 0;
   std::vector<item_result> results;
+  /// The groups of its items (see `scheduler::finished_request::groups`).
+  std::vector<scheduler::group_summary> groups;
 };
 
 /// Where the scheduler sends the answer to a request that arrived with one: called exactly

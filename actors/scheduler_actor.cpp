@@ -49,6 +49,7 @@ void deliver_finished(scheduler_actor* self) {
     st.replies.erase(found);
     score_reply reply;
     reply.results = std::move(done.results);
+    reply.groups = std::move(done.groups);
     reply_to(std::move(reply));
   }
   if (st.core->draining() && st.core->idle()) {

@@ -294,6 +294,7 @@ public:
     sub.extra_info = extra.dump(-1, ' ', false, json::error_handler_t::replace);
     sub.options = reward->options;
     sub.route_suffix = reward->route_suffix;
+    sub.group = item().group;
     std::vector<score_item> calls;
     calls.push_back(std::move(sub));
     return calls_step(std::move(calls));
@@ -353,6 +354,7 @@ score_item reward_graph::call_item(const char* kind, model_call call) const {
   sub.reward = item_->reward + "/" + kind;
   sub.kind = kind;
   sub.capability = std::string{kind} + item_->route_suffix;
+  sub.group = item_->group;
   sub.call = std::make_shared<const model_call>(std::move(call));
   return sub;
 }

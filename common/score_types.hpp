@@ -75,6 +75,10 @@ struct score_item {
   std::vector<std::string> ground_truth;
   /// verl's `data_source`, kept for metrics and later rewards; may be empty.
   std::string data_source;
+  /// The GRPO group the item belongs to (the rollouts of one prompt), or empty: the scheduler
+  /// orders a group's members together and keeps its score statistics (see
+  /// `scheduler::group_tracker`). A reward graph's model calls carry their item's group.
+  std::string group;
   /// The raw JSON text of `extra_info` (an object), or empty when absent.
   std::string extra_info;
   /// The reward's configured options (a JSON object's text, or empty); `extra_info` keys

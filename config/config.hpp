@@ -96,6 +96,13 @@ struct scheduler_config {
   /// On SIGINT/SIGTERM, how long queued and running work may still finish before what remains
   /// fails with `shutting_down`.
   std::chrono::milliseconds drain_timeout{10000};
+  /// Order a GRPO group's members by the group's first arrival (FIFO classes) or earliest
+  /// deadline (EDF classes), so a group's remaining members go ahead of later groups' first
+  /// ones and groups finish together; false: each item by its own.
+  bool group_order = true;
+  /// How long an idle group (nothing of it pending) is remembered: a member arriving later
+  /// joins its statistics and its place in the order; after that, the name starts afresh.
+  std::chrono::milliseconds group_memory{300000};
   /// Priority classes, highest first.
   std::vector<priority_class> priorities = {
       {"high", 100000, queue_order::fifo, 16.0},

@@ -192,6 +192,16 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) -> int64_t { return c.scheduler.drain_timeout.count(); },
           [](arbiter_config& c, int64_t v) { c.scheduler.drain_timeout = ms{v}; },
           "How long work may finish after SIGINT/SIGTERM"),
+      bool_field(
+          "scheduler.group_order",
+          [](const arbiter_config& c) { return c.scheduler.group_order ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.scheduler.group_order = v != 0.0; },
+          "Order a group's members by the group's first arrival (groups finish together)"),
+      int_field(
+          "scheduler.group_memory_ms", 1, max_duration_ms,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.group_memory.count(); },
+          [](arbiter_config& c, int64_t v) { c.scheduler.group_memory = ms{v}; },
+          "How long an idle group is remembered"),
       // [cpu]
       bool_field(
           "cpu.enabled", [](const arbiter_config& c) { return c.cpu.enabled ? 1.0 : 0.0; },

@@ -303,7 +303,7 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
     ctx_.metrics->request_items.Observe(static_cast<double>(*job.counted_items));
   }
   if (job.items.empty() && job.answer_empty_at_once) {
-    respond(route, job.encode({}), reply);
+    respond(route, job.encode({}, {}), reply);
     return;
   }
   actors::score_request req;
@@ -323,9 +323,9 @@ bool router::decode_score(std::string_view body, std::string_view /*target*/, sc
     return false;
   }
   take_items(job, decoded);
-  job.encode = [](const std::vector<item_result>& results) {
+  job.encode = [](const std::vector<item_result>& results, const group_list& groups) {
     http_reply r;
-    r.body = encode_score_response(results);
+    r.body = encode_score_response(results, groups);
     return r;
   };
   return true;
@@ -341,7 +341,7 @@ bool router::decode_info_gain(std::string_view body, std::string_view /*target*/
   job.counted_items = decoded->positions.size();
   // Every item answered with its error: nothing to schedule.
   job.answer_empty_at_once = true;
-  job.encode = [decoded](const std::vector<item_result>& results) {
+  job.encode = [decoded](const std::vector<item_result>& results, const group_list&) {
     http_reply r;
     r.body = encode_info_gain_response(*decoded, results);
     return r;
@@ -401,7 +401,7 @@ bool router::decode_get_reward(std::string_view body, std::string_view target,
   job.deadline = codec_.default_deadline;
   // OpenRLHF sends empty lists to every URL but the first.
   job.answer_empty_at_once = true;
-  job.encode = [this](const std::vector<item_result>& results) {
+  job.encode = [this](const std::vector<item_result>& results, const group_list&) {
     return trainer_failure_or(results, encode_openrlhf_response(results, failure_policy_));
   };
   return true;
@@ -418,7 +418,7 @@ bool router::decode_remote_rm(std::string_view body, std::string_view target, sc
   job.priority = codec_.default_priority;
   job.deadline = codec_.default_deadline;
   job.items.push_back(std::move(item));
-  job.encode = [this](const std::vector<item_result>& results) {
+  job.encode = [this](const std::vector<item_result>& results, const group_list&) {
     return trainer_failure_or(results,
                               encode_slime_response(results.at(0),
                                                     ctx_.config->protocols.slime_reward_key,
@@ -437,7 +437,7 @@ bool router::decode_chat(std::string_view body, std::string_view /*target*/, sco
   job.priority = decoded->priority;
   job.deadline = decoded->deadline;
   job.items.push_back(decoded->item);
-  job.encode = [this, decoded](const std::vector<item_result>& results) {
+  job.encode = [this, decoded](const std::vector<item_result>& results, const group_list&) {
     if (auto failed = failed_items_reply(results, error_style::openai)) {
       return std::move(*failed);
     }
@@ -471,7 +471,7 @@ bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_
     return false;
   }
   take_items(job, *decoded);
-  job.encode = [this, decoded, tei](const std::vector<item_result>& results) {
+  job.encode = [this, decoded, tei](const std::vector<item_result>& results, const group_list&) {
     if (auto failed = failed_items_reply(results, tei ? error_style::tei : error_style::openai)) {
       return std::move(*failed);
     }
@@ -493,7 +493,7 @@ bool router::decode_predict(std::string_view body, std::string_view /*target*/,
     return false;
   }
   take_items(job, *decoded);
-  job.encode = [decoded](const std::vector<item_result>& results) {
+  job.encode = [decoded](const std::vector<item_result>& results, const group_list&) {
     if (auto failed = failed_items_reply(results, error_style::tei)) {
       return std::move(*failed);
     }
@@ -535,7 +535,7 @@ void router::run(const std::string& route, steady_clock::time_point start,
                failure_reply(style, code, answer.reason, {}, answer.retry_after_s), reply);
         return;
       }
-      http_reply r = encode(answer.results);
+      http_reply r = encode(answer.results, answer.groups);
       request_histogram_->Observe(seconds_since(start));
       respond(route, std::move(r), reply);
     });

@@ -122,8 +122,10 @@ public:
   void count_protocol_error(const std::string& reason, unsigned status) override;
 
 private:
-  /// Turns a request's results into the response.
-  using encode_fn = std::function<http_reply(const std::vector<item_result>&)>;
+  /// The groups of a request's items as they stood when it finished (see `finished_request`).
+  using group_list = std::vector<scheduler::group_summary>;
+  /// Turns a request's results (and its items' groups) into the response.
+  using encode_fn = std::function<http_reply(const std::vector<item_result>&, const group_list&)>;
 
   /// What a scoring route's decoder hands `serve_scoring`: the items, their priority class and
   /// deadline (from now), and how their results become the response.
@@ -133,7 +135,7 @@ private:
     std::vector<score_item> items;
     /// Counted in `arbiter_request_items` (unset: not counted).
     std::optional<size_t> counted_items;
-    /// With no items, answer `encode({})` at once instead of scheduling nothing.
+    /// With no items, answer `encode({}, {})` at once instead of scheduling nothing.
     bool answer_empty_at_once = false;
     encode_fn encode;
   };

@@ -10,6 +10,44 @@ namespace arbiter::net {
 
 namespace {
 
+/// Longest group name accepted, in bytes.
+constexpr size_t max_group_bytes = 1024;
+
+/// A group name: a string (verl's uid) or an integer (TRL's prompt index); null leaves it empty.
+bool read_group(ondemand::value value, std::string& out, const std::string& field,
+                codec_error& err) {
+  ondemand::json_type type;
+  if (!read_type(value, type, field, err)) {
+    return false;
+  }
+  out.clear();
+  if (type == ondemand::json_type::null) {
+    return true;
+  }
+  if (type == ondemand::json_type::number) {
+    int64_t n = 0;
+    if (value.get_int64().get(n)) {
+      err = {refusal::invalid, field, field + ": expected a string or an integer"};
+      return false;
+    }
+    out = std::to_string(n);
+    return true;
+  }
+  if (type != ondemand::json_type::string) {
+    err = {refusal::invalid, field, field + ": expected a string or an integer"};
+    return false;
+  }
+  if (!read_string(value, out, field, err)) {
+    return false;
+  }
+  if (out.size() > max_group_bytes) {
+    err = {refusal::invalid, field,
+           field + ": longer than " + std::to_string(max_group_bytes) + " bytes"};
+    return false;
+  }
+  return true;
+}
+
 bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
                score_item& item, codec_error& err) {
   auto prefix = "items[" + std::to_string(index) + "]";
@@ -42,6 +80,10 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       }
     } else if (key == "data_source") {
       if (!read_string(value, item.data_source, name, err)) {
+        return false;
+      }
+    } else if (key == "group") {
+      if (!read_group(value, item.group, name, err)) {
         return false;
       }
     } else if (key == "extra_info") {
@@ -207,6 +249,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   out.priority = ctx.default_priority;
   out.deadline = ctx.default_deadline;
   bool has_items = false;
+  std::string group;
   field_names seen;
   for (auto field : root) {
     std::string_view key;
@@ -228,7 +271,9 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
         return false;
       }
     } else if (key == "group_id") {
-      // Accepted for forward compatibility (group-aware scheduling); not used yet.
+      if (!read_group(value, group, "group_id", err)) {
+        return false;
+      }
     } else {
       auto name = field_path("body", key);
       err = {refusal::invalid, name, name + ": unknown field"};
@@ -241,6 +286,13 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   if (!has_items) {
     err = {refusal::invalid, "items", "items: required"};
     return false;
+  }
+  if (!group.empty()) {
+    for (auto& item : out.items) {
+      if (item.group.empty()) {
+        item.group = group;
+      }
+    }
   }
   return true;
 }
@@ -298,7 +350,8 @@ void append_json_number(std::string& out, double value) {
   }
 }
 
-std::string encode_score_response(const std::vector<item_result>& results) {
+std::string encode_score_response(const std::vector<item_result>& results,
+                                  const std::vector<scheduler::group_summary>& groups) {
   std::string out;
   out.reserve(64 + results.size() * 160);
   out += "{\"scores\":[";
@@ -369,7 +422,30 @@ std::string encode_score_response(const std::vector<item_result>& results) {
     }
     out += "}";
   }
-  out += "]}";
+  out += "]";
+  if (!groups.empty()) {
+    out += ",\"groups\":{";
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const auto& g = groups[i];
+      if (i > 0) {
+        out.push_back(',');
+      }
+      append_json_string(out, g.group);
+      out += ":{\"scored\":";
+      out += std::to_string(g.scored);
+      out += ",\"failed\":";
+      out += std::to_string(g.failed);
+      out += ",\"pending\":";
+      out += std::to_string(g.pending);
+      out += ",\"mean\":";
+      append_json_number(out, g.mean);
+      out += ",\"std\":";
+      append_json_number(out, g.std);
+      out += g.zero_std ? ",\"zero_std\":true}" : ",\"zero_std\":false}";
+    }
+    out += "}";
+  }
+  out += "}";
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "common/score_types.hpp"
 #include "config/config.hpp"
 #include "net/http_errors.hpp"
+#include "scheduler/group_tracker.hpp"
 
 namespace arbiter::net {
 
@@ -50,8 +51,10 @@ bool bind_reward(score_item& item, const backends::reward_entry& reward,
 bool decode_score_request(std::string_view body, const codec_context& ctx,
                           score_request_body& out, codec_error& err);
 
-/// `{"scores": [...], "results": [...]}` for `results`, in order.
-std::string encode_score_response(const std::vector<item_result>& results);
+/// `{"scores": [...], "results": [...]}` for `results`, in order, and `"groups": {NAME:
+/// {"scored", "failed", "pending", "mean", "std", "zero_std"}}` when the items had groups.
+std::string encode_score_response(const std::vector<item_result>& results,
+                                  const std::vector<scheduler::group_summary>& groups = {});
 
 /// `{"error": {"code": ..., "message": ..., "field": ...}}` (`field` omitted when empty).
 std::string encode_error(std::string_view code, std::string_view message,

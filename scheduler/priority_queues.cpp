@@ -30,9 +30,8 @@ bool priority_queues::push(size_t cls, const std::string& capability, const queu
   if (c.size >= c.config.capacity) {
     return false;
   }
-  int64_t primary = c.config.order == config::queue_order::edf
-                      ? task.deadline.time_since_epoch().count()
-                      : task.enqueued.time_since_epoch().count();
+  auto own = c.config.order == config::queue_order::edf ? task.deadline : task.enqueued;
+  int64_t primary = task.order_at.value_or(own).time_since_epoch().count();
   key k{primary, task.id};
   c.by_capability[capability].insert(k);
   ++c.size;

@@ -25,12 +25,16 @@ struct queued_task {
   uint32_t index = 0;
   time_point deadline;
   time_point enqueued;
+  /// When set, the time the task is ordered by instead of its own (`enqueued` in a FIFO
+  /// class, `deadline` in an EDF one): its GRPO group's, so that the group leaves together.
+  std::optional<time_point> order_at;
 };
 
 /// Bounded queues, one per priority class, each split by the capability its tasks need so that
 /// a busy capability never blocks another. Inside a class, tasks leave in FIFO (by the time
 /// they were first enqueued, so a task queued again keeps its place) or
-/// earliest-deadline-first order, as configured.
+/// earliest-deadline-first order, as configured; a task with an `order_at` is ordered by that
+/// time instead (its group's first arrival or earliest deadline), ties in arrival order.
 class priority_queues {
 public:
   explicit priority_queues(const std::vector<config::priority_class>& classes);

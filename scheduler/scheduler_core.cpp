@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
+#include <unordered_set>
 
 #include "common/token_estimate.hpp"
 
@@ -57,7 +59,8 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
     retry_policy_(policy_of(routing), retry_budget_, random_),
     hedge_budget_(budget_of(routing.hedge_budget_ratio, 1), clock),
     cache_(routing.cache_capacity, routing.cache_ttl, clock),
-    fair_(config::class_weights(cfg.priorities)) {
+    fair_(config::class_weights(cfg.priorities)),
+    groups_(cfg.group_memory) {
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     depth_gauges_.push_back(&metrics_.depth_of(queues_.class_name(i)));
     wait_histograms_.push_back(&metrics_.wait_of(queues_.class_name(i)));
@@ -227,6 +230,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   }
   auto& req = requests_[id];
   req.priority = priority;
+  req.internal = internal;
   req.deadline = deadline;
   req.admitted = now;
   req.items.reserve(items.size());
@@ -238,6 +242,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.states.assign(n, item_state::queued);
   req.tasks.assign(n, 0);
   req.enqueued.assign(n, now);
+  req.order_at.assign(n, std::nullopt);
   req.keys.assign(n, std::string{});
   req.last_failure.assign(n, std::string{});
   req.last_outcome.assign(n, std::nullopt);
@@ -247,6 +252,18 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.remaining = n;
   deadlines_.emplace(deadline, id);
   metrics_.requests_pending.Increment();
+  groups_.prune(now);
+  bool edf = cfg_.priorities.at(priority).order == config::queue_order::edf;
+  for (uint32_t i = 0; i < n; ++i) {
+    // Every member is noted before any can end, so that the group's pending count balances.
+    const auto& group = req.items[i]->group;
+    if (!group.empty()) {
+      auto order = groups_.admit(group, now, deadline, !internal);
+      if (cfg_.group_order) {
+        req.order_at[i] = edf ? order.earliest_deadline : order.first_arrival;
+      }
+    }
+  }
   bool use_cache = routing_.cache_capacity > 0;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& item = *req.items[i];
@@ -294,7 +311,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
       req.keys[i] = std::move(key);
     }
-    queued_task task{next_task_++, id, i, deadline, now};
+    queued_task task{next_task_++, id, i, deadline, now, req.order_at[i]};
     req.tasks[i] = task.id;
     // Admission checked the capacity, so the push cannot fail.
     if (!queues_.push(priority, item.capability, task)) {
@@ -568,7 +585,8 @@ void scheduler_core::requeue(item_ref ref) {
   auto& req = requests_.at(ref.first);
   auto index = ref.second;
   req.states[index] = item_state::queued;
-  queued_task task{next_task_++, ref.first, index, req.deadline, req.enqueued[index]};
+  queued_task task{next_task_++, ref.first, index, req.deadline, req.enqueued[index],
+                   req.order_at[index]};
   req.tasks[index] = task.id;
   if (!queues_.push(req.priority, req.items[index]->capability, task)) {
     // The class is full: the retry lane takes it instead.
@@ -749,6 +767,10 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
     failure_counter(result.code).Increment();
   }
   items_counter(req.items[index]->reward, result.status).Increment();
+  if (!req.internal && !req.items[index]->group.empty()) {
+    bool scored = result.status != item_status::failed;
+    groups_.ended(req.items[index]->group, clock_.now(), scored ? &result.score : nullptr);
+  }
   auto was = req.states[index];
   req.results[index] = std::move(result);
   req.states[index] = item_state::done;
@@ -851,7 +873,16 @@ void scheduler_core::finish(request_id id) {
   }
   schedule_histogram_->Observe(seconds_between(found->second.admitted, clock_.now()));
   deadlines_.erase({found->second.deadline, id});
-  finished_.push_back({id, std::move(found->second.results)});
+  std::vector<group_summary> groups;
+  if (!found->second.internal) {
+    std::unordered_set<std::string_view> seen;
+    for (const auto& item : found->second.items) {
+      if (!item->group.empty() && seen.insert(item->group).second) {
+        groups.push_back(groups_.summary(item->group));
+      }
+    }
+  }
+  finished_.push_back({id, std::move(found->second.results), std::move(groups)});
   requests_.erase(found);
   metrics_.requests_pending.Decrement();
 }

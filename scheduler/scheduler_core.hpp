@@ -18,6 +18,7 @@
 #include "scheduler/admission.hpp"
 #include "scheduler/backoff.hpp"
 #include "scheduler/fair_share.hpp"
+#include "scheduler/group_tracker.hpp"
 #include "scheduler/ids.hpp"
 #include "scheduler/priority_queues.hpp"
 #include "scheduler/result_cache.hpp"
@@ -54,6 +55,9 @@ struct finished_request {
   request_id id = 0;
   /// One result per item, in the request's order.
   std::vector<item_result> results;
+  /// The groups its items belong to, in order of first appearance, as they stood when it
+  /// finished (members in other requests included); empty for internal requests.
+  std::vector<group_summary> groups;
 };
 
 /// What /info shows of the scheduler.
@@ -172,6 +176,8 @@ private:
 
   struct pending_request {
     size_t priority = 0;
+    /// A reward graph's model calls (see `submit`).
+    bool internal = false;
     time_point deadline;
     time_point admitted;
     std::vector<shared_item> items;
@@ -179,6 +185,8 @@ private:
     std::vector<item_state> states;
     std::vector<task_id> tasks;
     std::vector<time_point> enqueued;
+    /// The time each item is ordered by in its queue when it is not its own: its group's.
+    std::vector<std::optional<time_point>> order_at;
     /// Cache / coalescing key per item (empty: neither applies).
     std::vector<std::string> keys;
     /// Why an item waiting to be retried failed last (empty when it never failed), and how.
@@ -307,6 +315,7 @@ private:
   retry_budget hedge_budget_;
   result_cache cache_;
   fair_share fair_;
+  group_tracker groups_;
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;

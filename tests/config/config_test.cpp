@@ -657,7 +657,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 58u);
+  EXPECT_EQ(vars.size(), 60u);
+  EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_GROUP_ORDER"), "scheduler.group_order");
   EXPECT_EQ(by_name.at("ARBITER_SERVER_API_KEYS"), "server.api_keys");
   // Every variable is read by apply_environment: setting it to garbage is reported.
   for (const auto& [name, field] : vars) {

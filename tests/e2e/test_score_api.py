@@ -271,3 +271,46 @@ def test_malformed_http_gets_400_and_the_server_carries_on(server):
     assert b"invalid_request" in answer
     status, _, body = server.score(ISSUE_EXAMPLE)
     assert status == 200 and len(body["scores"]) == 2
+
+
+def test_groups_report_their_statistics_across_requests(server):
+    """A GRPO group's members, sent as the trainer sends them (here: two requests, the second
+    with one member per item and the request's group_id), come back with the group's mean,
+    Bessel-corrected std and zero_std flag over every member scored so far."""
+    group = "uid-%d" % random.randrange(1 << 30)
+    flat = "flat-%d" % random.randrange(1 << 30)
+    first = {"items": [
+        {"reward": "exact_match", "solution_str": "4", "ground_truth": "4", "group": group},
+        {"reward": "exact_match", "solution_str": "5", "ground_truth": "4", "group": group},
+        {"reward": "exact_match", "solution_str": "x", "ground_truth": "x", "group": flat},
+        {"reward": "exact_match", "solution_str": "x", "ground_truth": "x", "group": flat},
+        {"reward": "exact_match", "solution_str": "x", "ground_truth": "x"},
+    ]}
+    status, _, body = server.score(first)
+    assert status == 200, body
+    assert body["scores"] == [1.0, 0.0, 1.0, 1.0, 1.0]
+    assert body["groups"][group] == {"scored": 2, "failed": 0, "pending": 0, "mean": 0.5,
+                                     "std": 0.7071067811865476, "zero_std": False}
+    assert body["groups"][flat]["zero_std"] is True
+    assert body["groups"][flat]["std"] == 0.0
+    assert len(body["groups"]) == 2
+
+    status, _, body = server.score({"group_id": group, "items": [
+        {"reward": "exact_match", "solution_str": "4", "ground_truth": "4"}]})
+    assert status == 200, body
+    stats = body["groups"][group]
+    assert stats["scored"] == 3
+    assert abs(stats["mean"] - 2 / 3) < 1e-12
+    assert abs(stats["std"] - (1 / 3) ** 0.5) < 1e-12
+
+    status, _, body = server.score({"items": [ok_item()]})
+    assert "groups" not in body, "no group, no groups"
+
+
+def test_bad_group_fields_get_400_naming_them(server):
+    status, _, body = server.score({"items": [dict(ok_item(), group={"a": 1})]})
+    assert status == 400
+    assert body["error"]["field"] == "items[0].group"
+    status, _, body = server.score({"group_id": [1], "items": [ok_item()]})
+    assert status == 400
+    assert body["error"]["field"] == "group_id"

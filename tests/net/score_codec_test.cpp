@@ -67,6 +67,24 @@ TEST_F(ScoreCodec, DecodesTheIssueExample) {
   EXPECT_EQ(out.items[1].extra_info, R"({"prompt": "x", "nested": [1, 2]})");
 }
 
+TEST_F(ScoreCodec, ReadsGroupsFromItemsOrTheRequest) {
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(
+    R"({"group_id": "p7", "items": [
+        {"reward":"lexical","solution_str":"a","ground_truth":"b","group":"uid-1"},
+        {"reward":"lexical","solution_str":"a","ground_truth":"b","group":42},
+        {"reward":"lexical","solution_str":"a","ground_truth":"b","group":null},
+        {"reward":"lexical","solution_str":"a","ground_truth":"b"}]})",
+    ctx_, out, err))
+    << err.message;
+  ASSERT_EQ(out.items.size(), 4u);
+  EXPECT_EQ(out.items[0].group, "uid-1");
+  EXPECT_EQ(out.items[1].group, "42") << "TRL's prompt index";
+  EXPECT_EQ(out.items[2].group, "p7") << "null: the request's group_id";
+  EXPECT_EQ(out.items[3].group, "p7");
+}
+
 TEST_F(ScoreCodec, AppliesDefaultsAndDataSourcePrefixes) {
   score_request_body out;
   codec_error err;
@@ -149,6 +167,15 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
      "deadline_ms", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priorty": "high"})",
      "priorty", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":[1]}]})",
+     "items[0].group", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":1.5}]})",
+     "items[0].group", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_id": true})",
+     "group_id", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":")"
+       + std::string(1025, 'g') + R"("}]})",
+     "items[0].group", 400},
   };
   for (const auto& c : cases) {
     auto err = refusal(c.body);
@@ -240,6 +267,32 @@ TEST(ScoreEncoding, WritesScoresResultsAndExplicitFailures) {
             R"({"scores":[0.11764705882352941,null],"results":[)"
             R"({"score":0.11764705882352941,"status":"ok","source":"cpu","cached":false,"attempts":1,"error":null,"queue_ms":0.02,"run_ms":1.0},)"
             R"({"score":null,"status":"failed","source":null,"cached":false,"attempts":0,"error":{"code":"deadline_exceeded","message":"late \"again\"\n"},"queue_ms":0.0,"run_ms":0.0}]})");
+}
+
+TEST(ScoreEncoding, WritesTheGroupsWhenThereAreAny) {
+  item_result ok;
+  ok.score = 1.0;
+  ok.status = item_status::ok;
+  ok.source = "cpu";
+  scheduler::group_summary g;
+  g.group = "uid \"1\"";
+  g.scored = 2;
+  g.failed = 1;
+  g.pending = 3;
+  g.mean = 0.5;
+  g.std = 0.7071067811865476;
+  scheduler::group_summary h;
+  h.group = "h";
+  h.scored = 1;
+  h.mean = 1.0;
+  h.zero_std = true;
+  auto text = encode_score_response({ok}, {g, h});
+  auto at = text.find(R"(],"groups":{)");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.substr(at),
+            R"(],"groups":{"uid \"1\"":{"scored":2,"failed":1,"pending":3,"mean":0.5,"std":0.7071067811865476,"zero_std":false},)"
+            R"("h":{"scored":1,"failed":0,"pending":0,"mean":1.0,"std":0.0,"zero_std":true}}})");
+  EXPECT_EQ(encode_score_response({ok}).find("groups"), std::string::npos);
 }
 
 TEST(ScoreEncoding, EscapesControlCharactersAndKeepsUtf8) {

@@ -14,7 +14,7 @@ std::vector<config::priority_class> two_classes(config::queue_order order = conf
 }
 
 queued_task task(task_id id, time_point deadline) {
-  return queued_task{id, id, 0, deadline, time_point{}};
+  return queued_task{id, id, 0, deadline, time_point{}, std::nullopt};
 }
 
 const time_point t0{std::chrono::hours{1}};
@@ -94,9 +94,29 @@ TEST(PriorityQueues, WaitingCapabilitiesSpanEveryClassOnce) {
 
 TEST(PriorityQueues, AFifoTaskQueuedAgainKeepsItsPlace) {
   priority_queues q{two_classes()};
-  ASSERT_TRUE(q.push(0, "chat", queued_task{1, 1, 0, t0, t0}));
-  ASSERT_TRUE(q.push(0, "chat", queued_task{2, 2, 0, t0, t0 + 1s}));
+  ASSERT_TRUE(q.push(0, "chat", queued_task{1, 1, 0, t0, t0, std::nullopt}));
+  ASSERT_TRUE(q.push(0, "chat", queued_task{2, 2, 0, t0, t0 + 1s, std::nullopt}));
   auto first = q.pop(0, "chat");
-  ASSERT_TRUE(q.push(0, "chat", queued_task{3, 1, 0, t0, first->enqueued})); // back after a 429
+  ASSERT_TRUE(q.push(0, "chat", queued_task{3, 1, 0, t0, first->enqueued, std::nullopt})); // back after a 429
   EXPECT_EQ(q.pop(0, "chat")->request, 1u) << "it arrived first";
+}
+
+TEST(PriorityQueues, ATaskWithAnOrderTimeIsOrderedByItInAFifoClass) {
+  priority_queues q{two_classes()};
+  // A group's late member (its group began at t0) goes ahead of a later group's first one.
+  ASSERT_TRUE(q.push(0, "chat", queued_task{1, 1, 0, t0, t0 + 1s, std::nullopt}));
+  ASSERT_TRUE(q.push(0, "chat", queued_task{2, 2, 0, t0, t0 + 2s, t0}));
+  ASSERT_TRUE(q.push(0, "chat", queued_task{3, 3, 0, t0, t0 + 3s, t0}));
+  EXPECT_EQ(q.pop(0, "chat")->id, 2u);
+  EXPECT_EQ(q.pop(0, "chat")->id, 3u) << "members of one group leave in arrival order";
+  EXPECT_EQ(q.pop(0, "chat")->id, 1u);
+}
+
+TEST(PriorityQueues, ATaskWithAnOrderTimeIsOrderedByItInAnEdfClass) {
+  priority_queues q{two_classes(config::queue_order::edf)};
+  ASSERT_TRUE(q.push(0, "chat", queued_task{1, 1, 0, t0 + 5s, t0, std::nullopt}));
+  // Its own deadline is later, its group's earliest is earlier.
+  ASSERT_TRUE(q.push(0, "chat", queued_task{2, 2, 0, t0 + 9s, t0, t0 + 4s}));
+  EXPECT_EQ(q.pop(0, "chat")->id, 2u);
+  EXPECT_EQ(q.pop(0, "chat")->id, 1u);
 }

@@ -331,3 +331,111 @@ TEST_F(SchedulerCore, SnapshotShowsQueuesAndSources) {
   EXPECT_EQ(snap.pending_requests, 1u);
   EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 5)"), std::string::npos);
 }
+
+namespace {
+
+score_item member(const std::string& group, const std::string& text) {
+  auto item = cpu_item(text);
+  item.group = group;
+  return item;
+}
+
+/// The order one busy single-slot source takes four single-item requests: the first member of
+/// group g1, then g2's and g3's first members, then g1's second member.
+std::vector<std::string> order_with(bool group_order, config::queue_order order) {
+  auto cfg = small_config();
+  cfg.dispatch_batch_items = 1;
+  cfg.group_order = group_order;
+  cfg.priorities[1].order = order;
+  manual_time_source clock;
+  metrics_fixture metrics{cfg};
+  scheduler_core core{cfg, clock, metrics.metrics};
+  core.add_source("cpu", {"cpu"});
+  auto deadline = clock.now() + 10s;
+  EXPECT_TRUE(core.submit(1, 1, deadline, {member("g1", "g1 first")}).admitted());
+  auto busy = core.dispatch();
+  EXPECT_EQ(busy.size(), 1u);
+  clock.advance(1ms);
+  EXPECT_TRUE(core.submit(2, 1, deadline + 1s, {member("g2", "g2 first")}).admitted());
+  clock.advance(1ms);
+  EXPECT_TRUE(core.submit(3, 1, deadline + 2s, {member("g3", "g3 first")}).admitted());
+  clock.advance(1ms);
+  EXPECT_TRUE(core.submit(4, 1, deadline + 3s, {member("g1", "g1 second")}).admitted());
+  std::vector<std::string> taken;
+  auto next = busy;
+  while (!next.empty()) {
+    taken.push_back(next[0].items[0]->solution_str);
+    core.complete(next[0].id, {ok_outcome(1.0)});
+    next = core.dispatch();
+  }
+  return taken;
+}
+
+} // namespace
+
+TEST(SchedulerCoreGroups, AGroupsRemainingMembersGoAheadOfLaterGroupsFirstOnes) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(order_with(true, config::queue_order::fifo),
+            (V{"g1 first", "g1 second", "g2 first", "g3 first"}));
+  EXPECT_EQ(order_with(true, config::queue_order::edf),
+            (V{"g1 first", "g1 second", "g2 first", "g3 first"}))
+    << "in an EDF class, by the group's earliest deadline";
+  EXPECT_EQ(order_with(false, config::queue_order::fifo),
+            (V{"g1 first", "g2 first", "g3 first", "g1 second"}))
+    << "group_order = false: each item by its own arrival";
+}
+
+TEST_F(SchedulerCore, FinishedRequestsCarryTheirGroupsStatisticsAcrossRequests) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s,
+                           {member("g", "a"), member("g", "b"), member("h", "c"), cpu_item()})
+                .admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  core_.complete(first[0].id, {ok_outcome(1.0), ok_outcome(0.0), ok_outcome(0.5),
+                               ok_outcome(0.2)});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].groups.size(), 2u) << "g and h, in order; the item with no group has none";
+  EXPECT_EQ(done[0].groups[0].group, "g");
+  EXPECT_EQ(done[0].groups[0].scored, 2u);
+  EXPECT_DOUBLE_EQ(done[0].groups[0].mean, 0.5);
+  EXPECT_FALSE(done[0].groups[0].zero_std);
+  EXPECT_EQ(done[0].groups[1].group, "h");
+  EXPECT_TRUE(done[0].groups[1].zero_std);
+
+  // A later member of g, alone in its request, reports the whole group; a failed one counts.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {member("g", "d"), member("g", "e")})
+                .admitted());
+  auto second = core_.dispatch();
+  ASSERT_EQ(second.size(), 1u);
+  core_.complete(second[0].id, {ok_outcome(0.5), failure(errc::reward_failed, "bad")});
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].groups.size(), 1u);
+  const auto& g = done[0].groups[0];
+  EXPECT_EQ(g.scored, 3u);
+  EXPECT_EQ(g.failed, 1u);
+  EXPECT_EQ(g.pending, 0u);
+  EXPECT_DOUBLE_EQ(g.mean, 0.5);
+  EXPECT_DOUBLE_EQ(g.std, 0.5);
+}
+
+TEST_F(SchedulerCore, InternalRequestsShareTheGroupsOrderButNotItsStatistics) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {member("g", "call")}, true).admitted());
+  auto calls = core_.dispatch();
+  ASSERT_EQ(calls.size(), 1u);
+  answer(calls[0], 0.9);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].groups.empty());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {member("g", "reward")}).admitted());
+  auto reward = core_.dispatch();
+  ASSERT_EQ(reward.size(), 1u);
+  answer(reward[0], 0.4);
+  done = core_.take_finished();
+  ASSERT_EQ(done[0].groups.size(), 1u);
+  EXPECT_EQ(done[0].groups[0].scored, 1u) << "the model call's 0.9 is not a member's score";
+  EXPECT_DOUBLE_EQ(done[0].groups[0].mean, 0.4);
+}

@@ -1,0 +1,84 @@
+#include "scheduler/group_tracker.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace arbiter::scheduler {
+
+group_tracker::order group_tracker::admit(const std::string& group, time_point now,
+                                          time_point deadline, bool scored_member) {
+  auto [found, fresh] = groups_.try_emplace(group);
+  auto& g = found->second;
+  if (fresh) {
+    g.first_arrival = now;
+    g.earliest_deadline = deadline;
+  } else {
+    g.earliest_deadline = std::min(g.earliest_deadline, deadline);
+  }
+  g.last_active = now;
+  if (scored_member) {
+    ++g.pending;
+  }
+  return {g.first_arrival, g.earliest_deadline};
+}
+
+void group_tracker::ended(const std::string& group, time_point now, const double* score) {
+  auto found = groups_.find(group);
+  if (found == groups_.end()) {
+    return;
+  }
+  auto& g = found->second;
+  g.last_active = now;
+  if (g.pending > 0) {
+    --g.pending;
+  }
+  if (score == nullptr) {
+    ++g.failed;
+    return;
+  }
+  double x = *score;
+  ++g.scored;
+  if (g.scored == 1) {
+    g.min = x;
+    g.max = x;
+  } else {
+    g.min = std::min(g.min, x);
+    g.max = std::max(g.max, x);
+  }
+  double delta = x - g.mean;
+  g.mean += delta / g.scored;
+  g.m2 += delta * (x - g.mean);
+}
+
+group_summary group_tracker::summary(const std::string& group) const {
+  group_summary out;
+  out.group = group;
+  auto found = groups_.find(group);
+  if (found == groups_.end()) {
+    return out;
+  }
+  const auto& g = found->second;
+  out.scored = g.scored;
+  out.failed = g.failed;
+  out.pending = g.pending;
+  out.mean = g.mean;
+  out.std = g.scored > 1 ? std::sqrt(std::max(0.0, g.m2) / (g.scored - 1)) : 0.0;
+  out.zero_std = g.scored > 0 && g.min == g.max;
+  return out;
+}
+
+void group_tracker::prune(time_point now) {
+  if (now - last_prune_ < memory_ / 8) {
+    return;
+  }
+  last_prune_ = now;
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    if (it->second.pending == 0 && now - it->second.last_active > memory_) {
+      it = groups_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+} // namespace arbiter::scheduler

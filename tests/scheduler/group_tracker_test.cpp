@@ -1,0 +1,86 @@
+#include "scheduler/group_tracker.hpp"
+
+#include <gtest/gtest.h>
+
+using namespace arbiter;
+using namespace arbiter::scheduler;
+using namespace std::chrono_literals;
+
+namespace {
+
+const time_point t0{std::chrono::hours{1}};
+
+} // namespace
+
+TEST(GroupTracker, AGroupIsOrderedByItsFirstArrivalAndEarliestDeadline) {
+  group_tracker groups{60s};
+  auto first = groups.admit("g", t0, t0 + 30s, true);
+  EXPECT_EQ(first.first_arrival, t0);
+  EXPECT_EQ(first.earliest_deadline, t0 + 30s);
+  auto later = groups.admit("g", t0 + 5s, t0 + 10s, true);
+  EXPECT_EQ(later.first_arrival, t0) << "a late member keeps the group's place";
+  EXPECT_EQ(later.earliest_deadline, t0 + 10s);
+  auto other = groups.admit("h", t0 + 6s, t0 + 40s, true);
+  EXPECT_EQ(other.first_arrival, t0 + 6s);
+}
+
+TEST(GroupTracker, StatisticsAreTheMeanAndTorchStdOfTheScoredMembers) {
+  group_tracker groups{60s};
+  for (int i = 0; i < 5; ++i) {
+    groups.admit("g", t0, t0 + 30s, true);
+  }
+  double scores[] = {1.0, 0.0, 1.0, 1.0};
+  for (double& s : scores) {
+    groups.ended("g", t0 + 1s, &s);
+  }
+  groups.ended("g", t0 + 1s, nullptr);
+  auto g = groups.summary("g");
+  EXPECT_EQ(g.group, "g");
+  EXPECT_EQ(g.scored, 4u);
+  EXPECT_EQ(g.failed, 1u);
+  EXPECT_EQ(g.pending, 0u);
+  EXPECT_DOUBLE_EQ(g.mean, 0.75);
+  EXPECT_NEAR(g.std, 0.5, 1e-12) << "sqrt(0.75 / 3), Bessel-corrected as torch.std";
+  EXPECT_FALSE(g.zero_std);
+}
+
+TEST(GroupTracker, AGroupWhoseScoresAreAllEqualHasZeroStd) {
+  group_tracker groups{60s};
+  groups.admit("g", t0, t0 + 30s, true);
+  groups.admit("g", t0, t0 + 30s, true);
+  groups.admit("g", t0, t0 + 30s, true);
+  double one = 0.3;
+  groups.ended("g", t0, &one);
+  groups.ended("g", t0, &one);
+  auto g = groups.summary("g");
+  EXPECT_TRUE(g.zero_std);
+  EXPECT_EQ(g.std, 0.0);
+  EXPECT_EQ(g.mean, 0.3);
+  EXPECT_EQ(g.pending, 1u);
+  EXPECT_FALSE(groups.summary("unknown").zero_std) << "nothing scored";
+}
+
+TEST(GroupTracker, ModelCallsShareTheOrderButNotTheStatistics) {
+  group_tracker groups{60s};
+  groups.admit("g", t0, t0 + 30s, true);
+  auto call = groups.admit("g", t0 + 1s, t0 + 20s, false);
+  EXPECT_EQ(call.first_arrival, t0);
+  EXPECT_EQ(groups.summary("g").pending, 1u);
+}
+
+TEST(GroupTracker, AnIdleGroupIsForgottenAfterTheMemoryAndAPendingOneNever) {
+  group_tracker groups{60s};
+  groups.admit("done", t0, t0 + 30s, true);
+  double s = 1.0;
+  groups.ended("done", t0 + 1s, &s);
+  groups.admit("busy", t0, t0 + 30s, true);
+  groups.prune(t0 + 30s);
+  EXPECT_EQ(groups.size(), 2u) << "idle for less than the memory";
+  groups.prune(t0 + 2min);
+  EXPECT_EQ(groups.size(), 1u);
+  EXPECT_EQ(groups.summary("busy").pending, 1u);
+  // The name starts afresh: a new first arrival, no old scores.
+  auto again = groups.admit("done", t0 + 3min, t0 + 4min, true);
+  EXPECT_EQ(again.first_arrival, t0 + 3min);
+  EXPECT_EQ(groups.summary("done").scored, 0u);
+}
