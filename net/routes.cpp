@@ -401,8 +401,15 @@ bool router::decode_get_reward(std::string_view body, std::string_view target,
   job.deadline = codec_.default_deadline;
   // OpenRLHF sends empty lists to every URL but the first.
   job.answer_empty_at_once = true;
-  job.encode = [this](const std::vector<item_result>& results, const group_list&) {
-    return trainer_failure_or(results, encode_openrlhf_response(results, failure_policy_));
+  std::vector<std::string> groups;
+  groups.reserve(job.items.size());
+  for (const auto& item : job.items) {
+    groups.push_back(item.group);
+  }
+  job.encode = [this, groups = std::move(groups)](const std::vector<item_result>& results,
+                                                  const group_list& summaries) {
+    return trainer_failure_or(
+      results, encode_openrlhf_response(results, failure_policy_, groups, summaries));
   };
   return true;
 }

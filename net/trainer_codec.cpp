@@ -1,6 +1,10 @@
 #include "net/trainer_codec.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -131,6 +135,24 @@ bool read_messages(ondemand::value value, std::string& prompt, std::string& ques
     }
     return true;
   });
+}
+
+/// The GRPO group of a trainer's sample that comes with no group of its own: its prompt (the
+/// rollouts of one prompt are a group), hashed (FNV-1a, 64 bits); empty for no prompt.
+std::string prompt_group(std::string_view prompt) {
+  if (prompt.empty()) {
+    return {};
+  }
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : prompt) {
+    h = (h ^ c) * 1099511628211ull;
+  }
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "prompt:";
+  for (int shift = 60; shift >= 0; shift -= 4) {
+    out.push_back(hex[(h >> shift) & 0xf]);
+  }
+  return out;
 }
 
 std::string extra_info_for(const std::string& prompt, const std::string& question) {
@@ -285,6 +307,7 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
     item.ground_truth.push_back(labels.empty() ? std::string{} : labels[i]);
     item.data_source = "openrlhf";
     item.extra_info = extra_info_for(prompt, prompt);
+    item.group = prompt_group(prompt);
     if (!bind_reward(item, reward, "query[" + std::to_string(i) + "]", err)) {
       return false;
     }
@@ -294,7 +317,9 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
 }
 
 std::string encode_openrlhf_response(const std::vector<item_result>& results,
-                                     const failure_policy& policy) {
+                                     const failure_policy& policy,
+                                     const std::vector<std::string>& groups,
+                                     const std::vector<scheduler::group_summary>& summaries) {
   std::string out = R"({"rewards":[)";
   auto list = [&](auto&& value_of) {
     for (size_t i = 0; i < results.size(); ++i) {
@@ -315,6 +340,46 @@ std::string encode_openrlhf_response(const std::vector<item_result>& results,
   list([](const item_result& r) { return r.status == item_status::fallback ? 1.0 : 0.0; });
   out += R"(,"arbiter_cached":[)";
   list([](const item_result& r) { return r.cached ? 1.0 : 0.0; });
+  // Each sample's group as the scheduler knows it (members in other requests included: OpenRLHF
+  // sends one sample per request); a sample with no group is a group of its own.
+  auto group_of = [&](size_t i) {
+    scheduler::group_summary own;
+    if (i < groups.size() && !groups[i].empty()) {
+      for (const auto& g : summaries) {
+        if (g.group == groups[i]) {
+          return g;
+        }
+      }
+    }
+    if (results[i].status != item_status::failed) {
+      own.scored = 1;
+      own.mean = results[i].score;
+      own.zero_std = true;
+    }
+    return own;
+  };
+  std::vector<scheduler::group_summary> per_item;
+  per_item.reserve(results.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    per_item.push_back(group_of(i));
+  }
+  auto per_sample = [&](const char* name, auto&& value_of) {
+    out += ",\"";
+    out += name;
+    out += "\":[";
+    for (size_t i = 0; i < per_item.size(); ++i) {
+      if (i > 0) {
+        out += ',';
+      }
+      append_json_number(out, value_of(per_item[i]));
+    }
+    out += ']';
+  };
+  using summary = scheduler::group_summary;
+  per_sample("arbiter_group_scored", [](const summary& g) { return double(g.scored); });
+  per_sample("arbiter_group_mean", [](const summary& g) { return g.mean; });
+  per_sample("arbiter_group_std", [](const summary& g) { return g.std; });
+  per_sample("arbiter_group_zero_std", [](const summary& g) { return g.zero_std ? 1.0 : 0.0; });
   out += "}}";
   return out;
 }
@@ -376,6 +441,7 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
   }
   out.data_source = "slime";
   out.extra_info = extra_info_for(prompt, question);
+  out.group = prompt_group(prompt);
   return bind_reward(out, reward, "body", err);
 }
 

@@ -37,22 +37,30 @@ std::string response_of(std::string_view query, std::string_view prompt);
 /// Decodes `{"query": [...], "prompts": [...], "labels": [...]}` (`prompts` and `labels`
 /// optional or null; empty lists allowed) into items for `reward`: `solution_str` is
 /// `response_of(query, prompt)`, `ground_truth` the label (a string, or a number as Python's
-/// `str()` writes it, see number_text.hpp), and `extra_info` carries the prompt as `prompt`
-/// and `question`.
+/// `str()` writes it, see number_text.hpp), `extra_info` carries the prompt as `prompt`
+/// and `question`, and the item's GRPO group is named by the prompt (`prompt:` and its 64-bit
+/// FNV-1a hash; none for an empty prompt), so that a prompt's samples are scheduled together.
 bool decode_openrlhf_request(std::string_view body, const backends::reward_entry& reward,
                              const codec_context& ctx, std::vector<score_item>& out,
                              codec_error& err);
 
 /// `{"rewards": [...], "scores": [...], "extra_logs": {"arbiter_failed": [...],
 /// "arbiter_fallback": [...], "arbiter_cached": [...]}}`, failed items scored by `policy`
-/// (which must have a score when any failed).
+/// (which must have a score when any failed). `extra_logs` also gets each sample's GRPO group
+/// (`groups`: one name per item, its prompt's, see `decode_openrlhf_request`) as `summaries`
+/// report it: `arbiter_group_scored`, `arbiter_group_mean`, `arbiter_group_std` (as torch.std)
+/// and `arbiter_group_zero_std` (1 when its scores are all equal: GRPO learns nothing from it);
+/// a sample with no group name is a group of its own.
 std::string encode_openrlhf_response(const std::vector<item_result>& results,
-                                     const failure_policy& policy);
+                                     const failure_policy& policy,
+                                     const std::vector<std::string>& groups = {},
+                                     const std::vector<scheduler::group_summary>& summaries = {});
 
 /// Decodes `{"prompt": string | [messages], "response": string, "label": string | number |
 /// [strings and numbers] | null}` into one item for `reward` (a number as Python's `str()`
 /// writes it; a boolean is refused); the question (the prompt, or its last user message) goes
-/// into `extra_info` as `prompt` and `question`.
+/// into `extra_info` as `prompt` and `question`; the item's GRPO group is named by the prompt
+/// as for OpenRLHF (slime sends one sample per request, as each finishes).
 bool decode_slime_request(std::string_view body, const backends::reward_entry& reward,
                           score_item& out, codec_error& err);
 

@@ -91,8 +91,24 @@ def test_get_reward_scores_the_response_part_of_each_query_in_order(make_server)
     want = [lexical(r, l) for r, l in zip(responses, labels)]
     assert reply["rewards"] == pytest.approx(want, abs=1e-12)
     assert reply["scores"] == reply["rewards"]
-    assert reply["extra_logs"] == {"arbiter_failed": [0.0] * 3, "arbiter_fallback": [0.0] * 3,
-                                   "arbiter_cached": [0.0] * 3}
+    logs = reply["extra_logs"]
+    group = {k: logs.pop(k) for k in ("arbiter_group_scored", "arbiter_group_mean",
+                                       "arbiter_group_std", "arbiter_group_zero_std")}
+    assert logs == {"arbiter_failed": [0.0] * 3, "arbiter_fallback": [0.0] * 3,
+                    "arbiter_cached": [0.0] * 3}
+    # One prompt: one GRPO group, reported for each of its samples.
+    mean = sum(want) / 3
+    std = (sum((x - mean) ** 2 for x in want) / 2) ** 0.5
+    assert group["arbiter_group_mean"] == pytest.approx([mean] * 3, abs=1e-12)
+    assert group["arbiter_group_std"] == pytest.approx([std] * 3, abs=1e-12)
+    assert group["arbiter_group_zero_std"] == [0.0] * 3
+    assert group["arbiter_group_scored"] == [3.0] * 3
+    # OpenRLHF sends one sample per request: a later sample of the same prompt is reported
+    # with the whole group so far.
+    status, _, reply = post(server, "/get_reward", {"query": [PROMPT + "4<|im_end|>"],
+                                                     "prompts": [PROMPT], "labels": ["4"]})
+    assert reply["extra_logs"]["arbiter_group_scored"] == [4.0]
+    assert reply["extra_logs"]["arbiter_group_mean"] == pytest.approx([(sum(want) + 1) / 4])
 
 
 def test_get_reward_answers_empty_lists_with_empty_lists(make_server):

@@ -1,6 +1,7 @@
 // The trainer protocols (OpenRLHF, slime) and the OpenAI/TEI pass-through codecs, without a
 // server: decoding, the fields named in refusals, and the exact shapes written back.
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,9 +92,14 @@ TEST_F(TrainerCodec, OpenRlhfItemsCarryResponseLabelAndPrompt) {
   EXPECT_EQ(items[0].capability, "cpu");
   EXPECT_EQ(json::parse(items[0].extra_info),
             json::parse(R"({"prompt":"P: q A:","question":"P: q A:"})"));
+  // A prompt's samples are one GRPO group, named by the prompt's hash.
+  EXPECT_EQ(items[0].group.rfind("prompt:", 0), 0u);
+  EXPECT_EQ(items[0].group.size(), 7u + 16u);
+  EXPECT_NE(items[0].group, items[1].group);
   // labels and prompts may be left out, or null.
   ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"]})", reward("lexical"), ctx_, items, err));
   EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
+  EXPECT_EQ(items[0].group, "") << "no prompt, no group";
   ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"],"prompts":null,"labels":null})",
                                       reward("lexical"), ctx_, items, err));
   EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
@@ -145,10 +151,38 @@ TEST(OpenRlhfResponse, ScoresFlagsAndTheFailurePolicy) {
   EXPECT_EQ(json::parse(body), json::parse(R"({"rewards":[0.5,-1.0,0.25,1.0],
       "scores":[0.5,-1.0,0.25,1.0],
       "extra_logs":{"arbiter_failed":[0,1,0,0],"arbiter_fallback":[0,0,1,0],
-                    "arbiter_cached":[0,0,0,1]}})"));
+                    "arbiter_cached":[0,0,0,1],"arbiter_group_scored":[1,0,1,1],
+                    "arbiter_group_mean":[0.5,0.0,0.25,1.0],
+                    "arbiter_group_std":[0,0,0,0],"arbiter_group_zero_std":[1,0,1,1]}})"))
+    << "no group names: each sample is a group of its own";
   EXPECT_EQ(json::parse(encode_openrlhf_response({}, policy)),
             json::parse(R"({"rewards":[],"scores":[],"extra_logs":{"arbiter_failed":[],
-                "arbiter_fallback":[],"arbiter_cached":[]}})"));
+                "arbiter_fallback":[],"arbiter_cached":[],"arbiter_group_scored":[],
+                "arbiter_group_mean":[],
+                "arbiter_group_std":[],"arbiter_group_zero_std":[]}})"));
+}
+
+TEST(OpenRlhfResponse, ExtraLogsCarryEachSamplesGroupAsTheSchedulerReportsIt) {
+  failure_policy policy;
+  policy.score = 0.0;
+  scheduler::group_summary a;
+  a.group = "a";
+  a.scored = 5;
+  a.mean = 0.4;
+  a.std = 0.5;
+  scheduler::group_summary b;
+  b.group = "b";
+  b.scored = 2;
+  b.mean = 1.0;
+  b.zero_std = true;
+  auto body = encode_openrlhf_response(
+    {ok_result(1.0), ok_result(1.0), failed_result(errc::upstream_failed, "x"), ok_result(0.25)},
+    policy, {"a", "b", "a", ""}, {a, b});
+  EXPECT_EQ(json::parse(body)["extra_logs"], json::parse(R"({
+      "arbiter_failed":[0,0,1,0],"arbiter_fallback":[0,0,0,0],"arbiter_cached":[0,0,0,0],
+      "arbiter_group_scored":[5,2,5,1],"arbiter_group_mean":[0.4,1.0,0.4,0.25],
+      "arbiter_group_std":[0.5,0.0,0.5,0.0],"arbiter_group_zero_std":[0,1,0,1]})"))
+    << "the last sample has no prompt: a group of its own";
 }
 
 TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {

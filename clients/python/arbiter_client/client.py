@@ -39,6 +39,9 @@ class ItemResult:
     raw: Mapping[str, Any]
     # What the reward returns beside its score (verl's math_dapo: acc, pred); empty for most.
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    # For an item sent with a `group`: the group's statistics when the answer was written
+    # (scored, failed, pending, mean, std, zero_std; docs/api.md); None otherwise.
+    group: Optional[Mapping[str, Any]] = None
 
     @property
     def fallback(self):
@@ -46,6 +49,13 @@ class ItemResult:
 
 
 _ITEM_INDEX = re.compile(r"^items\[(\d+)\]")
+
+
+def _group_name(group):
+    """The name Arbiter reports a group under: the string, or an integer's decimal text."""
+    if isinstance(group, bool) or group is None:
+        return None
+    return str(group) if isinstance(group, (str, int)) else None
 
 
 def _shift_index(text, offset):
@@ -112,10 +122,12 @@ class ArbiterClient:
         """Scores `items` (dicts with verl's field names: solution_str, ground_truth, and
         reward or data_source; extra_info optional), answered in order. A number in
         ground_truth is sent as the text str() gives it (72 -> "72"). Lists longer than
-        batch_size go in several requests, one after another."""
+        batch_size go in several requests, one after another. An item may carry a `group`
+        (a GRPO group: the rollouts of one prompt); its result's `group` then holds the group's
+        statistics."""
         results = []
         for offset, body in self._requests(items):
-            results += self._results(self._post_sync(body, offset), offset, len(body["items"]))
+            results += self._results(self._post_sync(body, offset), offset, body["items"])
         return results
 
     async def ascore(self, items: Iterable[Mapping[str, Any]]) -> List[ItemResult]:
@@ -123,7 +135,7 @@ class ArbiterClient:
         results = []
         for offset, body in self._requests(items):
             answer = await self._post_async(body, offset)
-            results += self._results(answer, offset, len(body["items"]))
+            results += self._results(answer, offset, body["items"])
         return results
 
     def close(self):
@@ -213,13 +225,15 @@ class ArbiterClient:
 
     # --- results ---------------------------------------------------------------------------
 
-    def _results(self, answer, offset, count):
+    def _results(self, answer, offset, items):
         raw = answer["results"]
-        if len(raw) != count:
-            raise ArbiterError(f"Arbiter answered {len(raw)} results for {count} items")
-        return [self._result(r, offset + i) for i, r in enumerate(raw)]
+        if len(raw) != len(items):
+            raise ArbiterError(f"Arbiter answered {len(raw)} results for {len(items)} items")
+        groups = answer.get("groups") if isinstance(answer.get("groups"), dict) else {}
+        return [self._result(r, offset + i, groups.get(_group_name(item.get("group"))))
+                for i, (r, item) in enumerate(zip(raw, items))]
 
-    def _result(self, r, index):
+    def _result(self, r, index, group=None):
         status = r.get("status")
         error = r.get("error") or {}
         failed = status == "failed" or r.get("score") is None
@@ -235,4 +249,5 @@ class ArbiterClient:
             attempts=int(r.get("attempts") or 0), queue_ms=float(r.get("queue_ms") or 0.0),
             run_ms=float(r.get("run_ms") or 0.0), fallback_reason=r.get("fallback_reason"),
             error_code=error.get("code"), error_message=error.get("message"), raw=r,
-            extra=r.get("extra") if isinstance(r.get("extra"), dict) else {})
+            extra=r.get("extra") if isinstance(r.get("extra"), dict) else {},
+            group=group if isinstance(group, dict) else None)

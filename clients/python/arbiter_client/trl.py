@@ -8,12 +8,15 @@ after another) and returns one score per completion, in order. Prompts and compl
 strings or chat messages. The ground truth comes from a dataset column (`ground_truth` by
 default); the other dataset columns go into each item's `extra_info` (so columns named like a
 reward's options act as per-row options), with `question` set from the prompt unless a
-column gives it; a `data_source` column becomes the item's `data_source`.
+column gives it; a `data_source` column becomes the item's `data_source`. Completions of the
+same prompt are sent as one GRPO group, so Arbiter scores them together.
 
 Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (default) stops
 the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
 that row's reward; `value` returns the failure score, which TRL cannot tell from a real one.
 """
+import itertools
+
 from ._adapters import completion_text, prompt_text
 from ._json import is_json_value
 from .client import ArbiterClient
@@ -33,6 +36,9 @@ def _per_row(value, n):
         return None
     rows = list(value)
     return rows if len(rows) == n else None
+
+
+_calls = itertools.count()
 
 
 def _items(prompts, completions, columns, ground_truth_columns):
@@ -55,14 +61,19 @@ def _items(prompts, completions, columns, ground_truth_columns):
         rows = _per_row(value, n)
         if rows is not None:
             extra[name] = rows
+    # GRPO's group: the rollouts of one prompt (TRL repeats it num_generations times), named by
+    # the prompt's first index in this call, and the call, so later steps start new groups.
+    call = next(_calls)
+    first_index = {}
     items = []
     for i in range(n):
         info = {"question": prompt_text(prompts[i])}
+        group = first_index.setdefault(info["question"], i)
         for name, rows in extra.items():
             if name != "data_source" and is_json_value(rows[i]):
                 info[name] = rows[i]
         item = {"solution_str": completion_text(completions[i]), "ground_truth": truths[i],
-                "extra_info": info}
+                "extra_info": info, "group": f"trl:{call}:{group}"}
         if "data_source" in extra and isinstance(extra["data_source"][i], str):
             item["data_source"] = extra["data_source"][i]
         items.append(item)

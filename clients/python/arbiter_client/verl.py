@@ -28,6 +28,9 @@ for every sample (verl builds its arrays from the first sample's keys): `score`,
 `pred`, as verl's own math_dapo returns them), `score` with those fields, plus the above
 under return_dict. verl's reward_extra_info gets them.
 
+Each sample goes with its GRPO group (extra_info's `uid`, else the dataset row's `split` and
+`index` that verl's preprocessing scripts set), so Arbiter scores a prompt's rollouts together.
+
 With no `reward`, Arbiter picks the reward from `data_source` as verl's
 default_compute_score does (openai/gsm8k, lighteval/MATH, math_dapo, aime*, searchR1_*, ...;
 docs/rewards.md lists them).
@@ -78,12 +81,32 @@ def _setup(kwargs):
     return client, as_dict or policy == "value"
 
 
+def _group(extra_info):
+    """The GRPO group of a verl sample, so that Arbiter scores a prompt's rollouts together.
+    verl does not pass the rollout `uid` to reward functions; its data preprocessing scripts put
+    the dataset row's `index` (and `split`) in extra_info, which every rollout of a prompt
+    shares. A `uid` in extra_info (an agent loop or dataset may set one) wins."""
+    if not isinstance(extra_info, dict):
+        return None
+    uid = extra_info.get("uid")
+    if isinstance(uid, (str, int)) and not isinstance(uid, bool):
+        return f"uid:{uid}"
+    index = extra_info.get("index")
+    if isinstance(index, (str, int)) and not isinstance(index, bool):
+        split = extra_info.get("split")
+        return f"{split}:{index}" if isinstance(split, str) else f"index:{index}"
+    return None
+
+
 def _item(data_source, solution_str, ground_truth, extra_info):
     item = {"solution_str": solution_str, "ground_truth": ground_truth}
     if data_source is not None:
         item["data_source"] = data_source
     if extra_info is not None:
         item["extra_info"] = extra_info
+    group = _group(extra_info)
+    if group is not None:
+        item["group"] = group
     return item
 
 

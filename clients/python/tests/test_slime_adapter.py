@@ -23,7 +23,9 @@ def test_rm_scores_one_sample(scripted, arbiter_env):
                                        "The answer is 4", "4", {"task": "math",
                                                                 "rm_type": "remote_rm"}))
     assert score == ratio("The answer is 4", "4")
-    assert proxy.items() == [{
+    items = proxy.items()
+    assert items[0].pop("group").startswith("slime:"), "the prompt's group"
+    assert items == [{
         "reward": "lexical", "solution_str": "The answer is 4", "ground_truth": "4",
         "extra_info": {"task": "math", "rm_type": "remote_rm",
                        "question": "<|im_start|>user\nWhat is 2+2?<|im_end|>\n"}}]
@@ -45,6 +47,7 @@ def test_batched_rm_keeps_order_and_reads_message_prompts(scripted, arbiter_env)
         "raw question", "Capital of France?", "plain prompt", "2+2?", "half?", "big?"]
     assert [i["ground_truth"] for i in items[3:]] == ["4", "0.5", "1e+16"]
     assert all(i["reward"] == "exact_match" for i in items)
+    assert len({i["group"] for i in items}) == 1, "the call is the group"
 
 
 def test_a_missing_label_is_a_clear_error(arbiter, arbiter_env):

@@ -2,6 +2,7 @@
 sent): the keyword arguments GRPOTrainer passes, string and conversational data."""
 import asyncio
 import inspect
+import random
 
 import pytest
 from client_testing import FakeArray, failing_item, ratio
@@ -46,10 +47,31 @@ def test_string_data_one_request_in_order_with_the_columns_in_extra_info(scripte
     assert scores == [1.0, ratio("four", "4"), ratio("Paris", "paris")]
     assert len(proxy.requests) == 1
     items = proxy.items()
+    group = items[0].pop("group")
     assert items[0] == {"reward": "lexical", "solution_str": "blue", "ground_truth": "blue",
                         "extra_info": {"question": "Q: colour of the sky?", "task": "sky",
                                        "difficulty": 1, "meta": {"a": 1}}}
     assert items[2]["extra_info"]["difficulty"] == [3]
+    assert len({group, items[1]["group"], items[2]["group"]}) == 3, "three prompts, three groups"
+
+
+def test_completions_of_one_prompt_go_as_one_group_new_for_each_call(scripted, make_func):
+    """GRPO repeats each prompt num_generations times: those completions are one group, and a
+    later call (the next step) starts new groups; Arbiter answers each group's statistics."""
+    proxy = scripted()
+    f = make_func(reward="exact_match", url=proxy.url)
+    prompts = ["Q: a?", "Q: a?", "Q: b?", "Q: b?"]
+    scores = f(prompts=prompts, completions=["x", "y", "z", "z"],
+               ground_truth=["x", "x", "z", "z"], **trl_kwargs(4))
+    assert scores == [1.0, 0.0, 1.0, 1.0]
+    f(prompts=prompts[:1], completions=["x"], ground_truth=["x"], **trl_kwargs(1))
+    groups = [item["group"] for i in (0, 1) for item in proxy.items(i)]
+    assert groups[0] == groups[1] != groups[2] == groups[3]
+    assert groups[4] not in groups[:4], "the same prompt in a later call is a new group"
+    name = f"g{random.randrange(1 << 30)}"
+    results = f.client.score([{"solution_str": "x", "ground_truth": "x", "group": name}] * 2)
+    assert results[0].group == {"scored": 2, "failed": 0, "pending": 0, "mean": 1.0,
+                                "std": 0.0, "zero_std": True}
 
 
 def test_conversational_data(scripted, make_func):

@@ -124,3 +124,15 @@ def test_verl_can_load_the_file_by_path(arbiter, arbiter_env):
     arbiter_env(arbiter.url)
     assert module.compute_score("gsm8k", "72", "72") == 1.0
     assert run_async(module.compute_score_async, "gsm8k", "72", "71") == 0.0
+
+
+def test_samples_go_with_their_grpo_group(scripted, arbiter_env):
+    """verl gives reward functions no rollout uid; its preprocessing puts the dataset row's
+    split and index in extra_info, which a prompt's rollouts share. A uid there wins."""
+    proxy = scripted()
+    arbiter_env(proxy.url, ARBITER_REWARD="lexical")
+    compute_score_batched(["x"] * 5, ["a", "a", "b", "c", "d"], ["a"] * 5,
+                          [{"split": "train", "index": 3}, {"split": "train", "index": 3},
+                           {"index": 4}, {"uid": "u-1", "index": 3}, {"question": "q"}])
+    assert [item.get("group") for item in proxy.items()] == [
+        "train:3", "train:3", "index:4", "uid:u-1", None]
