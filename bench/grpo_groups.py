@@ -11,7 +11,7 @@ time with fresh providers and a fresh Arbiter that differ only in `scheduler.gro
 item's own arrival). Same items, same arrival times.
 
 Arrival shapes:
-- stream: prompt i's rollouts start at i x window / P; each arrives after a lognormal
+- stream:W: prompt i's rollouts start at i x W / P (W from --windows-s); each arrives after a lognormal
   generation time (median --gen-median-s, sigma --gen-sigma, capped at --gen-max-s), so a
   group's members arrive spread out, interleaved with other groups' (asynchronous RL);
 - step: every item of the step at once, in a shuffled order (concurrent single-item senders).
@@ -23,9 +23,10 @@ sent to the last answered.
 
 The gain depends on the shape. When every item arrives at once, the group finishing last
 finishes at the makespan whatever the order, so group-aware ordering improves the median
-group, not the p99. When rollouts stream in (the default shape: 96 x 8 items over about 16 s
-plus generation times, about 1.5 times what the providers allow), FIFO leaves a group's late
-members behind newer groups' first ones, and group-aware ordering cuts the p99. Prints a markdown table, writes
+group, not the p99. When rollouts stream in faster than the providers allow (96 x 8 items
+over 12, 16 or 24 s plus generation times, against 30 calls/s: about 1.9, 1.5 and 1.0 times
+the capacity), FIFO leaves a group's late members behind newer groups' first ones, and
+group-aware ordering cuts the p99 the more, the longer the queue. Prints a markdown table, writes
 OUT/grpo_groups.json and, with matplotlib, OUT/grpo_groups.png (CDF of group completion).
 
     python3 bench/grpo_groups.py                      # needs build/arbiter, arbiter-fake-provider
@@ -61,7 +62,8 @@ DEFAULT_PROVIDERS = {
 
 
 def arrivals(shape: str, items: List[Dict[str, Any]], args: argparse.Namespace) -> List[float]:
-    """Each item's send time in seconds after the start, the same for both modes."""
+    """Each item's send time in seconds after the start, the same for both modes. `shape` is
+    "step" or "stream:WINDOW" (the prompts' rollouts start over WINDOW seconds)."""
     rng = random.Random(args.seed + 1)
     if shape == "step":
         order = list(range(len(items)))
@@ -74,7 +76,7 @@ def arrivals(shape: str, items: List[Dict[str, Any]], args: argparse.Namespace) 
     mu = math.log(args.gen_median_s)
     out = []
     for it in items:
-        start = it["group"] * args.window_s / args.prompts
+        start = it["group"] * float(shape.split(":")[1]) / args.prompts
         out.append(start + min(args.gen_max_s, rng.lognormvariate(mu, args.gen_sigma)))
     return out
 
@@ -86,6 +88,7 @@ async def send_all(items: List[Dict[str, Any]], sends: List[float], url: str,
     sent: List[Optional[float]] = [None] * len(items)
     answered: List[Optional[float]] = [None] * len(items)
     status: List[str] = ["lost"] * len(items)
+    detail: List[Dict[str, Any]] = [{} for _ in items]
     errors: List[str] = []
     t0 = time.monotonic()
 
@@ -104,7 +107,9 @@ async def send_all(items: List[Dict[str, Any]], sends: List[float], url: str,
                     errors.append(f"HTTP {resp.status}: {text[:200]}")
                     status[i] = f"http_{resp.status}"
                     return
-                status[i] = json.loads(text)["results"][0]["status"]
+                r = json.loads(text)["results"][0]
+                status[i] = r["status"]
+                detail[i] = {k: r.get(k) for k in ("source", "attempts", "queue_ms", "run_ms")}
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError, KeyError) as e:
             errors.append(f"{type(e).__name__}: {e}")
             return
@@ -114,7 +119,8 @@ async def send_all(items: List[Dict[str, Any]], sends: List[float], url: str,
     timeout = aiohttp.ClientTimeout(total=args.deadline_ms / 1000.0 + 60.0)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         await asyncio.gather(*(one(session, i) for i in range(len(items))))
-    return {"sent": sent, "answered": answered, "status": status, "errors": errors}
+    return {"sent": sent, "answered": answered, "status": status, "errors": errors,
+            "detail": detail}
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -158,7 +164,7 @@ def run_once(shape: str, mode: str, items: List[Dict[str, Any]], sends: List[flo
              args: argparse.Namespace) -> Dict[str, Any]:
     log(f"=== {shape} / {LABEL[mode]}: fresh providers and Arbiter ===")
     children = Children()
-    tag = f"groups-{shape}-{mode}"
+    tag = f"groups-{shape.replace(':', '-')}-{mode}"
     try:
         providers = grpo_step.start_providers(args.fake_provider_bin, specs, args.model,
                                               args.out, children, args.startup_timeout_s, tag)
@@ -213,7 +219,7 @@ def plot(results: Dict[str, Dict[str, Dict[str, Any]]], path: Path) -> None:
         for mode, s in by_mode.items():
             xs = s["completion_s"]
             ax.plot(xs, [(k + 1) / len(xs) for k in range(len(xs))], label=LABEL[mode])
-        ax.set_title(f"{shape} arrivals")
+        ax.set_title(f"{shape} s" if shape.startswith("stream") else "whole step at once")
         ax.set_xlabel("group completion time (s)")
         ax.set_ylabel("share of groups complete")
         ax.legend()
@@ -227,8 +233,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated: stream, step")
     p.add_argument("--prompts", type=int, default=96, help="groups (P)")
     p.add_argument("--samples", type=int, default=8, help="rollouts per prompt (G)")
-    p.add_argument("--window-s", type=float, default=16.0,
-                   help="stream: the prompts' rollouts start over this window")
+    p.add_argument("--windows-s", default="12,16,24",
+                   help="stream: the prompts' rollouts start over each of these windows (s), "
+                        "one stream shape each; shorter: more overload")
     p.add_argument("--gen-median-s", type=float, default=1.0, help="stream: generation time median")
     p.add_argument("--gen-sigma", type=float, default=0.8, help="stream: lognormal sigma")
     p.add_argument("--gen-max-s", type=float, default=8.0, help="stream: generation time cap")
@@ -245,10 +252,18 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--startup-timeout-s", type=float, default=30.0)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args(argv)
-    args.shapes = [s for s in args.shapes.split(",") if s]
-    for s in args.shapes:
+    shapes = [s for s in args.shapes.split(",") if s]
+    for s in shapes:
         if s not in SHAPES:
             p.error(f"--shapes: unknown shape {s!r} (one of {', '.join(SHAPES)})")
+    try:
+        windows = [float(w) for w in args.windows_s.split(",") if w]
+    except ValueError:
+        p.error(f"--windows-s: expected numbers, got {args.windows_s!r}")
+    if any(w <= 0 for w in windows):
+        p.error("--windows-s: windows must be positive")
+    args.shapes = [f"stream:{w:g}" for w in windows if "stream" in shapes] + \
+        (["step"] if "step" in shapes else [])
     return args
 
 

@@ -79,6 +79,9 @@ struct score_item {
   /// orders a group's members together and keeps its score statistics (see
   /// `scheduler::group_tracker`). A reward graph's model calls carry their item's group.
   std::string group;
+  /// With a group: its members must be answered within this many milliseconds of the group's
+  /// first arrival (0: no group deadline; the request's own deadline still holds).
+  uint32_t group_deadline_ms = 0;
   /// The raw JSON text of `extra_info` (an object), or empty when absent.
   std::string extra_info;
   /// The reward's configured options (a JSON object's text, or empty); `extra_info` keys

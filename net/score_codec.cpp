@@ -250,6 +250,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   out.deadline = ctx.default_deadline;
   bool has_items = false;
   std::string group;
+  uint32_t group_deadline_ms = 0;
   field_names seen;
   for (auto field : root) {
     std::string_view key;
@@ -274,6 +275,15 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
       if (!read_group(value, group, "group_id", err)) {
         return false;
       }
+    } else if (key == "group_deadline_ms") {
+      int64_t ms = 0;
+      if (value.get_int64().get(ms) || ms <= 0 || ms > ctx.max_deadline.count()) {
+        err = {refusal::invalid, "group_deadline_ms",
+               "group_deadline_ms: expected an integer between 1 and "
+                 + std::to_string(ctx.max_deadline.count()) + " (scheduler.max_deadline_ms)"};
+        return false;
+      }
+      group_deadline_ms = static_cast<uint32_t>(ms);
     } else {
       auto name = field_path("body", key);
       err = {refusal::invalid, name, name + ": unknown field"};
@@ -287,11 +297,12 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
     err = {refusal::invalid, "items", "items: required"};
     return false;
   }
-  if (!group.empty()) {
-    for (auto& item : out.items) {
-      if (item.group.empty()) {
-        item.group = group;
-      }
+  for (auto& item : out.items) {
+    if (item.group.empty()) {
+      item.group = group;
+    }
+    if (!item.group.empty()) {
+      item.group_deadline_ms = group_deadline_ms;
     }
   }
   return true;

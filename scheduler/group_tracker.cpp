@@ -50,6 +50,14 @@ void group_tracker::ended(const std::string& group, time_point now, const double
   g.m2 += delta * (x - g.mean);
 }
 
+std::optional<time_point> group_tracker::first_arrival(const std::string& group) const {
+  auto found = groups_.find(group);
+  if (found == groups_.end()) {
+    return std::nullopt;
+  }
+  return found->second.first_arrival;
+}
+
 group_summary group_tracker::summary(const std::string& group) const {
   group_summary out;
   out.group = group;

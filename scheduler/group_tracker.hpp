@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -49,6 +50,9 @@ public:
   /// statistics (false for a reward graph's model calls, which only share the group's order).
   order admit(const std::string& group, time_point now, time_point deadline,
               bool scored_member);
+
+  /// When `group`'s first member arrived, if the group is known.
+  std::optional<time_point> first_arrival(const std::string& group) const;
 
   /// Notes that a scored member of `group` ended at `now`: with `score`, or failed (nullopt).
   void ended(const std::string& group, time_point now, const double* score);

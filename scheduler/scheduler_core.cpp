@@ -200,8 +200,27 @@ item_result scheduler_core::maybe_fall_back(const score_item& item, item_result 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
                                         std::vector<score_item> items, bool internal) {
   auto now = clock_.now();
+  // A group deadline counts from the group's first arrival: it may leave this request less
+  // time than its own, or none, and then its items fail at once instead of being refused.
+  const score_item* late_group = nullptr;
+  for (const auto& item : items) {
+    if (!item.group.empty() && item.group_deadline_ms > 0) {
+      auto due = groups_.first_arrival(item.group).value_or(now)
+                 + std::chrono::milliseconds{item.group_deadline_ms};
+      if (due < deadline) {
+        deadline = due;
+        late_group = due <= now ? &item : nullptr;
+      }
+    }
+  }
+  std::string late_reason;
+  if (late_group != nullptr) {
+    late_reason = "the deadline of group '" + late_group->group + "' ("
+                  + std::to_string(late_group->group_deadline_ms)
+                  + " ms after its first member arrived) passed before this request arrived";
+  }
   admission_result decision;
-  if (!internal) {
+  if (!internal && late_group == nullptr) {
     admission_input in;
     in.draining = draining_;
     in.items = items.size();
@@ -320,6 +339,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       r.error = "priority class '" + queues_.class_name(priority) + "' is full";
       end_item(id, req, i, std::move(r));
     }
+  }
+  if (!late_reason.empty()) {
+    fail_remaining(id, errc::deadline_exceeded, late_reason);
   }
   depth_gauges_[priority]->Set(static_cast<double>(queues_.depth(priority)));
   flush();

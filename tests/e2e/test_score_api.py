@@ -314,3 +314,18 @@ def test_bad_group_fields_get_400_naming_them(server):
     status, _, body = server.score({"group_id": [1], "items": [ok_item()]})
     assert status == 400
     assert body["error"]["field"] == "group_id"
+
+
+def test_a_member_arriving_after_its_groups_deadline_fails_naming_the_group(server):
+    group = "late-%d" % random.randrange(1 << 30)
+    body = {"group_id": group, "group_deadline_ms": 200, "items": [ok_item()]}
+    status, _, first = server.score(body)
+    assert status == 200 and first["results"][0]["status"] == "ok"
+    import time
+    time.sleep(0.3)
+    status, _, late = server.score(body)
+    assert status == 200
+    error = late["results"][0]["error"]
+    assert error["code"] == "deadline_exceeded"
+    assert f"group '{group}'" in error["message"]
+    assert late["groups"][group]["failed"] == 1

@@ -83,6 +83,17 @@ TEST_F(ScoreCodec, ReadsGroupsFromItemsOrTheRequest) {
   EXPECT_EQ(out.items[1].group, "42") << "TRL's prompt index";
   EXPECT_EQ(out.items[2].group, "p7") << "null: the request's group_id";
   EXPECT_EQ(out.items[3].group, "p7");
+  EXPECT_EQ(out.items[0].group_deadline_ms, 0u);
+
+  score_request_body timed;
+  ASSERT_TRUE(decode_score_request(
+    R"({"group_deadline_ms": 5000, "items": [
+        {"reward":"lexical","solution_str":"a","ground_truth":"b","group":"g"},
+        {"reward":"lexical","solution_str":"a","ground_truth":"b"}]})",
+    ctx_, timed, err))
+    << err.message;
+  EXPECT_EQ(timed.items[0].group_deadline_ms, 5000u);
+  EXPECT_EQ(timed.items[1].group_deadline_ms, 0u) << "an item with no group has no group deadline";
 }
 
 TEST_F(ScoreCodec, AppliesDefaultsAndDataSourcePrefixes) {
@@ -173,6 +184,10 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
      "items[0].group", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_id": true})",
      "group_id", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_deadline_ms": 0})",
+     "group_deadline_ms", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_deadline_ms": "9"})",
+     "group_deadline_ms", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":")"
        + std::string(1025, 'g') + R"("}]})",
      "items[0].group", 400},

@@ -439,3 +439,40 @@ TEST_F(SchedulerCore, InternalRequestsShareTheGroupsOrderButNotItsStatistics) {
   EXPECT_EQ(done[0].groups[0].scored, 1u) << "the model call's 0.9 is not a member's score";
   EXPECT_DOUBLE_EQ(done[0].groups[0].mean, 0.4);
 }
+
+TEST_F(SchedulerCore, AGroupDeadlineCountsFromTheGroupsFirstArrival) {
+  core_.add_source("cpu", {"cpu"});
+  auto timed = [](std::string text) {
+    auto item = member("g", std::move(text));
+    item.group_deadline_ms = 1000;
+    return item;
+  };
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {timed("first")}).admitted());
+  auto busy = core_.dispatch();
+  ASSERT_EQ(busy.size(), 1u);
+  clock_.advance(600ms);
+  // Its own deadline is 10 s away; the group's is 400 ms away.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {timed("second")}).admitted());
+  clock_.advance(399ms);
+  core_.on_timer();
+  EXPECT_TRUE(core_.take_finished().empty());
+  clock_.advance(1ms);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u) << "both members: the group's deadline is both requests'";
+  EXPECT_EQ(done[0].results[0].code, errc::deadline_exceeded);
+  EXPECT_EQ(done[1].results[0].code, errc::deadline_exceeded);
+
+  // A member arriving after the group's deadline fails at once, saying why, not refused.
+  clock_.advance(100ms);
+  auto late = core_.submit(3, 1, clock_.now() + 10s, {timed("third")});
+  ASSERT_TRUE(late.admitted());
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].code, errc::deadline_exceeded);
+  EXPECT_NE(done[0].results[0].error.find("group 'g'"), std::string::npos)
+    << done[0].results[0].error;
+  answer(busy[0], 1.0); // late: ignored
+  EXPECT_TRUE(core_.take_finished().empty());
+  EXPECT_TRUE(core_.idle());
+}
