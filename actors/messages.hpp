@@ -28,6 +28,10 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 /// anyone -> scheduler: describe queues and sources; answered with a `scheduler_info`.
 using info_atom = caf::atom_constant<caf::atom("info")>;
+/// anyone -> scheduler: `(steps_atom, STEP)` is answered with the `step_accounts` of that
+/// training step (none when it is not among the recent ones), or of every recent step when
+/// STEP is empty.
+using steps_atom = caf::atom_constant<caf::atom("steps")>;
 /// main -> scheduler: register a worker actor as a source; answered with its source id.
 using add_source_atom = caf::atom_constant<caf::atom("addsource")>;
 /// scheduler -> source: stop working on a batch (a hedge that lost); no answer expected
@@ -95,6 +99,9 @@ struct work_result {
 
 using scheduler_info = scheduler::scheduler_snapshot;
 
+/// Training steps' accounts (see `steps_atom`).
+using step_accounts = std::vector<scheduler::step_account>;
+
 } // namespace arbiter::actors
 
 // The work messages can cross to other nodes: actors/wire.hpp gives them `inspect` overloads
@@ -103,6 +110,7 @@ using scheduler_info = scheduler::scheduler_snapshot;
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::score_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::scheduler_info)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::step_accounts)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::reply_callback)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<arbiter::actors::score_submission>)
 

@@ -253,6 +253,8 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   spec.capabilities = cfg.capabilities.empty() ? default_capabilities(cfg.kind)
                                                : cfg.capabilities;
   spec.remote = true;
+  spec.input_cost_per_million = cfg.input_cost_per_million;
+  spec.output_cost_per_million = cfg.output_cost_per_million;
   bool chat = serves(spec.capabilities, "chat");
   spec.max_batch_items =
     cfg.max_batch_items > 0 ? cfg.max_batch_items : default_max_batch_items(spec.capabilities);

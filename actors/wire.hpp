@@ -182,7 +182,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, score_item& x) {
   wire::shared_ref<model_call> call{x.call};
   return f(caf::meta::type_name("score_item"), x.reward, x.kind, x.capability, x.solution_str,
-           x.ground_truth, x.data_source, x.group, x.group_deadline_ms, x.extra_info, x.options, x.fallback,
+           x.ground_truth, x.data_source, x.group, x.group_deadline_ms, x.step, x.extra_info, x.options, x.fallback,
            x.route_suffix, call);
 }
 

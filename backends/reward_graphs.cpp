@@ -295,6 +295,7 @@ public:
     sub.options = reward->options;
     sub.route_suffix = reward->route_suffix;
     sub.group = item().group;
+    sub.step = item().step;
     std::vector<score_item> calls;
     calls.push_back(std::move(sub));
     return calls_step(std::move(calls));
@@ -355,6 +356,7 @@ score_item reward_graph::call_item(const char* kind, model_call call) const {
   sub.kind = kind;
   sub.capability = std::string{kind} + item_->route_suffix;
   sub.group = item_->group;
+  sub.step = item_->step;
   sub.call = std::make_shared<const model_call>(std::move(call));
   return sub;
 }

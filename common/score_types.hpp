@@ -82,6 +82,10 @@ struct score_item {
   /// With a group: its members must be answered within this many milliseconds of the group's
   /// first arrival (0: no group deadline; the request's own deadline still holds).
   uint32_t group_deadline_ms = 0;
+  /// The training step the item belongs to (a trainer's tag), or empty: the scheduler
+  /// accounts each step's items, calls, tokens and cost (see `scheduler::step_ledger`). A
+  /// reward graph's model calls carry their item's step.
+  std::string step;
   /// The raw JSON text of `extra_info` (an object), or empty when absent.
   std::string extra_info;
   /// The reward's configured options (a JSON object's text, or empty); `extra_info` keys

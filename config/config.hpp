@@ -203,6 +203,10 @@ struct source_config {
   double top_p = 0.8;
   std::optional<bool> enable_thinking;
   bool use_completions = false;
+  /// What a million prompt (input) and completion (output) tokens cost here, in the unit you
+  /// choose (USD, say): the step accounts' and `arbiter_source_cost_total`'s cost.
+  double input_cost_per_million = 0.0;
+  double output_cost_per_million = 0.0;
 };
 
 /// `[[models]]`: a model folder Arbiter runs itself (libtorch), as a source beside the remote

@@ -218,6 +218,7 @@ private:
     request.target = view(req.target());
     request.authorization = view(req[http::field::authorization]);
     request.content_type = view(req[http::field::content_type]);
+    request.step = view(req["X-Arbiter-Step"]);
     request.body = std::move(req.body());
     impl_.routes.handle(std::move(request), std::move(reply), std::move(defer));
     on_strand_ = false;

@@ -154,12 +154,21 @@ const router::route_spec router::routes_[] = {
     {"/v1/models", "GET", error_style::openai, access::keyed, false},
     {"/health", "GET", error_style::arbiter, access::open, false},
     {"/info", "GET", error_style::arbiter, access::info, false},
+    {"/v1/steps", "GET", error_style::arbiter, access::keyed, false},
+    // Ends with '/': matches every path under it (/v1/steps/STEP).
+    {"/v1/steps/", "GET", error_style::arbiter, access::keyed, false},
     {"/metrics", "GET", error_style::arbiter, access::metrics, false},
 };
 
 const router::route_spec* router::find_route(std::string_view path) {
   for (const auto& route : routes_) {
     if (route.path == path) {
+      return &route;
+    }
+  }
+  for (const auto& route : routes_) {
+    if (route.path.size() > 1 && route.path.back() == '/' && path.size() > route.path.size()
+        && path.substr(0, route.path.size()) == route.path) {
       return &route;
     }
   }
@@ -231,7 +240,7 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
     return;
   }
   if (spec->decode != nullptr) {
-    serve_scoring(route, spec->style, spec->decode, target, std::move(req.body),
+    serve_scoring(route, spec->style, spec->decode, req.step, target, std::move(req.body),
                   std::move(reply), std::move(defer));
     return;
   }
@@ -246,6 +255,9 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
     respond(route, std::move(r), reply);
   } else if (path == "/info") {
     info(std::move(reply));
+  } else if (route == "/v1/steps" || route == "/v1/steps/") {
+    steps(route == "/v1/steps" ? std::string{} : percent_decode(path.substr(route.size()), false),
+          std::move(reply));
   } else {
     http_reply r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -285,8 +297,8 @@ void router::refuse_decoded(const std::string& route, const codec_error& err,
 }
 
 void router::serve_scoring(const std::string& route, error_style style, decoder decode,
-                           std::string_view target, std::string body, reply_fn reply,
-                           defer_fn defer) {
+                           std::string_view step, std::string_view target, std::string body,
+                           reply_fn reply, defer_fn defer) {
   auto start = steady_clock::now();
   if (refuse_while_draining(route, reply, style)) {
     return;
@@ -295,9 +307,21 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
   codec_error err;
   bool ok = (this->*decode)(body, target, job, err);
   parse_histogram_->Observe(seconds_since(start));
+  if (ok && step.size() > max_tag_bytes) {
+    ok = false;
+    err = {refusal::invalid, "X-Arbiter-Step",
+           "X-Arbiter-Step: longer than " + std::to_string(max_tag_bytes) + " bytes"};
+  }
   if (!ok) {
     refuse_decoded(route, err, reply, style);
     return;
+  }
+  if (!step.empty()) {
+    for (auto& item : job.items) {
+      if (item.step.empty()) {
+        item.step.assign(step);
+      }
+    }
   }
   if (job.counted_items) {
     ctx_.metrics->request_items.Observe(static_cast<double>(*job.counted_items));
@@ -713,6 +737,94 @@ void router::info(reply_fn reply) {
           r.body = encode_error("internal", "the scheduler did not answer: "
                                               + ctx_.system->render(e));
           respond("/info", std::move(r), reply);
+        });
+  });
+}
+
+namespace {
+
+/// A training step's account as GET /v1/steps answers it (docs/api.md).
+json step_json(const scheduler::step_account& a) {
+  json sources = json::object();
+  uint64_t calls = 0;
+  uint64_t hedges = 0;
+  uint64_t limited = 0;
+  uint64_t retries = 0;
+  uint64_t prompt = 0;
+  uint64_t completion = 0;
+  double cost = 0.0;
+  for (const auto& [name, s] : a.sources) {
+    sources[name] = {{"calls", s.calls},
+                     {"hedges", s.hedges},
+                     {"rate_limited", s.rate_limited},
+                     {"retries", s.retries},
+                     {"failed_calls", s.failed_calls},
+                     {"prompt_tokens", s.prompt_tokens},
+                     {"completion_tokens", s.completion_tokens},
+                     {"cost", s.cost},
+                     {"run_ms", s.run_ms}};
+    calls += s.calls;
+    hedges += s.hedges;
+    limited += s.rate_limited;
+    retries += s.retries;
+    prompt += s.prompt_tokens;
+    completion += s.completion_tokens;
+    cost += s.cost;
+  }
+  return {{"step", a.step},
+          {"items",
+           {{"total", a.items()},
+            {"ok", a.items_ok},
+            {"fallback", a.items_fallback},
+            {"failed", a.items_failed}}},
+          {"cache_hits", a.cache_hits},
+          {"failures", a.failures},
+          {"queue_ms", a.queue_ms},
+          {"run_ms", a.run_ms},
+          {"totals",
+           {{"calls", calls},
+            {"hedges", hedges},
+            {"rate_limited", limited},
+            {"retries", retries},
+            {"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"cost", cost}}},
+          {"sources", sources}};
+}
+
+} // namespace
+
+void router::steps(std::string step, reply_fn reply) {
+  auto sched = ctx_.scheduler;
+  const std::string route = step.empty() ? "/v1/steps" : "/v1/steps/";
+  ctx_.system->spawn([this, sched, route, step = std::move(step),
+                      reply = std::move(reply)](caf::event_based_actor* self) {
+    self->request(sched, std::chrono::seconds{5}, actors::steps_atom::value, step)
+      .then(
+        [this, route, step, reply](const actors::step_accounts& accounts) {
+          http_reply r;
+          if (step.empty()) {
+            json list = json::array();
+            for (const auto& a : accounts) {
+              list.push_back(step_json(a));
+            }
+            r.body = json{{"steps", list}}.dump();
+          } else if (accounts.empty()) {
+            r.status = 404;
+            r.body = encode_error("not_found", "no step '" + step
+                                                 + "' among the recent ones (GET /v1/steps "
+                                                   "lists them)");
+          } else {
+            r.body = step_json(accounts.front()).dump();
+          }
+          respond(route, std::move(r), reply);
+        },
+        [this, route, reply](caf::error& e) {
+          http_reply r;
+          r.status = 500;
+          r.body = encode_error("internal", "the scheduler did not answer: "
+                                              + ctx_.system->render(e));
+          respond(route, std::move(r), reply);
         });
   });
 }

@@ -39,6 +39,8 @@ struct http_request {
   std::string_view authorization;
   std::string_view content_type;
   std::string body;
+  /// The `X-Arbiter-Step` header's value ("" when absent).
+  std::string_view step;
 };
 
 /// Called once with the reply, from any thread.
@@ -177,8 +179,10 @@ private:
 
   /// The one scoring handler every scoring route goes through: 503 while draining, decode
   /// (a refusal answered in the route's style), count, schedule, encode.
+  /// `step`: the `X-Arbiter-Step` header, the training step of the items that name none.
   void serve_scoring(const std::string& route, error_style style, decoder decode,
-                     std::string_view target, std::string body, reply_fn reply, defer_fn defer);
+                     std::string_view step, std::string_view target, std::string body,
+                     reply_fn reply, defer_fn defer);
 
   bool decode_score(std::string_view body, std::string_view target, scoring_job& job,
                     codec_error& err);
@@ -219,6 +223,8 @@ private:
   /// Sends what `submit` collected.
   void flush();
   void info(reply_fn reply);
+  /// GET /v1/steps (every recent step) and /v1/steps/STEP (one, or 404).
+  void steps(std::string step, reply_fn reply);
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
   /// Counts a refusal under `reason` (arbiter_rejections_total) and answers `r`.
   void refuse(const std::string& route, const std::string& reason, http_reply r,

@@ -10,11 +10,9 @@ namespace arbiter::net {
 
 namespace {
 
-/// Longest group name accepted, in bytes.
-constexpr size_t max_group_bytes = 1024;
-
-/// A group name: a string (verl's uid) or an integer (TRL's prompt index); null leaves it empty.
-bool read_group(ondemand::value value, std::string& out, const std::string& field,
+/// A group name or step tag: a string (verl's uid) or an integer (TRL's prompt index, a step
+/// number); null leaves it empty.
+bool read_tag(ondemand::value value, std::string& out, const std::string& field,
                 codec_error& err) {
   ondemand::json_type type;
   if (!read_type(value, type, field, err)) {
@@ -40,9 +38,9 @@ bool read_group(ondemand::value value, std::string& out, const std::string& fiel
   if (!read_string(value, out, field, err)) {
     return false;
   }
-  if (out.size() > max_group_bytes) {
+  if (out.size() > max_tag_bytes) {
     err = {refusal::invalid, field,
-           field + ": longer than " + std::to_string(max_group_bytes) + " bytes"};
+           field + ": longer than " + std::to_string(max_tag_bytes) + " bytes"};
     return false;
   }
   return true;
@@ -83,7 +81,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
         return false;
       }
     } else if (key == "group") {
-      if (!read_group(value, item.group, name, err)) {
+      if (!read_tag(value, item.group, name, err)) {
         return false;
       }
     } else if (key == "extra_info") {
@@ -250,6 +248,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   out.deadline = ctx.default_deadline;
   bool has_items = false;
   std::string group;
+  std::string step;
   uint32_t group_deadline_ms = 0;
   field_names seen;
   for (auto field : root) {
@@ -272,7 +271,11 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
         return false;
       }
     } else if (key == "group_id") {
-      if (!read_group(value, group, "group_id", err)) {
+      if (!read_tag(value, group, "group_id", err)) {
+        return false;
+      }
+    } else if (key == "step") {
+      if (!read_tag(value, step, "step", err)) {
         return false;
       }
     } else if (key == "group_deadline_ms") {
@@ -298,6 +301,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
     return false;
   }
   for (auto& item : out.items) {
+    item.step = step;
     if (item.group.empty()) {
       item.group = group;
     }

@@ -13,6 +13,9 @@
 
 namespace arbiter::net {
 
+/// Longest group name or step tag accepted, in bytes.
+constexpr size_t max_tag_bytes = 1024;
+
 /// What the decoder needs to know about the server.
 struct codec_context {
   const backends::reward_catalog* catalog = nullptr;

@@ -168,6 +168,25 @@ double score_or_policy(const item_result& r, const failure_policy& policy) {
 
 } // namespace
 
+std::string percent_decode(std::string_view raw, bool plus_is_space) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string value;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '%' && i + 2 < raw.size() && hex(raw[i + 1]) >= 0 && hex(raw[i + 2]) >= 0) {
+      value += static_cast<char>(hex(raw[i + 1]) * 16 + hex(raw[i + 2]));
+      i += 2;
+    } else {
+      value += plus_is_space && raw[i] == '+' ? ' ' : raw[i];
+    }
+  }
+  return value;
+}
+
 std::optional<std::string> query_parameter(std::string_view target, std::string_view name) {
   auto q = target.find('?');
   if (q == std::string_view::npos) {
@@ -183,22 +202,7 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
       continue;
     }
     auto raw = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    std::string value;
-    for (size_t i = 0; i < raw.size(); ++i) {
-      auto hex = [](char c) -> int {
-        if (c >= '0' && c <= '9') return c - '0';
-        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-        return -1;
-      };
-      if (raw[i] == '%' && i + 2 < raw.size() && hex(raw[i + 1]) >= 0
-          && hex(raw[i + 2]) >= 0) {
-        value += static_cast<char>(hex(raw[i + 1]) * 16 + hex(raw[i + 2]));
-        i += 2;
-      } else {
-        value += raw[i] == '+' ? ' ' : raw[i];
-      }
-    }
+    std::string value = percent_decode(raw, true);
     return value;
   }
   return std::nullopt;

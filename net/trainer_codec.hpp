@@ -24,6 +24,10 @@ struct failure_policy {
   std::optional<double> score;
 };
 
+/// `raw` with its %XX escapes decoded (and '+' as a space when `plus_is_space`, as in a query);
+/// a '%' not followed by two hex digits stays as it is.
+std::string percent_decode(std::string_view raw, bool plus_is_space);
+
 /// The value of query parameter `name` in `target` ("/path?a=1&b=2"), percent-decoded, or
 /// nullopt when absent.
 std::optional<std::string> query_parameter(std::string_view target, std::string_view name);

@@ -11,6 +11,18 @@ namespace arbiter::scheduler {
 
 namespace {
 
+/// Calls `f` once for each distinct non-empty step among a batch's items' steps.
+template <class F>
+void for_each_step(const std::vector<std::string>& steps, F&& f) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    auto first = steps.begin();
+    auto here = first + static_cast<std::ptrdiff_t>(i);
+    if (!steps[i].empty() && std::find(first, here, steps[i]) == here) {
+      f(steps[i]);
+    }
+  }
+}
+
 double seconds_between(time_point from, time_point to) {
   return std::chrono::duration<double>(to - from).count();
 }
@@ -379,8 +391,12 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     hedge_budget_.on_request();
   }
   for (auto [rid, index] : items) {
-    record.prompt_tokens += requests_.at(rid).tokens[index];
+    const auto& req = requests_.at(rid);
+    record.prompt_tokens += req.tokens[index];
+    record.steps.push_back(req.items[index]->step);
   }
+  for_each_step(record.steps,
+                [&](const std::string& step) { steps_.call(step, record.source_name, hedge); });
   record.items = std::move(items);
   record.remote = sources_.remote(source);
   if (record.remote) {
@@ -424,6 +440,14 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
     if (report.kind == attempt_outcome_kind::rate_limited) {
       metrics_.source_rate_limited.Add({{"source", name}}).Increment();
     }
+  }
+  if (!report.cancelled) {
+    bool failed = report.kind != attempt_outcome_kind::ok;
+    bool limited = report.kind == attempt_outcome_kind::rate_limited;
+    double ms = std::chrono::duration<double, std::milli>(report.latency).count();
+    for_each_step(batch.steps, [&](const std::string& step) {
+      steps_.call_ended(step, name, failed, limited, ms);
+    });
   }
   if (sources_.remote(batch.source)) {
     // Local workers have a fixed limit and no breaker: nothing changes there per batch.
@@ -492,6 +516,33 @@ void scheduler_core::complete(batch_id id, attempt_report report,
       }
     }
     sources_.observe_usage(batch.source, batch.prompt_tokens, reported);
+  }
+  if (ok) {
+    // The tokens the source reported, and their cost: per step, and the running totals.
+    uint64_t prompt = 0;
+    uint64_t completion = 0;
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      const auto& out = outcomes[i].output;
+      if (!out || (out->prompt_tokens == 0 && out->completion_tokens == 0)) {
+        continue;
+      }
+      prompt += out->prompt_tokens;
+      completion += out->completion_tokens;
+      if (i < batch.steps.size() && !batch.steps[i].empty()) {
+        steps_.usage(batch.steps[i], batch.source_name, out->prompt_tokens,
+                     out->completion_tokens,
+                     sources_.cost(batch.source, out->prompt_tokens, out->completion_tokens));
+      }
+    }
+    if (prompt + completion > 0) {
+      const auto& name = batch.source_name;
+      metrics_.source_tokens.Add({{"source", name}, {"kind", "prompt"}})
+        .Increment(static_cast<double>(prompt));
+      metrics_.source_tokens.Add({{"source", name}, {"kind", "completion"}})
+        .Increment(static_cast<double>(completion));
+      metrics_.source_cost.Add({{"source", name}})
+        .Increment(sources_.cost(batch.source, prompt, completion));
+    }
   }
   for (size_t i = 0; i < batch.items.size(); ++i) {
     auto ref = batch.items[i];
@@ -568,6 +619,9 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
                         + (report.detail.empty() ? "" : " (" + report.detail + ")")
                         + " on attempt " + std::to_string(attempts);
   if (d.kind != retry_decision_kind::no_retry) {
+    if (!item.step.empty()) {
+      steps_.retry(item.step, batch.source_name);
+    }
     req.last_failure[index] = std::move(failure);
     req.last_outcome[index] = report.kind;
     if (report.kind == attempt_outcome_kind::rate_limited) {
@@ -789,6 +843,9 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
     failure_counter(result.code).Increment();
   }
   items_counter(req.items[index]->reward, result.status).Increment();
+  if (!req.internal && !req.items[index]->step.empty()) {
+    steps_.item_ended(req.items[index]->step, result);
+  }
   if (!req.internal && !req.items[index]->group.empty()) {
     bool scored = result.status != item_status::failed;
     groups_.ended(req.items[index]->group, clock_.now(), scored ? &result.score : nullptr);

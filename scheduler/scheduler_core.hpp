@@ -25,6 +25,7 @@
 #include "scheduler/retry_policy.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 #include "scheduler/source_registry.hpp"
+#include "scheduler/step_ledger.hpp"
 
 namespace arbiter::scheduler {
 
@@ -170,6 +171,11 @@ public:
 
   scheduler_snapshot snapshot();
 
+  /// The accounts of the recent training steps (see `score_item::step`).
+  const step_ledger& steps() const noexcept {
+    return steps_;
+  }
+
 private:
   enum class item_state : uint8_t { queued, retrying, following, running, done };
   using item_ref = std::pair<request_id, uint32_t>;
@@ -214,6 +220,8 @@ private:
     bool remote = false;
     /// The unscaled prompt-token estimate of its items, to learn from the answer's usage.
     uint64_t prompt_tokens = 0;
+    /// Each item's training step (empty: none), in the items' order.
+    std::vector<std::string> steps;
     bool hedge = false;
   };
 
@@ -316,6 +324,7 @@ private:
   result_cache cache_;
   fair_share fair_;
   group_tracker groups_;
+  step_ledger steps_;
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;

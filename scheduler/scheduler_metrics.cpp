@@ -57,6 +57,13 @@ scheduler_metrics::scheduler_metrics(metrics_registry& registry,
     source_hedges(registry.add(prometheus::BuildCounter()
                     .Name("arbiter_source_hedges_total")
                     .Help("Hedge attempts sent, by the source they went to"))),
+    source_tokens(registry.add(prometheus::BuildCounter()
+                    .Name("arbiter_source_tokens_total")
+                    .Help("Tokens sources reported in their answers' usage, by source and "
+                          "kind (prompt, completion)"))),
+    source_cost(registry.add(prometheus::BuildCounter()
+                  .Name("arbiter_source_cost_total")
+                  .Help("What the tokens sources reported cost at their configured prices"))),
     cache_lookups(registry.add(prometheus::BuildCounter()
                     .Name("arbiter_cache_lookups_total")
                     .Help("Result-cache lookups, by result (hit, miss)"))),

@@ -50,6 +50,11 @@ struct scheduler_metrics {
   prometheus::Family<prometheus::Counter>& source_pacing_waits;
   /// arbiter_source_hedges_total{source}: hedge attempts sent to a source.
   prometheus::Family<prometheus::Counter>& source_hedges;
+  /// arbiter_source_tokens_total{source,kind}: tokens the source reported in its answers'
+  /// usage, "prompt" or "completion".
+  prometheus::Family<prometheus::Counter>& source_tokens;
+  /// arbiter_source_cost_total{source}: what they cost at the source's configured prices.
+  prometheus::Family<prometheus::Counter>& source_cost;
   /// arbiter_cache_lookups_total{result}: result-cache lookups, "hit" or "miss".
   prometheus::Family<prometheus::Counter>& cache_lookups;
   /// arbiter_coalesced_items_total: items answered by an identical item's call in flight.

@@ -548,6 +548,17 @@ bool source_registry::remote(source_id id) const {
   return s != nullptr && s->spec.remote;
 }
 
+double source_registry::cost(source_id id, uint64_t prompt_tokens,
+                             uint64_t completion_tokens) const {
+  auto* s = find(id);
+  if (s == nullptr) {
+    return 0.0;
+  }
+  return (static_cast<double>(prompt_tokens) * s->spec.input_cost_per_million
+          + static_cast<double>(completion_tokens) * s->spec.output_cost_per_million)
+         / 1e6;
+}
+
 std::vector<source_info> source_registry::sources() {
   std::vector<source_info> out;
   out.reserve(sources_.size());

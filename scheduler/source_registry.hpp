@@ -49,6 +49,10 @@ struct source_spec {
   uint64_t completion_tokens = 0;
   /// Whether the source is a remote endpoint (hedging and caching apply to its items).
   bool remote = false;
+  /// What a million prompt (input) and completion (output) tokens cost at this source, for
+  /// the step accounts and `arbiter_source_cost_total` (0: free or unknown).
+  double input_cost_per_million = 0.0;
+  double output_cost_per_million = 0.0;
   /// Reward graphs: for each capability the source serves, the capabilities its model calls
   /// need (e.g. "judge" → {"chat"}). Admission estimates a graph item's wait from theirs.
   std::map<std::string, std::vector<std::string>> feeds;
@@ -254,6 +258,9 @@ public:
   /// The source's name ("" when unknown).
   const std::string& name(source_id id) const;
   bool remote(source_id id) const;
+
+  /// What `prompt_tokens` and `completion_tokens` cost at source `id` (its configured prices).
+  double cost(source_id id, uint64_t prompt_tokens, uint64_t completion_tokens) const;
 
   /// Every source as /info shows it.
   std::vector<source_info> sources();

@@ -115,10 +115,11 @@ protected:
   static http_reply call(router& r, const std::string& method, const std::string& target,
                          std::string body = {},
                          const std::string& content_type = "application/json",
-                         const std::string& authorization = {}) {
+                         const std::string& authorization = {},
+                         const std::string& step = {}) {
     std::promise<http_reply> promise;
     auto future = promise.get_future();
-    http_request req{method, target, authorization, content_type, std::move(body)};
+    http_request req{method, target, authorization, content_type, std::move(body), step};
     r.handle(
       std::move(req), [&promise](http_reply reply) { promise.set_value(std::move(reply)); },
       [](std::function<void()> fn) { fn(); });

@@ -476,3 +476,51 @@ TEST_F(SchedulerCore, AGroupDeadlineCountsFromTheGroupsFirstArrival) {
   EXPECT_TRUE(core_.take_finished().empty());
   EXPECT_TRUE(core_.idle());
 }
+
+TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
+  source_spec spec;
+  spec.name = "remote";
+  spec.capabilities = {"chat"};
+  spec.max_batch_items = 1;
+  spec.max_inflight = 4;
+  spec.remote = true;
+  spec.input_cost_per_million = 1.0;
+  spec.output_cost_per_million = 4.0;
+  core_.add_source(spec);
+  int n = 0;
+  auto chat = [&n](std::string step) {
+    auto item = cpu_item("judge me " + std::to_string(n++)); // distinct: none coalesces
+    item.capability = "chat";
+    item.step = std::move(step);
+    return item;
+  };
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {chat("s1"), chat("s1"), chat("")})
+                .admitted());
+  size_t calls = 0;
+  for (int round = 0; round < 100 && !core_.idle(); ++round) {
+    clock_.advance(50ms);
+    core_.on_timer();
+    for (const auto& b : core_.dispatch()) {
+      auto out = ok_outcome(0.5);
+      auto usage = std::make_shared<model_output>();
+      usage->prompt_tokens = 1000;
+      usage->completion_tokens = 10;
+      out.output = usage;
+      core_.complete(b.id, {out});
+      ++calls;
+    }
+  }
+  ASSERT_EQ(calls, 3u);
+  ASSERT_TRUE(core_.idle());
+  auto account = core_.steps().find("s1");
+  ASSERT_TRUE(account);
+  EXPECT_EQ(account->items_ok, 2u);
+  const auto& remote = account->sources.at("remote");
+  EXPECT_EQ(remote.calls, 2u);
+  EXPECT_EQ(remote.prompt_tokens, 2000u);
+  EXPECT_EQ(remote.completion_tokens, 20u);
+  EXPECT_DOUBLE_EQ(remote.cost, (2000 * 1.0 + 20 * 4.0) / 1e6);
+  EXPECT_EQ(core_.steps().recent().size(), 1u) << "an item without a step is in no account";
+  EXPECT_NE(metrics_text().find(R"(arbiter_source_tokens_total{kind="prompt",source="remote"} 3000)"),
+            std::string::npos);
+}

@@ -155,6 +155,9 @@ struct action {
   std::string outcome;
   /// True when the request holds a concurrency slot until `complete()`.
   bool holds_slot = false;
+  /// The token counts the answer's `usage` reports (0 for failures), for /stats.
+  std::size_t prompt_tokens = 0;
+  std::size_t completion_tokens = 0;
 };
 
 /// A 400 raised while decoding a request body.
@@ -763,7 +766,7 @@ public:
     double fault = std::uniform_real_distribution<double>{0.0, 1.0}(rng_);
     double normal = std::normal_distribution<double>{0.0, 1.0}(rng_);
     std::size_t output_tokens = 0;
-    act.response = answer(path, d, output_tokens);
+    act.response = answer(path, d, output_tokens, act.prompt_tokens, act.completion_tokens);
     act.delay = latency(normal, output_tokens);
     act.holds_slot = true;
     ++in_flight_;
@@ -790,6 +793,9 @@ public:
       act.response.status = 200;
       act.response.body = R"({"id": "broken", "choices": [{"index": 0, "message": )";
     }
+    if (fault < edge) {
+      act.prompt_tokens = act.completion_tokens = 0; // a fault replaced the answer
+    }
     if (act.outcome.empty()) {
       act.outcome = std::to_string(act.response.status);
     }
@@ -806,6 +812,8 @@ public:
     if (!act.endpoint.empty()) {
       ++by_endpoint_[act.endpoint][act.outcome];
     }
+    prompt_tokens_ += act.prompt_tokens;
+    completion_tokens_ += act.completion_tokens;
   }
 
 private:
@@ -868,10 +876,14 @@ private:
 
   std::string next_id(const char* prefix) { return prefix + std::to_string(++ids_); }
 
-  reply answer(const std::string& path, const decoded& d, std::size_t& output_tokens) {
+  /// The answer to a decoded request, with the token counts its `usage` reports.
+  reply answer(const std::string& path, const decoded& d, std::size_t& output_tokens,
+               std::size_t& usage_prompt, std::size_t& usage_completion) {
     auto created = static_cast<long long>(std::time(nullptr));
     auto usage = [&](std::size_t completion) {
       auto prompt = static_cast<std::size_t>(d.prompt_words);
+      usage_prompt = prompt;
+      usage_completion = completion;
       return json{{"prompt_tokens", prompt},
                   {"completion_tokens", completion},
                   {"total_tokens", prompt + completion}};
@@ -939,6 +951,7 @@ private:
                         {"index", i},
                         {"embedding", embedding_json(d.inputs[i], dim)}});
       }
+      usage_prompt = static_cast<std::size_t>(d.prompt_words);
       return json_reply(200, {{"object", "list"},
                               {"data", data},
                               {"model", d.model},
@@ -1006,6 +1019,8 @@ private:
     return json{{"requests_total", total},
                 {"requests", endpoints},
                 {"rate_limited_total", rate_limited_},
+                {"prompt_tokens_total", prompt_tokens_},
+                {"completion_tokens_total", completion_tokens_},
                 {"faults", faults},
                 {"in_flight", in_flight_},
                 {"max_concurrent", max_concurrent_},
@@ -1021,6 +1036,8 @@ private:
   std::size_t in_flight_ = 0;
   std::size_t max_concurrent_ = 0;
   long long rate_limited_ = 0;
+  std::size_t prompt_tokens_ = 0;
+  std::size_t completion_tokens_ = 0;
   long long ids_ = 0;
   std::map<std::string, std::map<std::string, long long>> by_endpoint_;
   std::map<std::string, long long> faults_;

@@ -44,26 +44,33 @@ class StdlibTransport:
 
     def post(self, path, body, headers):
         """Returns (status, headers with lower-case names, body bytes)."""
+        return self.request("POST", path, body, headers)
+
+    def get(self, path, headers):
+        """post() for a GET without a body."""
+        return self.request("GET", path, None, headers)
+
+    def request(self, method, path, body, headers):
         conn = getattr(self._local, "conn", None)
         reused = conn is not None
         if conn is None:
             conn = self._local.conn = self._new_connection()
         try:
-            return self._send(conn, path, body, headers)
+            return self._send(conn, method, path, body, headers)
         except _STALE:
             self._drop(conn)
             if not reused:
                 raise
         conn = self._local.conn = self._new_connection()
         try:
-            return self._send(conn, path, body, headers)
+            return self._send(conn, method, path, body, headers)
         except BaseException:
             self._drop(conn)
             raise
 
-    def _send(self, conn, path, body, headers):
+    def _send(self, conn, method, path, body, headers):
         try:
-            conn.request("POST", self._base_path + path, body=body, headers=headers)
+            conn.request(method, self._base_path + path, body=body, headers=headers)
             resp = conn.getresponse()
             data = resp.read()
         except _STALE:

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import re
 import time
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Iterable, List, Mapping, Optional
 
@@ -118,25 +119,45 @@ class ArbiterClient:
 
     # --- public API ------------------------------------------------------------------------
 
-    def score(self, items: Iterable[Mapping[str, Any]]) -> List[ItemResult]:
+    def score(self, items: Iterable[Mapping[str, Any]], step=None) -> List[ItemResult]:
         """Scores `items` (dicts with verl's field names: solution_str, ground_truth, and
         reward or data_source; extra_info optional), answered in order. A number in
         ground_truth is sent as the text str() gives it (72 -> "72"). Lists longer than
         batch_size go in several requests, one after another. An item may carry a `group`
         (a GRPO group: the rollouts of one prompt); its result's `group` then holds the group's
-        statistics."""
+        statistics. `step` (a string or an integer) tags the items with the training step,
+        whose accounting step_account() returns."""
         results = []
-        for offset, body in self._requests(items):
+        for offset, body in self._requests(items, step):
             results += self._results(self._post_sync(body, offset), offset, body["items"])
         return results
 
-    async def ascore(self, items: Iterable[Mapping[str, Any]]) -> List[ItemResult]:
+    async def ascore(self, items: Iterable[Mapping[str, Any]], step=None) -> List[ItemResult]:
         """score() for asyncio."""
         results = []
-        for offset, body in self._requests(items):
+        for offset, body in self._requests(items, step):
             answer = await self._post_async(body, offset)
             results += self._results(answer, offset, body["items"])
         return results
+
+    def step_account(self, step=None):
+        """What Arbiter accounted for training step `step` (items by status, and per source
+        its calls, tokens, cost, 429s, retries and hedges; docs/api.md, GET /v1/steps), as a
+        dict, or None when the step is not among the recent ones. With no step: the list of
+        the recent steps' accounts. For a trainer's logger (verl's reward_extra_info, TRL's
+        logs); blocking."""
+        path = "/v1/steps" if step is None else \
+            "/v1/steps/" + urllib.parse.quote(str(step), safe="")
+        try:
+            status, _, data = self._sync.get(path, self._headers)
+        except CONNECTION_ERRORS as exc:
+            raise ArbiterUnavailable(f"{type(exc).__name__}: {exc}", 1) from exc
+        if status == 404 and step is not None:
+            return None
+        if status != 200:
+            raise ArbiterError(f"GET {path}: HTTP {status}: {data[:300]!r}")
+        answer = json.loads(data)
+        return answer if step is not None else answer["steps"]
 
     def close(self):
         """Closes the standard-library connections."""
@@ -150,12 +171,16 @@ class ArbiterClient:
 
     # --- requests --------------------------------------------------------------------------
 
-    def _requests(self, items):
+    def _requests(self, items, step=None):
         """Yields (offset of the first item, request body) per batch_size items."""
         prepared = [self._prepare(item, i) for i, item in enumerate(items)]
+        if step is not None and (isinstance(step, bool) or not isinstance(step, (str, int))):
+            raise TypeError(f"step: expected a string or an integer, got {type(step).__name__}")
         size = self.settings.batch_size
         for offset in range(0, len(prepared), size):
             body = {"items": prepared[offset:offset + size]}
+            if step is not None:
+                body["step"] = step
             if self.settings.priority is not None:
                 body["priority"] = self.settings.priority
             if self.settings.deadline_ms is not None:

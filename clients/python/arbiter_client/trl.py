@@ -9,7 +9,9 @@ strings or chat messages. The ground truth comes from a dataset column (`ground_
 default); the other dataset columns go into each item's `extra_info` (so columns named like a
 reward's options act as per-row options), with `question` set from the prompt unless a
 column gives it; a `data_source` column becomes the item's `data_source`. Completions of the
-same prompt are sent as one GRPO group, so Arbiter scores them together.
+same prompt are sent as one GRPO group, so Arbiter scores them together, and every request
+carries TRL's `trainer_state.global_step` as its step: `reward_func.client.step_account(step)`
+returns what that step's rewards took (calls, tokens, cost, 429s) for the trainer's logs.
 
 Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (default) stops
 the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
@@ -80,6 +82,13 @@ def _items(prompts, completions, columns, ground_truth_columns):
     return items
 
 
+def _step(kwargs):
+    """The training step TRL is at (trainer_state.global_step), for Arbiter's step accounts
+    (client.step_account(step)); None when TRL passes no state."""
+    step = getattr(kwargs.get("trainer_state"), "global_step", None)
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 def _name(name, reward):
     return name or (f"arbiter_{reward}" if reward else "arbiter")
 
@@ -97,7 +106,7 @@ def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth
 
     def reward_func(prompts, completions, **kwargs):
         items = _items(prompts, completions, kwargs, truth_columns)
-        return [r.score for r in client.score(items)]
+        return [r.score for r in client.score(items, step=_step(kwargs))]
 
     reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
     reward_func.client = client
@@ -113,7 +122,7 @@ def make_async_reward_func(reward=None, url=None, *, ground_truth_column="ground
 
     async def reward_func(prompts, completions, **kwargs):
         items = _items(prompts, completions, kwargs, truth_columns)
-        return [r.score for r in await client.ascore(items)]
+        return [r.score for r in await client.ascore(items, step=_step(kwargs))]
 
     reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
     reward_func.client = client

@@ -7,6 +7,7 @@ import random
 import pytest
 from client_testing import FakeArray, failing_item, ratio
 
+from arbiter_client import ArbiterClient
 from arbiter_client.trl import make_async_reward_func, make_reward_func
 
 
@@ -146,3 +147,22 @@ def test_the_environment_configures_the_factory(arbiter, arbiter_env, make_func)
     f = make_func()
     assert f.__name__ == "arbiter_lexical"
     assert f(["q"], [failing_item()["solution_str"]], ground_truth=["x"]) == [None]
+
+
+def test_each_call_carries_trls_global_step_and_its_account_can_be_read(arbiter, scripted,
+                                                                        make_func):
+    proxy = scripted()
+    f = make_func(reward="exact_match", url=proxy.url)
+    state = TrainerState()
+    state.global_step = random.randrange(1 << 30)
+    f(prompts=["Q?", "Q?"], completions=["a", "b"], ground_truth=["a", "a"],
+      trainer_state=state)
+    assert proxy.requests[-1][2]["step"] == state.global_step
+    client = ArbiterClient(arbiter.url)  # the recording stand-in answers only POST
+    try:
+        account = client.step_account(state.global_step)
+        assert account["items"] == {"total": 2, "ok": 2, "fallback": 0, "failed": 0}
+        assert client.step_account(state.global_step + 1) is None
+        assert any(a["step"] == str(state.global_step) for a in client.step_account())
+    finally:
+        client.close()

@@ -1,0 +1,80 @@
+#include "scheduler/step_ledger.hpp"
+
+namespace arbiter::scheduler {
+
+step_account& step_ledger::account(const std::string& step) {
+  auto [found, fresh] = steps_.try_emplace(step);
+  if (fresh) {
+    found->second.step = step;
+    order_.push_back(step);
+    while (order_.size() > max_steps_) {
+      steps_.erase(order_.front());
+      order_.pop_front();
+    }
+    found = steps_.find(step);
+  }
+  return found->second;
+}
+
+void step_ledger::call(const std::string& step, const std::string& source, bool hedge) {
+  auto& s = this->source(step, source);
+  ++s.calls;
+  if (hedge) {
+    ++s.hedges;
+  }
+}
+
+void step_ledger::call_ended(const std::string& step, const std::string& source, bool failed,
+                             bool rate_limited, double run_ms) {
+  auto& s = this->source(step, source);
+  if (failed) {
+    ++s.failed_calls;
+  }
+  if (rate_limited) {
+    ++s.rate_limited;
+  }
+  s.run_ms += run_ms;
+}
+
+void step_ledger::usage(const std::string& step, const std::string& source,
+                        uint64_t prompt_tokens, uint64_t completion_tokens, double cost) {
+  auto& s = this->source(step, source);
+  s.prompt_tokens += prompt_tokens;
+  s.completion_tokens += completion_tokens;
+  s.cost += cost;
+}
+
+void step_ledger::retry(const std::string& step, const std::string& source) {
+  ++this->source(step, source).retries;
+}
+
+void step_ledger::item_ended(const std::string& step, const item_result& result) {
+  auto& a = account(step);
+  switch (result.status) {
+    case item_status::ok:
+      ++a.items_ok;
+      break;
+    case item_status::fallback:
+      ++a.items_fallback;
+      break;
+    case item_status::failed:
+      ++a.items_failed;
+      ++a.failures[std::string{to_string(result.code)}];
+      break;
+  }
+  if (result.cached) {
+    ++a.cache_hits;
+  }
+  a.queue_ms += result.queue_ms;
+  a.run_ms += result.run_ms;
+}
+
+std::optional<step_account> step_ledger::find(const std::string& step) const {
+  auto found = steps_.find(step);
+  if (found == steps_.end()) {
+    return std::nullopt;
+  }
+  return found->second;
+}
+
+} // namespace arbiter::scheduler

@@ -1,0 +1,77 @@
+"""Per-step accounting (GET /v1/steps) against the providers' own counters: real
+fake-provider processes on loopback, one of them with a limit Arbiter was not told (429s)."""
+
+import random
+import urllib.parse
+
+import pytest
+
+from arbiter_testing import source_toml
+
+
+def judge_items(n, prefix):
+    return [{"reward": "judge", "solution_str": f"{prefix} {i} shared words here",
+             "ground_truth": f"reference {i} shared words", "extra_info": {"problem": "p"}}
+            for i in range(n)]
+
+
+def test_step_accounts_equal_the_providers_counters(make_server, provider):
+    # a: a limit Arbiter is not told, so it meets 429s and retries; b: no limit.
+    a = provider("--rpm", "600", "--burst-seconds", "1", "--latency-median-ms", "20",
+                 "--latency-p99-ms", "40", "--seed", "5")
+    b = provider("--latency-median-ms", "30", "--latency-p99-ms", "60", "--seed", "6")
+    prices = {"input_cost_per_million": 2.5, "output_cost_per_million": 10.0}
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n"
+                    "max_attempts = 10\nretry_budget_min = 1000\n\n"
+                    + source_toml("a", a.url, **prices) + source_toml("b", b.url))
+    tag = f"run{random.randrange(1 << 30)}"
+    first, second = f"{tag}/step 1", f"{tag}/step 2"
+    status, _, body = s.score({"step": first, "items": judge_items(40, "x")})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    status, _, body = s.request("POST", "/v1/score", {"items": judge_items(25, "y")},
+                                headers={"X-Arbiter-Step": second})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+
+    accounts = {}
+    for step in (first, second):
+        status, _, account = s.request("GET", "/v1/steps/" + urllib.parse.quote(step, safe=""))
+        assert status == 200, account
+        assert account["step"] == step
+        accounts[step] = account
+    assert accounts[first]["items"] == {"total": 40, "ok": 40, "fallback": 0, "failed": 0}
+    assert accounts[second]["items"]["ok"] == 25
+
+    for name, p in (("a", a), ("b", b)):
+        stats = p.stats()
+        mine = [acc["sources"].get(name, {}) for acc in accounts.values()]
+        total = lambda key: sum(m.get(key, 0) for m in mine)  # noqa: E731
+        assert total("calls") == stats["requests_total"], (name, mine, stats)
+        assert total("rate_limited") == stats["rate_limited_total"], (name, mine, stats)
+        assert total("prompt_tokens") == stats["prompt_tokens_total"], (name, mine, stats)
+        assert total("completion_tokens") == stats["completion_tokens_total"], (name, stats)
+    a_stats = a.stats()
+    assert a_stats["rate_limited_total"] > 0, "the unconfigured limit was met"
+    cost = sum(acc["sources"]["a"]["cost"] for acc in accounts.values() if "a" in acc["sources"])
+    assert cost == pytest.approx((a_stats["prompt_tokens_total"] * 2.5
+                                  + a_stats["completion_tokens_total"] * 10.0) / 1e6)
+    retries = sum(acc["totals"]["retries"] for acc in accounts.values())
+    assert retries >= a_stats["rate_limited_total"], "every 429 was followed by a retry"
+
+    status, _, listing = s.request("GET", "/v1/steps")
+    assert status == 200
+    assert [x["step"] for x in listing["steps"]][-2:] == [first, second]
+    status, _, missing = s.request("GET", "/v1/steps/nothing-" + tag)
+    assert status == 404 and missing["error"]["code"] == "not_found"
+    # The metrics carry the running totals.
+    _, _, metrics = s.request("GET", "/metrics")
+    line = f'arbiter_source_tokens_total{{kind="prompt",source="a"}} {a_stats["prompt_tokens_total"]}'
+    assert line in metrics, [l for l in metrics.splitlines() if "tokens_total" in l]
+
+
+def test_a_step_header_too_long_gets_400_naming_it(server):
+    status, _, body = server.request(
+        "POST", "/v1/score",
+        {"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": "a"}]},
+        headers={"X-Arbiter-Step": "s" * 1025})
+    assert status == 400
+    assert body["error"]["field"] == "X-Arbiter-Step"
