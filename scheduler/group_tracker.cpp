@@ -22,19 +22,21 @@ group_tracker::order group_tracker::admit(const std::string& group, time_point n
   return {g.first_arrival, g.earliest_deadline};
 }
 
-void group_tracker::ended(const std::string& group, time_point now, const double* score) {
+std::optional<nanoseconds> group_tracker::ended(const std::string& group, time_point now,
+                                                const double* score) {
   auto found = groups_.find(group);
   if (found == groups_.end()) {
-    return;
+    return std::nullopt;
   }
   auto& g = found->second;
   g.last_active = now;
-  if (g.pending > 0) {
-    --g.pending;
+  std::optional<nanoseconds> complete;
+  if (g.pending > 0 && --g.pending == 0) {
+    complete = now - g.first_arrival;
   }
   if (score == nullptr) {
     ++g.failed;
-    return;
+    return complete;
   }
   double x = *score;
   ++g.scored;
@@ -48,6 +50,7 @@ void group_tracker::ended(const std::string& group, time_point now, const double
   double delta = x - g.mean;
   g.mean += delta / g.scored;
   g.m2 += delta * (x - g.mean);
+  return complete;
 }
 
 std::optional<time_point> group_tracker::first_arrival(const std::string& group) const {

@@ -54,8 +54,10 @@ public:
   /// When `group`'s first member arrived, if the group is known.
   std::optional<time_point> first_arrival(const std::string& group) const;
 
-  /// Notes that a scored member of `group` ended at `now`: with `score`, or failed (nullopt).
-  void ended(const std::string& group, time_point now, const double* score);
+  /// Notes that a scored member of `group` ended at `now`: with `score`, or failed (null).
+  /// Returns the time since the group's first arrival when this left nothing of it pending.
+  std::optional<nanoseconds> ended(const std::string& group, time_point now,
+                                   const double* score);
 
   /// The group's statistics now (all zero for a group not known).
   group_summary summary(const std::string& group) const;

@@ -843,12 +843,19 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
     failure_counter(result.code).Increment();
   }
   items_counter(req.items[index]->reward, result.status).Increment();
+  if (!req.internal) {
+    latency_histogram(req.items[index]->reward)
+      .Observe(seconds_between(req.admitted, clock_.now()));
+  }
   if (!req.internal && !req.items[index]->step.empty()) {
     steps_.item_ended(req.items[index]->step, result);
   }
   if (!req.internal && !req.items[index]->group.empty()) {
     bool scored = result.status != item_status::failed;
-    groups_.ended(req.items[index]->group, clock_.now(), scored ? &result.score : nullptr);
+    if (auto took = groups_.ended(req.items[index]->group, clock_.now(),
+                                  scored ? &result.score : nullptr)) {
+      metrics_.group_completion.Observe(std::chrono::duration<double>(*took).count());
+    }
   }
   auto was = req.states[index];
   req.results[index] = std::move(result);
@@ -973,6 +980,15 @@ prometheus::Counter& scheduler_core::items_counter(const std::string& reward,
   if (found == item_counters_.end()) {
     auto& c = metrics_.items.Add({{"reward", reward}, {"status", to_string(status)}});
     found = item_counters_.emplace(key, &c).first;
+  }
+  return *found->second;
+}
+
+prometheus::Histogram& scheduler_core::latency_histogram(const std::string& reward) {
+  auto found = latency_histograms_.find(reward);
+  if (found == latency_histograms_.end()) {
+    auto& h = metrics_.item_latency.Add({{"reward", reward}}, latency_buckets());
+    found = latency_histograms_.emplace(reward, &h).first;
   }
   return *found->second;
 }

@@ -309,6 +309,7 @@ private:
   item_result maybe_fall_back(const score_item& item, item_result result);
   bool remote_capability(const std::string& capability) const;
   prometheus::Counter& items_counter(const std::string& reward, item_status status);
+  prometheus::Histogram& latency_histogram(const std::string& reward);
   prometheus::Counter& failure_counter(errc code);
 
   config::scheduler_config cfg_;
@@ -342,6 +343,7 @@ private:
   prometheus::Histogram* schedule_histogram_;
   std::map<std::pair<std::string, item_status>, prometheus::Counter*> item_counters_;
   std::map<errc, prometheus::Counter*> failure_counters_;
+  std::map<std::string, prometheus::Histogram*, std::less<>> latency_histograms_;
   task_id next_task_ = 1;
   batch_id next_batch_ = 1;
   bool draining_ = false;

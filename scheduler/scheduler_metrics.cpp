@@ -64,6 +64,14 @@ scheduler_metrics::scheduler_metrics(metrics_registry& registry,
     source_cost(registry.add(prometheus::BuildCounter()
                   .Name("arbiter_source_cost_total")
                   .Help("What the tokens sources reported cost at their configured prices"))),
+    item_latency(registry.add(prometheus::BuildHistogram()
+                   .Name("arbiter_item_latency_seconds")
+                   .Help("Items the trainer sent, from admission to the answer, by reward"))),
+    group_completion(registry.add(prometheus::BuildHistogram()
+                       .Name("arbiter_group_completion_seconds")
+                       .Help("GRPO groups: from the first member's arrival to the end of the "
+                             "last pending member"))
+                       .Add({}, latency_buckets())),
     cache_lookups(registry.add(prometheus::BuildCounter()
                     .Name("arbiter_cache_lookups_total")
                     .Help("Result-cache lookups, by result (hit, miss)"))),

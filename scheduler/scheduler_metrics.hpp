@@ -55,6 +55,12 @@ struct scheduler_metrics {
   prometheus::Family<prometheus::Counter>& source_tokens;
   /// arbiter_source_cost_total{source}: what they cost at the source's configured prices.
   prometheus::Family<prometheus::Counter>& source_cost;
+  /// arbiter_item_latency_seconds{reward}: an item the trainer sent, from admission to its
+  /// answer (a reward graph's model calls are not items).
+  prometheus::Family<prometheus::Histogram>& item_latency;
+  /// arbiter_group_completion_seconds: for a GRPO group, from its first member's arrival to
+  /// the end of its last pending member (observed each time nothing of it is left pending).
+  prometheus::Histogram& group_completion;
   /// arbiter_cache_lookups_total{result}: result-cache lookups, "hit" or "miss".
   prometheus::Family<prometheus::Counter>& cache_lookups;
   /// arbiter_coalesced_items_total: items answered by an identical item's call in flight.

@@ -1,10 +1,14 @@
 """deploy/ stays true to the code: the example configurations pass `arbiter check-config`
 (with certificates from deploy/certs/make-certs.sh where the files would be mounted), the
-Kubernetes manifest carries the same files and ports, and the Slurm script parses."""
+Kubernetes manifest carries the same files and ports, the Slurm script parses, and the Grafana
+dashboard queries only metrics and labels docs/metrics.md lists."""
+import json
+import re
 import subprocess
 import tomllib
 from pathlib import Path
 
+import promql_parser
 import pytest
 import yaml
 
@@ -80,3 +84,66 @@ def test_the_slurm_script_parses():
     run = subprocess.run(["bash", "-n", str(DEPLOY / "slurm" / "arbiter.sbatch")],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+# ---- the Grafana dashboard ---------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def documented_metrics():
+    """{name: (type, label names)} from docs/metrics.md's tables."""
+    rows = re.findall(r"^\| `(arbiter_[a-z0-9_]+)` \| (\w+) \| ([^|]*) \|",
+                      (DOCS / "metrics.md").read_text(), re.M)
+    return {name: (kind, set(re.findall(r"`([a-z_]+)`", labels))) for name, kind, labels in rows}
+
+
+def dashboard():
+    return json.loads((DEPLOY / "grafana" / "arbiter.json").read_text())
+
+
+def test_the_dashboard_queries_only_documented_metrics_and_labels():
+    """Every query parses as PromQL, names metrics docs/metrics.md lists (a histogram through
+    its _bucket, _sum or _count series) and groups by labels those metrics have."""
+    known = documented_metrics()
+    assert len(known) > 30
+    queried = set()
+    for panel in dashboard()["panels"]:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            expr = target["expr"]
+            promql_parser.parse(expr)  # raises on a malformed query
+            names = set()
+            for name in re.findall(r"\barbiter_[a-z0-9_]+", expr):
+                base = re.sub(r"_(bucket|sum|count)$", "", name)
+                if base != name and known.get(base, ("",))[0] == "histogram":
+                    name = base
+                assert name in known, f"{panel['title']}: {name} is not in docs/metrics.md"
+                names.add(name)
+            labels = set().union(*(known[n][1] for n in names)) | {"le"}
+            for group in re.findall(r"\bby \(([^)]*)\)", expr):
+                for label in filter(None, (x.strip() for x in group.split(","))):
+                    assert label in labels, f"{panel['title']}: no label {label} on {names}"
+            queried |= names
+    # What the dashboard must show (issue: GRPO-aware).
+    for must in ("arbiter_items_total", "arbiter_item_latency_seconds", "arbiter_queue_depth",
+                 "arbiter_queue_wait_seconds", "arbiter_source_attempts_total",
+                 "arbiter_source_rate_limited_total", "arbiter_source_breaker_state",
+                 "arbiter_source_concurrency_limit", "arbiter_source_tokens_total",
+                 "arbiter_source_cost_total", "arbiter_group_completion_seconds",
+                 "arbiter_cluster_nodes"):
+        assert must in queried, must
+
+
+def test_the_dashboard_is_well_formed():
+    doc = dashboard()
+    assert doc["uid"] == "arbiter"
+    assert [v["name"] for v in doc["templating"]["list"]] == ["datasource"]
+    ids = [p["id"] for p in doc["panels"]]
+    assert len(ids) == len(set(ids))
+    for panel in doc["panels"]:
+        assert panel["datasource"]["uid"] == "${datasource}"
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs))
+        grid = panel["gridPos"]
+        assert 0 <= grid["x"] and grid["x"] + grid["w"] <= 24

@@ -33,7 +33,9 @@ TEST(GroupTracker, StatisticsAreTheMeanAndTorchStdOfTheScoredMembers) {
   for (double& s : scores) {
     groups.ended("g", t0 + 1s, &s);
   }
-  groups.ended("g", t0 + 1s, nullptr);
+  auto done = groups.ended("g", t0 + 1s, nullptr);
+  ASSERT_TRUE(done) << "the last pending member";
+  EXPECT_EQ(*done, 1s);
   auto g = groups.summary("g");
   EXPECT_EQ(g.group, "g");
   EXPECT_EQ(g.scored, 4u);
@@ -50,8 +52,8 @@ TEST(GroupTracker, AGroupWhoseScoresAreAllEqualHasZeroStd) {
   groups.admit("g", t0, t0 + 30s, true);
   groups.admit("g", t0, t0 + 30s, true);
   double one = 0.3;
-  groups.ended("g", t0, &one);
-  groups.ended("g", t0, &one);
+  EXPECT_FALSE(groups.ended("g", t0, &one));
+  EXPECT_FALSE(groups.ended("g", t0, &one)) << "one member still pending";
   auto g = groups.summary("g");
   EXPECT_TRUE(g.zero_std);
   EXPECT_EQ(g.std, 0.0);
