@@ -202,7 +202,11 @@ scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
   };
   scheduler::source_spec spec;
   spec.name = reward_graph_source;
-  spec.max_batch_items = 16;
+  // One item per batch: the actor answers a batch when its last graph ends, so a batch of
+  // several would hold every finished item back until the slowest one's model calls are
+  // answered (seconds, behind a rate limit). The graphs run concurrently all the same; their
+  // model calls are what the scheduler queues, orders and batches.
+  spec.max_batch_items = 1;
   spec.max_inflight = 1u << 16;
   spec.remote = false;
   for (const auto& entry : catalog.rewards()) {

@@ -205,3 +205,16 @@ def test_bad_source_config_names_the_field(tmp_path):
     assert "sources[0].kind" in out.stdout
     assert "sources[0].url" in out.stdout
     assert "sources[0].capabilities[1]" in out.stdout
+
+
+def test_a_judge_item_is_answered_when_its_own_calls_are_not_with_a_batch(make_server,
+                                                                         provider):
+    """The reward-graph runner takes one item per batch: it answers a batch when its last
+    graph ends, so items sharing a batch would wait for the slowest one's model calls."""
+    p = provider("--latency-median-ms", "5", "--latency-p99-ms", "20")
+    s = make_server(config(source_toml("a", p)))
+    status, _, body = s.score({"items": judge_items(40)})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+    _, _, info = s.request("GET", "/info")
+    graph = next(x for x in info["sources"] if x["name"] == "reward-graph")
+    assert graph["dispatched_batches"] == 40
