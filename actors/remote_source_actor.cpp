@@ -209,14 +209,6 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   };
 }
 
-/// Whether `capabilities` holds `name`, alone or with a route suffix ("chat", "chat@judge").
-bool serves(const std::vector<std::string>& capabilities, std::string_view name) {
-  return std::any_of(capabilities.begin(), capabilities.end(), [name](const std::string& c) {
-    return c.size() >= name.size() && c.compare(0, name.size(), name) == 0
-           && (c.size() == name.size() || c[name.size()] == '@');
-  });
-}
-
 } // namespace
 
 uint32_t default_max_batch_items(const std::vector<std::string>& capabilities) {

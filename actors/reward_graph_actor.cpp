@@ -210,7 +210,7 @@ scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
   spec.max_inflight = 1u << 16;
   spec.remote = false;
   for (const auto& entry : catalog.rewards()) {
-    if (!backends::graph_kind(entry.kind)) {
+    if (!backends::runs_as_graph(entry.kind)) {
       continue;
     }
     // With the cluster on, worker nodes may bring the generator and NLI models later: the

@@ -17,9 +17,16 @@ std::vector<std::string> default_capabilities(const std::string& kind) {
   return {};
 }
 
+bool serves(const std::vector<std::string>& capabilities, std::string_view name) {
+  return std::any_of(capabilities.begin(), capabilities.end(), [name](const std::string& c) {
+    return c.size() >= name.size() && c.compare(0, name.size(), name) == 0
+           && (c.size() == name.size() || c[name.size()] == '@');
+  });
+}
+
 bool serves(const config::source_config& src, const std::string& capability) {
-  auto caps = src.capabilities.empty() ? default_capabilities(src.kind) : src.capabilities;
-  return std::find(caps.begin(), caps.end(), capability) != caps.end();
+  return serves(src.capabilities.empty() ? default_capabilities(src.kind) : src.capabilities,
+                capability);
 }
 
 std::vector<std::string> model_capabilities(const config::model_config& m) {

@@ -7,6 +7,7 @@
 // (net/routes.cpp, net/openai_codec.cpp) and start-up (exe/).
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "config/config.hpp"
@@ -15,6 +16,9 @@ namespace arbiter::actors {
 
 /// The kind's default capabilities ("openai" → chat, "tei" → embed, "ig_service" → ig).
 std::vector<std::string> default_capabilities(const std::string& kind);
+
+/// Whether `capabilities` holds `name`, alone or with a route suffix ("chat", "chat@judge").
+bool serves(const std::vector<std::string>& capabilities, std::string_view name);
 
 /// Whether `src` serves `capability` ("chat", "embed", ...): its configured list, else its
 /// kind's defaults.

@@ -14,7 +14,7 @@ std::string default_fallback(std::string_view kind) {
   return found == nullptr ? "" : found->default_fallback;
 }
 
-bool graph_kind(std::string_view kind) {
+bool runs_as_graph(std::string_view kind) {
   const auto* found = find_reward_kind(kind);
   return found != nullptr && found->runner == reward_runner::graph;
 }

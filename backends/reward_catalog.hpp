@@ -63,7 +63,7 @@ std::string capability_of(std::string_view kind);
 std::string default_fallback(std::string_view kind);
 
 /// Whether items of `kind` are computed by a reward graph (judge, info_gain, em_info_gain).
-bool graph_kind(std::string_view kind);
+bool runs_as_graph(std::string_view kind);
 
 /// The capabilities a graph kind's model calls need: judge → chat; info_gain (as a local
 /// graph) → generate and nli; em_info_gain → ig (an info_gain item). Empty for other kinds.
