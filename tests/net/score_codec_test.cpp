@@ -94,6 +94,13 @@ TEST_F(ScoreCodec, ReadsGroupsFromItemsOrTheRequest) {
     << err.message;
   EXPECT_EQ(timed.items[0].group_deadline_ms, 5000u);
   EXPECT_EQ(timed.items[1].group_deadline_ms, 0u) << "an item with no group has no group deadline";
+
+  score_request_body stepped;
+  ASSERT_TRUE(decode_score_request(
+    R"({"step": 17, "items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}]})",
+    ctx_, stepped, err))
+    << err.message;
+  EXPECT_EQ(stepped.items[0].step, "17") << "every item of the request, as text";
 }
 
 TEST_F(ScoreCodec, AppliesDefaultsAndDataSourcePrefixes) {
@@ -184,6 +191,10 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
      "items[0].group", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_id": true})",
      "group_id", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "step": [3]})",
+     "step", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "step": 2.5})",
+     "step", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_deadline_ms": 0})",
      "group_deadline_ms", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_deadline_ms": "9"})",
