@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "backends/replay/replay_log.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
 
@@ -161,7 +162,8 @@ embedding_inputs embedding_texts(const std::vector<shared_item>& items, std::str
 std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items,
                                            std::string_view model,
                                            const embedding_inputs& inputs,
-                                           const std::vector<std::vector<double>>& vectors) {
+                                           const std::vector<std::vector<double>>& vectors,
+                                           bool keep_vectors) {
   if (inputs.spans.size() != items.size() || vectors.size() != inputs.texts.size()) {
     throw std::invalid_argument{"embedding inputs do not fit their items or vectors"};
   }
@@ -179,6 +181,13 @@ std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items
                                   + std::to_string(plan.references.size())};
     }
     outcomes.push_back(score_embedding(*items[i], plan, span, vectors));
+    if (keep_vectors) {
+      replay::embedding_evidence evidence;
+      evidence.model = std::string{model};
+      evidence.vectors.assign(vectors.begin() + span.first,
+                              vectors.begin() + span.first + span.references + 1);
+      outcomes.back().evidence = replay::encode(evidence);
+    }
   }
   return outcomes;
 }

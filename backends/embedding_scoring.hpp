@@ -45,10 +45,13 @@ public:
 /// One outcome per item from `vectors[i]`, the vector of `inputs.texts[i]` (same `model` as
 /// `embedding_texts`). Items fail (reward_failed) without references, over `dimensions`, or
 /// when a vector is zero. Throws std::invalid_argument when `inputs` do not fit `items` or
-/// `vectors`, and embedding_mismatch when an item's vectors differ in dimension.
+/// `vectors`, and embedding_mismatch when an item's vectors differ in dimension. With
+/// `keep_vectors` (the replay log is on) each outcome's `evidence` holds `model` and its
+/// item's vectors (backends/replay/replay_log.hpp).
 std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items,
                                            std::string_view model,
                                            const embedding_inputs& inputs,
-                                           const std::vector<std::vector<double>>& vectors);
+                                           const std::vector<std::vector<double>>& vectors,
+                                           bool keep_vectors = false);
 
 } // namespace arbiter::backends

@@ -147,6 +147,10 @@ struct item_outcome {
   /// Fields the reward returns beside its score, for the trainer, as a JSON object's text
   /// (math_dapo: `acc`, `pred`); empty when it returns none. /v1/score reports it as `extra`.
   std::string extra;
+  /// With the replay log on (`work_batch::record`): what the score was computed from, as a
+  /// JSON object's text, for `arbiter replay` (embedding: the model and the vectors; reward
+  /// graphs: their model calls' answers, step by step). Empty otherwise.
+  std::string evidence;
 };
 
 /// An outcome that failed with `code` for `reason`.
@@ -187,6 +191,8 @@ struct item_result {
   std::string detail;
   /// The reward's extra fields (see item_outcome::extra).
   std::string extra;
+  /// What the score was computed from, for the replay log (see item_outcome::evidence).
+  std::string evidence;
 };
 
 } // namespace arbiter
