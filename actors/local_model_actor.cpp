@@ -71,7 +71,8 @@ caf::behavior embedding_worker(caf::event_based_actor*,
         size_t tokens = 0;
         auto vectors = embedder->embed(inputs.texts, max_batch_tokens, &tokens);
         counters.tokens->Increment(static_cast<double>(tokens));
-        result.outcomes = backends::score_embeddings(batch.items, model, inputs, vectors);
+        result.outcomes =
+          backends::score_embeddings(batch.items, model, inputs, vectors, batch.record);
       } catch (const std::exception& e) {
         result.outcomes.clear();
         for (size_t i = 0; i < batch.items.size(); ++i) {

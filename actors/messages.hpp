@@ -87,6 +87,8 @@ struct work_batch {
   /// to its model calls).
   size_t priority = 0;
   time_point deadline;
+  /// The replay log is on: say what each score was computed from (`item_outcome::evidence`).
+  bool record = false;
 };
 
 /// A worker's answer: one outcome per item of the batch, in order.

@@ -166,6 +166,7 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
       p.items = std::move(batch.items);
       try {
         p.call = remote::prepare_call(s.api, s.options, p.items);
+        p.call.keep_vectors = batch.record;
       } catch (const std::exception& e) {
         // The reward cannot be computed by this API at all: the items fail, the source is fine.
         work_result result;

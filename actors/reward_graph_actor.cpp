@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -14,6 +15,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/source_capabilities.hpp"
+#include "backends/replay/replay_log.hpp"
 #include "backends/reward_graphs.hpp"
 
 namespace arbiter::actors {
@@ -35,6 +37,8 @@ struct job {
   time_point deadline;
   time_point started;
   std::unique_ptr<backends::reward_graph> graph;
+  /// With the replay log on: the calls and their answers, the outcome's evidence.
+  std::optional<backends::replay::graph_trace> trace;
 };
 
 /// A batch whose items are being computed.
@@ -73,6 +77,9 @@ void finish(graph_actor* self, uint64_t id, item_outcome outcome) {
     outcome.sources.assign(sources.begin(), sources.end());
     outcome.cached = j.graph->all_cached();
     outcome.attempts = j.graph->attempts();
+  }
+  if (j.trace) {
+    outcome.evidence = j.trace->encode();
   }
   if (outcome.sources.empty()) {
     outcome.sources.push_back(reward_graph_source); // no model call was needed
@@ -118,6 +125,9 @@ void follow(graph_actor* self, uint64_t id, backends::graph_step step) {
   if (step.done()) {
     finish(self, id, std::move(step.outcome));
   } else {
+    if (auto& trace = self->state.jobs.at(id).trace) {
+      trace->calls(step.calls);
+    }
     send_calls(self, id, std::move(step.calls));
   }
 }
@@ -129,13 +139,18 @@ void advance(graph_actor* self, uint64_t id, const score_reply& reply) {
   if (found == self->state.jobs.end()) {
     return;
   }
+  auto& j = found->second;
   if (!reply.admitted || reply.results.empty()) {
-    // Refused while draining, or failed by a scheduler that failed itself.
+    // Refused while draining, or failed by a scheduler that failed itself: nothing to replay.
+    j.trace.reset();
     finish(self, id, failure(reply.rejection == "draining" ? errc::shutting_down : errc::overloaded,
                              "the reward's model calls were refused: " + reply.reason));
     return;
   }
-  follow(self, id, found->second.graph->advance(reply.results));
+  if (j.trace) {
+    j.trace->answers(reply.results);
+  }
+  follow(self, id, j.graph->advance(reply.results));
 }
 
 caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
@@ -159,6 +174,9 @@ caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
         j.priority = batch.priority;
         j.deadline = batch.deadline;
         j.started = st.clock.now();
+        if (batch.record) {
+          j.trace.emplace();
+        }
         kinds.push_back(batch.items[i]->kind);
         j.graph = backends::make_reward_graph(std::move(batch.items[i]), *st.catalog);
         st.jobs.emplace(id, std::move(j));

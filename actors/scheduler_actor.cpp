@@ -27,6 +27,8 @@ struct scheduler_state {
   std::vector<caf::response_promise> drain_waiters;
   std::optional<time_point> timer_at;
   scheduler::request_id next_request = 1;
+  /// The replay log's writer, when it is on: gets every finished request.
+  std::shared_ptr<replay_recorder> recorder;
 
   static const char* name;
 };
@@ -41,6 +43,9 @@ void pump(scheduler_actor* self);
 void deliver_finished(scheduler_actor* self) {
   auto& st = self->state;
   for (auto& done : st.core->take_finished()) {
+    if (st.recorder) {
+      st.recorder->record(done.internal, done.items, done.results);
+    }
     auto found = st.replies.find(done.id);
     if (found == st.replies.end()) {
       continue;
@@ -90,7 +95,8 @@ void pump(scheduler_actor* self) {
     // worker that dies is seen through its down message. (A timeout would cost a round trip
     // through CAF's clock thread per batch.)
     self->request(worker->second, caf::infinite, work_atom::value,
-                  work_batch{id, std::move(batch.items), batch.priority, batch.deadline})
+                  work_batch{id, std::move(batch.items), batch.priority, batch.deadline,
+                             batch.record})
       .then(
         [self](work_result& result) {
           self->state.core->complete(result.id, std::move(result.report), result.outcomes);
@@ -145,11 +151,14 @@ void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
 
 caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
                         scheduler::scheduler_metrics* metrics, config::routing_config routing,
-                        scheduler::fallback_fn fallback) {
+                        scheduler::fallback_fn fallback,
+                        std::shared_ptr<replay_recorder> recorder) {
   auto& st = self->state;
   st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics, routing,
                                                         std::random_device{}());
   st.core->set_fallback(std::move(fallback));
+  st.core->set_recording(recorder != nullptr);
+  st.recorder = std::move(recorder);
   // A bug that throws must not leave requests without an answer: fail every pending request,
   // then stop.
   self->set_exception_handler([self](std::exception_ptr& eptr) -> caf::error {
@@ -263,8 +272,9 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
 caf::actor spawn_scheduler(caf::actor_system& sys, const config::scheduler_config& cfg,
                            scheduler::scheduler_metrics& metrics,
                            const config::routing_config& routing,
-                           scheduler::fallback_fn fallback) {
-  return sys.spawn(scheduler, cfg, &metrics, routing, std::move(fallback));
+                           scheduler::fallback_fn fallback,
+                           std::shared_ptr<replay_recorder> recorder) {
+  return sys.spawn(scheduler, cfg, &metrics, routing, std::move(fallback), std::move(recorder));
 }
 
 } // namespace arbiter::actors

@@ -191,7 +191,7 @@ typename Inspector::result_type inspect(Inspector& f, item_outcome& x) {
   wire::enum_ref<errc, errc::upstream_rejected> code{x.code};
   wire::shared_ref<model_output> output{x.output};
   return f(caf::meta::type_name("item_outcome"), code, x.score, x.error, x.run_ms, output,
-           x.sources, x.cached, x.attempts, x.detail, x.extra);
+           x.sources, x.cached, x.attempts, x.detail, x.extra, x.evidence);
 }
 
 } // namespace arbiter
@@ -334,9 +334,10 @@ typename Inspector::result_type inspect(Inspector& f, work_batch& x) {
   wire::deadline_ref deadline{x.deadline};
   uint64_t priority = x.priority;
   if constexpr (Inspector::reads_state) {
-    return f(caf::meta::type_name("work_batch"), x.id, items, priority, deadline);
+    return f(caf::meta::type_name("work_batch"), x.id, items, priority, deadline, x.record);
   } else {
-    auto err = f(caf::meta::type_name("work_batch"), x.id, items, priority, deadline);
+    auto err =
+      f(caf::meta::type_name("work_batch"), x.id, items, priority, deadline, x.record);
     if (!err) {
       x.priority = static_cast<size_t>(priority);
     }

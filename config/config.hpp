@@ -305,6 +305,19 @@ struct cluster_config {
   std::string ca;
 };
 
+/// The replay log (docs/replay.md): every reward item and model call that ends, appended as
+/// JSON Lines for `arbiter replay`. Off while `path` is empty.
+struct replay_config {
+  /// The log file (appended to; created when missing).
+  std::string path;
+  /// Past this size the file is moved to PATH.1 (PATH.1 to PATH.2, ...) and a new one begun.
+  uint32_t max_file_mb = 256;
+  /// Rotated files kept (PATH.1 ... PATH.keep_files); 0 keeps none.
+  uint32_t keep_files = 4;
+  /// Records the writer may fall behind by before new ones are dropped (and counted).
+  uint32_t max_backlog = 100000;
+};
+
 struct arbiter_config {
   server_config server;
   scheduler_config scheduler;
@@ -317,6 +330,7 @@ struct arbiter_config {
   cpu_config cpu;
   protocols_config protocols;
   cluster_config cluster;
+  replay_config replay;
   /// Configured rewards, by name. The built-in kinds are always available under their own
   /// names (`lexical`, `embedding`, ...); entries here add names or override those.
   std::map<std::string, reward_config> rewards;

@@ -283,6 +283,27 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) -> const std::string& { return c.cluster.ca; },
           [](arbiter_config& c, std::string v) { c.cluster.ca = std::move(v); },
           "PEM CA certificate that signs every cluster member"),
+      // [replay]
+      str_field(
+          "replay.path", 0,
+          [](const arbiter_config& c) -> const std::string& { return c.replay.path; },
+          [](arbiter_config& c, std::string v) { c.replay.path = std::move(v); },
+          "Replay log file (JSON Lines); empty: no log"),
+      int_field(
+          "replay.max_file_mb", 1, 1 << 20,
+          [](const arbiter_config& c) -> int64_t { return c.replay.max_file_mb; },
+          [](arbiter_config& c, int64_t v) { c.replay.max_file_mb = static_cast<uint32_t>(v); },
+          "Rotate the replay log past this many MiB"),
+      int_field(
+          "replay.keep_files", 0, 1000,
+          [](const arbiter_config& c) -> int64_t { return c.replay.keep_files; },
+          [](arbiter_config& c, int64_t v) { c.replay.keep_files = static_cast<uint32_t>(v); },
+          "Rotated replay logs kept (PATH.1 ... PATH.N)"),
+      int_field(
+          "replay.max_backlog", 1, max_u32,
+          [](const arbiter_config& c) -> int64_t { return c.replay.max_backlog; },
+          [](arbiter_config& c, int64_t v) { c.replay.max_backlog = static_cast<uint32_t>(v); },
+          "Records the writer may fall behind by before new ones are dropped"),
       // [routing]
       int_field(
           "routing.max_attempts", 1, 100,

@@ -400,7 +400,7 @@ void load_root(const toml::table& root, arbiter_config& cfg, problem_list& probl
   for (const auto& [key, value] : root) {
     const std::string_view name = key.str();
     if (name == "server" || name == "scheduler" || name == "cpu" || name == "routing"
-        || name == "protocols" || name == "cluster") {
+        || name == "protocols" || name == "cluster" || name == "replay") {
       load_section(name, value, cfg, problems);
     } else if (name == "rewards") {
       load_rewards(value, cfg, problems);

@@ -1,5 +1,5 @@
-// The `arbiter` command: `serve` runs the reward-serving scheduler, `check-config` validates a
-// configuration file.
+// The `arbiter` command: `serve` runs the reward-serving scheduler, `worker` a worker node,
+// `check-config` validates a configuration file, `replay` recomputes rewards from a replay log.
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -76,6 +76,24 @@ int main(int argc, char** argv) {
   std::string check_file;
   check->add_option("FILE", check_file, "the file to check")->required();
 
+  arbiter::exe::replay_options replay_opts;
+  auto* replay = app.add_subcommand(
+    "replay", "Recompute every reward item of replay logs ([replay] path; docs/replay.md) from "
+              "the model answers and vectors they recorded, with no provider or model, and "
+              "print each item whose score differs from the one returned at the time, then a "
+              "table per reward kind. Exits 0 when every replayed score is identical, 1 when "
+              "one differs or a line cannot be read, 2 when a file cannot be opened.");
+  replay->add_option("LOG", replay_opts.files, "replay log files (rotated ones too, any order)")
+    ->required()
+    ->check(CLI::ExistingFile);
+  std::string replay_config;
+  replay->add_option("--config", replay_config,
+                     "the server's configuration file (its rewards and [cpu] limits)")
+    ->check(CLI::ExistingFile);
+  std::string replay_step;
+  replay->add_option("--step", replay_step, "only the items of this training step");
+  replay->add_flag("--json", replay_opts.json, "print a JSON summary instead of the table");
+
   CLI11_PARSE(app, argc, argv);
 
   arbiter::log::level level;
@@ -88,6 +106,15 @@ int main(int argc, char** argv) {
 
   if (*check) {
     return arbiter::exe::check_config(check_file);
+  }
+  if (*replay) {
+    if (!replay_config.empty()) {
+      replay_opts.config_file = replay_config;
+    }
+    if (replay->count("--step") > 0) {
+      replay_opts.step = replay_step;
+    }
+    return arbiter::exe::replay_logs(replay_opts);
   }
   if (*worker) {
     auto colon = join.rfind(':');

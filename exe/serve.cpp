@@ -151,6 +151,7 @@ int serve(const serve_options& options) {
   net::http_metrics http_metrics{registry};
   actors::local_model_metrics model_metrics{registry};
   actors::cluster_metrics cluster_metrics{registry};
+  actors::replay_metrics replay_metrics{registry};
   backends::reward_catalog catalog{cfg};
 
   caf::actor_system_config caf_cfg;
@@ -174,8 +175,18 @@ int serve(const serve_options& options) {
                     const score_item& item) {
     return backends::cpu::evaluate_fallback(item, limits);
   };
+  std::shared_ptr<actors::replay_recorder> recorder;
+  if (!cfg.replay.path.empty()) {
+    try {
+      recorder = actors::spawn_replay_writer(sys, cfg.replay, replay_metrics);
+    } catch (const std::exception& e) {
+      std::cerr << "arbiter: " << e.what() << "\n";
+      return 2;
+    }
+    log::info("replay log: ", cfg.replay.path);
+  }
   auto sched = actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing,
-                                       fallback);
+                                       fallback, recorder);
   caf::actor gateway;
   if (cfg.cluster.enabled) {
     gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics);
@@ -320,6 +331,9 @@ int serve(const serve_options& options) {
     t.join();
   }
   server->shutdown();
+  if (recorder && !recorder->flush(std::chrono::seconds{10})) {
+    log::warn("replay log: the writer did not finish within 10 s; its last records are lost");
+  }
   stop_actors();
   log::info("drained; exiting");
   return 0;

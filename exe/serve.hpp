@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/log.hpp"
 
@@ -45,5 +46,23 @@ int worker(const worker_options& options);
 
 /// Validates a configuration file; prints "FIELD: REASON" per problem. Returns 0 or 1.
 int check_config(const std::string& path);
+
+/// What `arbiter replay` was asked for.
+struct replay_options {
+  /// Replay logs, in any order (each record stands alone).
+  std::vector<std::string> files;
+  /// The server's configuration (its rewards and `[cpu]` limits); default as `serve` finds it.
+  std::optional<std::string> config_file;
+  /// Only the items of this training step.
+  std::optional<std::string> step;
+  /// A JSON summary on stdout instead of the table.
+  bool json = false;
+};
+
+/// Recomputes every reward item of the logs from what they recorded, prints each one whose
+/// score differs ("DIFF FILE:LINE ...") and a table per reward kind. Returns 0 when none
+/// differs, 1 when one does or a line cannot be read, 2 when a file or the configuration
+/// cannot be.
+int replay_logs(const replay_options& options);
 
 } // namespace arbiter::exe

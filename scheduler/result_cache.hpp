@@ -33,6 +33,8 @@ struct cached_result {
   std::string detail;
   std::string extra;
   std::vector<std::string> sources;
+  /// What the score was computed from, when the replay log was on (item_outcome::evidence).
+  std::string evidence;
 };
 
 /// An LRU cache of scores by key, bounded in entries, with an optional time to live. A lookup

@@ -205,6 +205,7 @@ item_result scheduler_core::maybe_fall_back(const score_item& item, item_result 
   result.score = outcome.score;
   result.source = item.fallback;
   result.sources.clear();
+  result.evidence.clear(); // replay recomputes the fallback from the item alone
   result.fallback_reason = std::move(why);
   return result;
 }
@@ -324,6 +325,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           r.output = hit->output;
           r.detail = hit->detail;
           r.extra = hit->extra;
+          r.evidence = hit->evidence;
           r.sources = hit->sources;
           end_item(id, req, i, std::move(r));
           continue;
@@ -367,6 +369,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   batch.id = next_batch_++;
   batch.source = source;
   batch.hedge = hedge;
+  batch.record = recording_;
   batch.priority = queues_.class_count();
   batch.deadline = time_point::max();
   inflight_batch record;
@@ -581,6 +584,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
         result.code = o.code;
         result.error = o.error;
       }
+      result.evidence = o.evidence; // a failed reward's too: replay reproduces the failure
       if (!o.sources.empty()) {
         // A reward graph: its model calls' provenance replaces the graph's own.
         result.sources = o.sources;
@@ -880,6 +884,7 @@ void scheduler_core::settle_flight(const std::string& key, item_ref leader,
     value.output = result.output;
     value.detail = result.detail;
     value.extra = result.extra;
+    value.evidence = result.evidence;
     value.sources = result.sources;
     cache_.insert(key, std::move(value));
   }
@@ -968,7 +973,8 @@ void scheduler_core::finish(request_id id) {
       }
     }
   }
-  finished_.push_back({id, std::move(found->second.results), std::move(groups)});
+  finished_.push_back({id, found->second.internal, std::move(found->second.items),
+                       std::move(found->second.results), std::move(groups)});
   requests_.erase(found);
   metrics_.requests_pending.Decrement();
 }

@@ -40,6 +40,9 @@ struct dispatch_batch {
   /// (a reward graph gives its model calls the same).
   size_t priority = 0;
   time_point deadline;
+  /// The replay log is on: the source should say what each score was computed from
+  /// (`item_outcome::evidence`).
+  bool record = false;
 };
 
 /// Scores an item with its reward's fallback kind (see `score_item::fallback`).
@@ -54,7 +57,10 @@ struct cancelled_batch {
 /// A request whose every item has an answer.
 struct finished_request {
   request_id id = 0;
-  /// One result per item, in the request's order.
+  /// A reward graph's model calls (see `submit`).
+  bool internal = false;
+  /// The items, and one result per item, in the request's order.
+  std::vector<shared_item> items;
   std::vector<item_result> results;
   /// The groups its items belong to, in order of first appearance, as they stood when it
   /// finished (members in other requests included); empty for internal requests.
@@ -105,6 +111,12 @@ public:
   /// worker failure, overload, shutdown), `fallback` scores it and it ends `fallback`.
   void set_fallback(fallback_fn fallback) {
     fallback_ = std::move(fallback);
+  }
+
+  /// With the replay log on, every batch asks its source for the evidence of its scores
+  /// (`dispatch_batch::record`).
+  void set_recording(bool on) noexcept {
+    recording_ = on;
   }
 
   /// Removes a source (a worker that stopped, a node that was lost). Its in-flight items count
@@ -347,6 +359,7 @@ private:
   task_id next_task_ = 1;
   batch_id next_batch_ = 1;
   bool draining_ = false;
+  bool recording_ = false;
   time_point drain_deadline_;
 };
 

@@ -615,7 +615,7 @@ std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& 
   }
   auto vectors = read_vectors(api, doc, call.input_count, body);
   try {
-    return score_embeddings(items, opts.model, inputs, vectors);
+    return score_embeddings(items, opts.model, inputs, vectors, call.keep_vectors);
   } catch (const embedding_mismatch& e) {
     reject(e.what(), body);
   }

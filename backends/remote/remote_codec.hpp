@@ -70,6 +70,9 @@ struct prepared_call {
   std::vector<input_span> spans;
   /// Number of texts in an embedding call's input list (0 for other kinds).
   uint32_t input_count = 0;
+  /// Embedding calls: `parse_reply` keeps each item's vectors in its outcome's `evidence`
+  /// (set by the caller when the replay log is on).
+  bool keep_vectors = false;
 };
 
 /// Which item kinds an API serves: openai → "chat", "generate", "embedding"; tei →

@@ -65,6 +65,7 @@ TEST_F(Wire, AWorkBatchArrivesWithItsItemsCallsAndTimeLeft) {
   batch.id = 77;
   batch.priority = 2;
   batch.deadline = steady_clock::now() + std::chrono::seconds{30};
+  batch.record = true;
   score_item reward;
   reward.reward = "lexical";
   reward.kind = "lexical";
@@ -77,6 +78,7 @@ TEST_F(Wire, AWorkBatchArrivesWithItsItemsCallsAndTimeLeft) {
   auto got = load<work_batch>(save(batch));
   EXPECT_EQ(got.id, 77u);
   EXPECT_EQ(got.priority, 2u);
+  EXPECT_TRUE(got.record) << "a node's sources keep evidence for the replay log";
   auto left = got.deadline - steady_clock::now();
   EXPECT_GT(left, std::chrono::seconds{29});
   EXPECT_LE(left, std::chrono::seconds{30});
@@ -124,6 +126,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   scored.cached = true;
   scored.attempts = 2;
   scored.detail = R"({"samples":[]})";
+  scored.evidence = R"({"model":"m","vectors":[[0.5]]})";
   auto output = std::make_shared<model_output>();
   output->texts = {{"Paris", -0.5, 2, "stop"}, {"Lyon", -1.25, 3, "length"}};
   output->entailment = 0.9;
@@ -154,6 +157,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_TRUE(s.cached);
   EXPECT_EQ(s.attempts, 2u);
   EXPECT_EQ(s.detail, scored.detail);
+  EXPECT_EQ(s.evidence, scored.evidence);
   ASSERT_NE(s.output, nullptr);
   ASSERT_EQ(s.output->texts.size(), 2u);
   EXPECT_EQ(s.output->texts[1].text, "Lyon");

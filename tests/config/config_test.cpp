@@ -164,6 +164,12 @@ port = 7711
 heartbeat_ms = 250
 timeout_ms = 900
 
+[replay]
+path = "/tmp/r.jsonl"
+max_file_mb = 8
+keep_files = 2
+max_backlog = 500
+
 [rewards.squad_em]
 kind = "exact_match"
 
@@ -202,6 +208,10 @@ squad = "squad_em"
   EXPECT_EQ(cfg.cluster.port, 7711);
   EXPECT_EQ(cfg.cluster.heartbeat, 250ms);
   EXPECT_EQ(cfg.cluster.timeout, 900ms);
+  EXPECT_EQ(cfg.replay.path, "/tmp/r.jsonl");
+  EXPECT_EQ(cfg.replay.max_file_mb, 8u);
+  EXPECT_EQ(cfg.replay.keep_files, 2u);
+  EXPECT_EQ(cfg.replay.max_backlog, 500u);
   ASSERT_EQ(cfg.rewards.size(), 1u);
   EXPECT_EQ(cfg.rewards.at("squad_em").name, "squad_em");
   EXPECT_EQ(cfg.rewards.at("squad_em").kind, "exact_match");
@@ -657,7 +667,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
             "scheduler.max_inflight_batches_per_source");
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
-  EXPECT_EQ(vars.size(), 60u);
+  EXPECT_EQ(by_name.at("ARBITER_REPLAY_PATH"), "replay.path");
+  EXPECT_EQ(vars.size(), 64u);
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_GROUP_ORDER"), "scheduler.group_order");
   EXPECT_EQ(by_name.at("ARBITER_SERVER_API_KEYS"), "server.api_keys");
   // Every variable is read by apply_environment: setting it to garbage is reported.
@@ -679,6 +690,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
       EXPECT_EQ(cfg.cluster.host, "?"); // validate() reports it when the cluster is on
     } else if (field == "server.api_keys") {
       EXPECT_EQ(cfg.server.api_keys, "?"); // a key may be any visible ASCII
+    } else if (field == "replay.path") {
+      EXPECT_EQ(cfg.replay.path, "?"); // a file name; the server reports one it cannot open
     } else if (field == "cluster.certificate" || field == "cluster.key" || field == "cluster.ca"
                || field == "server.api_key_file") {
       EXPECT_TRUE(problems.empty()) << field; // validate() reports the unreadable file

@@ -325,3 +325,28 @@ def test_batch_calls_false_decodes_and_counts_one_pass_per_call(make_server):
     for t in threads:
         t.join()
     assert model_batches(s, "tiny-lm") - before == 4
+
+
+def test_local_embedding_scores_replay_from_the_logged_vectors(make_server, tmp_path):
+    import subprocess
+    from arbiter_testing import ARBITER_BIN
+    log = tmp_path / "replay.jsonl"
+    server = make_server(f'[replay]\npath = "{log}"\n',
+                         env={"ARBITER_DEFAULT_EMBEDDER_DIR": str(MODEL)})
+    texts = [c["text"] for c in cases()][:6]
+    items = [{"reward": "embedding", "solution_str": t, "ground_truth": [texts[0], t[::-1]]}
+             for t in texts]
+    status, _, body = server.score({"items": items})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    assert server.stop() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    scored = [r for r in records if r["type"] == "item"]
+    assert [r["result"]["score"] for r in scored] == body["scores"]
+    assert all(r["evidence"]["model"] and len(r["evidence"]["vectors"]) == 3
+               and len(r["evidence"]["vectors"][0]) == 384 for r in scored)
+    done = subprocess.run([ARBITER_BIN, "replay", "--json", str(log)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done
+    summary = json.loads(done.stdout)
+    assert summary["by_kind"]["embedding"] == {"items": 6, "identical": 6, "differs": 0,
+                                               "not_replayable": 0}, summary

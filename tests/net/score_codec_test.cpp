@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/cluster.hpp"
+#include "actors/replay_writer.hpp"
 #include "net/http_metrics.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 
@@ -335,6 +336,7 @@ TEST(MetricsDoc, ListsEveryMetricTheServerDeclares) {
   scheduler::scheduler_metrics s{registry, {"high"}};
   net::http_metrics h{registry};
   actors::cluster_metrics c{registry};
+  actors::replay_metrics r{registry};
   std::ifstream in{std::string{ARBITER_SOURCE_DIR} + "/docs/metrics.md"};
   ASSERT_TRUE(in) << "docs/metrics.md is missing";
   std::stringstream doc;

@@ -1,0 +1,215 @@
+#include "actors/replay_writer.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+#include <utility>
+
+#include <caf/actor_system.hpp>
+#include <caf/atom.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+#include <prometheus/counter.h>
+
+#include "arbiter/version.hpp"
+#include "backends/replay/replay_log.hpp"
+#include "common/log.hpp"
+
+namespace arbiter::actors {
+
+namespace {
+
+/// scheduler -> writer: a finished request to append.
+using replay_atom = caf::atom_constant<caf::atom("replay")>;
+/// anyone -> writer: answered with ok once what came before is written.
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+
+struct file_closer {
+  void operator()(std::FILE* f) const noexcept {
+    std::fclose(f);
+  }
+};
+using file_ptr = std::unique_ptr<std::FILE, file_closer>;
+
+/// Now, UTC, ISO 8601 with milliseconds.
+std::string utc_now() {
+  auto now = std::chrono::system_clock::now();
+  auto secs = std::chrono::system_clock::to_time_t(now);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  auto n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms.count()));
+  return buf;
+}
+
+/// Opens `path` for appending and writes the `start` record; throws naming the reason.
+file_ptr open_log(const std::string& path, uint64_t& size) {
+  file_ptr f{std::fopen(path.c_str(), "ab")};
+  if (!f) {
+    throw std::runtime_error{"cannot open replay.path '" + path + "': " + std::strerror(errno)};
+  }
+  auto start = backends::replay::encode_start(version, utc_now()) + "\n";
+  std::fseek(f.get(), 0, SEEK_END);
+  auto at = std::ftell(f.get());
+  size = at > 0 ? static_cast<uint64_t>(at) : 0;
+  if (std::fwrite(start.data(), 1, start.size(), f.get()) != start.size()
+      || std::fflush(f.get()) != 0) {
+    throw std::runtime_error{"cannot write replay.path '" + path + "': " + std::strerror(errno)};
+  }
+  size += start.size();
+  return f;
+}
+
+struct writer_state {
+  config::replay_config cfg;
+  file_ptr file;
+  uint64_t size = 0;
+  std::shared_ptr<std::atomic<uint64_t>> backlog;
+  replay_metrics* metrics = nullptr;
+  bool warned = false;
+
+  static const char* name;
+};
+
+const char* writer_state::name = "arbiter.replay_writer";
+
+using writer_actor = caf::stateful_actor<writer_state>;
+
+/// Moves the log to PATH.1 (PATH.1 to PATH.2, ..., dropping PATH.keep_files) and opens a new
+/// one.
+void rotate(writer_state& st) {
+  st.file.reset();
+  const auto& path = st.cfg.path;
+  auto numbered = [&path](uint32_t k) { return path + "." + std::to_string(k); };
+  if (st.cfg.keep_files == 0) {
+    std::remove(path.c_str());
+  } else {
+    std::remove(numbered(st.cfg.keep_files).c_str());
+    for (uint32_t k = st.cfg.keep_files; k > 1; --k) {
+      std::rename(numbered(k - 1).c_str(), numbered(k).c_str());
+    }
+    std::rename(path.c_str(), numbered(1).c_str());
+  }
+  try {
+    st.file = open_log(path, st.size);
+  } catch (const std::exception& e) {
+    log::error("replay log: ", e.what(), "; records are dropped until it can be opened");
+  }
+}
+
+void append(writer_state& st, const replay_entry& entry) {
+  auto time = utc_now();
+  if (!st.file) {
+    rotate(st); // try again to open it
+  }
+  uint64_t written = 0;
+  uint64_t failed = 0;
+  for (size_t i = 0; i < entry.items.size() && i < entry.results.size(); ++i) {
+    auto line = backends::replay::encode(*entry.items[i], entry.results[i], entry.internal, time);
+    line += '\n';
+    if (st.file && std::fwrite(line.data(), 1, line.size(), st.file.get()) == line.size()) {
+      st.size += line.size();
+      st.metrics->bytes.Increment(static_cast<double>(line.size()));
+      ++written;
+    } else {
+      ++failed;
+      if (!st.warned) {
+        st.warned = true;
+        log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
+      }
+    }
+  }
+  if (st.file && std::fflush(st.file.get()) != 0 && !st.warned) {
+    st.warned = true;
+    log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
+  }
+  st.metrics->records.Add({{"result", "written"}}).Increment(static_cast<double>(written));
+  if (failed > 0) {
+    st.metrics->records.Add({{"result", "failed"}}).Increment(static_cast<double>(failed));
+  }
+  if (st.size >= uint64_t{st.cfg.max_file_mb} << 20) {
+    rotate(st);
+  }
+}
+
+caf::behavior writer(writer_actor* self, config::replay_config cfg, std::FILE* file,
+                     uint64_t size, std::shared_ptr<std::atomic<uint64_t>> backlog,
+                     replay_metrics* metrics) {
+  auto& st = self->state;
+  st.cfg = std::move(cfg);
+  st.file.reset(file);
+  st.size = size;
+  st.backlog = std::move(backlog);
+  st.metrics = metrics;
+  return {
+    [self](replay_atom, const replay_entry& entry) {
+      auto& s = self->state;
+      append(s, entry);
+      s.backlog->fetch_sub(entry.items.size(), std::memory_order_relaxed);
+    },
+    [](flush_atom) { return caf::ok_atom::value; },
+  };
+}
+
+} // namespace
+
+replay_metrics::replay_metrics(metrics_registry& registry)
+  : records(registry.add(prometheus::BuildCounter()
+                           .Name("arbiter_replay_records_total")
+                           .Help("Replay log records written, dropped (the writer was "
+                                 "behind) or failed (the disk refused them)"))),
+    bytes(registry
+            .add(prometheus::BuildCounter()
+                   .Name("arbiter_replay_bytes_total")
+                   .Help("Bytes appended to the replay log"))
+            .Add({})) {
+}
+
+replay_recorder::replay_recorder(caf::actor writer, uint64_t max_backlog,
+                                 std::shared_ptr<std::atomic<uint64_t>> backlog,
+                                 replay_metrics& metrics)
+  : writer_(std::move(writer)),
+    max_backlog_(max_backlog),
+    backlog_(std::move(backlog)),
+    dropped_(metrics.records.Add({{"result", "dropped"}})) {
+}
+
+void replay_recorder::record(bool internal, const std::vector<shared_item>& items,
+                             const std::vector<item_result>& results) {
+  auto n = items.size();
+  if (backlog_->load(std::memory_order_relaxed) + n > max_backlog_) {
+    dropped_.Increment(static_cast<double>(n));
+    return;
+  }
+  backlog_->fetch_add(n, std::memory_order_relaxed);
+  caf::anon_send(writer_, replay_atom::value, replay_entry{internal, items, results});
+}
+
+bool replay_recorder::flush(std::chrono::milliseconds timeout) {
+  caf::scoped_actor self{writer_.home_system()};
+  bool done = false;
+  self->request(writer_, timeout, flush_atom::value)
+    .receive([&done](caf::ok_atom) { done = true; }, [](const caf::error&) {});
+  return done;
+}
+
+std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
+                                                     const config::replay_config& cfg,
+                                                     replay_metrics& metrics) {
+  uint64_t size = 0;
+  auto file = open_log(cfg.path, size);
+  auto backlog = std::make_shared<std::atomic<uint64_t>>(0);
+  // The behavior may start on the writer's own thread later: it takes the file over then.
+  auto actor = sys.spawn<caf::detached>(writer, cfg, file.release(), size, backlog, &metrics);
+  return std::make_shared<replay_recorder>(std::move(actor), cfg.max_backlog, std::move(backlog),
+                                           metrics);
+}
+
+} // namespace arbiter::actors

@@ -1,0 +1,74 @@
+#pragma once
+
+// The replay log's writer (docs/replay.md): an actor on its own thread that appends one JSON
+// line per reward item and model call that ended (backends/replay/replay_log.hpp) to
+// `[replay] path`, and rotates the file past `max_file_mb`. The scheduler hands it finished
+// requests through a `replay_recorder` and never waits for the disk; past `max_backlog`
+// records not yet written, new ones are dropped and counted.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/fwd.hpp>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+
+#include "common/metrics.hpp"
+#include "common/score_types.hpp"
+#include "config/config.hpp"
+
+namespace arbiter::actors {
+
+/// The writer's metrics.
+struct replay_metrics {
+  explicit replay_metrics(metrics_registry& registry);
+  /// arbiter_replay_records_total{result="written"|"dropped"|"failed"}.
+  prometheus::Family<prometheus::Counter>& records;
+  /// arbiter_replay_bytes_total: bytes appended to the log.
+  prometheus::Counter& bytes;
+};
+
+/// One finished request, as the scheduler hands it to the writer.
+struct replay_entry {
+  bool internal = false;
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+};
+
+/// What the scheduler holds: sends finished requests to the writer, or drops them (counted)
+/// while the writer is `max_backlog` records behind.
+class replay_recorder {
+public:
+  replay_recorder(caf::actor writer, uint64_t max_backlog,
+                  std::shared_ptr<std::atomic<uint64_t>> backlog, replay_metrics& metrics);
+
+  /// Hands one finished request on (copies its results; the items are shared).
+  void record(bool internal, const std::vector<shared_item>& items,
+              const std::vector<item_result>& results);
+
+  /// Waits (up to `timeout`) until everything handed on so far is written; false on timeout.
+  /// For shutdown, after the scheduler has drained.
+  bool flush(std::chrono::milliseconds timeout);
+
+private:
+  caf::actor writer_;
+  uint64_t max_backlog_;
+  std::shared_ptr<std::atomic<uint64_t>> backlog_;
+  prometheus::Counter& dropped_;
+};
+
+/// Opens `cfg.path` for appending (creating it) and spawns the writer. Throws
+/// std::runtime_error naming the path and the reason when it cannot be opened. `metrics` must
+/// outlive the writer.
+std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
+                                                     const config::replay_config& cfg,
+                                                     replay_metrics& metrics);
+
+} // namespace arbiter::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(arbiter::actors::replay_entry)

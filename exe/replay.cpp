@@ -1,0 +1,169 @@
+// `arbiter replay LOG...`: recomputes every reward item of replay logs from what they recorded
+// (docs/replay.md) and prints each item whose score differs from the one returned at the time.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "backends/replay/replayer.hpp"
+#include "backends/reward_catalog.hpp"
+#include "exe/serve.hpp"
+#include "exe/startup.hpp"
+
+namespace arbiter::exe {
+
+namespace {
+
+using json = nlohmann::json;
+namespace replay = backends::replay;
+
+/// Counts per reward kind.
+struct tally {
+  uint64_t items = 0;
+  uint64_t identical = 0;
+  uint64_t differs = 0;
+  uint64_t not_replayable = 0;
+};
+
+} // namespace
+
+int replay_logs(const replay_options& options) {
+  config::arbiter_config cfg;
+  if (!load_configuration(options.config_file, {}, cfg)) {
+    return 2;
+  }
+  const backends::reward_catalog catalog{cfg};
+  const backends::cpu_limits limits{cfg.cpu.max_lexical_chars};
+
+  std::map<std::string, tally> kinds;
+  std::map<std::string, uint64_t> unreplayable_reasons;
+  json differences = json::array();
+  uint64_t calls = 0;
+  uint64_t unreadable = 0;
+  uint64_t skipped_steps = 0;
+  for (const auto& file : options.files) {
+    std::ifstream in{file};
+    if (!in) {
+      std::cerr << "arbiter replay: cannot open '" << file << "'\n";
+      return 2;
+    }
+    uint64_t line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++line_no;
+      if (line.empty()) {
+        continue;
+      }
+      replay::record r;
+      try {
+        r = replay::decode(line);
+      } catch (const std::exception& e) {
+        ++unreadable;
+        std::cerr << file << ":" << line_no << ": " << e.what() << "\n";
+        continue;
+      }
+      if (r.type == replay::record_type::call) {
+        ++calls;
+        continue;
+      }
+      if (r.type != replay::record_type::item) {
+        continue;
+      }
+      if (options.step && r.item.step != *options.step) {
+        ++skipped_steps;
+        continue;
+      }
+      auto result = replay::replay_item(r, catalog, limits);
+      auto& t = kinds[r.item.kind];
+      ++t.items;
+      switch (result.outcome) {
+        case replay::verdict::identical:
+          ++t.identical;
+          break;
+        case replay::verdict::not_replayable:
+          ++t.not_replayable;
+          ++unreplayable_reasons[r.item.kind + ": " + result.reason.substr(0, 60)];
+          break;
+        case replay::verdict::differs: {
+          ++t.differs;
+          json d = {{"file", file},          {"line", line_no},
+                    {"step", r.item.step},   {"reward", r.item.reward},
+                    {"kind", r.item.kind},   {"status", to_string(r.result.status)},
+                    {"score", r.result.score}, {"reason", result.reason}};
+          if (result.recomputed.code == errc::none) {
+            d["replayed"] = result.recomputed.score;
+          }
+          if (!options.json) {
+            std::cout << "DIFF " << file << ":" << line_no << " reward=" << r.item.reward
+                      << " kind=" << r.item.kind
+                      << (r.item.step.empty() ? "" : " step=" + r.item.step) << ": "
+                      << result.reason << "\n";
+          }
+          differences.push_back(std::move(d));
+          break;
+        }
+      }
+    }
+  }
+
+  tally total;
+  for (const auto& [kind, t] : kinds) {
+    total.items += t.items;
+    total.identical += t.identical;
+    total.differs += t.differs;
+    total.not_replayable += t.not_replayable;
+  }
+  if (options.json) {
+    json by_kind = json::object();
+    for (const auto& [kind, t] : kinds) {
+      by_kind[kind] = {{"items", t.items},
+                       {"identical", t.identical},
+                       {"differs", t.differs},
+                       {"not_replayable", t.not_replayable}};
+    }
+    std::cout << json{{"items", total.items},
+                      {"identical", total.identical},
+                      {"differs", total.differs},
+                      {"not_replayable", total.not_replayable},
+                      {"calls", calls},
+                      {"unreadable_lines", unreadable},
+                      {"by_kind", by_kind},
+                      {"not_replayable_reasons", unreplayable_reasons},
+                      {"differences", differences}}
+                   .dump(2)
+              << "\n";
+  } else {
+    std::printf("%-18s %9s %10s %8s %15s\n", "kind", "items", "identical", "differ",
+                "not replayable");
+    for (const auto& [kind, t] : kinds) {
+      std::printf("%-18s %9llu %10llu %8llu %15llu\n", kind.c_str(),
+                  static_cast<unsigned long long>(t.items),
+                  static_cast<unsigned long long>(t.identical),
+                  static_cast<unsigned long long>(t.differs),
+                  static_cast<unsigned long long>(t.not_replayable));
+    }
+    std::printf("%-18s %9llu %10llu %8llu %15llu\n", "total",
+                static_cast<unsigned long long>(total.items),
+                static_cast<unsigned long long>(total.identical),
+                static_cast<unsigned long long>(total.differs),
+                static_cast<unsigned long long>(total.not_replayable));
+    std::printf("%llu model calls recorded%s\n", static_cast<unsigned long long>(calls),
+                options.step ? (", " + std::to_string(skipped_steps)
+                                + " items of other steps skipped")
+                                 .c_str()
+                             : "");
+    for (const auto& [reason, n] : unreplayable_reasons) {
+      std::printf("not replayable: %llu × %s\n", static_cast<unsigned long long>(n),
+                  reason.c_str());
+    }
+    if (unreadable > 0) {
+      std::printf("%llu lines could not be read (see stderr)\n",
+                  static_cast<unsigned long long>(unreadable));
+    }
+  }
+  return total.differs > 0 || unreadable > 0 ? 1 : 0;
+}
+
+} // namespace arbiter::exe

@@ -1,0 +1,187 @@
+"""The replay log end to end: a real server over real fake-provider processes writes every
+reward item and model call to [replay] path; `arbiter replay` recomputes every reward from
+what was recorded, with no provider, and must find every score identical — and must name
+the items whose recorded answers were tampered with."""
+
+import json
+import subprocess
+
+from arbiter_testing import ARBITER_BIN, source_toml
+
+
+def replay(*args):
+    """Runs `arbiter replay --json ARGS`; returns (exit code, summary)."""
+    done = subprocess.run([ARBITER_BIN, "replay", "--json", *args], capture_output=True,
+                          text=True, timeout=120)
+    try:
+        summary = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        summary = {"stdout": done.stdout}
+    return done.returncode, summary, done.stderr
+
+
+def records(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def wait_for_items(path, n):
+    """The writer is asynchronous: the records land shortly after the answers."""
+    import time
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            got = [r for r in records(path) if r["type"] == "item" and not r.get("internal")]
+        except (FileNotFoundError, json.JSONDecodeError):
+            got = []
+        if len(got) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the replay log holds {len(got)} items, expected {n}")
+
+
+ROLLOUT = ("<|im_start|>user\nAnswer the question. Question: What is the capital of France?"
+           "\n<|im_end|>\n<|im_start|>assistant\n<search>capital of France</search>"
+           "<information>Paris is the capital of France.</information><answer> Paris </answer>")
+
+
+def all_kinds_items():
+    items = []
+    for i in range(6):
+        items.append({"reward": "judge", "solution_str": f"answer {i} shared words here",
+                      "ground_truth": f"reference {i} shared words",
+                      "extra_info": {"problem": "p", "votes": 1 + i % 3}})
+    for i in range(5):
+        items.append({"reward": "embedding", "solution_str": f"blue whale number {i}",
+                      "ground_truth": ["the blue whale", f"whale {i}"]})
+    items.append({"reward": "emb_down", "solution_str": "The Cat sat",
+                  "ground_truth": ["the cat SAT down"]})
+    for i, context in enumerate(["Paris is the capital of France.", "Lyon is a city."]):
+        items.append({"reward": "info_gain", "solution_str": context, "ground_truth": ["Paris"],
+                      "extra_info": {"question": "What is the capital of France?",
+                                     "num_samples": 3 + i, "seed": 11 + i}})
+    items.append({"reward": "em_info_gain", "solution_str": ROLLOUT, "ground_truth": ["Paris"],
+                  "extra_info": {"num_samples": 3}})
+    items.append({"reward": "em_info_gain", "solution_str": "<answer>Lyon</answer>",
+                  "ground_truth": ["Paris"]})
+    for i in range(4):
+        items.append({"reward": "lexical", "solution_str": f"the cat sat {i}",
+                      "ground_truth": ["the cat sat", "a dog"]})
+        items.append({"reward": "exact_match", "solution_str": f"Paris{'' if i % 2 else '!'}",
+                      "ground_truth": "paris"})
+    items.append({"data_source": "openai/gsm8k", "solution_str": "so #### 72",
+                  "ground_truth": "72"})
+    items.append({"data_source": "openai/gsm8k", "solution_str": "so #### 71",
+                  "ground_truth": "72"})
+    items.append({"data_source": "math_dapo", "solution_str": "Answer: \\frac{1}{2}",
+                  "ground_truth": "\\dfrac{1}{2}"})
+    items.append({"data_source": "lighteval/MATH", "solution_str": "\\boxed{3}",
+                  "ground_truth": "3"})
+    return items
+
+
+def config(p, down, log):
+    return ("[routing]\nhedge = false\nmax_attempts = 2\n\n"
+            + source_toml("llm", p.url, "openai", ["chat", "generate"])
+            + source_toml("tei", p.url, "tei", ["embed", "nli"])
+            + source_toml("down", down.url, "tei", ["embed"])
+            + '[rewards.emb_down]\nkind = "embedding"\nsources = ["down"]\n\n'
+            + f'[replay]\npath = "{log}"\n')
+
+
+def test_replay_reproduces_every_score_and_names_tampered_items(make_server, provider,
+                                                                 tmp_path):
+    p = provider("--seed", "3")
+    down = provider("--outage", "0:3600")
+    log = tmp_path / "replay.jsonl"
+    cfg_path = tmp_path / "served.toml"
+    cfg_path.write_text(config(p, down, log))
+    s = make_server(cfg_path.read_text())
+    items = all_kinds_items()
+    status, _, body = s.score({"step": "7", "items": items, "deadline_ms": 20000})
+    assert status == 200, body
+    by_status = {r["status"] for r in body["results"]}
+    assert by_status <= {"ok", "fallback"}, [r for r in body["results"] if r["status"] == "failed"]
+    assert body["results"][6 + 5]["status"] == "fallback"  # emb_down
+    # The same request again: remote calls now come from the cache, and are still replayable.
+    status, _, again = s.score({"step": "8", "items": items[:11], "deadline_ms": 20000})
+    assert status == 200 and again["scores"] == body["scores"][:11], again
+    wait_for_items(log, len(items) + 11)
+
+    lines = records(log)
+    assert lines[0]["type"] == "start"
+    mine = [r for r in lines if r["type"] == "item" and not r.get("internal")]
+    assert [r["result"]["score"] for r in mine[:len(items)]] == body["scores"]
+    assert {r["step"] for r in mine} == {"7", "8"}
+    calls = [r for r in lines if r["type"] == "call"]
+    assert {c["kind"] for c in calls} == {"chat", "generate", "nli"}
+    for c in calls:
+        assert len(c["call"]["prompt_hash"]) == 64 and c["result"]["status"] == "ok", c
+        assert "output" in c["result"] and c["result"]["source"] in ("llm", "tei"), c
+    chat = [c for c in calls if c["kind"] == "chat"]
+    assert len(chat) == 6 * 2 and all(c["result"]["output"]["texts"] for c in chat)
+    assert any(c["result"].get("cached") for c in chat), "the second request hit the cache"
+    assert all("embedding" in r.get("evidence", {}).get("model", "") or "vectors" in
+               r.get("evidence", {}) for r in mine if r["kind"] == "embedding"
+               and r["result"]["status"] == "ok")
+
+    code, summary, err = replay("--config", str(cfg_path), str(log))
+    assert code == 0, (summary, err)
+    assert summary["differs"] == 0 and summary["not_replayable"] == 0, summary
+    kinds = summary["by_kind"]
+    for kind in ("judge", "embedding", "info_gain", "em_info_gain", "lexical", "exact_match",
+                 "gsm8k", "math_dapo", "math"):
+        assert kinds[kind]["items"] > 0 and kinds[kind]["identical"] == kinds[kind]["items"], kind
+    # em_info_gain's nested info_gain item is recorded and replayed too.
+    assert kinds["info_gain"]["items"] == 2 + 1
+    assert summary["identical"] == summary["items"] == len(lines) - len(calls) - 1
+    code, step_only, _ = replay("--config", str(cfg_path), "--step", "8", str(log))
+    assert code == 0 and step_only["items"] == 11, step_only
+
+    # Tamper: a judge's recorded reply, an embedding vector and a CPU item's returned score.
+    judge = next(i for i, r in enumerate(lines) if r["type"] == "item" and r["kind"] == "judge")
+    answer = lines[judge]["evidence"]["steps"][0]["answers"][0]["output"]["texts"][0]
+    answer["text"] = "REWARD: 0.123"
+    emb = next(i for i, r in enumerate(lines) if r["type"] == "item" and r["kind"] == "embedding"
+               and r["result"]["status"] == "ok")
+    lines[emb]["evidence"]["vectors"][0][0] += 0.25
+    lex = next(i for i, r in enumerate(lines) if r["type"] == "item" and r["kind"] == "lexical")
+    lines[lex]["result"]["score"] += 1e-15
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    code, summary, err = replay("--config", str(cfg_path), str(tampered))
+    assert code == 1, (summary, err)
+    assert sorted(d["line"] for d in summary["differences"]) == sorted(
+        [judge + 1, emb + 1, lex + 1]), summary["differences"]
+    assert summary["differs"] == 3
+
+
+def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
+    log = tmp_path / "r.jsonl"
+    s = make_server(f'[replay]\npath = "{log}"\nmax_file_mb = 1\nkeep_files = 1\n')
+    pad = "x" * 700
+    for batch in range(8):
+        items = [{"reward": "lexical", "solution_str": f"{pad} {batch} {i}",
+                  "ground_truth": [f"{pad} {i}"]} for i in range(300)]
+        status, _, body = s.score({"items": items})
+        assert status == 200, body
+    assert s.stop() == 0  # a clean stop writes everything before it exits
+    # 8 × 300 records of ~1.5 KiB: rotated twice, the oldest file dropped (keep_files = 1).
+    files = sorted(tmp_path.glob("r.jsonl*"))
+    assert [f.name for f in files] == ["r.jsonl", "r.jsonl.1"], files
+    assert all(f.stat().st_size < 2 << 20 for f in files)
+    code, summary, err = replay(*map(str, files))
+    assert code == 0, (summary, err)
+    assert 0 < summary["items"] < 2400 and summary["identical"] == summary["items"], summary
+
+
+def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
+    from arbiter_testing import start_server
+    bad = tmp_path / "no" / "such" / "dir" / "r.jsonl"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[replay]\npath = "{bad}"\n')
+    done = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "replay.path" in done.stderr and str(bad) in done.stderr, done.stderr
+    del start_server
