@@ -5,11 +5,13 @@
 #include <iostream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "backends/replay/replayer.hpp"
 #include "backends/reward_catalog.hpp"
+#include "backends/rewards/reward_kinds.hpp"
 #include "exe/serve.hpp"
 #include "exe/startup.hpp"
 
@@ -44,67 +46,126 @@ int replay_logs(const replay_options& options) {
   uint64_t calls = 0;
   uint64_t unreadable = 0;
   uint64_t skipped_steps = 0;
-  for (const auto& file : options.files) {
-    std::ifstream in{file};
-    if (!in) {
-      std::cerr << "arbiter replay: cannot open '" << file << "'\n";
-      return 2;
-    }
-    uint64_t line_no = 0;
-    for (std::string line; std::getline(in, line);) {
-      ++line_no;
-      if (line.empty()) {
-        continue;
-      }
-      replay::record r;
-      try {
-        r = replay::decode(line);
-      } catch (const std::exception& e) {
-        ++unreadable;
-        std::cerr << file << ":" << line_no << ": " << e.what() << "\n";
-        continue;
-      }
-      if (r.type == replay::record_type::call) {
-        ++calls;
-        continue;
-      }
-      if (r.type != replay::record_type::item) {
-        continue;
-      }
-      if (options.step && r.item.step != *options.step) {
-        ++skipped_steps;
-        continue;
-      }
-      auto result = replay::replay_item(r, catalog, limits);
-      auto& t = kinds[r.item.kind];
-      ++t.items;
-      switch (result.outcome) {
-        case replay::verdict::identical:
-          ++t.identical;
-          break;
-        case replay::verdict::not_replayable:
-          ++t.not_replayable;
-          ++unreplayable_reasons[r.item.kind + ": " + result.reason.substr(0, 60)];
-          break;
-        case replay::verdict::differs: {
-          ++t.differs;
-          json d = {{"file", file},          {"line", line_no},
-                    {"step", r.item.step},   {"reward", r.item.reward},
-                    {"kind", r.item.kind},   {"status", to_string(r.result.status)},
-                    {"score", r.result.score}, {"reason", result.reason}};
-          if (result.recomputed.code == errc::none) {
-            d["replayed"] = result.recomputed.score;
-          }
-          if (!options.json) {
-            std::cout << "DIFF " << file << ":" << line_no << " reward=" << r.item.reward
-                      << " kind=" << r.item.kind
-                      << (r.item.step.empty() ? "" : " step=" + r.item.step) << ": "
-                      << result.reason << "\n";
-          }
-          differences.push_back(std::move(d));
-          break;
+
+  auto count = [&](const std::string& file, uint64_t line_no, const replay::record& r,
+                   const replay::replay_result& result) {
+    auto& t = kinds[r.item.kind];
+    ++t.items;
+    switch (result.outcome) {
+      case replay::verdict::identical:
+        ++t.identical;
+        break;
+      case replay::verdict::not_replayable:
+        ++t.not_replayable;
+        ++unreplayable_reasons[r.item.kind + ": " + result.reason.substr(0, 60)];
+        break;
+      case replay::verdict::differs: {
+        ++t.differs;
+        json d = {{"file", file},          {"line", line_no},
+                  {"step", r.item.step},   {"reward", r.item.reward},
+                  {"kind", r.item.kind},   {"status", to_string(r.result.status)},
+                  {"score", r.result.score}, {"reason", result.reason}};
+        if (result.recomputed.code == errc::none) {
+          d["replayed"] = result.recomputed.score;
         }
+        if (!options.json) {
+          std::cout << "DIFF " << file << ":" << line_no << " reward=" << r.item.reward
+                    << " kind=" << r.item.kind
+                    << (r.item.step.empty() ? "" : " step=" + r.item.step) << ": "
+                    << result.reason << "\n";
+        }
+        differences.push_back(std::move(d));
+        break;
       }
+    }
+  };
+
+  // Calls `f(file, line number, record)` for every readable record of every file.
+  auto each_record = [&](bool report, const auto& f) {
+    for (const auto& file : options.files) {
+      std::ifstream in{file};
+      if (!in) {
+        std::cerr << "arbiter replay: cannot open '" << file << "'\n";
+        return false;
+      }
+      uint64_t line_no = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.empty()) {
+          continue;
+        }
+        replay::record r;
+        try {
+          r = replay::decode(line);
+        } catch (const std::exception& e) {
+          if (report) {
+            ++unreadable;
+            std::cerr << file << ":" << line_no << ": " << e.what() << "\n";
+          }
+          continue;
+        }
+        f(file, line_no, std::move(r));
+      }
+    }
+    return true;
+  };
+
+  // An item answered from the cache carries no evidence of its own: the record of the item
+  // that computed it does. Those wait until a second pass has found that record.
+  struct deferred {
+    std::string file;
+    uint64_t line = 0;
+    replay::record record;
+  };
+  std::vector<deferred> from_cache;
+  std::map<std::string, std::string> wanted; // item key -> evidence, once found
+  bool readable = each_record(true, [&](const std::string& file, uint64_t line_no,
+                                        replay::record r) {
+    if (r.type == replay::record_type::call) {
+      ++calls;
+      return;
+    }
+    if (r.type != replay::record_type::item) {
+      return;
+    }
+    if (options.step && r.item.step != *options.step) {
+      ++skipped_steps;
+      return;
+    }
+    const auto* kind = backends::find_reward_kind(r.item.kind);
+    if (r.result.cached && r.result.evidence.empty() && r.result.status == item_status::ok
+        && kind != nullptr && kind->runner != backends::reward_runner::cpu) {
+      wanted.emplace(replay::item_key(r.item), std::string{});
+      from_cache.push_back({file, line_no, std::move(r)});
+      return;
+    }
+    count(file, line_no, r, replay::replay_item(r, catalog, limits));
+  });
+  if (!readable) {
+    return 2;
+  }
+  if (!from_cache.empty()) {
+    each_record(false, [&](const std::string&, uint64_t, replay::record r) {
+      if (r.type != replay::record_type::item || r.result.evidence.empty()) {
+        return;
+      }
+      auto found = wanted.find(replay::item_key(r.item));
+      if (found != wanted.end() && found->second.empty()) {
+        found->second = std::move(r.result.evidence);
+      }
+    });
+    for (auto& d : from_cache) {
+      const auto& evidence = wanted[replay::item_key(d.record.item)];
+      if (evidence.empty()) {
+        replay::replay_result none;
+        none.outcome = replay::verdict::not_replayable;
+        none.reason = "answered from the cache; the record of the item that computed it is "
+                      "not in these files";
+        count(d.file, d.line, d.record, none);
+        continue;
+      }
+      d.record.result.evidence = evidence;
+      count(d.file, d.line, d.record, replay::replay_item(d.record, catalog, limits));
     }
   }
 

@@ -33,8 +33,9 @@ struct cached_result {
   std::string detail;
   std::string extra;
   std::vector<std::string> sources;
-  /// What the score was computed from, when the replay log was on (item_outcome::evidence).
-  std::string evidence;
+  // Not the replay log's evidence (vectors can be tens of KiB per entry): a cached answer's
+  // record names it `cached`, and `arbiter replay` takes the evidence from the record of the
+  // item that computed it.
 };
 
 /// An LRU cache of scores by key, bounded in entries, with an optional time to live. A lookup

@@ -325,7 +325,6 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           r.output = hit->output;
           r.detail = hit->detail;
           r.extra = hit->extra;
-          r.evidence = hit->evidence;
           r.sources = hit->sources;
           end_item(id, req, i, std::move(r));
           continue;
@@ -884,7 +883,6 @@ void scheduler_core::settle_flight(const std::string& key, item_ref leader,
     value.output = result.output;
     value.detail = result.detail;
     value.extra = result.extra;
-    value.evidence = result.evidence;
     value.sources = result.sources;
     cache_.insert(key, std::move(value));
   }

@@ -217,13 +217,15 @@ auto parsing(const char* what, F&& f) {
 
 } // namespace
 
-std::string prompt_hash(const model_call& call) {
+namespace {
+
+/// Hex SHA-256 over `parts`, each length-prefixed so ("ab", "") and ("a", "b") differ.
+std::string sha256_of(std::initializer_list<const std::string*> parts) {
   auto* ctx = EVP_MD_CTX_new();
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
-  // Length-prefixed parts, so ("ab", "") and ("a", "b") differ.
   bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1;
-  for (const std::string* part : {&call.prompt, &call.messages, &call.hypothesis}) {
+  for (const std::string* part : parts) {
     auto size = std::to_string(part->size()) + ":";
     ok = ok && EVP_DigestUpdate(ctx, size.data(), size.size()) == 1
          && EVP_DigestUpdate(ctx, part->data(), part->size()) == 1;
@@ -241,6 +243,21 @@ std::string prompt_hash(const model_call& call) {
     hex += buf;
   }
   return hex;
+}
+
+} // namespace
+
+std::string prompt_hash(const model_call& call) {
+  return sha256_of({&call.prompt, &call.messages, &call.hypothesis});
+}
+
+std::string item_key(const score_item& item) {
+  std::string references;
+  for (const auto& r : item.ground_truth) {
+    references += std::to_string(r.size()) + ":" + r;
+  }
+  return sha256_of({&item.reward, &item.kind, &item.solution_str, &references, &item.extra_info,
+                    &item.options, &item.route_suffix});
 }
 
 std::string encode(const score_item& item, const item_result& result, bool internal,

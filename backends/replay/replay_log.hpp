@@ -47,6 +47,10 @@ std::string encode_start(std::string_view version, std::string_view time);
 /// Parses one line. Throws std::invalid_argument naming what is wrong.
 record decode(std::string_view line);
 
+/// The hex SHA-256 of what decides a reward item's score (reward, kind, texts, extra_info,
+/// options): an item answered from the cache has the key of the one that computed it.
+std::string item_key(const score_item& item);
+
 /// The hex SHA-256 of what a model call sends as its input (prompt, messages, hypothesis):
 /// the `prompt_hash` of call records and of a graph's evidence.
 std::string prompt_hash(const model_call& call);

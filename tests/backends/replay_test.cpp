@@ -362,3 +362,19 @@ TEST(Replay, ItemsWithNothingRecordedAreNotReplayableAndSayWhy) {
   got = replay_item(round_trip(cpu, late), catalog, limits);
   EXPECT_EQ(got.outcome, verdict::not_replayable) << "a CPU item that never ran";
 }
+
+TEST(ReplayLog, AnItemKeyNamesWhatDecidesItsScore) {
+  auto a = reward_item("embedding", "blue whale", {"whale", "fox"});
+  auto b = a;
+  b.step = "other step"; // not part of the score
+  b.group = "other group";
+  EXPECT_EQ(item_key(a), item_key(b));
+  for (auto change : {+[](score_item& x) { x.extra_info = R"({"target_gt":1})"; },
+                      +[](score_item& x) { x.ground_truth = {"whalefox"}; },
+                      +[](score_item& x) { x.options = R"({"dimensions":8})"; },
+                      +[](score_item& x) { x.reward = "embedding2"; }}) {
+    auto c = a;
+    change(c);
+    EXPECT_NE(item_key(a), item_key(c));
+  }
+}

@@ -121,9 +121,15 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     chat = [c for c in calls if c["kind"] == "chat"]
     assert len(chat) == 6 * 2 and all(c["result"]["output"]["texts"] for c in chat)
     assert any(c["result"].get("cached") for c in chat), "the second request hit the cache"
-    assert all("embedding" in r.get("evidence", {}).get("model", "") or "vectors" in
-               r.get("evidence", {}) for r in mine if r["kind"] == "embedding"
-               and r["result"]["status"] == "ok")
+    embedded = [r for r in mine if r["kind"] == "embedding" and r["result"]["status"] == "ok"]
+    assert len(embedded) == 10
+    for r in embedded:
+        if r["result"].get("cached"):
+            # The cache keeps no vectors: replay takes the computing record's evidence.
+            assert "evidence" not in r, r
+        else:
+            assert len(r["evidence"]["vectors"]) == 3, r
+    assert sum(1 for r in embedded if r["result"].get("cached")) == 5
 
     code, summary, err = replay("--config", str(cfg_path), str(log))
     assert code == 0, (summary, err)
@@ -138,6 +144,13 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     code, step_only, _ = replay("--config", str(cfg_path), "--step", "8", str(log))
     assert code == 0 and step_only["items"] == 11, step_only
 
+    # Step 8 alone: its cached embedding items lack the records that computed them.
+    alone = tmp_path / "step8.jsonl"
+    alone.write_text("".join(json.dumps(r) + "\n" for r in lines if r.get("step") == "8"))
+    code, summary, _ = replay("--config", str(cfg_path), str(alone))
+    assert code == 0 and summary["by_kind"]["embedding"]["not_replayable"] == 5, summary
+    assert any("cache" in reason for reason in summary["not_replayable_reasons"]), summary
+
     # Tamper: a judge's recorded reply, an embedding vector and a CPU item's returned score.
     judge = next(i for i, r in enumerate(lines) if r["type"] == "item" and r["kind"] == "judge")
     answer = lines[judge]["evidence"]["steps"][0]["answers"][0]["output"]["texts"][0]
@@ -151,9 +164,13 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     tampered.write_text("".join(json.dumps(r) + "\n" for r in lines))
     code, summary, err = replay("--config", str(cfg_path), str(tampered))
     assert code == 1, (summary, err)
+    # The embedding item's cached twin (step 8) is replayed from the same, tampered, vectors.
+    twins = [i for i, r in enumerate(lines) if r["type"] == "item" and r["result"].get("cached")
+             and r["solution_str"] == lines[emb]["solution_str"]]
+    assert len(twins) == 1
     assert sorted(d["line"] for d in summary["differences"]) == sorted(
-        [judge + 1, emb + 1, lex + 1]), summary["differences"]
-    assert summary["differs"] == 3
+        [judge + 1, emb + 1, lex + 1, twins[0] + 1]), summary["differences"]
+    assert summary["differs"] == 4
 
 
 def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
