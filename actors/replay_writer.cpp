@@ -73,6 +73,8 @@ struct writer_state {
   uint64_t size = 0;
   std::shared_ptr<std::atomic<uint64_t>> backlog;
   replay_metrics* metrics = nullptr;
+  prometheus::Counter* written = nullptr;
+  prometheus::Counter* failed = nullptr;
   bool warned = false;
 
   static const char* name;
@@ -109,30 +111,25 @@ void append(writer_state& st, const replay_entry& entry) {
   if (!st.file) {
     rotate(st); // try again to open it
   }
-  uint64_t written = 0;
-  uint64_t failed = 0;
+  // One buffer and one write per request.
+  std::string lines;
+  uint64_t records = 0;
   for (size_t i = 0; i < entry.items.size() && i < entry.results.size(); ++i) {
-    auto line = backends::replay::encode(*entry.items[i], entry.results[i], entry.internal, time);
-    line += '\n';
-    if (st.file && std::fwrite(line.data(), 1, line.size(), st.file.get()) == line.size()) {
-      st.size += line.size();
-      st.metrics->bytes.Increment(static_cast<double>(line.size()));
-      ++written;
-    } else {
-      ++failed;
-      if (!st.warned) {
-        st.warned = true;
-        log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
-      }
+    lines += backends::replay::encode(*entry.items[i], entry.results[i], entry.internal, time);
+    lines += '\n';
+    ++records;
+  }
+  if (st.file && std::fwrite(lines.data(), 1, lines.size(), st.file.get()) == lines.size()
+      && std::fflush(st.file.get()) == 0) {
+    st.size += lines.size();
+    st.metrics->bytes.Increment(static_cast<double>(lines.size()));
+    st.written->Increment(static_cast<double>(records));
+  } else {
+    st.failed->Increment(static_cast<double>(records));
+    if (!st.warned) {
+      st.warned = true;
+      log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
     }
-  }
-  if (st.file && std::fflush(st.file.get()) != 0 && !st.warned) {
-    st.warned = true;
-    log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
-  }
-  st.metrics->records.Add({{"result", "written"}}).Increment(static_cast<double>(written));
-  if (failed > 0) {
-    st.metrics->records.Add({{"result", "failed"}}).Increment(static_cast<double>(failed));
   }
   if (st.size >= uint64_t{st.cfg.max_file_mb} << 20) {
     rotate(st);
@@ -148,6 +145,8 @@ caf::behavior writer(writer_actor* self, config::replay_config cfg, std::FILE* f
   st.size = size;
   st.backlog = std::move(backlog);
   st.metrics = metrics;
+  st.written = &metrics->records.Add({{"result", "written"}});
+  st.failed = &metrics->records.Add({{"result", "failed"}});
   return {
     [self](replay_atom, const replay_entry& entry) {
       auto& s = self->state;

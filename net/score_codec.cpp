@@ -312,59 +312,6 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   return true;
 }
 
-void append_json_string(std::string& out, std::string_view text) {
-  static constexpr char hex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char ch : text) {
-    auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out.push_back(hex[c >> 4]);
-          out.push_back(hex[c & 0xf]);
-        } else {
-          out.push_back(ch);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-void append_json_number(std::string& out, double value) {
-  if (!std::isfinite(value)) {
-    out += "null";
-    return;
-  }
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), value);
-  if (ec != std::errc{}) {
-    out += "null";
-    return;
-  }
-  std::string_view text{buf, static_cast<size_t>(end - buf)};
-  out += text;
-  // Keep integral values recognizably floating point ("1.0", not "1").
-  if (text.find_first_of(".e") == std::string_view::npos) {
-    out += ".0";
-  }
-}
-
 std::string encode_score_response(const std::vector<item_result>& results,
                                   const std::vector<scheduler::group_summary>& groups) {
   std::string out;

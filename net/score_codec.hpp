@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backends/reward_catalog.hpp"
+#include "common/json_text.hpp" // append_json_string, append_json_number (the encoders use them)
 #include "common/score_types.hpp"
 #include "config/config.hpp"
 #include "net/http_errors.hpp"
@@ -62,11 +63,5 @@ std::string encode_score_response(const std::vector<item_result>& results,
 /// `{"error": {"code": ..., "message": ..., "field": ...}}` (`field` omitted when empty).
 std::string encode_error(std::string_view code, std::string_view message,
                          std::string_view field = {});
-
-/// Appends `text` to `out` as a JSON string literal, quotes included.
-void append_json_string(std::string& out, std::string_view text);
-
-/// Appends `value` as a JSON number (shortest round-trip form), or `null` when not finite.
-void append_json_number(std::string& out, double value);
 
 } // namespace arbiter::net

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
+#include "common/json_text.hpp"
+
 namespace arbiter::backends::replay {
 
 namespace {
@@ -16,6 +18,80 @@ using json = nlohmann::json;
 /// Text as the log holds it: invalid UTF-8 replaced, so one bad byte cannot lose a record.
 std::string dump(const json& j) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+/// A JSON object written straight into a line (the writer's thread encodes every record, so
+/// no document is built): `field(...)` appends `"key":value`, `close()` the brace.
+class object {
+public:
+  explicit object(std::string& out) : out_(out) {
+    out_ += '{';
+  }
+  object& str(std::string_view key, std::string_view value) {
+    name(key);
+    append_json_string(out_, value);
+    return *this;
+  }
+  object& num(std::string_view key, double value) {
+    name(key);
+    append_json_number(out_, value);
+    return *this;
+  }
+  object& integer(std::string_view key, uint64_t value) {
+    name(key);
+    append_json_integer(out_, value);
+    return *this;
+  }
+  object& boolean(std::string_view key, bool value) {
+    name(key);
+    out_ += value ? "true" : "false";
+    return *this;
+  }
+  object& strings(std::string_view key, const std::vector<std::string>& values) {
+    name(key);
+    out_ += '[';
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (i > 0) {
+        out_ += ',';
+      }
+      append_json_string(out_, values[i]);
+    }
+    out_ += ']';
+    return *this;
+  }
+  /// Names a field whose value the caller appends to the returned text.
+  std::string& value_of(std::string_view key) {
+    name(key);
+    return out_;
+  }
+  void close() {
+    out_ += '}';
+  }
+
+private:
+  void name(std::string_view key) {
+    if (!first_) {
+      out_ += ',';
+    }
+    first_ = false;
+    append_json_string(out_, key);
+    out_ += ':';
+  }
+
+  std::string& out_;
+  bool first_ = true;
+};
+
+template <class T>
+void append_numbers(std::string& out, const std::vector<T>& values) {
+  out += '[';
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) {
+      out += ',';
+    }
+    append_json_number(out, static_cast<double>(values[i]));
+  }
+  out += ']';
 }
 
 errc parse_errc(const std::string& name) {
@@ -38,38 +114,38 @@ item_status parse_status(const std::string& name) {
 
 // ---- model calls and their outputs ---------------------------------------------------------
 
-json call_json(const model_call& c) {
-  json j = {{"prompt", c.prompt}, {"n", c.n}, {"prompt_hash", prompt_hash(c)}};
+void write_call(std::string& out, const model_call& c) {
+  object o{out};
+  o.str("prompt", c.prompt).integer("n", c.n).str("prompt_hash", prompt_hash(c));
   if (!c.messages.empty()) {
-    j["messages"] = c.messages;
+    o.str("messages", c.messages);
   }
   if (!c.hypothesis.empty()) {
-    j["hypothesis"] = c.hypothesis;
+    o.str("hypothesis", c.hypothesis);
   }
   if (!c.model.empty()) {
-    j["model"] = c.model;
+    o.str("model", c.model);
   }
   if (c.temperature) {
-    j["temperature"] = *c.temperature;
+    o.num("temperature", *c.temperature);
   }
   if (c.top_p) {
-    j["top_p"] = *c.top_p;
+    o.num("top_p", *c.top_p);
   }
   if (c.max_tokens) {
-    j["max_tokens"] = *c.max_tokens;
+    o.integer("max_tokens", *c.max_tokens);
   }
   if (c.enable_thinking) {
-    j["enable_thinking"] = *c.enable_thinking;
+    o.boolean("enable_thinking", *c.enable_thinking);
   }
   if (!c.stop.empty()) {
-    j["stop"] = c.stop;
+    o.strings("stop", c.stop);
   }
   if (c.seed) {
-    j["seed"] = *c.seed;
+    o.integer("seed", *c.seed);
   }
-  return j;
+  o.close();
 }
-
 model_call call_from(const json& j) {
   model_call c;
   c.prompt = j.at("prompt").get<std::string>();
@@ -98,36 +174,38 @@ model_call call_from(const json& j) {
   return c;
 }
 
-json output_json(const model_output& o) {
-  json j = json::object();
+void write_output(std::string& out, const model_output& o) {
+  object j{out};
   if (!o.texts.empty()) {
-    json texts = json::array();
-    for (const auto& t : o.texts) {
-      json text = {{"text", t.text}};
+    auto& texts = j.value_of("texts");
+    texts += '[';
+    for (size_t i = 0; i < o.texts.size(); ++i) {
+      const auto& t = o.texts[i];
+      if (i > 0) {
+        texts += ',';
+      }
+      object text{texts};
+      text.str("text", t.text);
       if (t.tokens > 0 || t.mean_logprob != 0.0) {
-        text["mean_logprob"] = t.mean_logprob;
-        text["tokens"] = t.tokens;
+        text.num("mean_logprob", t.mean_logprob).integer("tokens", t.tokens);
       }
       if (!t.finish_reason.empty()) {
-        text["finish_reason"] = t.finish_reason;
+        text.str("finish_reason", t.finish_reason);
       }
-      texts.push_back(std::move(text));
+      text.close();
     }
-    j["texts"] = std::move(texts);
+    texts += ']';
   }
   if (o.entailment != 0.0 || o.neutral != 0.0 || o.contradiction != 0.0) {
-    j["entailment"] = o.entailment;
-    j["neutral"] = o.neutral;
-    j["contradiction"] = o.contradiction;
+    j.num("entailment", o.entailment).num("neutral", o.neutral).num("contradiction",
+                                                                     o.contradiction);
   }
   if (!o.embedding.empty()) {
-    j["embedding"] = o.embedding;
+    append_numbers(j.value_of("embedding"), o.embedding);
   }
-  j["prompt_tokens"] = o.prompt_tokens;
-  j["completion_tokens"] = o.completion_tokens;
-  return j;
+  j.integer("prompt_tokens", o.prompt_tokens).integer("completion_tokens", o.completion_tokens);
+  j.close();
 }
-
 model_output output_from(const json& j) {
   model_output o;
   if (auto texts = j.find("texts"); texts != j.end()) {
@@ -154,34 +232,33 @@ model_output output_from(const json& j) {
 // ---- results ---------------------------------------------------------------------------------
 
 /// How an item ended (an item record's, or a graph's answer to one of its calls).
-json result_json(const item_result& r) {
-  json j = {{"status", to_string(r.status)}, {"score", r.score}, {"source", r.source}};
+void write_result(std::string& out, const item_result& r) {
+  object j{out};
+  j.str("status", to_string(r.status)).num("score", r.score).str("source", r.source);
   if (!r.sources.empty()) {
-    j["sources"] = r.sources;
+    j.strings("sources", r.sources);
   }
   if (r.cached) {
-    j["cached"] = true;
+    j.boolean("cached", true);
   }
-  j["attempts"] = r.attempts;
+  j.integer("attempts", r.attempts);
   if (r.code != errc::none) {
-    j["code"] = std::string{to_string(r.code)};
-    j["error"] = r.error;
+    j.str("code", to_string(r.code)).str("error", r.error);
   }
   if (!r.fallback_reason.empty()) {
-    j["fallback_reason"] = r.fallback_reason;
+    j.str("fallback_reason", r.fallback_reason);
   }
   if (!r.detail.empty()) {
-    j["detail"] = r.detail;
+    j.str("detail", r.detail);
   }
   if (!r.extra.empty()) {
-    j["extra"] = r.extra;
+    j.str("extra", r.extra);
   }
   if (r.output) {
-    j["output"] = output_json(*r.output);
+    write_output(j.value_of("output"), *r.output);
   }
-  return j;
+  j.close();
 }
-
 item_result result_from(const json& j) {
   item_result r;
   r.status = parse_status(j.at("status").get<std::string>());
@@ -262,56 +339,52 @@ std::string item_key(const score_item& item) {
 
 std::string encode(const score_item& item, const item_result& result, bool internal,
                    std::string_view time) {
-  json j = {{"type", item.call ? "call" : "item"}, {"time", time}};
+  std::string line;
+  line.reserve(256 + item.solution_str.size() + result.evidence.size());
+  object j{line};
+  j.str("type", item.call ? "call" : "item").str("time", time);
   if (internal) {
-    j["internal"] = true;
+    j.boolean("internal", true);
   }
   if (!item.step.empty()) {
-    j["step"] = item.step;
+    j.str("step", item.step);
   }
   if (!item.group.empty()) {
-    j["group"] = item.group;
+    j.str("group", item.group);
   }
-  j["reward"] = item.reward;
-  j["kind"] = item.kind;
-  j["capability"] = item.capability;
+  j.str("reward", item.reward).str("kind", item.kind).str("capability", item.capability);
   if (item.call) {
-    j["call"] = call_json(*item.call);
+    write_call(j.value_of("call"), *item.call);
   } else {
-    j["solution_str"] = item.solution_str;
-    j["ground_truth"] = item.ground_truth;
+    j.str("solution_str", item.solution_str).strings("ground_truth", item.ground_truth);
     if (!item.data_source.empty()) {
-      j["data_source"] = item.data_source;
+      j.str("data_source", item.data_source);
     }
     if (!item.extra_info.empty()) {
-      j["extra_info"] = item.extra_info;
+      j.str("extra_info", item.extra_info);
     }
     if (!item.options.empty()) {
-      j["options"] = item.options;
+      j.str("options", item.options);
     }
     if (!item.fallback.empty()) {
-      j["fallback"] = item.fallback;
+      j.str("fallback", item.fallback);
     }
     if (!item.route_suffix.empty()) {
-      j["route_suffix"] = item.route_suffix;
+      j.str("route_suffix", item.route_suffix);
     }
   }
-  j["result"] = result_json(result);
-  auto line = dump(j);
+  write_result(j.value_of("result"), result);
   if (!result.evidence.empty()) {
-    // Spliced in as JSON, not as a string: it is already JSON text.
-    line.pop_back();
-    line += ",\"evidence\":";
-    line += result.evidence;
-    line += '}';
+    j.value_of("evidence") += result.evidence; // already JSON text
   }
+  j.close();
   return line;
 }
-
 std::string encode_start(std::string_view version, std::string_view time) {
-  return dump({{"type", "start"}, {"time", time}, {"version", version}});
+  std::string line;
+  object{line}.str("type", "start").str("time", time).str("version", version).close();
+  return line;
 }
-
 record decode(std::string_view line) {
   return parsing("replay record", [&] {
     auto j = json::parse(line);
@@ -371,25 +444,45 @@ void graph_trace::answers(const std::vector<item_result>& results) {
 }
 
 std::string graph_trace::encode() const {
-  json steps = json::array();
-  for (const auto& s : steps_) {
-    json calls = json::array();
-    for (const auto& c : s.calls) {
-      json call = {{"capability", c.capability}};
-      if (!c.prompt_hash.empty()) {
-        call["prompt_hash"] = c.prompt_hash;
+  std::string out;
+  object top{out};
+  auto& steps = top.value_of("steps");
+  steps += '[';
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    if (k > 0) {
+      steps += ',';
+    }
+    object step{steps};
+    auto& calls = step.value_of("calls");
+    calls += '[';
+    for (size_t i = 0; i < steps_[k].calls.size(); ++i) {
+      const auto& c = steps_[k].calls[i];
+      if (i > 0) {
+        calls += ',';
       }
-      calls.push_back(std::move(call));
+      object call{calls};
+      call.str("capability", c.capability);
+      if (!c.prompt_hash.empty()) {
+        call.str("prompt_hash", c.prompt_hash);
+      }
+      call.close();
     }
-    json answers = json::array();
-    for (const auto& a : s.answers) {
-      answers.push_back(result_json(a));
+    calls += ']';
+    auto& answers = step.value_of("answers");
+    answers += '[';
+    for (size_t i = 0; i < steps_[k].answers.size(); ++i) {
+      if (i > 0) {
+        answers += ',';
+      }
+      write_result(answers, steps_[k].answers[i]);
     }
-    steps.push_back({{"calls", std::move(calls)}, {"answers", std::move(answers)}});
+    answers += ']';
+    step.close();
   }
-  return dump({{"steps", std::move(steps)}});
+  steps += ']';
+  top.close();
+  return out;
 }
-
 graph_trace graph_trace::decode(std::string_view evidence) {
   return parsing("graph evidence", [&] {
     auto j = json::parse(evidence);
@@ -412,9 +505,21 @@ graph_trace graph_trace::decode(std::string_view evidence) {
 // ---- embedding evidence ----------------------------------------------------------------------
 
 std::string encode(const embedding_evidence& evidence) {
-  return dump({{"model", evidence.model}, {"vectors", evidence.vectors}});
+  std::string out;
+  object j{out};
+  j.str("model", evidence.model);
+  auto& vectors = j.value_of("vectors");
+  vectors += '[';
+  for (size_t i = 0; i < evidence.vectors.size(); ++i) {
+    if (i > 0) {
+      vectors += ',';
+    }
+    append_numbers(vectors, evidence.vectors[i]);
+  }
+  vectors += ']';
+  j.close();
+  return out;
 }
-
 embedding_evidence decode_embedding(std::string_view evidence) {
   return parsing("embedding evidence", [&] {
     auto j = json::parse(evidence);

@@ -329,6 +329,15 @@ TEST(ScoreEncoding, EscapesControlCharactersAndKeepsUtf8) {
   std::string n;
   append_json_number(n, 1.0 / 0.0);
   EXPECT_EQ(n, "null");
+  // Bytes that are not UTF-8 become U+FFFD, so the text stays valid JSON: a lone
+  // continuation byte, a cut sequence, an overlong form, a surrogate, and DEL escaped.
+  std::string bad;
+  append_json_string(bad, std::string{"x\x80y\xe2\x82z\xc0\xafw\xed\xa0\x80\x7f\xf0\x9f\x98\x80"});
+  EXPECT_EQ(bad, "\"x\\ufffdy\\ufffd\\ufffdz\\ufffd\\ufffdw\\ufffd\\ufffd\\ufffd\\u007f\xf0\x9f\x98\x80\"");
+  std::string whole;
+  append_json_number(whole, 3.0);
+  append_json_integer(whole, 18446744073709551615u);
+  EXPECT_EQ(whole, "3.018446744073709551615");
 }
 
 TEST(MetricsDoc, ListsEveryMetricTheServerDeclares) {
