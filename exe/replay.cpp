@@ -1,5 +1,6 @@
 // `arbiter replay LOG...`: recomputes every reward item of replay logs from what they recorded
 // (docs/replay.md) and prints each item whose score differs from the one returned at the time.
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -81,7 +82,18 @@ int replay_logs(const replay_options& options) {
   };
 
   // Calls `f(file, line number, record)` for every readable record of every file.
+  // Progress on stderr every few seconds, for logs that take a while.
+  uint64_t read_lines = 0;
+  auto last_progress = std::chrono::steady_clock::now();
+  auto progress = [&](const char* pass) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_progress >= std::chrono::seconds{5}) {
+      last_progress = now;
+      std::cerr << "arbiter replay: " << pass << ": " << read_lines << " lines read\n";
+    }
+  };
   auto each_record = [&](bool report, const auto& f) {
+    read_lines = 0;
     for (const auto& file : options.files) {
       std::ifstream in{file};
       if (!in) {
@@ -104,6 +116,8 @@ int replay_logs(const replay_options& options) {
           }
           continue;
         }
+        ++read_lines;
+        progress(report ? "replaying" : "finding the cached items' evidence");
         f(file, line_no, std::move(r));
       }
     }

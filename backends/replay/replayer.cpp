@@ -144,6 +144,10 @@ replay_result replay_item(const record& r, const reward_catalog& catalog,
   } else if (was_scored && !same_bits(recorded.score, got.score)) {
     out.outcome = verdict::differs;
     out.reason = "score " + number(recorded.score) + " then, " + number(got.score) + " now";
+  } else if (was_scored && recorded.extra != got.extra) {
+    out.outcome = verdict::differs;
+    out.reason = "extra " + (recorded.extra.empty() ? "{}" : recorded.extra) + " then, "
+                 + (got.extra.empty() ? "{}" : got.extra) + " now";
   } else if (!was_scored && recorded.code != got.code) {
     out.outcome = verdict::differs;
     out.reason = "failed with " + std::string{arbiter::to_string(recorded.code)} + " then, "

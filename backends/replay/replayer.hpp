@@ -16,7 +16,8 @@ namespace arbiter::backends::replay {
 
 /// How a replayed item compares with what was returned at the time.
 enum class verdict : uint8_t {
-  /// The same status, and the same score bit for bit (or the same error code).
+  /// The same status, the same score bit for bit and the same extra fields (math_dapo's
+  /// `acc` and `pred`), or, for a failure, the same error code.
   identical,
   /// Something differs; `reason` says what.
   differs,

@@ -210,6 +210,15 @@ TEST(Replay, CpuRewardsAndFallbacksRecomputeFromTheItem) {
     changed.result.score = std::nextafter(r.result.score, 2.0);
     EXPECT_EQ(replay_item(changed, catalog, limits).outcome, verdict::differs) << kind;
   }
+  // math_dapo's extra fields (acc, pred) are compared too.
+  auto dapo = reward_item("math_dapo", "Answer: 5", {"5"});
+  auto dapo_record = round_trip(dapo, scored(cpu::evaluate(dapo, limits), "cpu"));
+  ASSERT_NE(dapo_record.result.extra.find("pred"), std::string::npos) << dapo_record.result.extra;
+  dapo_record.result.extra = R"({"acc":true,"pred":"6"})";
+  auto extra = replay_item(dapo_record, catalog, limits);
+  EXPECT_EQ(extra.outcome, verdict::differs);
+  EXPECT_NE(extra.reason.find("extra"), std::string::npos) << extra.reason;
+
   auto item = reward_item("embedding", "The Cat sat", {"the cat SAT down"});
   item.fallback = "lexical";
   auto fallback = scored(cpu::evaluate_fallback(item, limits), "lexical");
