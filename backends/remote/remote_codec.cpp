@@ -446,6 +446,7 @@ item_outcome parse_generate(const json& doc, const score_item& item, std::string
     out.finish_reason = finish_reason_of(choice);
     output->texts.push_back(std::move(out));
   }
+  read_usage(doc, *output);
   item_outcome out;
   out.output = std::move(output);
   return out;

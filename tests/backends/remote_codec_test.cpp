@@ -606,6 +606,13 @@ TEST(RemoteCodec, GenerateReplyGivesStrippedTextsAndMeanLogprobs) {
   EXPECT_EQ(texts[2].text, "Paris");  // NBSP and U+3000 are Python whitespace
   EXPECT_DOUBLE_EQ(texts[2].mean_logprob, -0.25);
   EXPECT_EQ(texts[2].tokens, 1u);
+  EXPECT_EQ(outcomes[0].output->prompt_tokens, 0u) << "no usage in this reply";
+  // A completions reply's usage is the call's tokens (step accounts and token pacing).
+  auto with_usage = json::parse(completion_reply(choices));
+  with_usage["usage"] = {{"prompt_tokens", 21}, {"completion_tokens", 9}, {"total_tokens", 30}};
+  auto counted = parse_reply(api_kind::openai, opts, call, items, with_usage.dump());
+  EXPECT_EQ(counted[0].output->prompt_tokens, 21u);
+  EXPECT_EQ(counted[0].output->completion_tokens, 9u);
 }
 
 TEST(RemoteCodec, GenerateUnusableBodiesThrowBadReply) {

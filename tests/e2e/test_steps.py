@@ -75,3 +75,29 @@ def test_a_step_header_too_long_gets_400_naming_it(server):
         headers={"X-Arbiter-Step": "s" * 1025})
     assert status == 400
     assert body["error"]["field"] == "X-Arbiter-Step"
+
+
+def test_generation_calls_tokens_are_accounted_like_chat_calls(make_server, provider):
+    # ΔIG's generate calls (/v1/completions) report usage too; NLI (/predict) reports none.
+    p = provider("--seed", "9")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n\n"
+                    + source_toml("llm", p.url, "openai", ["chat", "generate"],
+                                  input_cost_per_million=1.0, output_cost_per_million=4.0)
+                    + source_toml("tei", p.url, "tei", ["nli"]))
+    step = f"ig-{random.randrange(1 << 30)}"
+    items = [{"reward": "info_gain", "solution_str": f"Paris is the capital of France {i}.",
+              "ground_truth": ["Paris"],
+              "extra_info": {"question": "What is the capital of France?", "num_samples": 3,
+                             "seed": i}} for i in range(4)]
+    status, _, body = s.score({"step": step, "items": items})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    status, _, account = s.request("GET", "/v1/steps/" + urllib.parse.quote(step, safe=""))
+    assert status == 200, account
+    llm = account["sources"]["llm"]
+    stats = p.stats()
+    assert stats["prompt_tokens_total"] > 0 and stats["completion_tokens_total"] > 0, stats
+    assert llm["calls"] == 8  # two generate calls per item
+    assert llm["prompt_tokens"] == stats["prompt_tokens_total"], (llm, stats)
+    assert llm["completion_tokens"] == stats["completion_tokens_total"], (llm, stats)
+    assert llm["cost"] == pytest.approx((stats["prompt_tokens_total"] * 1.0
+                                         + stats["completion_tokens_total"] * 4.0) / 1e6)
