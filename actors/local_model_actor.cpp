@@ -125,6 +125,7 @@ caf::behavior generator_worker(caf::event_based_actor*,
         }
         counters.tokens->Increment(done[k].output->prompt_tokens
                                    + done[k].output->completion_tokens);
+        done[k].output->model = name;
         outcome.output = std::make_shared<model_output>(std::move(*done[k].output));
       }
       finish_batch(result, start, counters, passes);
@@ -156,6 +157,7 @@ caf::behavior nli_worker(caf::event_based_actor*,
           output->entailment = probs[k].entailment;
           output->neutral = probs[k].neutral;
           output->contradiction = probs[k].contradiction;
+          output->model = name;
           result.outcomes[index[k]].output = std::move(output);
         }
       } catch (const std::exception& e) {

@@ -175,7 +175,7 @@ typename Inspector::result_type inspect(Inspector& f, generated_text& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_output& x) {
   return f(caf::meta::type_name("model_output"), x.texts, x.entailment, x.neutral,
-           x.contradiction, x.embedding, x.prompt_tokens, x.completion_tokens);
+           x.contradiction, x.embedding, x.prompt_tokens, x.completion_tokens, x.model);
 }
 
 template <class Inspector>

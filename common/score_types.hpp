@@ -59,6 +59,10 @@ struct model_output {
   /// chat, generate, embedding: the token counts the source reported (0 when it did not).
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
+  /// The model that answered, as the source said: an OpenAI-compatible reply's `model`, a
+  /// local model's name; empty when it did not say. The replay log keeps it, so a provider
+  /// that changes the model behind a name shows.
+  std::string model;
 };
 
 /// One item to score, as the ingress decoded it. Field names follow verl's `compute_score`.

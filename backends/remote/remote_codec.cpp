@@ -331,7 +331,11 @@ std::string finish_reason_of(const json& choice) {
 }
 
 /// The reply's "usage" token counts into `out`, when it has them.
+/// The reply's `model` and `usage` token counts, where it gives them.
 void read_usage(const json& doc, model_output& out) {
+  if (auto model = doc.find("model"); model != doc.end() && model->is_string()) {
+    out.model = model->get<std::string>();
+  }
   auto usage = doc.find("usage");
   if (usage == doc.end() || !usage->is_object()) {
     return;

@@ -204,6 +204,9 @@ void write_output(std::string& out, const model_output& o) {
     append_numbers(j.value_of("embedding"), o.embedding);
   }
   j.integer("prompt_tokens", o.prompt_tokens).integer("completion_tokens", o.completion_tokens);
+  if (!o.model.empty()) {
+    j.str("model", o.model);
+  }
   j.close();
 }
 model_output output_from(const json& j) {
@@ -226,6 +229,7 @@ model_output output_from(const json& j) {
   }
   o.prompt_tokens = j.value("prompt_tokens", 0u);
   o.completion_tokens = j.value("completion_tokens", 0u);
+  o.model = j.value("model", std::string{});
   return o;
 }
 

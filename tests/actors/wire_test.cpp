@@ -135,6 +135,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   output->embedding = {0.5f, -0.25f, 1e-30f};
   output->prompt_tokens = 11;
   output->completion_tokens = 5;
+  output->model = "m-2026";
   scored.output = output;
   result.outcomes = {failed, scored};
   auto got = load<work_result>(save(result));
@@ -166,6 +167,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_EQ(s.output->entailment, 0.9);
   EXPECT_EQ(s.output->embedding, output->embedding);
   EXPECT_EQ(s.output->completion_tokens, 5u);
+  EXPECT_EQ(s.output->model, "m-2026");
 }
 
 TEST_F(Wire, AnUnknownEnumValueIsRefused) {

@@ -612,6 +612,10 @@ TEST(RemoteCodec, GenerateReplyGivesStrippedTextsAndMeanLogprobs) {
   with_usage["usage"] = {{"prompt_tokens", 21}, {"completion_tokens", 9}, {"total_tokens", 30}};
   auto counted = parse_reply(api_kind::openai, opts, call, items, with_usage.dump());
   EXPECT_EQ(counted[0].output->prompt_tokens, 21u);
+  EXPECT_EQ(counted[0].output->model, "") << "the reply named no model";
+  with_usage["model"] = "qwen3-8b-2026-05";
+  EXPECT_EQ(parse_reply(api_kind::openai, opts, call, items, with_usage.dump())[0].output->model,
+            "qwen3-8b-2026-05");
   EXPECT_EQ(counted[0].output->completion_tokens, 9u);
 }
 

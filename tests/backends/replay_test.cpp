@@ -64,6 +64,7 @@ item_result chat_answer(std::vector<std::string> texts) {
   }
   output->prompt_tokens = 40;
   output->completion_tokens = 5;
+  output->model = "qwen3-8b";
   item_result r;
   r.status = item_status::ok;
   r.source = "llm";
@@ -165,6 +166,7 @@ TEST(ReplayLog, ACallRecordKeepsTheRequestAndTheRawResponse) {
   EXPECT_EQ(r.result.output->texts[2].text, "REWARD: 0.25");
   EXPECT_EQ(r.result.output->texts[2].finish_reason, "stop");
   EXPECT_EQ(r.result.output->completion_tokens, 5u);
+  EXPECT_EQ(r.result.output->model, "qwen3-8b");
 }
 
 TEST(ReplayLog, PromptHashesSeparateTheirParts) {

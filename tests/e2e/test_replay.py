@@ -118,6 +118,8 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     for c in calls:
         assert len(c["call"]["prompt_hash"]) == 64 and c["result"]["status"] == "ok", c
         assert "output" in c["result"] and c["result"]["source"] in ("llm", "tei"), c
+    # The model each provider said answered (the fake echoes the one asked for, or its own).
+    assert all(c["result"]["output"].get("model") for c in calls if c["kind"] != "nli"), calls
     chat = [c for c in calls if c["kind"] == "chat"]
     assert len(chat) == 6 * 2 and all(c["result"]["output"]["texts"] for c in chat)
     assert any(c["result"].get("cached") for c in chat), "the second request hit the cache"
