@@ -1,5 +1,6 @@
 #include "backends/replay/replayer.hpp"
 
+#include <array>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -85,14 +86,9 @@ item_outcome replay_graph(shared_item item, const std::string& evidence,
 } // namespace
 
 const char* to_string(verdict v) noexcept {
-  switch (v) {
-    case verdict::identical:
-      return "identical";
-    case verdict::differs:
-      return "differs";
-    default:
-      return "not_replayable";
-  }
+  static constexpr std::array<const char*, 3> names{"identical", "differs", "not_replayable"};
+  auto i = static_cast<size_t>(v);
+  return i < names.size() ? names[i] : "not_replayable";
 }
 
 replay_result replay_item(const record& r, const reward_catalog& catalog,
