@@ -5,6 +5,8 @@
 // (and its tests) includes this file.
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -96,6 +98,17 @@ const std::vector<element_field<model_config>>& model_fields();
 
 /// The fields of a `[[scheduler.priorities]]` element (fields.cpp).
 const std::vector<element_field<priority_class>>& priority_fields();
+
+/// Looks up an environment variable.
+using env_lookup = std::function<std::optional<std::string>(const std::string&)>;
+
+/// The array elements' variables: `ARBITER_SOURCES_<NAME>_<KEY>`, `ARBITER_MODELS_<NAME>_<KEY>`
+/// and `ARBITER_SCHEDULER_PRIORITIES_<NAME>_<KEY>` (NAME and KEY upper-cased, anything but a
+/// letter or digit as `_`) set that field of the element so named, checked as the TOML value
+/// is. The name and list fields (`capabilities`) have no variable. A problem names the
+/// variable (load.cpp).
+void apply_element_environment(arbiter_config& cfg, const env_lookup& env,
+                               problem_list& problems);
 
 /// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
 std::string env_name(std::string_view path);

@@ -183,6 +183,8 @@ void apply_environment(arbiter_config& cfg,
     }
   }
   apply_source_shorthands(cfg, env, problems);
+  // After the shorthands, so their sources take variables too.
+  apply_element_environment(cfg, env, problems);
 }
 
 std::vector<std::pair<std::string, std::string>> environment_variables() {

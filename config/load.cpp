@@ -4,6 +4,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -149,19 +150,14 @@ void read_string_list(const toml::node& node, const std::string& field,
   }
 }
 
-/// Reads one array element (`[[sources]]`, `[[models]]`, `[[scheduler.priorities]]`) through
-/// its field table.
+/// Reads the keys of `table` into `element` through its field table; returns which fields
+/// were given.
 template <typename T>
-T load_element(const std::vector<element_field<T>>& fields, const toml::node& node,
-               const std::string& where, problem_list& problems) {
-  T element;
-  const auto* table = node.as_table();
-  if (table == nullptr) {
-    problems.push_back({where, wrong_type("a table", node)});
-    return element;
-  }
+std::vector<bool> read_fields(const std::vector<element_field<T>>& fields,
+                              const toml::table& table, T& element, const std::string& where,
+                              problem_list& problems) {
   std::vector<bool> seen(fields.size(), false);
-  for (const auto& entry : *table) {
+  for (const auto& entry : table) {
     const std::string_view key = entry.first.str();
     const toml::node& value = entry.second;
     const std::string at = where + "." + key_name(key);
@@ -248,6 +244,21 @@ T load_element(const std::vector<element_field<T>>& fields, const toml::node& no
         break;
     }
   }
+  return seen;
+}
+
+/// Reads one array element (`[[sources]]`, `[[models]]`, `[[scheduler.priorities]]`) through
+/// its field table.
+template <typename T>
+T load_element(const std::vector<element_field<T>>& fields, const toml::node& node,
+               const std::string& where, problem_list& problems) {
+  T element;
+  const auto* table = node.as_table();
+  if (table == nullptr) {
+    problems.push_back({where, wrong_type("a table", node)});
+    return element;
+  }
+  auto seen = read_fields(fields, *table, element, where, problems);
   for (size_t i = 0; i < fields.size(); ++i) {
     if (fields[i].required && !seen[i]) {
       problems.push_back(
@@ -255,6 +266,77 @@ T load_element(const std::vector<element_field<T>>& fields, const toml::node& no
     }
   }
   return element;
+}
+
+/// "fake-a.v2" -> "FAKE_A_V2": an element's name as it stands in a variable name.
+std::string env_token(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    out.push_back(std::isalnum(u) != 0 ? static_cast<char>(std::toupper(u)) : '_');
+  }
+  return out;
+}
+
+/// `PREFIX_<NAME>_<KEY>` variables over each element of `elements` (see
+/// `apply_element_environment`).
+template <typename T>
+void element_environment(std::string_view prefix, std::vector<T>& elements,
+                         const std::vector<element_field<T>>& fields, const env_lookup& env,
+                         problem_list& problems) {
+  for (auto& element : elements) {
+    for (const auto& field : fields) {
+      if (field.key == "name" || field.type == field_type::string_array) {
+        continue; // The name picks the element; a list has no one-variable form.
+      }
+      const std::string name =
+        std::string{prefix} + "_" + env_token(element.name) + "_" + env_token(field.key);
+      auto value = env(name);
+      if (!value) {
+        continue;
+      }
+      toml::table one;
+      const std::string key{field.key};
+      if (field.type == field_type::string || field.type == field_type::string_list) {
+        one.insert(key, *value);
+      } else if (field.type == field_type::boolean) {
+        if (*value == "true" || *value == "1") {
+          one.insert(key, true);
+        } else if (*value == "false" || *value == "0") {
+          one.insert(key, false);
+        } else {
+          problems.push_back({name, "expected true or false, got " + quoted(*value)});
+          continue;
+        }
+      } else {
+        const char* first = value->c_str();
+        const char* last = first + value->size();
+        if (field.type == field_type::integer) {
+          int64_t n = 0;
+          auto [end, ec] = std::from_chars(first, last, n);
+          if (value->empty() || end != last || ec != std::errc{}) {
+            problems.push_back({name, "expected an integer, got " + quoted(*value)});
+            continue;
+          }
+          one.insert(key, n);
+        } else {
+          char* end = nullptr;
+          double x = std::strtod(first, &end);
+          if (value->empty() || end != last) {
+            problems.push_back({name, "expected a number, got " + quoted(*value)});
+            continue;
+          }
+          one.insert(key, x);
+        }
+      }
+      // The field's own checks; a problem names the variable.
+      auto before = problems.size();
+      read_fields(fields, one, element, name, problems);
+      for (auto i = before; i < problems.size(); ++i) {
+        problems[i].field = name;
+      }
+    }
+  }
 }
 
 /// Reads `[[scheduler.priorities]]`; a present array replaces the default classes.
@@ -506,6 +588,14 @@ arbiter_config load_file(const std::string& path, std::vector<config_problem>& p
     return embedded_default();
   }
   return load_string(text, path, problems);
+}
+
+void detail::apply_element_environment(arbiter_config& cfg, const env_lookup& env,
+                                       problem_list& problems) {
+  element_environment("ARBITER_SOURCES", cfg.sources, source_fields(), env, problems);
+  element_environment("ARBITER_MODELS", cfg.models, model_fields(), env, problems);
+  element_environment("ARBITER_SCHEDULER_PRIORITIES", cfg.scheduler.priorities,
+                      priority_fields(), env, problems);
 }
 
 } // namespace arbiter::config

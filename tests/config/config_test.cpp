@@ -647,6 +647,70 @@ TEST(Environment, BadValuesAreReportedNamingTheVariable) {
   EXPECT_EQ(cfg.cpu.workers, 4u) << "good values still apply";
 }
 
+TEST(Environment, ArrayElementsTakeVariablesByName) {
+  const std::string text = R"(
+[[sources]]
+name = "fake-a"
+kind = "openai"
+url = "http://127.0.0.1:1"
+capabilities = ["chat"]
+
+[[models]]
+name = "minilm"
+path = "/models/minilm"
+
+[scheduler]
+default_priority = "low"
+
+[[scheduler.priorities]]
+name = "high"
+[[scheduler.priorities]]
+name = "low"
+)";
+  std::vector<config_problem> problems;
+  arbiter_config cfg = load_string(text, "array.toml", problems);
+  ASSERT_TRUE(problems.empty()) << describe(problems);
+  apply_environment(cfg,
+                    fake_env({{"ARBITER_SOURCES_FAKE_A_URL", "https://api.example:8443"},
+                              {"ARBITER_SOURCES_FAKE_A_REQUESTS_PER_MINUTE", "600"},
+                              {"ARBITER_SOURCES_FAKE_A_TEMPERATURE", "0.25"},
+                              {"ARBITER_SOURCES_FAKE_A_USE_COMPLETIONS", "true"},
+                              {"ARBITER_SOURCES_FAKE_A_TIMEOUT_MS", "1500"},
+                              {"ARBITER_MODELS_MINILM_DEVICE", "cuda"},
+                              {"ARBITER_SCHEDULER_PRIORITIES_LOW_CAPACITY", "7"},
+                              {"ARBITER_SOURCES_OTHER_URL", "ignored: no such source"}}),
+                    problems);
+  ASSERT_TRUE(problems.empty()) << describe(problems);
+  ASSERT_EQ(cfg.sources.size(), 1u);
+  EXPECT_EQ(cfg.sources[0].url, "https://api.example:8443");
+  EXPECT_EQ(cfg.sources[0].requests_per_minute, 600u);
+  EXPECT_EQ(cfg.sources[0].temperature, 0.25);
+  EXPECT_TRUE(cfg.sources[0].use_completions);
+  EXPECT_EQ(cfg.sources[0].timeout, std::chrono::milliseconds{1500});
+  EXPECT_EQ(cfg.sources[0].capabilities, std::vector<std::string>{"chat"});
+  EXPECT_EQ(cfg.models[0].device, "cuda");
+  EXPECT_EQ(cfg.scheduler.priorities[1].capacity, 7u);
+  EXPECT_EQ(cfg.scheduler.priorities[0].capacity, priority_class{}.capacity);
+
+  // Checked as the TOML value is; the problem names the variable.
+  problems.clear();
+  apply_environment(cfg,
+                    fake_env({{"ARBITER_SOURCES_FAKE_A_REQUESTS_PER_MINUTE", "many"},
+                              {"ARBITER_SOURCES_FAKE_A_MAX_CONCURRENCY", "0"},
+                              {"ARBITER_SOURCES_FAKE_A_HEDGE", "x"},
+                              {"ARBITER_SOURCES_FAKE_A_TOP_P", "1.5"}}),
+                    problems);
+  std::vector<std::string> fields;
+  for (const auto& p : problems) {
+    fields.push_back(p.field);
+  }
+  EXPECT_EQ(fields, (std::vector<std::string>{"ARBITER_SOURCES_FAKE_A_REQUESTS_PER_MINUTE",
+                                              "ARBITER_SOURCES_FAKE_A_MAX_CONCURRENCY",
+                                              "ARBITER_SOURCES_FAKE_A_TOP_P"}))
+    << describe(problems);
+  EXPECT_EQ(cfg.sources[0].requests_per_minute, 600u) << "a refused value changes nothing";
+}
+
 TEST(Environment, UnsetVariablesChangeNothing) {
   arbiter_config cfg = embedded_default();
   std::vector<config_problem> problems;
