@@ -220,16 +220,9 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
     auto [wv, bv] = projection("value");
     w.wqkv = torch::cat({wq, wk, wv}, 0);
     w.bqkv = torch::cat({bq, bk, bv}, 0);
-    w.wo = p->take(ckpt, prefix, l + "attention.output.dense.weight", {hidden, hidden});
-    w.bo = p->take(ckpt, prefix, l + "attention.output.dense.bias", {hidden});
-    w.ln1_w = p->take(ckpt, prefix, l + "attention.output.LayerNorm.weight", {hidden});
-    w.ln1_b = p->take(ckpt, prefix, l + "attention.output.LayerNorm.bias", {hidden});
-    w.wi = p->take(ckpt, prefix, l + "intermediate.dense.weight", {inter, hidden});
-    w.bi = p->take(ckpt, prefix, l + "intermediate.dense.bias", {inter});
-    w.w2 = p->take(ckpt, prefix, l + "output.dense.weight", {hidden, inter});
-    w.b2 = p->take(ckpt, prefix, l + "output.dense.bias", {hidden});
-    w.ln2_w = p->take(ckpt, prefix, l + "output.LayerNorm.weight", {hidden});
-    w.ln2_b = p->take(ckpt, prefix, l + "output.LayerNorm.bias", {hidden});
+    take_bert_block(w, l, hidden, inter, [&](const std::string& name, std::vector<int64_t> shape) {
+      return p->take(ckpt, prefix, name, std::move(shape));
+    });
     p->layers.push_back(std::move(w));
   }
   return std::unique_ptr<bert_embedder>{new bert_embedder{std::move(p)}};

@@ -488,16 +488,9 @@ std::unique_ptr<deberta_classifier> deberta_classifier::load(const std::string& 
         w.pos_bq = p->take(ckpt, prefix, a + "pos_query_proj.bias", {hidden});
       }
     }
-    w.wo = p->take(ckpt, prefix, l + "attention.output.dense.weight", {hidden, hidden});
-    w.bo = p->take(ckpt, prefix, l + "attention.output.dense.bias", {hidden});
-    w.ln1_w = p->take(ckpt, prefix, l + "attention.output.LayerNorm.weight", {hidden});
-    w.ln1_b = p->take(ckpt, prefix, l + "attention.output.LayerNorm.bias", {hidden});
-    w.wi = p->take(ckpt, prefix, l + "intermediate.dense.weight", {inter, hidden});
-    w.bi = p->take(ckpt, prefix, l + "intermediate.dense.bias", {inter});
-    w.w2 = p->take(ckpt, prefix, l + "output.dense.weight", {hidden, inter});
-    w.b2 = p->take(ckpt, prefix, l + "output.dense.bias", {hidden});
-    w.ln2_w = p->take(ckpt, prefix, l + "output.LayerNorm.weight", {hidden});
-    w.ln2_b = p->take(ckpt, prefix, l + "output.LayerNorm.bias", {hidden});
+    take_bert_block(w, l, hidden, inter, [&](const std::string& name, std::vector<int64_t> shape) {
+      return p->take(ckpt, prefix, name, std::move(shape));
+    });
     p->layers.push_back(std::move(w));
   }
   p->pool_w = p->take(ckpt, "", "pooler.dense.weight", {hidden, hidden});

@@ -146,4 +146,22 @@ inline torch::Tensor project(const torch::Tensor& x, const torch::Tensor& w,
   return out.contiguous().view(shape);
 }
 
+/// The half of a BERT-family encoder layer after self-attention, as Hugging Face names it under
+/// `l` ("encoder.layer.N."): the attention output projection and its LayerNorm, the
+/// intermediate and output dense layers, and the last LayerNorm. BERT and DeBERTa share it.
+/// `take(name, shape)` loads one tensor, checked against `shape`.
+template <class Layer, class Take>
+void take_bert_block(Layer& w, const std::string& l, int64_t hidden, int64_t inter, Take&& take) {
+  w.wo = take(l + "attention.output.dense.weight", {hidden, hidden});
+  w.bo = take(l + "attention.output.dense.bias", {hidden});
+  w.ln1_w = take(l + "attention.output.LayerNorm.weight", {hidden});
+  w.ln1_b = take(l + "attention.output.LayerNorm.bias", {hidden});
+  w.wi = take(l + "intermediate.dense.weight", {inter, hidden});
+  w.bi = take(l + "intermediate.dense.bias", {inter});
+  w.w2 = take(l + "output.dense.weight", {hidden, inter});
+  w.b2 = take(l + "output.dense.bias", {hidden});
+  w.ln2_w = take(l + "output.LayerNorm.weight", {hidden});
+  w.ln2_b = take(l + "output.LayerNorm.bias", {hidden});
+}
+
 } // namespace arbiter::backends::models
