@@ -204,3 +204,32 @@ def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
     assert done.returncode == 2
     assert "replay.path" in done.stderr and str(bad) in done.stderr, done.stderr
     del start_server
+
+
+def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provider, tmp_path):
+    # The judge's provider is down: each judge item fails with its call's error (evidence:
+    # the failed answers), and replays to the same failure. A reward no source serves, with no
+    # fallback, fails before it runs: not replayable, with the reason.
+    down = provider("--outage", "0:3600")
+    log = tmp_path / "faults.jsonl"
+    s = make_server("[routing]\nhedge = false\nmax_attempts = 1\n\n"
+                    + source_toml("llm", down.url, "openai", ["chat"])
+                    + '[rewards.strict]\nkind = "embedding"\nsources = ["llm"]\n'
+                    + 'fallback = "none"\n\n'
+                    + f'[replay]\npath = "{log}"\n')
+    items = [{"reward": "judge", "solution_str": f"a {i}", "ground_truth": "b",
+              "extra_info": {"problem": "p"}} for i in range(3)]
+    items.append({"reward": "strict", "solution_str": "x", "ground_truth": ["y"]})
+    status, _, body = s.score({"items": items, "deadline_ms": 10000})
+    assert status == 200, body
+    assert [r["status"] for r in body["results"]] == ["failed"] * 4, body
+    assert body["results"][0]["error"]["code"] == "upstream_failed", body
+    assert body["results"][3]["error"]["code"] == "no_eligible_source", body
+    assert s.stop() == 0
+    code, summary, err = replay(str(log))
+    assert code == 0, (summary, err)
+    assert summary["by_kind"]["judge"] == {"items": 3, "identical": 3, "differs": 0,
+                                           "not_replayable": 0}, summary
+    assert summary["by_kind"]["embedding"]["not_replayable"] == 1, summary
+    assert any("no_eligible_source" in reason
+               for reason in summary["not_replayable_reasons"]), summary
