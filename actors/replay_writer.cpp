@@ -84,6 +84,18 @@ const char* writer_state::name = "arbiter.replay_writer";
 
 using writer_actor = caf::stateful_actor<writer_state>;
 
+/// Opens the log again after it was closed or could not be opened; logs why it cannot.
+void reopen(writer_state& st) {
+  try {
+    st.file = open_log(st.cfg.path, st.size);
+  } catch (const std::exception& e) {
+    if (!st.warned) { // once: it is tried again at every request
+      st.warned = true;
+      log::error("replay log: ", e.what(), "; records are dropped until it can be opened");
+    }
+  }
+}
+
 /// Moves the log to PATH.1 (PATH.1 to PATH.2, ..., dropping PATH.keep_files) and opens a new
 /// one.
 void rotate(writer_state& st) {
@@ -99,17 +111,13 @@ void rotate(writer_state& st) {
     }
     std::rename(path.c_str(), numbered(1).c_str());
   }
-  try {
-    st.file = open_log(path, st.size);
-  } catch (const std::exception& e) {
-    log::error("replay log: ", e.what(), "; records are dropped until it can be opened");
-  }
+  reopen(st);
 }
 
 void append(writer_state& st, const replay_entry& entry) {
   auto time = utc_now();
   if (!st.file) {
-    rotate(st); // try again to open it
+    reopen(st); // it could not be opened after the last rotation: try again, shifting nothing
   }
   // One buffer and one write per request.
   std::string lines;
