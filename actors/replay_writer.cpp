@@ -1,5 +1,7 @@
 #include "actors/replay_writer.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -76,6 +78,8 @@ struct writer_state {
   prometheus::Counter* written = nullptr;
   prometheus::Counter* failed = nullptr;
   bool warned = false;
+  /// When the path was last checked to still name the open file.
+  std::chrono::steady_clock::time_point checked{};
 
   static const char* name;
 };
@@ -83,6 +87,14 @@ struct writer_state {
 const char* writer_state::name = "arbiter.replay_writer";
 
 using writer_actor = caf::stateful_actor<writer_state>;
+
+/// Whether `path` still names the open file (not moved away or removed by someone else).
+bool same_file(std::FILE* file, const std::string& path) {
+  struct stat open_file {};
+  struct stat named {};
+  return ::fstat(::fileno(file), &open_file) == 0 && ::stat(path.c_str(), &named) == 0
+         && open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
+}
 
 /// Opens the log again after it was closed or could not be opened; logs why it cannot.
 void reopen(writer_state& st) {
@@ -116,8 +128,19 @@ void rotate(writer_state& st) {
 
 void append(writer_state& st, const replay_entry& entry) {
   auto time = utc_now();
+  // A log moved or removed from outside (logrotate, a clean-up) would swallow what follows:
+  // at most once a second, check that the path still names it, and open a new one if not.
+  auto now = std::chrono::steady_clock::now();
+  if (st.file && now - st.checked >= std::chrono::seconds{1}) {
+    st.checked = now;
+    if (!same_file(st.file.get(), st.cfg.path)) {
+      log::warn("replay log: '", st.cfg.path, "' was moved or removed; opening it again");
+      st.file.reset();
+      st.warned = false;
+    }
+  }
   if (!st.file) {
-    reopen(st); // it could not be opened after the last rotation: try again, shifting nothing
+    reopen(st); // closed, or it could not be opened: try again, shifting nothing
   }
   // One buffer and one write per request.
   std::string lines;

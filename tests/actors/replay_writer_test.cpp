@@ -1,0 +1,188 @@
+// The replay log's writer on a real actor system and real files: every record handed to it is
+// written, flush waits for them, the file rotates past its size keeping `keep_files`, a
+// backlog past `max_backlog` drops (and counts) instead of queueing, and a log moved away from
+// outside is noticed: while its folder is gone the records count as failed, and once it can
+// be opened again they are written to a new file — without shifting the rotated files again.
+#include "actors/replay_writer.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <gtest/gtest.h>
+
+#include "backends/replay/replay_log.hpp"
+#include "common/metrics.hpp"
+
+using namespace arbiter;
+using namespace arbiter::actors;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> lines_of(const fs::path& file) {
+  std::ifstream in{file};
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);) {
+    out.push_back(line);
+  }
+  return out;
+}
+
+/// `n` lexical items of about `bytes` bytes each, and their results.
+void make_request(size_t n, size_t bytes, std::vector<shared_item>& items,
+                  std::vector<item_result>& results) {
+  items.clear();
+  results.clear();
+  for (size_t i = 0; i < n; ++i) {
+    auto item = std::make_shared<score_item>();
+    item->reward = item->kind = "lexical";
+    item->capability = "cpu";
+    item->solution_str = std::string(bytes, 'x') + std::to_string(i);
+    item->ground_truth = {"x"};
+    items.push_back(std::move(item));
+    item_result r;
+    r.status = item_status::ok;
+    r.score = 0.5;
+    r.source = "cpu";
+    results.push_back(std::move(r));
+  }
+}
+
+double counter(metrics_registry& registry, const std::string& series) {
+  auto text = registry.render();
+  auto at = text.find(series + " ");
+  return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size() + 1));
+}
+
+class ReplayWriter : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path()
+          / ("arbiter-replay-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed())
+             + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override {
+    fs::remove_all(dir);
+  }
+
+  fs::path dir;
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  metrics_registry registry;
+  replay_metrics metrics{registry};
+};
+
+} // namespace
+
+TEST_F(ReplayWriter, WritesEveryRecordAndRotatesKeepingTheNewestFiles) {
+  config::replay_config c;
+  c.path = (dir / "r.jsonl").string();
+  c.max_file_mb = 1;
+  c.keep_files = 2;
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  // 40 requests of 100 records of about 1 KiB: 4 MiB, rotated past every MiB.
+  for (int k = 0; k < 40; ++k) {
+    make_request(100, 1000, items, results);
+    recorder->record(false, items, results);
+  }
+  ASSERT_TRUE(recorder->flush(10s));
+  EXPECT_EQ(counter(registry, R"(arbiter_replay_records_total{result="written"})"), 4000.0);
+  EXPECT_TRUE(fs::exists(dir / "r.jsonl"));
+  EXPECT_TRUE(fs::exists(dir / "r.jsonl.1"));
+  EXPECT_TRUE(fs::exists(dir / "r.jsonl.2"));
+  EXPECT_FALSE(fs::exists(dir / "r.jsonl.3")) << "keep_files = 2";
+  size_t records = 0;
+  for (const char* name : {"r.jsonl", "r.jsonl.1", "r.jsonl.2"}) {
+    auto lines = lines_of(dir / name);
+    ASSERT_FALSE(lines.empty()) << name;
+    EXPECT_EQ(backends::replay::decode(lines.front()).type, backends::replay::record_type::start)
+      << name;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      auto r = backends::replay::decode(lines[i]);
+      EXPECT_EQ(r.type, backends::replay::record_type::item);
+      ++records;
+    }
+    EXPECT_LT(fs::file_size(dir / name), (1u << 20) + 200u * 1024u) << name;
+  }
+  EXPECT_GT(records, 2000u);
+  EXPECT_LT(records, 4000u) << "the oldest file was dropped";
+}
+
+TEST_F(ReplayWriter, ABacklogPastItsLimitDropsAndCounts) {
+  config::replay_config c;
+  c.path = (dir / "r.jsonl").string();
+  c.max_backlog = 150;
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  make_request(100, 10, items, results);
+  // Sent faster than a record is written: some requests find the writer behind.
+  for (int k = 0; k < 200; ++k) {
+    recorder->record(false, items, results);
+  }
+  ASSERT_TRUE(recorder->flush(10s));
+  auto written = counter(registry, R"(arbiter_replay_records_total{result="written"})");
+  auto dropped = counter(registry, R"(arbiter_replay_records_total{result="dropped"})");
+  EXPECT_EQ(written + dropped, 20000.0);
+  EXPECT_GT(dropped, 0.0);
+  EXPECT_EQ(static_cast<double>(lines_of(dir / "r.jsonl").size()), written + 1);
+}
+
+TEST_F(ReplayWriter, AVanishedFolderCountsFailuresThenWritesAgain) {
+  config::replay_config c;
+  c.path = (dir / "logs" / "r.jsonl").string();
+  c.max_file_mb = 1;
+  c.keep_files = 3;
+  fs::create_directories(dir / "logs");
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  make_request(1100, 1000, items, results); // over 1 MiB: rotates after this request
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(10s));
+  ASSERT_TRUE(fs::exists(dir / "logs" / "r.jsonl.1"));
+  fs::remove_all(dir / "logs");
+  // The writer checks at most once a second that its path still names its file.
+  std::this_thread::sleep_for(1100ms);
+  make_request(10, 10, items, results);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(10s));
+  EXPECT_GE(counter(registry, R"(arbiter_replay_records_total{result="failed"})"), 10.0);
+  fs::create_directories(dir / "logs");
+  recorder->record(false, items, results);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(10s));
+  auto lines = lines_of(dir / "logs" / "r.jsonl");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.size(), 1u + 20u) << "reopened: a start line and both requests";
+  EXPECT_FALSE(fs::exists(dir / "logs" / "r.jsonl.1")) << "nothing was shifted on reopening";
+}
+
+TEST_F(ReplayWriter, ALogMovedAwayIsOpenedAgainAtItsPath) {
+  config::replay_config c;
+  c.path = (dir / "r.jsonl").string();
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  make_request(5, 10, items, results);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(10s));
+  fs::rename(dir / "r.jsonl", dir / "moved.jsonl"); // as logrotate does
+  std::this_thread::sleep_for(1100ms);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(10s));
+  EXPECT_EQ(lines_of(dir / "moved.jsonl").size(), 1u + 5u);
+  EXPECT_EQ(lines_of(dir / "r.jsonl").size(), 1u + 5u) << "a new file with its start line";
+}
