@@ -524,3 +524,31 @@ TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
   EXPECT_NE(metrics_text().find(R"(arbiter_source_tokens_total{kind="prompt",source="remote"} 3000)"),
             std::string::npos);
 }
+
+TEST_F(SchedulerCore, WithRecordingOnBatchesAskForEvidenceAndFinishedRequestsCarryTheirItems) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, cpu_items(2)).admitted());
+  auto off = core_.dispatch();
+  ASSERT_EQ(off.size(), 1u);
+  EXPECT_FALSE(off[0].record) << "off unless the replay log is on";
+  answer(off[0], 0.5);
+  core_.set_recording(true);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, cpu_items(2), /*internal=*/true).admitted());
+  auto on = core_.dispatch();
+  ASSERT_EQ(on.size(), 1u);
+  EXPECT_TRUE(on[0].record);
+  // A failed item's evidence is kept too: replay reproduces the failure.
+  std::vector<item_outcome> outcomes{ok_outcome(0.25), failure(errc::reward_failed, "no")};
+  outcomes[0].evidence = R"({"steps":[]})";
+  outcomes[1].evidence = R"({"steps":[{}]})";
+  core_.complete(on[0].id, outcomes);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_FALSE(done[0].internal);
+  EXPECT_TRUE(done[1].internal);
+  ASSERT_EQ(done[1].items.size(), 2u);
+  EXPECT_EQ(done[1].items[1]->solution_str, "item 1");
+  EXPECT_EQ(done[1].results[0].evidence, R"({"steps":[]})");
+  EXPECT_EQ(done[1].results[1].status, item_status::failed);
+  EXPECT_EQ(done[1].results[1].evidence, R"({"steps":[{}]})");
+}
