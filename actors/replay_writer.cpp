@@ -70,7 +70,7 @@ file_ptr open_log(const std::string& path, uint64_t& size) {
 }
 
 struct writer_state {
-  config::replay_config cfg;
+  replay_settings cfg;
   file_ptr file;
   uint64_t size = 0;
   std::shared_ptr<std::atomic<uint64_t>> backlog;
@@ -162,12 +162,12 @@ void append(writer_state& st, const replay_entry& entry) {
       log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
     }
   }
-  if (st.size >= uint64_t{st.cfg.max_file_mb} << 20) {
+  if (st.size >= st.cfg.max_file_bytes) {
     rotate(st);
   }
 }
 
-caf::behavior writer(writer_actor* self, config::replay_config cfg, std::FILE* file,
+caf::behavior writer(writer_actor* self, replay_settings cfg, std::FILE* file,
                      uint64_t size, std::shared_ptr<std::atomic<uint64_t>> backlog,
                      replay_metrics* metrics) {
   auto& st = self->state;
@@ -230,16 +230,26 @@ bool replay_recorder::flush(std::chrono::milliseconds timeout) {
   return done;
 }
 
+replay_settings replay_settings::from(const config::replay_config& cfg) {
+  replay_settings s;
+  s.path = cfg.path;
+  s.max_file_bytes = uint64_t{cfg.max_file_mb} << 20;
+  s.keep_files = cfg.keep_files;
+  s.max_backlog = cfg.max_backlog;
+  return s;
+}
+
 std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
-                                                     const config::replay_config& cfg,
+                                                     const replay_settings& settings,
                                                      replay_metrics& metrics) {
   uint64_t size = 0;
-  auto file = open_log(cfg.path, size);
+  auto file = open_log(settings.path, size);
   auto backlog = std::make_shared<std::atomic<uint64_t>>(0);
   // The behavior may start on the writer's own thread later: it takes the file over then.
-  auto actor = sys.spawn<caf::detached>(writer, cfg, file.release(), size, backlog, &metrics);
-  return std::make_shared<replay_recorder>(std::move(actor), cfg.max_backlog, std::move(backlog),
-                                           metrics);
+  auto actor =
+    sys.spawn<caf::detached>(writer, settings, file.release(), size, backlog, &metrics);
+  return std::make_shared<replay_recorder>(std::move(actor), settings.max_backlog,
+                                           std::move(backlog), metrics);
 }
 
 } // namespace arbiter::actors

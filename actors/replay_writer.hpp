@@ -62,11 +62,22 @@ private:
   prometheus::Counter& dropped_;
 };
 
-/// Opens `cfg.path` for appending (creating it) and spawns the writer. Throws
+/// How the writer writes: `[replay]`, with the rotation size in bytes.
+struct replay_settings {
+  std::string path;
+  /// Rotate once the file reaches this size.
+  uint64_t max_file_bytes = uint64_t{256} << 20;
+  uint32_t keep_files = 4;
+  uint64_t max_backlog = 100000;
+
+  static replay_settings from(const config::replay_config& cfg);
+};
+
+/// Opens `settings.path` for appending (creating it) and spawns the writer. Throws
 /// std::runtime_error naming the path and the reason when it cannot be opened. `metrics` must
 /// outlive the writer.
 std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
-                                                     const config::replay_config& cfg,
+                                                     const replay_settings& settings,
                                                      replay_metrics& metrics);
 
 } // namespace arbiter::actors

@@ -178,7 +178,8 @@ int serve(const serve_options& options) {
   std::shared_ptr<actors::replay_recorder> recorder;
   if (!cfg.replay.path.empty()) {
     try {
-      recorder = actors::spawn_replay_writer(sys, cfg.replay, replay_metrics);
+      recorder = actors::spawn_replay_writer(sys, actors::replay_settings::from(cfg.replay),
+                                             replay_metrics);
     } catch (const std::exception& e) {
       std::cerr << "arbiter: " << e.what() << "\n";
       return 2;
