@@ -129,9 +129,9 @@ void rotate(writer_state& st) {
 void append(writer_state& st, const replay_entry& entry) {
   auto time = utc_now();
   // A log moved or removed from outside (logrotate, a clean-up) would swallow what follows:
-  // at most once a second, check that the path still names it, and open a new one if not.
+  // every `path_check`, check that the path still names it, and open a new one if not.
   auto now = std::chrono::steady_clock::now();
-  if (st.file && now - st.checked >= std::chrono::seconds{1}) {
+  if (st.file && now - st.checked >= st.cfg.path_check) {
     st.checked = now;
     if (!same_file(st.file.get(), st.cfg.path)) {
       log::warn("replay log: '", st.cfg.path, "' was moved or removed; opening it again");
@@ -214,7 +214,10 @@ replay_recorder::replay_recorder(caf::actor writer, uint64_t max_backlog,
 void replay_recorder::record(bool internal, const std::vector<shared_item>& items,
                              const std::vector<item_result>& results) {
   auto n = items.size();
-  if (backlog_->load(std::memory_order_relaxed) + n > max_backlog_) {
+  // Dropped only while the writer is behind: a request larger than the limit still goes to
+  // an idle writer.
+  auto behind = backlog_->load(std::memory_order_relaxed);
+  if (behind > 0 && behind + n > max_backlog_) {
     dropped_.Increment(static_cast<double>(n));
     return;
   }

@@ -40,8 +40,8 @@ struct replay_entry {
   std::vector<item_result> results;
 };
 
-/// What the scheduler holds: sends finished requests to the writer, or drops them (counted)
-/// while the writer is `max_backlog` records behind.
+/// What the scheduler holds: sends finished requests to the writer, or drops them whole
+/// (counted) when the writer is behind and they would put it past `max_backlog` records.
 class replay_recorder {
 public:
   replay_recorder(caf::actor writer, uint64_t max_backlog,
@@ -69,6 +69,9 @@ struct replay_settings {
   uint64_t max_file_bytes = uint64_t{256} << 20;
   uint32_t keep_files = 4;
   uint64_t max_backlog = 100000;
+  /// How often, at most, the writer checks that `path` still names its file (moved away by
+  /// logrotate, removed); 0: before every write.
+  std::chrono::milliseconds path_check{1000};
 
   static replay_settings from(const config::replay_config& cfg);
 };

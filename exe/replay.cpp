@@ -13,6 +13,7 @@
 #include "backends/replay/replayer.hpp"
 #include "backends/reward_catalog.hpp"
 #include "backends/rewards/reward_kinds.hpp"
+#include "common/text_excerpt.hpp"
 #include "exe/serve.hpp"
 #include "exe/startup.hpp"
 
@@ -58,7 +59,8 @@ int replay_logs(const replay_options& options) {
         break;
       case replay::verdict::not_replayable:
         ++t.not_replayable;
-        ++unreplayable_reasons[r.item.kind + ": " + result.reason.substr(0, 60)];
+        ++unreplayable_reasons[r.item.kind + ": "
+                               + std::string{utf8_prefix(result.reason, 60)}];
         break;
       case replay::verdict::differs: {
         ++t.differs;
@@ -130,6 +132,7 @@ int replay_logs(const replay_options& options) {
     std::string file;
     uint64_t line = 0;
     replay::record record;
+    std::string key;
   };
   std::vector<deferred> from_cache;
   std::map<std::string, std::string> wanted; // item key -> evidence, once found
@@ -149,8 +152,9 @@ int replay_logs(const replay_options& options) {
     const auto* kind = backends::find_reward_kind(r.item.kind);
     if (r.result.cached && r.result.evidence.empty() && r.result.status == item_status::ok
         && kind != nullptr && kind->runner != backends::reward_runner::cpu) {
-      wanted.emplace(replay::item_key(r.item), std::string{});
-      from_cache.push_back({file, line_no, std::move(r)});
+      auto key = replay::item_key(r.item);
+      wanted.emplace(key, std::string{});
+      from_cache.push_back({file, line_no, std::move(r), std::move(key)});
       return;
     }
     count(file, line_no, r, replay::replay_item(r, catalog, limits));
@@ -169,7 +173,7 @@ int replay_logs(const replay_options& options) {
       }
     });
     for (auto& d : from_cache) {
-      const auto& evidence = wanted[replay::item_key(d.record.item)];
+      const auto& evidence = wanted[d.key];
       if (evidence.empty()) {
         replay::replay_result none;
         none.outcome = replay::verdict::not_replayable;

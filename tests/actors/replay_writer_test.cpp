@@ -10,7 +10,6 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -142,11 +141,28 @@ TEST_F(ReplayWriter, ABacklogPastItsLimitDropsAndCounts) {
   EXPECT_EQ(static_cast<double>(lines_of(dir / "r.jsonl").size()), written + 1);
 }
 
+TEST_F(ReplayWriter, ARequestLargerThanTheLimitIsWrittenWhenNothingIsPending) {
+  replay_settings c;
+  c.path = (dir / "r.jsonl").string();
+  c.max_backlog = 10;
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  make_request(25, 10, items, results);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(60s));
+  recorder->record(false, items, results); // idle again: written too
+  ASSERT_TRUE(recorder->flush(60s));
+  EXPECT_EQ(counter(registry, R"(arbiter_replay_records_total{result="written"})"), 50.0);
+  EXPECT_EQ(lines_of(dir / "r.jsonl").size(), 1u + 50u);
+}
+
 TEST_F(ReplayWriter, AVanishedFolderCountsFailuresThenWritesAgain) {
   replay_settings c;
   c.path = (dir / "logs" / "r.jsonl").string();
   c.max_file_bytes = 16 << 10;
   c.keep_files = 3;
+  c.path_check = 0ms; // check the path before every write
   fs::create_directories(dir / "logs");
   auto recorder = spawn_replay_writer(sys, c, metrics);
   std::vector<shared_item> items;
@@ -156,8 +172,6 @@ TEST_F(ReplayWriter, AVanishedFolderCountsFailuresThenWritesAgain) {
   ASSERT_TRUE(recorder->flush(60s));
   ASSERT_TRUE(fs::exists(dir / "logs" / "r.jsonl.1"));
   fs::remove_all(dir / "logs");
-  // The writer checks at most once a second that its path still names its file.
-  std::this_thread::sleep_for(1100ms);
   make_request(10, 10, items, results);
   recorder->record(false, items, results);
   ASSERT_TRUE(recorder->flush(60s));
@@ -175,6 +189,7 @@ TEST_F(ReplayWriter, AVanishedFolderCountsFailuresThenWritesAgain) {
 TEST_F(ReplayWriter, ALogMovedAwayIsOpenedAgainAtItsPath) {
   replay_settings c;
   c.path = (dir / "r.jsonl").string();
+  c.path_check = 0ms;
   auto recorder = spawn_replay_writer(sys, c, metrics);
   std::vector<shared_item> items;
   std::vector<item_result> results;
@@ -182,7 +197,6 @@ TEST_F(ReplayWriter, ALogMovedAwayIsOpenedAgainAtItsPath) {
   recorder->record(false, items, results);
   ASSERT_TRUE(recorder->flush(60s));
   fs::rename(dir / "r.jsonl", dir / "moved.jsonl"); // as logrotate does
-  std::this_thread::sleep_for(1100ms);
   recorder->record(false, items, results);
   ASSERT_TRUE(recorder->flush(60s));
   EXPECT_EQ(lines_of(dir / "moved.jsonl").size(), 1u + 5u);

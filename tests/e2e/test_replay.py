@@ -5,6 +5,7 @@ the items whose recorded answers were tampered with."""
 
 import json
 import subprocess
+import time
 
 from arbiter_testing import ARBITER_BIN, source_toml
 
@@ -27,7 +28,6 @@ def records(path):
 
 def wait_for_items(path, n):
     """The writer is asynchronous: the records land shortly after the answers."""
-    import time
     deadline = time.time() + 20
     while time.time() < deadline:
         try:
@@ -195,7 +195,6 @@ def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
 
 
 def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
-    from arbiter_testing import start_server
     bad = tmp_path / "no" / "such" / "dir" / "r.jsonl"
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[replay]\npath = "{bad}"\n')
@@ -203,7 +202,6 @@ def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "replay.path" in done.stderr and str(bad) in done.stderr, done.stderr
-    del start_server
 
 
 def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provider, tmp_path):
