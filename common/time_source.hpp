@@ -49,4 +49,9 @@ inline double ms_between(time_point from, time_point to) noexcept {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
+/// Seconds between two time points, as a double (for histograms).
+inline double seconds_between(time_point from, time_point to) noexcept {
+  return std::chrono::duration<double>(to - from).count();
+}
+
 } // namespace arbiter

@@ -1,0 +1,243 @@
+// How the scheduler's items end (scheduler_core.hpp): the result cache's key, the configured
+// fallback, coalesced flights settling their followers, and finished requests with their
+// metrics. Submission, completion and timers are in scheduler_core.cpp; dispatch is in
+// scheduler_dispatch.cpp.
+#include "scheduler/scheduler_core.hpp"
+
+#include <algorithm>
+#include <string_view>
+#include <unordered_set>
+
+namespace arbiter::scheduler {
+
+std::string scheduler_core::cache_key(const score_item& item) const {
+  auto joined = [](const std::vector<std::string>& texts) {
+    std::string out;
+    for (const auto& text : texts) {
+      out += std::to_string(text.size());
+      out += ':';
+      out += text;
+    }
+    return out;
+  };
+  if (item.call) {
+    // Model calls: the same call to the same sources gives the same answer, whatever reward
+    // asked (the capability carries the reward's route suffix, hence its sources).
+    const auto& c = *item.call;
+    auto number = [](const auto& value) {
+      return value ? std::to_string(*value) : std::string{"-"};
+    };
+    auto thinking = c.enable_thinking ? (*c.enable_thinking ? "1" : "0") : "-";
+    auto params = number(c.temperature) + "/" + number(c.top_p) + "/" + number(c.max_tokens)
+                  + "/" + std::to_string(c.n) + "/" + thinking + "/" + number(c.seed);
+    return make_cache_key({item.kind, item.capability, c.model, c.prompt, c.messages,
+                           c.hypothesis, params, joined(c.stop)});
+  }
+  return make_cache_key({item.reward, item.kind, item.solution_str, joined(item.ground_truth),
+                         item.extra_info, item.options});
+}
+
+item_result scheduler_core::maybe_fall_back(const score_item& item, item_result result) {
+  if (item.fallback.empty() || !fallback_) {
+    return result;
+  }
+  switch (result.code) {
+    case errc::deadline_exceeded:
+    case errc::no_eligible_source:
+    case errc::upstream_failed:
+    case errc::upstream_rejected:
+    case errc::worker_failed:
+    case errc::overloaded:
+    case errc::shutting_down:
+      break;
+    default:
+      return result; // The item's own problem: the fallback would not fix it.
+  }
+  auto why = std::string{to_string(result.code)} + ": " + result.error;
+  auto outcome = fallback_(item);
+  if (outcome.code != errc::none) {
+    result.error += "; the fallback '" + item.fallback + "' failed too: " + outcome.error;
+    return result;
+  }
+  result.code = errc::none;
+  result.error.clear();
+  result.status = item_status::fallback;
+  result.score = outcome.score;
+  result.source = item.fallback;
+  result.sources.clear();
+  result.evidence.clear(); // replay recomputes the fallback from the item alone
+  result.fallback_reason = std::move(why);
+  return result;
+}
+
+void scheduler_core::end_item(request_id id, pending_request& req, uint32_t index,
+                              item_result result, bool shareable) {
+  if (result.code != errc::none) {
+    result = maybe_fall_back(*req.items[index], std::move(result));
+  }
+  if (result.code != errc::none) {
+    result.status = item_status::failed;
+    failure_counter(result.code).Increment();
+  }
+  items_counter(req.items[index]->reward, result.status).Increment();
+  if (!req.internal) {
+    latency_histogram(req.items[index]->reward)
+      .Observe(seconds_between(req.admitted, clock_.now()));
+  }
+  if (!req.internal && !req.items[index]->step.empty()) {
+    steps_.item_ended(req.items[index]->step, result);
+  }
+  if (!req.internal && !req.items[index]->group.empty()) {
+    bool scored = result.status != item_status::failed;
+    if (auto took = groups_.ended(req.items[index]->group, clock_.now(),
+                                  scored ? &result.score : nullptr)) {
+      metrics_.group_completion.Observe(std::chrono::duration<double>(*took).count());
+    }
+  }
+  auto was = req.states[index];
+  req.results[index] = std::move(result);
+  req.states[index] = item_state::done;
+  if (--req.remaining == 0) {
+    finishing_.push_back(id);
+  }
+  if (!req.keys[index].empty() && was != item_state::following) {
+    // Copy: settling may end other items of this request and touch `req`.
+    auto key = req.keys[index];
+    auto copy = req.results[index];
+    settle_flight(key, {id, index}, copy, shareable);
+  }
+}
+
+void scheduler_core::settle_flight(const std::string& key, item_ref leader,
+                                   const item_result& result, bool shareable) {
+  if (shareable && result.status == item_status::ok && routing_.cache_capacity > 0) {
+    cached_result value;
+    value.score = result.score;
+    value.source = result.source;
+    value.output = result.output;
+    value.detail = result.detail;
+    value.extra = result.extra;
+    value.sources = result.sources;
+    cache_.insert(key, std::move(value));
+  }
+  auto f = flights_.find(key);
+  if (f == flights_.end() || f->second.leader != leader) {
+    return;
+  }
+  auto followers = std::move(f->second.followers);
+  flights_.erase(f);
+  auto now = clock_.now();
+  for (size_t k = 0; k < followers.size(); ++k) {
+    auto [rid, index] = followers[k];
+    auto req = requests_.find(rid);
+    if (req == requests_.end() || req->second.states[index] != item_state::following) {
+      continue; // Ended by its own request's deadline meanwhile.
+    }
+    auto& r = req->second;
+    if (!shareable) {
+      // The leader ended for reasons of its own request: this follower leads now.
+      auto& next = flights_[key];
+      next.leader = {rid, index};
+      next.followers.assign(followers.begin() + static_cast<std::ptrdiff_t>(k) + 1,
+                            followers.end());
+      requeue({rid, index});
+      return;
+    }
+    item_result copy = result;
+    copy.queue_ms = ms_between(r.enqueued[index], now);
+    copy.attempts = 0;
+    end_item(rid, r, index, std::move(copy));
+  }
+}
+
+void scheduler_core::fail_remaining(request_id id, errc code, const std::string& reason) {
+  auto found = requests_.find(id);
+  if (found == requests_.end()) {
+    return;
+  }
+  auto& req = found->second;
+  auto now = clock_.now();
+  for (uint32_t i = 0; i < req.states.size(); ++i) {
+    if (req.states[i] == item_state::done) {
+      continue;
+    }
+    item_result r = req.results[i];
+    if (req.states[i] == item_state::queued) {
+      queues_.remove(req.tasks[i]);
+      r.queue_ms = ms_between(req.enqueued[i], now);
+    }
+    r.code = code;
+    r.error = reason;
+    if (req.last_outcome[i] == attempt_outcome_kind::rate_limited
+        && req.states[i] != item_state::running) {
+      r.error += " (held back by rate limits; last attempt: " + req.last_failure[i] + ")";
+    } else if (req.states[i] == item_state::retrying && !req.last_failure[i].empty()) {
+      r.error += " (it was waiting to be retried; last attempt: " + req.last_failure[i] + ")";
+    }
+    end_item(id, req, i, std::move(r), false);
+  }
+  depth_gauges_[req.priority]->Set(static_cast<double>(queues_.depth(req.priority)));
+}
+
+void scheduler_core::flush() {
+  while (!finishing_.empty()) {
+    auto ids = std::move(finishing_);
+    finishing_.clear();
+    for (auto id : ids) {
+      finish(id);
+    }
+  }
+}
+
+void scheduler_core::finish(request_id id) {
+  auto found = requests_.find(id);
+  if (found == requests_.end()) {
+    return;
+  }
+  schedule_histogram_->Observe(seconds_between(found->second.admitted, clock_.now()));
+  deadlines_.erase({found->second.deadline, id});
+  std::vector<group_summary> groups;
+  if (!found->second.internal) {
+    std::unordered_set<std::string_view> seen;
+    for (const auto& item : found->second.items) {
+      if (!item->group.empty() && seen.insert(item->group).second) {
+        groups.push_back(groups_.summary(item->group));
+      }
+    }
+  }
+  finished_.push_back({id, found->second.internal, std::move(found->second.items),
+                       std::move(found->second.results), std::move(groups)});
+  requests_.erase(found);
+  metrics_.requests_pending.Decrement();
+}
+
+prometheus::Counter& scheduler_core::items_counter(const std::string& reward,
+                                                   item_status status) {
+  auto key = std::make_pair(reward, status);
+  auto found = item_counters_.find(key);
+  if (found == item_counters_.end()) {
+    auto& c = metrics_.items.Add({{"reward", reward}, {"status", to_string(status)}});
+    found = item_counters_.emplace(key, &c).first;
+  }
+  return *found->second;
+}
+
+prometheus::Histogram& scheduler_core::latency_histogram(const std::string& reward) {
+  auto found = latency_histograms_.find(reward);
+  if (found == latency_histograms_.end()) {
+    auto& h = metrics_.item_latency.Add({{"reward", reward}}, latency_buckets());
+    found = latency_histograms_.emplace(reward, &h).first;
+  }
+  return *found->second;
+}
+
+prometheus::Counter& scheduler_core::failure_counter(errc code) {
+  auto found = failure_counters_.find(code);
+  if (found == failure_counters_.end()) {
+    auto& c = metrics_.failures.Add({{"reason", std::string{to_string(code)}}});
+    found = failure_counters_.emplace(code, &c).first;
+  }
+  return *found->second;
+}
+
+} // namespace arbiter::scheduler
