@@ -19,6 +19,8 @@
 
 #include <openssl/ssl.h>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::backends {
 
 namespace asio = boost::asio;
@@ -27,18 +29,12 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
+constexpr auto http_error_names = names_of<http_error::protocol_error>(
+    "none", "connect_failed", "timeout", "connection_reset", "tls_failed", "cancelled", "bad_url",
+    "protocol_error");
+
 std::string_view to_string(http_error e) noexcept {
-  switch (e) {
-    case http_error::none: return "none";
-    case http_error::connect_failed: return "connect_failed";
-    case http_error::timeout: return "timeout";
-    case http_error::connection_reset: return "connection_reset";
-    case http_error::tls_failed: return "tls_failed";
-    case http_error::cancelled: return "cancelled";
-    case http_error::bad_url: return "bad_url";
-    case http_error::protocol_error: return "protocol_error";
-  }
-  return "unknown";
+  return http_error_names[e];
 }
 
 const std::string* http_result::header(std::string_view lower_case_name) const {

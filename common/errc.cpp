@@ -1,33 +1,16 @@
 #include "common/errc.hpp"
 
+#include "common/enum_names.hpp"
+
 namespace arbiter {
 
+constexpr auto errc_names = names_of<errc::upstream_rejected>(
+    "none", "invalid_request", "overloaded", "deadline_exceeded", "no_eligible_source",
+    "shutting_down", "reward_failed", "worker_failed", "internal", "upstream_failed",
+    "upstream_rejected");
+
 std::string_view to_string(errc code) noexcept {
-  switch (code) {
-    case errc::none:
-      return "none";
-    case errc::invalid_request:
-      return "invalid_request";
-    case errc::overloaded:
-      return "overloaded";
-    case errc::deadline_exceeded:
-      return "deadline_exceeded";
-    case errc::no_eligible_source:
-      return "no_eligible_source";
-    case errc::shutting_down:
-      return "shutting_down";
-    case errc::reward_failed:
-      return "reward_failed";
-    case errc::worker_failed:
-      return "worker_failed";
-    case errc::internal:
-      return "internal";
-    case errc::upstream_failed:
-      return "upstream_failed";
-    case errc::upstream_rejected:
-      return "upstream_rejected";
-  }
-  return "internal";
+  return errc_names[code];
 }
 
 } // namespace arbiter

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <mutex>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::log {
 
 namespace {
@@ -11,18 +13,7 @@ namespace {
 std::atomic<level> min_level{level::info};
 std::mutex write_mutex;
 
-const char* name(level lvl) noexcept {
-  switch (lvl) {
-    case level::debug:
-      return "debug";
-    case level::info:
-      return "info";
-    case level::warn:
-      return "warn";
-    default:
-      return "error";
-  }
-}
+constexpr auto level_names = names_of<level::error>("debug", "info", "warn", "error");
 
 } // namespace
 
@@ -31,13 +22,11 @@ void set_level(level lvl) noexcept {
 }
 
 bool parse_level(const std::string& text, level& out) noexcept {
-  for (auto lvl : {level::debug, level::info, level::warn, level::error}) {
-    if (text == name(lvl)) {
-      out = lvl;
-      return true;
-    }
+  auto lvl = level_names.parse(text);
+  if (lvl) {
+    out = *lvl;
   }
-  return false;
+  return lvl.has_value();
 }
 
 bool enabled(level lvl) noexcept {
@@ -46,7 +35,7 @@ bool enabled(level lvl) noexcept {
 
 void write(level lvl, const std::string& message) {
   std::lock_guard<std::mutex> guard{write_mutex};
-  std::fprintf(stderr, "%s %s\n", name(lvl), message.c_str());
+  std::fprintf(stderr, "%s %s\n", level_names[lvl], message.c_str());
   std::fflush(stderr);
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_names.hpp"
 #include "common/errc.hpp"
 
 namespace arbiter {
@@ -119,15 +120,10 @@ enum class item_status : uint8_t {
 };
 
 /// "ok", "fallback" or "failed".
+inline constexpr auto item_status_names = names_of<item_status::failed>("ok", "fallback", "failed");
+
 inline const char* to_string(item_status s) noexcept {
-  switch (s) {
-    case item_status::ok:
-      return "ok";
-    case item_status::fallback:
-      return "fallback";
-    default:
-      return "failed";
-  }
+  return item_status_names[s];
 }
 
 /// What a worker reports for one item of a batch.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::scheduler {
 
 namespace {
@@ -31,15 +33,10 @@ double scaled(nanoseconds base, double factor) noexcept {
 
 } // namespace
 
+constexpr auto sample_kind_names = names_of<sample_kind::failed>("ok", "overloaded", "failed");
+
 const char* to_string(sample_kind k) noexcept {
-  switch (k) {
-    case sample_kind::ok:
-      return "ok";
-    case sample_kind::overloaded:
-      return "overloaded";
-    default:
-      return "failed";
-  }
+  return sample_kind_names[k];
 }
 
 adaptive_concurrency::adaptive_concurrency(adaptive_concurrency_config config)

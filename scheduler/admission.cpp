@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::scheduler {
 
 namespace {
@@ -15,17 +17,11 @@ std::chrono::seconds whole_seconds(double ms) {
 
 } // namespace
 
+constexpr auto admission_decision_names = names_of<admission_decision::reject_draining>(
+    "admitted", "queue_full", "deadline_unmeetable", "draining");
+
 const char* to_string(admission_decision d) noexcept {
-  switch (d) {
-    case admission_decision::admit:
-      return "admitted";
-    case admission_decision::reject_queue_full:
-      return "queue_full";
-    case admission_decision::reject_deadline_unmeetable:
-      return "deadline_unmeetable";
-    default:
-      return "draining";
-  }
+  return admission_decision_names[d];
 }
 
 admission_result decide_admission(const admission_input& in) {

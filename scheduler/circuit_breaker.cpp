@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::scheduler {
 
 namespace {
@@ -33,28 +35,18 @@ int64_t floor_div(int64_t a, int64_t b) noexcept {
 
 } // namespace
 
+constexpr auto breaker_state_names = names_of<breaker_state::half_open>("closed", "open",
+                                                                        "half_open");
+
 const char* to_string(breaker_state s) noexcept {
-  switch (s) {
-    case breaker_state::closed:
-      return "closed";
-    case breaker_state::open:
-      return "open";
-    default:
-      return "half_open";
-  }
+  return breaker_state_names[s];
 }
 
+constexpr auto breaker_decision_names = names_of<breaker_decision::reject_probes_busy>(
+    "allow", "allow_probe", "reject_open", "reject_probes_busy");
+
 const char* to_string(breaker_decision d) noexcept {
-  switch (d) {
-    case breaker_decision::allow:
-      return "allow";
-    case breaker_decision::allow_probe:
-      return "allow_probe";
-    case breaker_decision::reject_open:
-      return "reject_open";
-    default:
-      return "reject_probes_busy";
-  }
+  return breaker_decision_names[d];
 }
 
 circuit_breaker::circuit_breaker(circuit_breaker_config config)

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::scheduler {
 
 namespace {
@@ -183,28 +185,18 @@ std::optional<nanoseconds> retry_after_from_headers(const header_lookup& lookup)
   return std::nullopt;
 }
 
+constexpr auto rate_limit_wait_reason_names = names_of<rate_limit_wait_reason::tokens>(
+    "none", "backoff", "requests", "tokens");
+
 const char* to_string(rate_limit_wait_reason r) noexcept {
-  switch (r) {
-    case rate_limit_wait_reason::none:
-      return "none";
-    case rate_limit_wait_reason::backoff:
-      return "backoff";
-    case rate_limit_wait_reason::requests:
-      return "requests";
-    default:
-      return "tokens";
-  }
+  return rate_limit_wait_reason_names[r];
 }
 
+constexpr auto acquire_decision_kind_names = names_of<acquire_decision_kind::reject_too_large>(
+    "admit", "wait", "too_large");
+
 const char* to_string(acquire_decision_kind k) noexcept {
-  switch (k) {
-    case acquire_decision_kind::admit:
-      return "admit";
-    case acquire_decision_kind::wait:
-      return "wait";
-    default:
-      return "too_large";
-  }
+  return acquire_decision_kind_names[k];
 }
 
 double rate_limiter::bucket::rate_per_ns() const noexcept {

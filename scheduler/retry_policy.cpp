@@ -2,31 +2,16 @@
 
 #include <algorithm>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::scheduler {
 
+constexpr auto attempt_outcome_kind_names = names_of<attempt_outcome_kind::unsupported>(
+    "ok", "rate_limited", "server_error", "timeout", "connect_failure", "bad_response",
+    "bad_request", "unauthorized", "not_found", "unsupported");
+
 const char* to_string(attempt_outcome_kind k) noexcept {
-  switch (k) {
-    case attempt_outcome_kind::ok:
-      return "ok";
-    case attempt_outcome_kind::rate_limited:
-      return "rate_limited";
-    case attempt_outcome_kind::server_error:
-      return "server_error";
-    case attempt_outcome_kind::timeout:
-      return "timeout";
-    case attempt_outcome_kind::connect_failure:
-      return "connect_failure";
-    case attempt_outcome_kind::bad_response:
-      return "bad_response";
-    case attempt_outcome_kind::bad_request:
-      return "bad_request";
-    case attempt_outcome_kind::unauthorized:
-      return "unauthorized";
-    case attempt_outcome_kind::not_found:
-      return "not_found";
-    default:
-      return "unsupported";
-  }
+  return attempt_outcome_kind_names[k];
 }
 
 attempt_outcome_kind classify_http_status(int status) noexcept {
@@ -97,15 +82,11 @@ bool about_this_source(attempt_outcome_kind k) noexcept {
 
 } // namespace
 
+constexpr auto retry_decision_kind_names = names_of<retry_decision_kind::retry_elsewhere>(
+    "no_retry", "retry_here", "retry_elsewhere");
+
 const char* to_string(retry_decision_kind k) noexcept {
-  switch (k) {
-    case retry_decision_kind::no_retry:
-      return "no_retry";
-    case retry_decision_kind::retry_here:
-      return "retry_here";
-    default:
-      return "retry_elsewhere";
-  }
+  return retry_decision_kind_names[k];
 }
 
 retry_budget::retry_budget(const retry_budget_config& cfg, const time_source& clock)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/enum_names.hpp"
 #include "common/token_estimate.hpp"
 
 namespace arbiter::scheduler {
@@ -182,20 +183,11 @@ bool source_registry::remove(source_id id) {
   return true;
 }
 
+constexpr auto wait_cause_names = names_of<wait_cause::breaker>("none", "backoff", "requests",
+                                                                "tokens", "breaker");
+
 const char* to_string(wait_cause c) noexcept {
-  switch (c) {
-  case wait_cause::none:
-    return "none";
-  case wait_cause::backoff:
-    return "backoff";
-  case wait_cause::requests:
-    return "requests";
-  case wait_cause::tokens:
-    return "tokens";
-  case wait_cause::breaker:
-    return "breaker";
-  }
-  return "none";
+  return wait_cause_names[c];
 }
 
 namespace {

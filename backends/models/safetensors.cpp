@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::backends::models {
 
 namespace {
@@ -23,25 +25,14 @@ using json = nlohmann::json;
   throw std::runtime_error{file + ": " + problem};
 }
 
+constexpr auto tensor_dtype_names = names_of<tensor_dtype::other>("F32", "F16", "BF16", "I64",
+                                                                  "other");
+constexpr size_t element_sizes[] = {4, 2, 2, 8, 0};
+
 tensor_dtype dtype_of(const std::string& name, size_t& element_size) {
-  if (name == "F32") {
-    element_size = 4;
-    return tensor_dtype::f32;
-  }
-  if (name == "F16") {
-    element_size = 2;
-    return tensor_dtype::f16;
-  }
-  if (name == "BF16") {
-    element_size = 2;
-    return tensor_dtype::bf16;
-  }
-  if (name == "I64") {
-    element_size = 8;
-    return tensor_dtype::i64;
-  }
-  element_size = 0;
-  return tensor_dtype::other;
+  auto dtype = tensor_dtype_names.parse(name).value_or(tensor_dtype::other);
+  element_size = element_sizes[static_cast<size_t>(dtype)];
+  return dtype;
 }
 
 bool exists(const std::string& path) {
@@ -52,18 +43,7 @@ bool exists(const std::string& path) {
 } // namespace
 
 const char* to_string(tensor_dtype d) noexcept {
-  switch (d) {
-    case tensor_dtype::f32:
-      return "F32";
-    case tensor_dtype::f16:
-      return "F16";
-    case tensor_dtype::bf16:
-      return "BF16";
-    case tensor_dtype::i64:
-      return "I64";
-    default:
-      return "other";
-  }
+  return tensor_dtype_names[d];
 }
 
 std::map<std::string, tensor_view> safetensors_file::read_header(const std::byte* bytes,

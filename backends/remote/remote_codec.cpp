@@ -11,9 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/embedding_scoring.hpp"
+#include "backends/remote/codec_text.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
-#include "backends/remote/codec_text.hpp"
+#include "common/enum_names.hpp"
 #include "common/text_excerpt.hpp"
 
 namespace arbiter::backends::remote {
@@ -685,25 +686,14 @@ std::vector<item_outcome> parse_info_gain(const json& doc, const std::vector<sha
 
 } // namespace
 
-std::optional<api_kind> parse_api_kind(std::string_view name) {
-  for (auto k : {api_kind::openai, api_kind::tei, api_kind::ig_service}) {
-    if (name == to_string(k)) {
-      return k;
-    }
-  }
-  return std::nullopt;
-}
+constexpr auto api_kind_names = names_of<api_kind::ig_service>("openai", "tei", "ig_service");
 
 const char* to_string(api_kind k) noexcept {
-  switch (k) {
-    case api_kind::openai:
-      return "openai";
-    case api_kind::tei:
-      return "tei";
-    case api_kind::ig_service:
-      return "ig_service";
-  }
-  return "unknown";
+  return api_kind_names[k];
+}
+
+std::optional<api_kind> parse_api_kind(std::string_view name) {
+  return api_kind_names.parse(name);
 }
 
 bool supports(api_kind api, std::string_view item_kind) noexcept {

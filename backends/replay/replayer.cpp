@@ -9,6 +9,7 @@
 #include "backends/cpu/cpu_rewards.hpp"
 #include "backends/embedding_scoring.hpp"
 #include "backends/reward_graphs.hpp"
+#include "common/enum_names.hpp"
 
 namespace arbiter::backends::replay {
 
@@ -85,10 +86,11 @@ item_outcome replay_graph(shared_item item, const std::string& evidence,
 
 } // namespace
 
+constexpr auto verdict_names = names_of<verdict::not_replayable>("identical", "differs",
+                                                                 "not_replayable");
+
 const char* to_string(verdict v) noexcept {
-  static constexpr std::array<const char*, 3> names{"identical", "differs", "not_replayable"};
-  auto i = static_cast<size_t>(v);
-  return i < names.size() ? names[i] : "not_replayable";
+  return verdict_names[v];
 }
 
 replay_result replay_item(const record& r, const reward_catalog& catalog,

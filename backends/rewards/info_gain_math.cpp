@@ -5,16 +5,13 @@
 #include <stdexcept>
 
 #include "backends/rewards/text_similarity.hpp"
+#include "common/enum_names.hpp"
 
 namespace arbiter::backends::rewards {
 
 namespace {
 
 using json = nlohmann::json;
-
-constexpr ig_variant all_variants[] = {ig_variant::soft, ig_variant::hard, ig_variant::se_rao,
-                                       ig_variant::se_discrete};
-constexpr ig_clustering all_clusterings[] = {ig_clustering::strict, ig_clustering::loose};
 
 /// InfoReasoner's BRIEF_PROMPTS["default"].
 constexpr std::string_view brief_instruction =
@@ -129,46 +126,25 @@ json side_extras(const json& detail) {
 
 } // namespace
 
-std::optional<ig_variant> parse_ig_variant(std::string_view name) {
-  for (auto v : all_variants) {
-    if (name == to_string(v)) {
-      return v;
-    }
-  }
-  return std::nullopt;
-}
+constexpr auto ig_variant_names = names_of<ig_variant::se_discrete>("soft", "hard", "se_rao",
+                                                                    "se_discrete");
 
 const char* to_string(ig_variant v) noexcept {
-  switch (v) {
-    case ig_variant::soft:
-      return "soft";
-    case ig_variant::hard:
-      return "hard";
-    case ig_variant::se_rao:
-      return "se_rao";
-    case ig_variant::se_discrete:
-      return "se_discrete";
-  }
-  return "unknown";
+  return ig_variant_names[v];
+}
+
+std::optional<ig_variant> parse_ig_variant(std::string_view name) {
+  return ig_variant_names.parse(name);
+}
+
+constexpr auto ig_clustering_names = names_of<ig_clustering::loose>("strict", "loose");
+
+const char* to_string(ig_clustering c) noexcept {
+  return ig_clustering_names[c];
 }
 
 std::optional<ig_clustering> parse_ig_clustering(std::string_view name) {
-  for (auto c : all_clusterings) {
-    if (name == to_string(c)) {
-      return c;
-    }
-  }
-  return std::nullopt;
-}
-
-const char* to_string(ig_clustering c) noexcept {
-  switch (c) {
-    case ig_clustering::strict:
-      return "strict";
-    case ig_clustering::loose:
-      return "loose";
-  }
-  return "unknown";
+  return ig_clustering_names.parse(name);
 }
 
 const std::vector<std::string>& ig_stop_sequences() {

@@ -5,17 +5,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.hpp"
+
 namespace arbiter::backends::rewards {
 
 namespace {
 
 using json = nlohmann::json;
-
-constexpr length_penalty_kind all_length_penalty_kinds[] = {
-  length_penalty_kind::none,      length_penalty_kind::ratio,
-  length_penalty_kind::sqrt,      length_penalty_kind::log,
-  length_penalty_kind::quadratic, length_penalty_kind::exponential,
-};
 
 /// `text` with ASCII letters lower-cased.
 std::string ascii_lower(std::string_view text) {
@@ -149,31 +145,15 @@ std::vector<size_t> filter_by_prompt_token(const std::vector<std::string>& refer
 
 } // namespace
 
-std::optional<length_penalty_kind> parse_length_penalty(std::string_view name) {
-  for (auto kind : all_length_penalty_kinds) {
-    if (name == to_string(kind)) {
-      return kind;
-    }
-  }
-  return std::nullopt;
-}
+constexpr auto length_penalty_kind_names = names_of<length_penalty_kind::exponential>(
+    "none", "ratio", "sqrt", "log", "quadratic", "exponential");
 
 const char* to_string(length_penalty_kind kind) noexcept {
-  switch (kind) {
-    case length_penalty_kind::none:
-      return "none";
-    case length_penalty_kind::ratio:
-      return "ratio";
-    case length_penalty_kind::sqrt:
-      return "sqrt";
-    case length_penalty_kind::log:
-      return "log";
-    case length_penalty_kind::quadratic:
-      return "quadratic";
-    case length_penalty_kind::exponential:
-      return "exponential";
-  }
-  return "unknown";
+  return length_penalty_kind_names[kind];
+}
+
+std::optional<length_penalty_kind> parse_length_penalty(std::string_view name) {
+  return length_penalty_kind_names.parse(name);
 }
 
 double length_penalty(std::string_view reference, std::string_view candidate,
