@@ -22,13 +22,7 @@
 namespace arbiter::actors {
 
 cluster_settings cluster_settings::from(const config::cluster_config& cfg) {
-  cluster_settings s;
-  s.heartbeat = cfg.heartbeat;
-  s.connection_timeout = cfg.timeout;
-  s.certificate = cfg.certificate;
-  s.key = cfg.key;
-  s.ca = cfg.ca;
-  return s;
+  return {cfg.heartbeat, cfg.timeout, cfg.certificate, cfg.key, cfg.ca};
 }
 
 cluster_metrics::cluster_metrics(metrics_registry& registry)

@@ -31,6 +31,17 @@ bool json_body_reader::finish(codec_error& err) {
   return true;
 }
 
+bool json_body_reader::finish(codec_error& err, bool present, const std::string& required) {
+  if (!finish(err)) {
+    return false;
+  }
+  if (!present) {
+    err = codec_error::missing(required);
+    return false;
+  }
+  return true;
+}
+
 bool well_formed_json(std::string_view text) {
   thread_local simdjson::dom::parser parser;
   return !parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error();
@@ -148,20 +159,18 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
       err = {refusal::invalid, field, field + ": malformed object"};
       return false;
     }
-    field_names seen;
     bool has_target = false;
-    for (auto member : object) {
-      std::string_view key;
-      ondemand::value inner;
-      if (!read_field(member, key, inner, field, err, &seen)) {
-        return false;
-      }
+    auto read = [&](std::string_view key, ondemand::value& inner) {
       if (key == "target") {
         has_target = true;
         if (!read_references(inner, out, field + ".target", allow_empty, err)) {
           return false;
         }
       }
+      return true;
+    };
+    if (!read_fields(object, field, err, read)) {
+      return false;
     }
     if (!has_target) {
       err = {refusal::invalid, field + ".target",

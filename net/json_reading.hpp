@@ -28,6 +28,9 @@ public:
   /// False with `err` (400, field "body") when content follows the object.
   bool finish(codec_error& err);
 
+  /// `finish`, then false with `codec_error::missing(required)` unless `present`.
+  bool finish(codec_error& err, bool present, const std::string& required);
+
 private:
   simdjson::padded_string padded_;
   ondemand::document doc_;
@@ -60,6 +63,22 @@ private:
 bool read_field(simdjson::simdjson_result<ondemand::field> field, std::string_view& key,
                 ondemand::value& value, const std::string& where, codec_error& err,
                 field_names* seen = nullptr);
+
+/// Calls `read(key, value)` for each field of `object` (at `where`) in order, refusing a key
+/// given twice; false at the first field that is malformed or that `read` refuses.
+template <typename Read>
+bool read_fields(ondemand::object& object, const std::string& where, codec_error& err,
+                 Read&& read) {
+  field_names seen;
+  for (auto field : object) {
+    std::string_view key;
+    ondemand::value value;
+    if (!read_field(field, key, value, where, err, &seen) || !read(key, value)) {
+      return false;
+    }
+  }
+  return true;
+}
 
 /// The JSON type of `value`; false with `err` ("FIELD: malformed value") when it has none.
 bool read_type(ondemand::value& value, ondemand::json_type& type, const std::string& field,

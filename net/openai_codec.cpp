@@ -23,11 +23,36 @@ std::string dump(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-
 /// `doc[key]` when present and not null.
 const json* field(const json& doc, const char* key) {
   auto found = doc.find(key);
   return found == doc.end() || found->is_null() ? nullptr : &*found;
+}
+
+/// `doc[key]`; null with "KEY: required" in `err` when it is absent or null.
+const json* required(const json& doc, const char* key, codec_error& err) {
+  const json* v = field(doc, key);
+  if (v == nullptr) {
+    err = codec_error::missing(key);
+  }
+  return v;
+}
+
+/// A boolean `doc[key]` into `out` when present; false with "WHERE: expected a boolean" when
+/// it is not one (`where` defaults to the key).
+bool read_flag(const json& doc, const char* key, std::optional<bool>& out, codec_error& err,
+               const std::string& where = {}) {
+  const json* v = field(doc, key);
+  if (v == nullptr) {
+    return true;
+  }
+  if (!v->is_boolean()) {
+    auto name = where.empty() ? std::string{key} : where;
+    err = {refusal::invalid, name, name + ": expected a boolean"};
+    return false;
+  }
+  out = v->get<bool>();
+  return true;
 }
 
 bool read_number(const json& doc, const char* key, double min, double max,
@@ -58,6 +83,16 @@ bool read_count(const json& doc, const char* key, uint64_t min, uint64_t max,
     return false;
   }
   out = v->get<uint64_t>();
+  return true;
+}
+
+/// The embedding routes' `dimensions` (1 to 65536), 0 when absent.
+bool read_dimensions(const json& doc, uint32_t& out, codec_error& err) {
+  std::optional<uint64_t> dimensions;
+  if (!read_count(doc, "dimensions", 1, 1u << 16, dimensions, err)) {
+    return false;
+  }
+  out = static_cast<uint32_t>(dimensions.value_or(0));
   return true;
 }
 
@@ -156,7 +191,7 @@ bool refuse_unsupported_chat(const json& doc, codec_error& err) {
 bool read_messages(const json& doc, std::string& out, codec_error& err) {
   const json* messages = field(doc, "messages");
   if (messages == nullptr) {
-    err = {refusal::invalid, "messages", "messages: required"};
+    err = codec_error::missing("messages");
     return false;
   }
   if (!messages->is_array() || messages->empty()) {
@@ -356,13 +391,9 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
       err = {refusal::invalid, "chat_template_kwargs", "chat_template_kwargs: expected an object"};
       return false;
     }
-    if (const json* thinking = field(*kwargs, "enable_thinking")) {
-      if (!thinking->is_boolean()) {
-        err = {refusal::invalid, "chat_template_kwargs.enable_thinking",
-               "chat_template_kwargs.enable_thinking: expected a boolean"};
-        return false;
-      }
-      call->enable_thinking = thinking->get<bool>();
+    if (!read_flag(*kwargs, "enable_thinking", call->enable_thinking, err,
+                   "chat_template_kwargs.enable_thinking")) {
+      return false;
     }
   }
   call->temperature = temperature;
@@ -435,14 +466,11 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
       return false;
     }
   }
-  std::optional<uint64_t> dimensions;
-  if (!read_count(doc, "dimensions", 1, 1u << 16, dimensions, err)) {
+  if (!read_dimensions(doc, out.dimensions, err)) {
     return false;
   }
-  out.dimensions = static_cast<uint32_t>(dimensions.value_or(0));
-  const json* input = field(doc, "input");
+  const json* input = required(doc, "input", err);
   if (input == nullptr) {
-    err = {refusal::invalid, "input", "input: required"};
     return false;
   }
   return embed_items(*input, "input", ctx, suffix, out, err);
@@ -455,32 +483,25 @@ bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
       || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
     return false;
   }
-  if (const json* normalize = field(doc, "normalize")) {
-    if (!normalize->is_boolean()) {
-      err = {refusal::invalid, "normalize", "normalize: expected a boolean"};
-      return false;
-    }
-    out.normalize = normalize->get<bool>();
+  std::optional<bool> normalize;
+  if (!read_flag(doc, "normalize", normalize, err)) {
+    return false;
   }
+  out.normalize = normalize.value_or(out.normalize);
   for (const char* key : {"prompt_name", "truncation_direction"}) {
     if (field(doc, key) != nullptr) {
       err = {refusal::invalid, key, std::string{key} + ": not supported (the embedding source decides)"};
       return false;
     }
   }
-  if (const json* truncate = field(doc, "truncate");
-      truncate != nullptr && !truncate->is_boolean()) {
-    err = {refusal::invalid, "truncate", "truncate: expected a boolean"};
+  if (std::optional<bool> truncate; !read_flag(doc, "truncate", truncate, err)) {
     return false;
   }
-  std::optional<uint64_t> dimensions;
-  if (!read_count(doc, "dimensions", 1, 1u << 16, dimensions, err)) {
+  if (!read_dimensions(doc, out.dimensions, err)) {
     return false;
   }
-  out.dimensions = static_cast<uint32_t>(dimensions.value_or(0));
-  const json* inputs = field(doc, "inputs");
+  const json* inputs = required(doc, "inputs", err);
   if (inputs == nullptr) {
-    err = {refusal::invalid, "inputs", "inputs: required"};
     return false;
   }
   return embed_items(*inputs, "inputs", ctx, "", out, err);
@@ -493,29 +514,24 @@ bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
       || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
     return false;
   }
-  if (const json* raw = field(doc, "raw_scores")) {
-    if (!raw->is_boolean()) {
-      err = {refusal::invalid, "raw_scores", "raw_scores: expected a boolean"};
-      return false;
-    }
-    if (raw->get<bool>()) {
-      err = {refusal::invalid, "raw_scores", "raw_scores: not supported (sources answer probabilities)"};
-      return false;
-    }
+  std::optional<bool> raw_scores;
+  if (!read_flag(doc, "raw_scores", raw_scores, err)) {
+    return false;
+  }
+  if (raw_scores.value_or(false)) {
+    err = {refusal::invalid, "raw_scores", "raw_scores: not supported (sources answer probabilities)"};
+    return false;
   }
   if (field(doc, "truncation_direction") != nullptr) {
     err = {refusal::invalid, "truncation_direction",
            "truncation_direction: not supported (the NLI source truncates longest-first)"};
     return false;
   }
-  if (const json* truncate = field(doc, "truncate");
-      truncate != nullptr && !truncate->is_boolean()) {
-    err = {refusal::invalid, "truncate", "truncate: expected a boolean"};
+  if (std::optional<bool> truncate; !read_flag(doc, "truncate", truncate, err)) {
     return false;
   }
-  const json* inputs = field(doc, "inputs");
+  const json* inputs = required(doc, "inputs", err);
   if (inputs == nullptr) {
-    err = {refusal::invalid, "inputs", "inputs: required"};
     return false;
   }
   auto is_pair = [](const json& v) {

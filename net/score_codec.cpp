@@ -52,13 +52,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
   bool has_solution = false;
   bool has_ground_truth = false;
   bool has_reward = false;
-  field_names seen;
-  for (auto field : object) {
-    std::string_view key;
-    ondemand::value value;
-    if (!read_field(field, key, value, prefix, err, &seen)) {
-      return false;
-    }
+  auto read = [&](std::string_view key, ondemand::value& value) {
     auto name = field_path(prefix, key);
     if (key == "solution_str") {
       has_solution = true;
@@ -90,7 +84,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
         return false;
       }
       if (type == ondemand::json_type::null) {
-        continue;
+        return true;
       }
       ondemand::object extra;
       std::string_view raw;
@@ -106,13 +100,17 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       item.extra_info.assign(raw);
     }
     // Other keys (verl passes its own) are ignored.
+    return true;
+  };
+  if (!read_fields(object, prefix, err, read)) {
+    return false;
   }
   if (!has_solution) {
-    err = {refusal::invalid, prefix + ".solution_str", prefix + ".solution_str: required"};
+    err = codec_error::missing(prefix + ".solution_str");
     return false;
   }
   if (!has_ground_truth) {
-    err = {refusal::invalid, prefix + ".ground_truth", prefix + ".ground_truth: required"};
+    err = codec_error::missing(prefix + ".ground_truth");
     return false;
   }
   const backends::reward_entry* reward = nullptr;
@@ -250,13 +248,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   std::string group;
   std::string step;
   uint32_t group_deadline_ms = 0;
-  field_names seen;
-  for (auto field : root) {
-    std::string_view key;
-    ondemand::value value;
-    if (!read_field(field, key, value, "body", err, &seen)) {
-      return false;
-    }
+  auto read = [&](std::string_view key, ondemand::value& value) {
     if (key == "items") {
       has_items = true;
       if (!read_items(value, ctx, out, err)) {
@@ -292,12 +284,12 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
       err = {refusal::invalid, name, name + ": unknown field"};
       return false;
     }
-  }
-  if (!reader.finish(err)) {
+    return true;
+  };
+  if (!read_fields(root, "body", err, read)) {
     return false;
   }
-  if (!has_items) {
-    err = {refusal::invalid, "items", "items: required"};
+  if (!reader.finish(err, has_items, "items")) {
     return false;
   }
   for (auto& item : out.items) {

@@ -42,6 +42,11 @@ struct codec_error {
   refusal why = refusal::invalid;
   std::string field;
   std::string message;
+
+  /// The refusal of a request without the required `field`: "FIELD: required".
+  static codec_error missing(const std::string& field) {
+    return {refusal::invalid, field, field + ": required"};
+  }
 };
 
 /// Makes `item` one for `reward` (kind, capability, options, fallback, routing) and checks the

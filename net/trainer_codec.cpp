@@ -106,13 +106,7 @@ bool read_messages(ondemand::value value, std::string& prompt, std::string& ques
     std::string role;
     bool has_role = false;
     std::string text;
-    field_names seen;
-    for (auto f : message) {
-      std::string_view key;
-      ondemand::value v;
-      if (!read_field(f, key, v, field, err, &seen)) {
-        return false;
-      }
+    auto read = [&](std::string_view key, ondemand::value& v) {
       if (key == "role") {
         std::string_view view;
         has_role = !v.get_string().get(view);
@@ -122,6 +116,10 @@ bool read_messages(ondemand::value value, std::string& prompt, std::string& ques
           return false;
         }
       }
+      return true;
+    };
+    if (!read_fields(message, field, err, read)) {
+      return false;
     }
     if (!has_role) {
       return refuse();
@@ -248,13 +246,7 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
   bool has_query = false;
   bool has_prompts = false;
   bool has_labels = false;
-  field_names seen;
-  for (auto field : root) {
-    std::string_view key;
-    ondemand::value value;
-    if (!read_field(field, key, value, "body", err, &seen)) {
-      return false;
-    }
+  auto read = [&](std::string_view key, ondemand::value& value) {
     // A null list counts as absent.
     if (key == "query") {
       queries.clear();
@@ -276,12 +268,12 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
         return false;
       }
     }
-  }
-  if (!reader.finish(err)) {
+    return true;
+  };
+  if (!read_fields(root, "body", err, read)) {
     return false;
   }
-  if (!has_query) {
-    err = {refusal::invalid, "query", "query: required"};
+  if (!reader.finish(err, has_query, "query")) {
     return false;
   }
   if (queries.size() > ctx.max_batch_items) {
@@ -399,13 +391,7 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
   bool has_response = false;
   std::string prompt;
   std::string question;
-  field_names seen;
-  for (auto field : root) {
-    std::string_view key;
-    ondemand::value value;
-    if (!read_field(field, key, value, "body", err, &seen)) {
-      return false;
-    }
+  auto read = [&](std::string_view key, ondemand::value& value) {
     if (key == "response") {
       has_response = !is_null(value);
       if (has_response && !read_string(value, out.solution_str, "response", err)) {
@@ -435,12 +421,12 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
         return false;
       }
     }
-  }
-  if (!reader.finish(err)) {
+    return true;
+  };
+  if (!read_fields(root, "body", err, read)) {
     return false;
   }
-  if (!has_response) {
-    err = {refusal::invalid, "response", "response: required"};
+  if (!reader.finish(err, has_response, "response")) {
     return false;
   }
   out.data_source = "slime";

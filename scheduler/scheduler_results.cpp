@@ -111,14 +111,8 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
 void scheduler_core::settle_flight(const std::string& key, item_ref leader,
                                    const item_result& result, bool shareable) {
   if (shareable && result.status == item_status::ok && routing_.cache_capacity > 0) {
-    cached_result value;
-    value.score = result.score;
-    value.source = result.source;
-    value.output = result.output;
-    value.detail = result.detail;
-    value.extra = result.extra;
-    value.sources = result.sources;
-    cache_.insert(key, std::move(value));
+    cache_.insert(key, cached_result{result.score, result.source, result.output, result.detail,
+                                     result.extra, result.sources});
   }
   auto f = flights_.find(key);
   if (f == flights_.end() || f->second.leader != leader) {

@@ -331,25 +331,27 @@ std::string finish_reason_of(const json& choice) {
                                                         : std::string{};
 }
 
-/// The reply's "usage" token counts into `out`, when it has them.
-/// The reply's `model` and `usage` token counts, where it gives them.
-void read_usage(const json& doc, model_output& out) {
+/// The outcome of a call answered with `output`, plus the reply's `model` and `usage` token
+/// counts, where it gives them.
+item_outcome answered(const json& doc, std::shared_ptr<model_output> output) {
   if (auto model = doc.find("model"); model != doc.end() && model->is_string()) {
-    out.model = model->get<std::string>();
+    output->model = model->get<std::string>();
   }
-  auto usage = doc.find("usage");
-  if (usage == doc.end() || !usage->is_object()) {
-    return;
+  if (auto usage = doc.find("usage"); usage != doc.end() && usage->is_object()) {
+    auto count = [&](const char* key) -> uint32_t {
+      auto found = usage->find(key);
+      if (found == usage->end() || !found->is_number_unsigned()) {
+        return 0;
+      }
+      return static_cast<uint32_t>(
+          std::min<uint64_t>(found->get<uint64_t>(), std::numeric_limits<uint32_t>::max()));
+    };
+    output->prompt_tokens = count("prompt_tokens");
+    output->completion_tokens = count("completion_tokens");
   }
-  auto count = [&](const char* key) -> uint32_t {
-    auto found = usage->find(key);
-    if (found == usage->end() || !found->is_number_unsigned()) {
-      return 0;
-    }
-    return static_cast<uint32_t>(std::min<uint64_t>(found->get<uint64_t>(), std::numeric_limits<uint32_t>::max()));
-  };
-  out.prompt_tokens = count("prompt_tokens");
-  out.completion_tokens = count("completion_tokens");
+  item_outcome answer;
+  answer.output = std::move(output);
+  return answer;
 }
 
 item_outcome parse_chat(const json& doc, const endpoint_options& opts, const score_item& item,
@@ -397,10 +399,7 @@ item_outcome parse_chat(const json& doc, const endpoint_options& opts, const sco
     text.finish_reason = finish_reason_of(choice);
     output->texts.push_back(std::move(text));
   }
-  read_usage(doc, *output);
-  item_outcome out;
-  out.output = std::move(output);
-  return out;
+  return answered(doc, std::move(output));
 }
 
 item_outcome parse_generate(const json& doc, const score_item& item, std::string_view body) {
@@ -451,10 +450,7 @@ item_outcome parse_generate(const json& doc, const score_item& item, std::string
     out.finish_reason = finish_reason_of(choice);
     output->texts.push_back(std::move(out));
   }
-  read_usage(doc, *output);
-  item_outcome out;
-  out.output = std::move(output);
-  return out;
+  return answered(doc, std::move(output));
 }
 
 /// The class probabilities in the TEI /predict result for pair `index`: a list of
