@@ -32,46 +32,35 @@
 
 namespace arbiter::wire {
 
-/// An optional field, as a presence flag and a value.
-template <class T>
-struct optional_ref {
-  std::optional<T>& value;
+/// A field that may be absent, as a presence flag and a value: an optional value, or a
+/// shared, read-only object.
+template <class T, class Holder>
+struct present_ref {
+  Holder& value;
 };
 
-template <class Inspector, class T>
-typename Inspector::result_type inspect(Inspector& f, optional_ref<T>& x) {
+template <class T>
+using optional_ref = present_ref<T, std::optional<T>>;
+
+template <class T>
+using shared_ref = present_ref<T, std::shared_ptr<const T>>;
+
+template <class Inspector, class T, class Holder>
+typename Inspector::result_type inspect(Inspector& f, present_ref<T, Holder>& x) {
   if constexpr (Inspector::reads_state) {
-    bool has = x.value.has_value();
+    bool has = static_cast<bool>(x.value);
     T value = has ? *x.value : T{};
     return f(has, value);
   } else {
     bool has = false;
     T value{};
     auto err = f(has, value);
-    if (!err) {
-      x.value = has ? std::optional<T>{std::move(value)} : std::nullopt;
+    if (err) {
+      return err;
     }
-    return err;
-  }
-}
-
-/// A shared, read-only object, as a presence flag and the value.
-template <class T>
-struct shared_ref {
-  std::shared_ptr<const T>& value;
-};
-
-template <class Inspector, class T>
-typename Inspector::result_type inspect(Inspector& f, shared_ref<T>& x) {
-  if constexpr (Inspector::reads_state) {
-    bool has = x.value != nullptr;
-    T value = has ? *x.value : T{};
-    return f(has, value);
-  } else {
-    bool has = false;
-    T value{};
-    auto err = f(has, value);
-    if (!err) {
+    if constexpr (std::is_same_v<Holder, std::optional<T>>) {
+      x.value = has ? Holder{std::move(value)} : std::nullopt;
+    } else {
       x.value = has ? std::make_shared<const T>(std::move(value)) : nullptr;
     }
     return err;

@@ -144,8 +144,9 @@ private:
 
   /// A scoring route's decoder: the body (and the target, for `?reward=`) into a job; false
   /// with why (`err`) when the body is refused.
-  using decoder = bool (router::*)(std::string_view body, std::string_view target,
-                                   scoring_job& job, codec_error& err);
+  using decode_fn = bool(std::string_view body, std::string_view target, scoring_job& job,
+                         codec_error& err);
+  using decoder = decode_fn router::*;
 
   /// Who may call a route.
   enum class access : uint8_t {
@@ -184,22 +185,10 @@ private:
                      std::string_view step, std::string_view target, std::string body,
                      reply_fn reply, defer_fn defer);
 
-  bool decode_score(std::string_view body, std::string_view target, scoring_job& job,
-                    codec_error& err);
-  bool decode_info_gain(std::string_view body, std::string_view target, scoring_job& job,
-                        codec_error& err);
-  bool decode_get_reward(std::string_view body, std::string_view target, scoring_job& job,
-                         codec_error& err);
-  bool decode_remote_rm(std::string_view body, std::string_view target, scoring_job& job,
-                        codec_error& err);
-  bool decode_chat(std::string_view body, std::string_view target, scoring_job& job,
-                   codec_error& err);
-  bool decode_embeddings(std::string_view body, std::string_view target, scoring_job& job,
-                         codec_error& err);
-  bool decode_tei_embed(std::string_view body, std::string_view target, scoring_job& job,
-                        codec_error& err);
-  bool decode_predict(std::string_view body, std::string_view target, scoring_job& job,
-                      codec_error& err);
+  /// The scoring routes' decoders, one per route shape (routes.cpp).
+  decode_fn decode_score, decode_info_gain, decode_get_reward, decode_remote_rm, decode_chat,
+    decode_embeddings, decode_tei_embed, decode_predict;
+
   /// `/v1/embeddings` (OpenAI) or `/embed` (TEI).
   bool embed_job(bool tei, std::string_view body, scoring_job& job, codec_error& err);
   /// The reward a trainer route uses (`?reward=`, else `[protocols] reward`); nullptr and a

@@ -27,7 +27,7 @@ struct layer_weights {
 } // namespace
 
 struct bert_embedder::impl {
-  embedder_info info;
+  model_info info;
   placement where;
   int64_t heads = 0;
   double eps = 1e-12;
@@ -140,7 +140,7 @@ bert_embedder::bert_embedder(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 
 bert_embedder::~bert_embedder() = default;
 
-const embedder_info& bert_embedder::info() const noexcept {
+const model_info& bert_embedder::info() const noexcept {
   return impl_->info;
 }
 

@@ -10,30 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/models/model_options.hpp"
+
 namespace arbiter::backends::models {
-
-/// Where and how to run a model.
-struct model_options {
-  /// "cpu" or "cuda:N".
-  std::string device = "cpu";
-  /// "auto" (f32 on CPU, bf16 on GPU), "f32", "f16" or "bf16".
-  std::string dtype = "auto";
-};
-
-/// What a loaded embedder is, for /info and metrics.
-struct embedder_info {
-  std::string folder;
-  std::string architecture;
-  std::string device;
-  std::string dtype;
-  std::string pooling;
-  uint32_t hidden = 0;
-  uint32_t layers = 0;
-  /// Longest input in tokens (sentence-transformers' max_seq_length, else the position table).
-  uint32_t max_tokens = 0;
-  /// Bytes the weights take on the device.
-  uint64_t weight_bytes = 0;
-};
 
 class bert_embedder {
 public:
@@ -51,7 +30,7 @@ public:
   /// inputs of equal length. An input's vector does not depend on what else shares the batch.
   std::vector<std::vector<float>> embed(const std::vector<std::vector<int64_t>>& ids) const;
 
-  const embedder_info& info() const noexcept;
+  const model_info& info() const noexcept;
 
 private:
   struct impl;

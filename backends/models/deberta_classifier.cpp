@@ -125,7 +125,7 @@ struct layer_weights {
 } // namespace
 
 struct deberta_classifier::impl {
-  classifier_info info;
+  model_info info;
   std::vector<std::string> labels;
   placement where;
   int64_t heads = 0;
@@ -297,7 +297,7 @@ deberta_classifier::deberta_classifier(std::unique_ptr<impl> p) : impl_(std::mov
 
 deberta_classifier::~deberta_classifier() = default;
 
-const classifier_info& deberta_classifier::info() const noexcept {
+const model_info& deberta_classifier::info() const noexcept {
   return impl_->info;
 }
 

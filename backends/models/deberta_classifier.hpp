@@ -14,23 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/models/bert_embedder.hpp" // model_options
+#include "backends/models/model_options.hpp"
 
 namespace arbiter::backends::models {
-
-/// What a loaded classifier is, for /info and metrics.
-struct classifier_info {
-  std::string folder;
-  std::string architecture;
-  std::string device;
-  std::string dtype;
-  uint32_t hidden = 0;
-  uint32_t layers = 0;
-  /// Longest input in tokens (max_position_embeddings).
-  uint32_t max_tokens = 0;
-  /// Bytes the weights take on the device.
-  uint64_t weight_bytes = 0;
-};
 
 /// Where an NLI model puts its three classes (from config.json id2label, never assumed).
 struct nli_label_indices {
@@ -71,7 +57,7 @@ public:
   /// entailment / neutral / contradiction by name, or nullopt when any is missing.
   std::optional<nli_label_indices> nli_labels() const;
 
-  const classifier_info& info() const noexcept;
+  const model_info& info() const noexcept;
 
 private:
   struct impl;

@@ -34,7 +34,7 @@ struct kv_cache {
 } // namespace
 
 struct qwen_decoder::impl {
-  embedder_info info;
+  model_info info;
   placement where;
   bool qwen3 = false;
   int64_t heads = 0;
@@ -185,7 +185,7 @@ qwen_decoder::qwen_decoder(std::unique_ptr<impl> p) : impl_(std::move(p)) {
 
 qwen_decoder::~qwen_decoder() = default;
 
-const embedder_info& qwen_decoder::info() const noexcept {
+const model_info& qwen_decoder::info() const noexcept {
   return impl_->info;
 }
 

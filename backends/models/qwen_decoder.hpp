@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/models/bert_embedder.hpp"
+#include "backends/models/model_options.hpp"
 
 namespace arbiter::backends::models {
 
@@ -74,7 +74,7 @@ public:
   std::vector<std::vector<generation>> generate(
     const std::vector<generation_request>& requests) const;
 
-  const embedder_info& info() const noexcept;
+  const model_info& info() const noexcept;
   int64_t vocab_size() const noexcept;
 
 private:

@@ -44,7 +44,7 @@ public:
     const std::vector<std::pair<std::string, std::string>>& pairs,
     size_t max_batch_tokens = 16384, size_t* tokens = nullptr) const;
 
-  const classifier_info& info() const noexcept {
+  const model_info& info() const noexcept {
     return model_->info();
   }
 

@@ -31,7 +31,7 @@ public:
                                          size_t max_batch_tokens = 16384,
                                          size_t* tokens = nullptr) const;
 
-  const embedder_info& info() const noexcept {
+  const model_info& info() const noexcept {
     return model_->info();
   }
 

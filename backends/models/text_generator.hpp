@@ -53,7 +53,7 @@ public:
                                        size_t max_batch_tokens = 16384,
                                        size_t* batches = nullptr) const;
 
-  const embedder_info& info() const noexcept {
+  const model_info& info() const noexcept {
     return model_->info();
   }
 

@@ -1,0 +1,35 @@
+#pragma once
+
+// What every native model takes when it is loaded (`model_options`) and what it says about
+// itself once loaded (`model_info`, for /info and metrics). No torch type here.
+
+#include <cstdint>
+#include <string>
+
+namespace arbiter::backends::models {
+
+/// Where and how to run a model.
+struct model_options {
+  /// "cpu" or "cuda:N".
+  std::string device = "cpu";
+  /// "auto" (f32 on CPU, bf16 on GPU), "f32", "f16" or "bf16".
+  std::string dtype = "auto";
+};
+
+/// What a loaded model is.
+struct model_info {
+  std::string folder;
+  std::string architecture;
+  std::string device;
+  std::string dtype;
+  /// Embedders: "mean", "cls" or "last"; empty for the others.
+  std::string pooling;
+  uint32_t hidden = 0;
+  uint32_t layers = 0;
+  /// Longest input in tokens (sentence-transformers' max_seq_length, else the position table).
+  uint32_t max_tokens = 0;
+  /// Bytes the weights take on the device.
+  uint64_t weight_bytes = 0;
+};
+
+} // namespace arbiter::backends::models
