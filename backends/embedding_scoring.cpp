@@ -12,22 +12,6 @@ namespace arbiter::backends {
 
 namespace {
 
-std::string ascii_lower(std::string_view text) {
-  std::string out{text};
-  for (auto& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
-}
-
-item_outcome success(double score) {
-  item_outcome out;
-  out.score = score;
-  return out;
-}
-
 /// What one embedding item sends and how it is scored: built the same way by
 /// embedding_texts and score_embeddings from the item and the model name.
 struct embedding_plan {
@@ -53,7 +37,7 @@ embedding_plan plan_embedding(std::string_view model, const score_item& item) {
     if (!plan.options.instruction->empty()) {
       instruction = *plan.options.instruction;
     }
-  } else if (ascii_lower(model).find("qwen3-embedding") != std::string::npos) {
+  } else if (rewards::ascii_lower(model).find("qwen3-embedding") != std::string::npos) {
     instruction = default_embedding_instruction;
   }
   if (instruction) {

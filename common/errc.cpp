@@ -13,4 +13,8 @@ std::string_view to_string(errc code) noexcept {
   return errc_names[code];
 }
 
+std::optional<errc> parse_error_code(std::string_view name) noexcept {
+  return errc_names.parse(name);
+}
+
 } // namespace arbiter

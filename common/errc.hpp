@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace arbiter {
@@ -39,5 +40,8 @@ enum class errc : uint8_t {
 
 /// The stable name of `code`, e.g. "deadline_exceeded".
 std::string_view to_string(errc code) noexcept;
+
+/// The code spelled `name` ("deadline_exceeded"), if any.
+std::optional<errc> parse_error_code(std::string_view name) noexcept;
 
 } // namespace arbiter

@@ -153,6 +153,13 @@ struct item_outcome {
   std::string evidence;
 };
 
+/// An outcome scored `score`.
+inline item_outcome success(double score) {
+  item_outcome out;
+  out.score = score;
+  return out;
+}
+
 /// An outcome that failed with `code` for `reason`.
 inline item_outcome failure(errc code, std::string reason) {
   item_outcome out;

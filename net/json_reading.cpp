@@ -94,17 +94,30 @@ bool read_string(ondemand::value value, std::string& out, const std::string& fie
   return true;
 }
 
-bool read_string_list(ondemand::value value, std::vector<std::string>& out,
-                      const std::string& field, codec_error& err) {
+namespace {
+
+/// A list whose elements `read_one(element, text, "FIELD[i]", err)` reads into `out`; else
+/// "FIELD: expected a list of WHAT".
+template <class ReadOne>
+bool read_text_list(ondemand::value value, std::vector<std::string>& out,
+                    const std::string& field, const char* what, codec_error& err,
+                    ReadOne read_one) {
   ondemand::array list;
   if (value.get_array().get(list)) {
-    err = {refusal::invalid, field, field + ": expected a list of strings"};
+    err = {refusal::invalid, field, field + ": expected a list of " + what};
     return false;
   }
   return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
     out.emplace_back();
-    return read_string(v, out.back(), sub, err);
+    return read_one(v, out.back(), sub, err);
   });
+}
+
+} // namespace
+
+bool read_string_list(ondemand::value value, std::vector<std::string>& out,
+                      const std::string& field, codec_error& err) {
+  return read_text_list(value, out, field, "strings", err, read_string);
 }
 
 bool read_reference(ondemand::value value, std::string& out, const std::string& field,
@@ -131,15 +144,7 @@ bool read_reference(ondemand::value value, std::string& out, const std::string& 
 
 bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
                          const std::string& field, codec_error& err) {
-  ondemand::array list;
-  if (value.get_array().get(list)) {
-    err = {refusal::invalid, field, field + ": expected a list of strings or numbers"};
-    return false;
-  }
-  return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
-    out.emplace_back();
-    return read_reference(v, out.back(), sub, err);
-  });
+  return read_text_list(value, out, field, "strings or numbers", err, read_reference);
 }
 
 bool read_references(ondemand::value value, std::vector<std::string>& out,

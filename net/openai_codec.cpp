@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
@@ -55,35 +56,41 @@ bool read_flag(const json& doc, const char* key, std::optional<bool>& out, codec
   return true;
 }
 
-bool read_number(const json& doc, const char* key, double min, double max,
-                 std::optional<double>& out, codec_error& err) {
+/// `doc[key]` into `out` when present: a number (`T` double) or an integer (`T` uint64_t) from
+/// `min` to `max`; else "KEY: expected a number from MIN to MAX" (or "an integer").
+template <class T>
+bool read_in_range(const json& doc, const char* key, T min, T max, std::optional<T>& out,
+                   codec_error& err) {
   const json* v = field(doc, key);
   if (v == nullptr) {
     return true;
   }
-  if (!v->is_number() || !(v->get<double>() >= min && v->get<double>() <= max)) {
-    err = {refusal::invalid, key, std::string{key} + ": expected a number from " + std::to_string(min)
-                       + " to " + std::to_string(max)};
+  bool ok = false;
+  if constexpr (std::is_integral_v<T>) {
+    ok = v->is_number_integer() && v->get<int64_t>() >= static_cast<int64_t>(min)
+         && v->get<uint64_t>() <= max;
+  } else {
+    ok = v->is_number() && v->get<double>() >= min && v->get<double>() <= max;
+  }
+  if (!ok) {
+    err = {refusal::invalid, key,
+           std::string{key} + (std::is_integral_v<T> ? ": expected an integer from "
+                                                      : ": expected a number from ")
+             + std::to_string(min) + " to " + std::to_string(max)};
     return false;
   }
-  out = v->get<double>();
+  out = v->get<T>();
   return true;
+}
+
+bool read_number(const json& doc, const char* key, double min, double max,
+                 std::optional<double>& out, codec_error& err) {
+  return read_in_range(doc, key, min, max, out, err);
 }
 
 bool read_count(const json& doc, const char* key, uint64_t min, uint64_t max,
                 std::optional<uint64_t>& out, codec_error& err) {
-  const json* v = field(doc, key);
-  if (v == nullptr) {
-    return true;
-  }
-  if (!v->is_number_integer() || v->get<int64_t>() < static_cast<int64_t>(min)
-      || v->get<uint64_t>() > max) {
-    err = {refusal::invalid, key, std::string{key} + ": expected an integer from " + std::to_string(min)
-                       + " to " + std::to_string(max)};
-    return false;
-  }
-  out = v->get<uint64_t>();
-  return true;
+  return read_in_range(doc, key, min, max, out, err);
 }
 
 /// The embedding routes' `dimensions` (1 to 65536), 0 when absent.

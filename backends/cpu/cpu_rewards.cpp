@@ -43,16 +43,12 @@ item_outcome score_exact_match(const score_item& item, const cpu_limits& /*limit
 }
 
 item_outcome score_gsm8k(const score_item& item, const cpu_limits& /*limits*/) {
-  item_outcome out;
-  out.score = verl::gsm8k(item.solution_str, item.ground_truth,
-                          parse_gsm8k_options(merged_options(item)));
-  return out;
+  return success(
+      verl::gsm8k(item.solution_str, item.ground_truth, parse_gsm8k_options(merged_options(item))));
 }
 
 item_outcome score_math(const score_item& item, const cpu_limits& /*limits*/) {
-  item_outcome out;
-  out.score = verl::math(item.solution_str, item.ground_truth);
-  return out;
+  return success(verl::math(item.solution_str, item.ground_truth));
 }
 
 item_outcome score_math_dapo(const score_item& item, const cpu_limits& /*limits*/) {
@@ -69,10 +65,8 @@ item_outcome score_math_dapo(const score_item& item, const cpu_limits& /*limits*
 }
 
 item_outcome score_search_r1_qa_em(const score_item& item, const cpu_limits& /*limits*/) {
-  item_outcome out;
-  out.score = verl::search_r1_qa_em(item.solution_str, item.ground_truth,
-                                    parse_search_r1_options(merged_options(item)));
-  return out;
+  return success(verl::search_r1_qa_em(item.solution_str, item.ground_truth,
+                                       parse_search_r1_options(merged_options(item))));
 }
 
 namespace {

@@ -148,12 +148,7 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
                                                    const model_options& options) {
   auto p = std::make_unique<impl>();
   const std::string config_path = folder + "/config.json";
-  auto cfg = read_json_file(config_path);
-  auto model_type = cfg.value("model_type", std::string{});
-  if (model_type != "bert") {
-    throw std::runtime_error{config_path + ": model_type \"" + model_type
-                             + "\" is not supported by the BERT embedder (expected \"bert\")"};
-  }
+  auto cfg = read_model_config(config_path, "BERT embedder", "bert");
   auto act = cfg.value("hidden_act", std::string{"gelu"});
   if (act == "gelu_new" || act == "gelu_pytorch_tanh") {
     p->tanh_gelu = true;

@@ -329,13 +329,7 @@ std::unique_ptr<deberta_classifier> deberta_classifier::load(const std::string& 
                                                              const model_options& options) {
   auto p = std::make_unique<impl>();
   const std::string config_path = folder + "/config.json";
-  auto cfg = read_json_file(config_path);
-  auto model_type = cfg.value("model_type", std::string{});
-  if (model_type != "deberta-v2") {
-    throw std::runtime_error{config_path + ": model_type \"" + model_type
-                             + "\" is not supported by the DeBERTa classifier (expected "
-                               "\"deberta-v2\")"};
-  }
+  auto cfg = read_model_config(config_path, "DeBERTa classifier", "deberta-v2");
   const auto& file = config_path;
   p->hidden_act = parse_activation(cfg, file, "hidden_act", "gelu");
   p->conv_act = parse_activation(cfg, file, "conv_act", "tanh");

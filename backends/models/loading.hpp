@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "backends/models/bert_embedder.hpp"
+#include "backends/models/model_options.hpp"
 #include "backends/models/safetensors.hpp"
 
 namespace arbiter::backends::models {
@@ -34,6 +34,21 @@ inline nlohmann::json read_json_file(const std::string& path, bool required = tr
     throw std::runtime_error{path + ": not a JSON object"};
   }
   return doc;
+}
+
+/// The config.json at `path` of a model whose `model_type` is `type` (or `other_type`); else
+/// throws "PATH: model_type "X" is not supported by the WHO (expected "TYPE")".
+inline nlohmann::json read_model_config(const std::string& path, const char* who,
+                                        const std::string& type,
+                                        const std::string& other_type = {}) {
+  auto cfg = read_json_file(path);
+  auto model_type = cfg.value("model_type", std::string{});
+  if (model_type != type && (other_type.empty() || model_type != other_type)) {
+    throw std::runtime_error{path + ": model_type \"" + model_type + "\" is not supported by the "
+                             + who + " (expected \"" + type + "\""
+                             + (other_type.empty() ? "" : " or \"" + other_type + "\"") + ")"};
+  }
+  return cfg;
 }
 
 /// The integer `key` of `cfg` (read from `file`); `fallback` when absent or null.

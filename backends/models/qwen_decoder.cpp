@@ -197,13 +197,8 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
                                                  const model_options& options) {
   auto p = std::make_unique<impl>();
   const std::string path = folder + "/config.json";
-  auto cfg = read_json_file(path);
-  auto model_type = cfg.value("model_type", std::string{});
-  if (model_type != "qwen2" && model_type != "qwen3") {
-    throw std::runtime_error{path + ": model_type \"" + model_type
-                             + "\" is not supported by the Qwen decoder (qwen2, qwen3)"};
-  }
-  p->qwen3 = model_type == "qwen3";
+  auto cfg = read_model_config(path, "Qwen decoder", "qwen2", "qwen3");
+  p->qwen3 = cfg["model_type"] == "qwen3";
   if (auto act = cfg.value("hidden_act", std::string{"silu"}); act != "silu") {
     throw std::runtime_error{path + ": hidden_act \"" + act + "\" is not supported"};
   }
@@ -239,7 +234,7 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
 
   p->where = place(options);
   p->info.folder = folder;
-  p->info.architecture = model_type;
+  p->info.architecture = cfg["model_type"].get<std::string>();
   p->info.device = p->where.device.str();
   p->info.dtype = p->where.dtype_name;
   p->info.pooling = "last";

@@ -50,12 +50,6 @@ constexpr size_t scanned_body_bytes = 8192;
   throw bad_reply{what};
 }
 
-item_outcome success(double score) {
-  item_outcome out;
-  out.score = score;
-  return out;
-}
-
 /// The kind shared by every item of `items`; throws std::invalid_argument when `items` is
 /// empty, holds a null item, or mixes kinds.
 const std::string& batch_kind(const std::vector<shared_item>& items) {

@@ -1,6 +1,8 @@
 #include "backends/replay/replay_log.hpp"
 
 #include <array>
+#include <optional>
+#include <type_traits>
 #include <cstdio>
 #include <stdexcept>
 
@@ -59,6 +61,26 @@ public:
     out_ += ']';
     return *this;
   }
+  /// The field only where there is something to say: a non-empty text or list, a set optional.
+  object& str_if(std::string_view key, std::string_view value) {
+    return value.empty() ? *this : str(key, value);
+  }
+  object& strings_if(std::string_view key, const std::vector<std::string>& values) {
+    return values.empty() ? *this : strings(key, values);
+  }
+  template <class T>
+  object& opt(std::string_view key, const std::optional<T>& value) {
+    if (!value) {
+      return *this;
+    }
+    if constexpr (std::is_same_v<T, bool>) {
+      return boolean(key, *value);
+    } else if constexpr (std::is_integral_v<T>) {
+      return integer(key, *value);
+    } else {
+      return num(key, *value);
+    }
+  }
   /// Names a field whose value the caller appends to the returned text.
   std::string& value_of(std::string_view key) {
     name(key);
@@ -95,19 +117,15 @@ void append_numbers(std::string& out, const std::vector<T>& values) {
 }
 
 errc parse_errc(const std::string& name) {
-  for (int c = 0; c <= static_cast<int>(errc::upstream_rejected); ++c) {
-    if (to_string(static_cast<errc>(c)) == name) {
-      return static_cast<errc>(c);
-    }
+  if (auto code = parse_error_code(name)) {
+    return *code;
   }
   throw std::invalid_argument{"unknown error code '" + name + "'"};
 }
 
 item_status parse_status(const std::string& name) {
-  for (auto s : {item_status::ok, item_status::fallback, item_status::failed}) {
-    if (name == to_string(s)) {
-      return s;
-    }
+  if (auto status = item_status_names.parse(name)) {
+    return *status;
   }
   throw std::invalid_argument{"unknown status '" + name + "'"};
 }
@@ -117,35 +135,25 @@ item_status parse_status(const std::string& name) {
 void write_call(std::string& out, const model_call& c) {
   object o{out};
   o.str("prompt", c.prompt).integer("n", c.n).str("prompt_hash", prompt_hash(c));
-  if (!c.messages.empty()) {
-    o.str("messages", c.messages);
-  }
-  if (!c.hypothesis.empty()) {
-    o.str("hypothesis", c.hypothesis);
-  }
-  if (!c.model.empty()) {
-    o.str("model", c.model);
-  }
-  if (c.temperature) {
-    o.num("temperature", *c.temperature);
-  }
-  if (c.top_p) {
-    o.num("top_p", *c.top_p);
-  }
-  if (c.max_tokens) {
-    o.integer("max_tokens", *c.max_tokens);
-  }
-  if (c.enable_thinking) {
-    o.boolean("enable_thinking", *c.enable_thinking);
-  }
-  if (!c.stop.empty()) {
-    o.strings("stop", c.stop);
-  }
-  if (c.seed) {
-    o.integer("seed", *c.seed);
-  }
+  o.str_if("messages", c.messages).str_if("hypothesis", c.hypothesis).str_if("model", c.model);
+  o.opt("temperature", c.temperature).opt("top_p", c.top_p).opt("max_tokens", c.max_tokens);
+  o.opt("enable_thinking", c.enable_thinking).strings_if("stop", c.stop).opt("seed", c.seed);
   o.close();
 }
+/// `j[key]` into `out` when the record has it.
+template <class T>
+void read_if(const json& j, const char* key, std::optional<T>& out) {
+  if (auto found = j.find(key); found != j.end()) {
+    out = found->get<T>();
+  }
+}
+template <class T>
+void read_if(const json& j, const char* key, std::vector<T>& out) {
+  if (auto found = j.find(key); found != j.end()) {
+    out = found->get<std::vector<T>>();
+  }
+}
+
 model_call call_from(const json& j) {
   model_call c;
   c.prompt = j.at("prompt").get<std::string>();
@@ -153,24 +161,12 @@ model_call call_from(const json& j) {
   c.messages = j.value("messages", std::string{});
   c.hypothesis = j.value("hypothesis", std::string{});
   c.model = j.value("model", std::string{});
-  if (j.contains("temperature")) {
-    c.temperature = j["temperature"].get<double>();
-  }
-  if (j.contains("top_p")) {
-    c.top_p = j["top_p"].get<double>();
-  }
-  if (j.contains("max_tokens")) {
-    c.max_tokens = j["max_tokens"].get<uint32_t>();
-  }
-  if (j.contains("enable_thinking")) {
-    c.enable_thinking = j["enable_thinking"].get<bool>();
-  }
-  if (j.contains("stop")) {
-    c.stop = j["stop"].get<std::vector<std::string>>();
-  }
-  if (j.contains("seed")) {
-    c.seed = j["seed"].get<uint64_t>();
-  }
+  read_if(j, "temperature", c.temperature);
+  read_if(j, "top_p", c.top_p);
+  read_if(j, "max_tokens", c.max_tokens);
+  read_if(j, "enable_thinking", c.enable_thinking);
+  read_if(j, "stop", c.stop);
+  read_if(j, "seed", c.seed);
   return c;
 }
 
@@ -189,9 +185,7 @@ void write_output(std::string& out, const model_output& o) {
       if (t.tokens > 0 || t.mean_logprob != 0.0) {
         text.num("mean_logprob", t.mean_logprob).integer("tokens", t.tokens);
       }
-      if (!t.finish_reason.empty()) {
-        text.str("finish_reason", t.finish_reason);
-      }
+      text.str_if("finish_reason", t.finish_reason);
       text.close();
     }
     texts += ']';
@@ -204,9 +198,7 @@ void write_output(std::string& out, const model_output& o) {
     append_numbers(j.value_of("embedding"), o.embedding);
   }
   j.integer("prompt_tokens", o.prompt_tokens).integer("completion_tokens", o.completion_tokens);
-  if (!o.model.empty()) {
-    j.str("model", o.model);
-  }
+  j.str_if("model", o.model);
   j.close();
 }
 model_output output_from(const json& j) {
@@ -224,9 +216,7 @@ model_output output_from(const json& j) {
   o.entailment = j.value("entailment", 0.0);
   o.neutral = j.value("neutral", 0.0);
   o.contradiction = j.value("contradiction", 0.0);
-  if (j.contains("embedding")) {
-    o.embedding = j["embedding"].get<std::vector<float>>();
-  }
+  read_if(j, "embedding", o.embedding);
   o.prompt_tokens = j.value("prompt_tokens", 0u);
   o.completion_tokens = j.value("completion_tokens", 0u);
   o.model = j.value("model", std::string{});
@@ -239,9 +229,7 @@ model_output output_from(const json& j) {
 void write_result(std::string& out, const item_result& r) {
   object j{out};
   j.str("status", to_string(r.status)).num("score", r.score).str("source", r.source);
-  if (!r.sources.empty()) {
-    j.strings("sources", r.sources);
-  }
+  j.strings_if("sources", r.sources);
   if (r.cached) {
     j.boolean("cached", true);
   }
@@ -249,15 +237,9 @@ void write_result(std::string& out, const item_result& r) {
   if (r.code != errc::none) {
     j.str("code", to_string(r.code)).str("error", r.error);
   }
-  if (!r.fallback_reason.empty()) {
-    j.str("fallback_reason", r.fallback_reason);
-  }
-  if (!r.detail.empty()) {
-    j.str("detail", r.detail);
-  }
-  if (!r.extra.empty()) {
-    j.str("extra", r.extra);
-  }
+  j.str_if("fallback_reason", r.fallback_reason);
+  j.str_if("detail", r.detail);
+  j.str_if("extra", r.extra);
   if (r.output) {
     write_output(j.value_of("output"), *r.output);
   }
@@ -268,9 +250,7 @@ item_result result_from(const json& j) {
   r.status = parse_status(j.at("status").get<std::string>());
   r.score = j.at("score").get<double>();
   r.source = j.value("source", std::string{});
-  if (j.contains("sources")) {
-    r.sources = j["sources"].get<std::vector<std::string>>();
-  }
+  read_if(j, "sources", r.sources);
   r.cached = j.value("cached", false);
   r.attempts = j.value("attempts", 0u);
   if (j.contains("code")) {
@@ -350,32 +330,18 @@ std::string encode(const score_item& item, const item_result& result, bool inter
   if (internal) {
     j.boolean("internal", true);
   }
-  if (!item.step.empty()) {
-    j.str("step", item.step);
-  }
-  if (!item.group.empty()) {
-    j.str("group", item.group);
-  }
+  j.str_if("step", item.step);
+  j.str_if("group", item.group);
   j.str("reward", item.reward).str("kind", item.kind).str("capability", item.capability);
   if (item.call) {
     write_call(j.value_of("call"), *item.call);
   } else {
     j.str("solution_str", item.solution_str).strings("ground_truth", item.ground_truth);
-    if (!item.data_source.empty()) {
-      j.str("data_source", item.data_source);
-    }
-    if (!item.extra_info.empty()) {
-      j.str("extra_info", item.extra_info);
-    }
-    if (!item.options.empty()) {
-      j.str("options", item.options);
-    }
-    if (!item.fallback.empty()) {
-      j.str("fallback", item.fallback);
-    }
-    if (!item.route_suffix.empty()) {
-      j.str("route_suffix", item.route_suffix);
-    }
+    j.str_if("data_source", item.data_source);
+    j.str_if("extra_info", item.extra_info);
+    j.str_if("options", item.options);
+    j.str_if("fallback", item.fallback);
+    j.str_if("route_suffix", item.route_suffix);
   }
   write_result(j.value_of("result"), result);
   if (!result.evidence.empty()) {
@@ -466,9 +432,7 @@ std::string graph_trace::encode() const {
       }
       object call{calls};
       call.str("capability", c.capability);
-      if (!c.prompt_hash.empty()) {
-        call.str("prompt_hash", c.prompt_hash);
-      }
+      call.str_if("prompt_hash", c.prompt_hash);
       call.close();
     }
     calls += ']';

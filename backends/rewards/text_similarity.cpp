@@ -13,17 +13,6 @@ namespace {
 
 using json = nlohmann::json;
 
-/// `text` with ASCII letters lower-cased.
-std::string ascii_lower(std::string_view text) {
-  std::string out{text};
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') {
-      c = static_cast<char>(c - 'A' + 'a');
-    }
-  }
-  return out;
-}
-
 bool is_ascii_alnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
 }
@@ -150,6 +139,16 @@ constexpr auto length_penalty_kind_names = names_of<length_penalty_kind::exponen
 
 const char* to_string(length_penalty_kind kind) noexcept {
   return length_penalty_kind_names[kind];
+}
+
+std::string ascii_lower(std::string_view text) {
+  std::string out{text};
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') {
+      c = static_cast<char>(c - 'A' + 'a');
+    }
+  }
+  return out;
 }
 
 std::optional<length_penalty_kind> parse_length_penalty(std::string_view name) {

@@ -72,4 +72,7 @@ std::vector<std::string_view> python_split(std::string_view text);
 /// Python's `str.strip()` with no argument. The view points into `text`.
 std::string_view python_strip(std::string_view text) noexcept;
 
+/// `text` with ASCII letters lower-cased (other bytes as they are).
+std::string ascii_lower(std::string_view text);
+
 } // namespace arbiter::backends::rewards
