@@ -26,12 +26,10 @@ cluster_settings cluster_settings::from(const config::cluster_config& cfg) {
 }
 
 cluster_metrics::cluster_metrics(metrics_registry& registry)
-  : nodes(registry.add(prometheus::BuildGauge()
-                         .Name("arbiter_cluster_nodes")
-                         .Help("Worker nodes the coordinator knows, by state (up, lost)"))),
-    events(registry.add(prometheus::BuildCounter()
-                          .Name("arbiter_cluster_node_events_total")
-                          .Help("Worker nodes that joined, were lost or were refused"))) {
+  : nodes(registry.gauge("arbiter_cluster_nodes",
+                         "Worker nodes the coordinator knows, by state (up, lost)")),
+    events(registry.counter("arbiter_cluster_node_events_total",
+                            "Worker nodes that joined, were lost or were refused")) {
 }
 
 void configure_cluster(caf::actor_system_config& cfg, const cluster_settings& settings) {

@@ -187,18 +187,13 @@ worker_counters counters_for(local_model_metrics& metrics, const std::string& na
 } // namespace
 
 local_model_metrics::local_model_metrics(metrics_registry& registry)
-  : weight_bytes(registry.add(prometheus::BuildGauge()
-                   .Name("arbiter_model_weight_bytes")
-                   .Help("Bytes a local model's weights take on its device"))),
-    busy_seconds(registry.add(prometheus::BuildCounter()
-                   .Name("arbiter_model_busy_seconds_total")
-                   .Help("Time a local model worker spent running batches"))),
-    tokens(registry.add(prometheus::BuildCounter()
-             .Name("arbiter_model_tokens_total")
-             .Help("Tokens a local model worker ran, padding excluded"))),
-    batches(registry.add(prometheus::BuildCounter()
-              .Name("arbiter_model_batches_total")
-              .Help("Batches a local model worker ran"))) {
+  : weight_bytes(registry.gauge("arbiter_model_weight_bytes",
+                                "Bytes a local model's weights take on its device")),
+    busy_seconds(registry.counter("arbiter_model_busy_seconds_total",
+                                  "Time a local model worker spent running batches")),
+    tokens(registry.counter("arbiter_model_tokens_total",
+                            "Tokens a local model worker ran, padding excluded")),
+    batches(registry.counter("arbiter_model_batches_total", "Batches a local model worker ran")) {
 }
 
 caf::actor spawn_embedding_worker(caf::actor_system& sys,

@@ -191,15 +191,11 @@ caf::behavior writer(writer_actor* self, replay_settings cfg, std::FILE* file,
 } // namespace
 
 replay_metrics::replay_metrics(metrics_registry& registry)
-  : records(registry.add(prometheus::BuildCounter()
-                           .Name("arbiter_replay_records_total")
-                           .Help("Replay log records written, dropped (the writer was "
-                                 "behind) or failed (the disk refused them)"))),
-    bytes(registry
-            .add(prometheus::BuildCounter()
-                   .Name("arbiter_replay_bytes_total")
-                   .Help("Bytes appended to the replay log"))
-            .Add({})) {
+  : records(registry.counter("arbiter_replay_records_total",
+                             "Replay log records written, dropped (the writer was behind) or "
+                             "failed (the disk refused them)")),
+    bytes(registry.counter("arbiter_replay_bytes_total", "Bytes appended to the replay log")
+              .Add({})) {
 }
 
 replay_recorder::replay_recorder(caf::actor writer, uint64_t max_backlog,

@@ -101,18 +101,13 @@ std::unique_ptr<gpu_monitor> gpu_monitor::open(metrics_registry& registry,
     }
     p->last.push_back(std::move(s));
   }
-  p->used = &registry.add(prometheus::BuildGauge()
-                            .Name("arbiter_gpu_memory_used_bytes")
-                            .Help("GPU memory in use (all processes), by GPU"));
-  p->total = &registry.add(prometheus::BuildGauge()
-                             .Name("arbiter_gpu_memory_total_bytes")
-                             .Help("GPU memory, by GPU"));
-  p->busy = &registry.add(prometheus::BuildGauge()
-                            .Name("arbiter_gpu_utilization_ratio")
-                            .Help("Share of the last sample period a kernel ran, by GPU"));
-  p->workers = &registry.add(prometheus::BuildGauge()
-                               .Name("arbiter_gpu_model_workers")
-                               .Help("Model workers running on each GPU, by GPU and model"));
+  p->used = &registry.gauge("arbiter_gpu_memory_used_bytes",
+                            "GPU memory in use (all processes), by GPU");
+  p->total = &registry.gauge("arbiter_gpu_memory_total_bytes", "GPU memory, by GPU");
+  p->busy = &registry.gauge("arbiter_gpu_utilization_ratio",
+                            "Share of the last sample period a kernel ran, by GPU");
+  p->workers = &registry.gauge("arbiter_gpu_model_workers",
+                               "Model workers running on each GPU, by GPU and model");
   std::unique_ptr<gpu_monitor> out{new gpu_monitor{std::move(p)}};
   out->read();
   return out;

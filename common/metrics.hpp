@@ -27,13 +27,27 @@ public:
   /// The Prometheus text exposition format (version 0.0.4) of every metric.
   std::string render() const;
 
-  /// Registers a metric family and remembers its name:
-  /// `registry.add(prometheus::BuildCounter().Name("arbiter_x_total").Help("..."))`.
+  /// Registers a metric family and remembers its name (through `counter`, `gauge` and
+  /// `histogram` below).
   template <class Builder>
   auto& add(Builder&& builder) {
     auto& family = builder.Register(*registry_);
     names_.push_back(family.GetName());
     return family;
+  }
+
+  /// A counter, gauge or histogram family called `name`, described by `help`:
+  /// `registry.counter("arbiter_x_total", "...")`.
+  prometheus::Family<prometheus::Counter>& counter(const std::string& name,
+                                                   const std::string& help) {
+    return add(prometheus::BuildCounter().Name(name).Help(help));
+  }
+  prometheus::Family<prometheus::Gauge>& gauge(const std::string& name, const std::string& help) {
+    return add(prometheus::BuildGauge().Name(name).Help(help));
+  }
+  prometheus::Family<prometheus::Histogram>& histogram(const std::string& name,
+                                                       const std::string& help) {
+    return add(prometheus::BuildHistogram().Name(name).Help(help));
   }
 
   /// The names of every family registered through `add`, e.g. "arbiter_items_total", whether
