@@ -192,12 +192,11 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
     },
     [self](http_done_atom, scheduler::batch_id id, backends::http_result& r) {
       auto& s = self->state;
-      auto found = s.pending.find(id);
-      if (found == s.pending.end()) {
+      auto node = s.pending.extract(id);
+      if (node.empty()) {
         return;
       }
-      auto p = std::move(found->second);
-      s.pending.erase(found);
+      auto p = std::move(node.mapped());
       p.promise.deliver(interpret(s, id, p, r));
     },
     [self](cancel_atom, scheduler::batch_id id) {

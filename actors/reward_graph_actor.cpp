@@ -66,12 +66,11 @@ using graph_actor = caf::stateful_actor<graph_state>;
 /// Ends job `id` with `outcome` (provenance added); answers its batch when it was the last.
 void finish(graph_actor* self, uint64_t id, item_outcome outcome) {
   auto& st = self->state;
-  auto found = st.jobs.find(id);
-  if (found == st.jobs.end()) {
+  auto node = st.jobs.extract(id);
+  if (node.empty()) {
     return;
   }
-  auto j = std::move(found->second);
-  st.jobs.erase(found);
+  auto j = std::move(node.mapped());
   if (j.graph) {
     const auto& sources = j.graph->sources();
     outcome.sources.assign(sources.begin(), sources.end());

@@ -46,12 +46,11 @@ void deliver_finished(scheduler_actor* self) {
     if (st.recorder) {
       st.recorder->record(done.internal, done.items, done.results);
     }
-    auto found = st.replies.find(done.id);
-    if (found == st.replies.end()) {
+    auto node = st.replies.extract(done.id);
+    if (node.empty()) {
       continue;
     }
-    auto reply_to = std::move(found->second);
-    st.replies.erase(found);
+    auto reply_to = std::move(node.mapped());
     score_reply reply;
     reply.results = std::move(done.results);
     reply.groups = std::move(done.groups);

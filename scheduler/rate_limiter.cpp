@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
 #include <limits>
+#include <string_view>
+#include <utility>
 
 #include "common/enum_names.hpp"
 
@@ -113,33 +116,19 @@ std::optional<nanoseconds> parse_reset_duration(std::string_view text) {
       return to_ns(*number * 1e9);
     }
     first = false;
-    double unit_ns = 0.0;
-    // Longest units first: "ms" before "m".
-    if (s.substr(0, 2) == "ns") {
-      unit_ns = 1.0;
-      s.remove_prefix(2);
-    } else if (s.substr(0, 2) == "us") {
-      unit_ns = 1e3;
-      s.remove_prefix(2);
-    } else if (s.substr(0, 3) == "\xC2\xB5s" || s.substr(0, 3) == "\xCE\xBCs") {
-      unit_ns = 1e3;
-      s.remove_prefix(3);
-    } else if (s.substr(0, 2) == "ms") {
-      unit_ns = 1e6;
-      s.remove_prefix(2);
-    } else if (s.substr(0, 1) == "s") {
-      unit_ns = 1e9;
-      s.remove_prefix(1);
-    } else if (s.substr(0, 1) == "m") {
-      unit_ns = 60e9;
-      s.remove_prefix(1);
-    } else if (s.substr(0, 1) == "h") {
-      unit_ns = 3600e9;
-      s.remove_prefix(1);
-    } else {
+    // Go's duration units, longest first where one is the start of another ("ms" before "m").
+    static constexpr std::pair<std::string_view, double> units[] = {
+        {"ns", 1.0}, {"us", 1e3}, {"\xC2\xB5s", 1e3}, {"\xCE\xBCs", 1e3},
+        {"ms", 1e6}, {"s", 1e9},  {"m", 60e9},        {"h", 3600e9},
+    };
+    const auto* unit = std::find_if(std::begin(units), std::end(units), [&s](const auto& u) {
+      return s.substr(0, u.first.size()) == u.first;
+    });
+    if (unit == std::end(units)) {
       return std::nullopt;
     }
-    total_ns += *number * unit_ns;
+    s.remove_prefix(unit->first.size());
+    total_ns += *number * unit->second;
   }
   return to_ns(total_ns);
 }

@@ -1,6 +1,7 @@
 #include "scheduler/retry_policy.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "common/enum_names.hpp"
 
@@ -42,35 +43,51 @@ attempt_outcome_kind classify_http_status(int status) noexcept {
   return attempt_outcome_kind::bad_response;
 }
 
+namespace {
+
+/// Each outcome's traits (retry_policy.hpp says what each means), in the enum's order.
+struct outcome_traits {
+  bool retryable;
+  bool ejects_source;
+  bool counts_against_source;
+  bool counts_as_attempt;
+};
+
+constexpr outcome_traits traits_of[] = {
+  // retryable, ejects, against the source, uses an attempt
+  {false, false, false, false}, // ok
+  {true, false, false, false},  // rate_limited: not now
+  {true, false, true, true},    // server_error
+  {true, false, true, true},    // timeout
+  {true, false, true, false},   // connect_failure: never reached the backend
+  {true, false, true, true},    // bad_response
+  {false, false, false, false}, // bad_request: any source refuses it alike
+  {true, true, false, false},   // unauthorized: about this source only
+  {true, true, false, false},   // not_found: about this source only
+  {true, false, false, false},  // unsupported: about this source only
+};
+static_assert(std::size(traits_of) == static_cast<size_t>(attempt_outcome_kind::unsupported) + 1);
+
+const outcome_traits& traits(attempt_outcome_kind k) noexcept {
+  return traits_of[static_cast<size_t>(k)];
+}
+
+} // namespace
+
 bool is_retryable(attempt_outcome_kind k) noexcept {
-  return k != attempt_outcome_kind::ok && k != attempt_outcome_kind::bad_request;
+  return traits(k).retryable;
 }
 
 bool ejects_source(attempt_outcome_kind k) noexcept {
-  return k == attempt_outcome_kind::unauthorized || k == attempt_outcome_kind::not_found;
+  return traits(k).ejects_source;
 }
 
 bool counts_against_source(attempt_outcome_kind k) noexcept {
-  switch (k) {
-    case attempt_outcome_kind::server_error:
-    case attempt_outcome_kind::timeout:
-    case attempt_outcome_kind::connect_failure:
-    case attempt_outcome_kind::bad_response:
-      return true;
-    default:
-      return false;
-  }
+  return traits(k).counts_against_source;
 }
 
 bool counts_as_attempt(attempt_outcome_kind k) noexcept {
-  switch (k) {
-    case attempt_outcome_kind::server_error:
-    case attempt_outcome_kind::timeout:
-    case attempt_outcome_kind::bad_response:
-      return true;
-    default:
-      return false;
-  }
+  return traits(k).counts_as_attempt;
 }
 
 namespace {

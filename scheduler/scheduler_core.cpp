@@ -362,12 +362,11 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
 
 std::optional<scheduler_core::inflight_batch>
 scheduler_core::take_batch(batch_id id, const attempt_report& report) {
-  auto found = batches_.find(id);
-  if (found == batches_.end()) {
+  auto node = batches_.extract(id);
+  if (node.empty()) {
     return std::nullopt;
   }
-  auto batch = std::move(found->second);
-  batches_.erase(found);
+  auto batch = std::move(node.mapped());
   sources_.release(batch.source, report, routing_.auth_ejection, batch.items.size());
   const auto& name = batch.source_name;
   metrics_.source_inflight.Add({{"source", name}}).Decrement();

@@ -355,12 +355,21 @@ double math(std::string_view solution_str, const std::vector<std::string>& groun
 
 std::string normalize_final_answer(std::string_view final_answer) {
   static const py::regex dollars{R"((.*?)(\$)(.*?)(\$)(.*))"};
-  static const py::regex text{R"((\\text\{)(.*?)(\}))"};
-  static const py::regex textbf{R"((\\textbf\{)(.*?)(\}))"};
-  static const py::regex overline{R"((\\overline\{)(.*?)(\}))"};
-  static const py::regex boxed{R"((\\boxed\{)(.*)(\}))"};
-  static const py::regex frac{R"((frac)([^{])(.))"};
-  static const py::regex sqrt{R"((sqrt)([^{]))"};
+  // The re.sub calls after the dollars, in order, each only where its literal part occurs
+  // (most answers hold none of them).
+  struct rewrite {
+    std::string_view literal;
+    py::regex pattern;
+    const char* replacement;
+  };
+  static const rewrite rewrites[] = {
+    {"\\text{", py::regex{R"((\\text\{)(.*?)(\}))"}, "${2}"},
+    {"\\textbf{", py::regex{R"((\\textbf\{)(.*?)(\}))"}, "${2}"},
+    {"\\overline{", py::regex{R"((\\overline\{)(.*?)(\}))"}, "${2}"},
+    {"\\boxed{", py::regex{R"((\\boxed\{)(.*)(\}))"}, "${2}"},
+    {"frac", py::regex{R"((frac)([^{])(.))"}, "frac{${2}}{${3}}"},
+    {"sqrt", py::regex{R"((sqrt)([^{]))"}, "sqrt{${2}}"},
+  };
 
   std::string s{py::split(final_answer, "=").back()};
   for (const auto& [before, after] : substitutions) {
@@ -369,28 +378,13 @@ std::string normalize_final_answer(std::string_view final_answer) {
   for (auto expr : removed_expressions) {
     py::replace_in(s, expr, "");
   }
-  // Each substitution only where its literal part occurs (most answers hold none of them).
-  auto has = [&s](std::string_view literal) { return s.find(literal) != std::string::npos; };
   if (py::count(s, "$") >= 2) {
     s = dollars.sub(s, "$$${3}$$"); // "$\3$"
   }
-  if (has("\\text{")) {
-    s = text.sub(s, "${2}");
-  }
-  if (has("\\textbf{")) {
-    s = textbf.sub(s, "${2}");
-  }
-  if (has("\\overline{")) {
-    s = overline.sub(s, "${2}");
-  }
-  if (has("\\boxed{")) {
-    s = boxed.sub(s, "${2}");
-  }
-  if (has("frac")) {
-    s = frac.sub(s, "frac{${2}}{${3}}");
-  }
-  if (has("sqrt")) {
-    s = sqrt.sub(s, "sqrt{${2}}");
+  for (const auto& r : rewrites) {
+    if (s.find(r.literal) != std::string::npos) {
+      s = r.pattern.sub(s, r.replacement);
+    }
   }
   py::replace_in(s, "$", "");
   if (py::isdigit(py::replace(s, ",", ""))) {

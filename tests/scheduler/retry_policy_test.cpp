@@ -366,3 +366,31 @@ TEST(RetryBudget, WindowSlidesSliceBySlice) {
   EXPECT_EQ(budget.retries_in_window(), 0u);
   EXPECT_TRUE(budget.can_retry());
 }
+
+TEST(AttemptOutcome, EveryOutcomeHasItsFourTraits) {
+  struct expected {
+    attempt_outcome_kind kind;
+    bool retryable, ejects, against_source, uses_attempt;
+  };
+  using k = attempt_outcome_kind;
+  const expected table[] = {
+    {k::ok, false, false, false, false},
+    {k::rate_limited, true, false, false, false},
+    {k::server_error, true, false, true, true},
+    {k::timeout, true, false, true, true},
+    {k::connect_failure, true, false, true, false},
+    {k::bad_response, true, false, true, true},
+    {k::bad_request, false, false, false, false},
+    {k::unauthorized, true, true, false, false},
+    {k::not_found, true, true, false, false},
+    {k::unsupported, true, false, false, false},
+  };
+  ASSERT_EQ(std::size(table), static_cast<size_t>(k::unsupported) + 1);
+  for (const auto& e : table) {
+    SCOPED_TRACE(to_string(e.kind));
+    EXPECT_EQ(is_retryable(e.kind), e.retryable);
+    EXPECT_EQ(ejects_source(e.kind), e.ejects);
+    EXPECT_EQ(counts_against_source(e.kind), e.against_source);
+    EXPECT_EQ(counts_as_attempt(e.kind), e.uses_attempt);
+  }
+}
