@@ -242,15 +242,7 @@ std::vector<std::vector<float>> bert_embedder::embed(
     }
   }
   c10::InferenceMode inference;
-  auto pooled = impl_->forward(ids);
-  const auto rows = pooled.size(0);
-  const auto dims = pooled.size(1);
-  std::vector<std::vector<float>> out(static_cast<size_t>(rows));
-  const float* data = pooled.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    out[static_cast<size_t>(r)].assign(data + r * dims, data + (r + 1) * dims);
-  }
-  return out;
+  return rows_of(impl_->forward(ids));
 }
 
 int cuda_device_count() {

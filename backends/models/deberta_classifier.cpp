@@ -533,15 +533,8 @@ std::vector<std::vector<float>> deberta_classifier::logits(
     }
   }
   torch::NoGradGuard no_grad;
-  auto out = impl_->forward(ids, types > 0 ? type_ids : std::vector<std::vector<int64_t>>{});
-  const auto rows = out.size(0);
-  const auto cols = out.size(1);
-  std::vector<std::vector<float>> result(static_cast<size_t>(rows));
-  const float* data = out.data_ptr<float>();
-  for (int64_t r = 0; r < rows; ++r) {
-    result[static_cast<size_t>(r)].assign(data + r * cols, data + (r + 1) * cols);
-  }
-  return result;
+  return rows_of(
+      impl_->forward(ids, types > 0 ? type_ids : std::vector<std::vector<int64_t>>{}));
 }
 
 std::vector<std::vector<float>> deberta_classifier::probabilities(

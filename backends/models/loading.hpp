@@ -36,6 +36,19 @@ inline nlohmann::json read_json_file(const std::string& path, bool required = tr
   return doc;
 }
 
+/// The rows of a 2-D tensor as vectors of floats (moved to the CPU as f32 first).
+inline std::vector<std::vector<float>> rows_of(const torch::Tensor& tensor) {
+  auto t = tensor.to(torch::kFloat32).to(torch::kCPU).contiguous();
+  const auto rows = t.size(0);
+  const auto cols = t.size(1);
+  std::vector<std::vector<float>> out(static_cast<size_t>(rows));
+  const float* data = t.data_ptr<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    out[static_cast<size_t>(r)].assign(data + r * cols, data + (r + 1) * cols);
+  }
+  return out;
+}
+
 /// The config.json at `path` of a model whose `model_type` is `type` (or `other_type`); else
 /// throws "PATH: model_type "X" is not supported by the WHO (expected "TYPE")".
 inline nlohmann::json read_model_config(const std::string& path, const char* who,

@@ -294,13 +294,7 @@ std::vector<std::vector<float>> qwen_decoder::logits(const std::vector<int64_t>&
   torch::Tensor positions;
   impl_->pad({ids}, t, mask, positions);
   auto hidden = impl_->forward(t, positions, mask, nullptr);
-  auto out = project(hidden, impl_->lm_head).to(torch::kFloat32).to(torch::kCPU)[0].contiguous();
-  std::vector<std::vector<float>> rows(ids.size());
-  const float* data = out.data_ptr<float>();
-  for (size_t r = 0; r < ids.size(); ++r) {
-    rows[r].assign(data + r * impl_->vocab, data + (r + 1) * impl_->vocab);
-  }
-  return rows;
+  return rows_of(project(hidden, impl_->lm_head)[0]);
 }
 
 std::vector<std::vector<float>> qwen_decoder::embed(
@@ -315,17 +309,8 @@ std::vector<std::vector<float>> qwen_decoder::embed(
   torch::Tensor positions;
   impl_->pad(ids, t, mask, positions);
   auto last = impl_->forward(t, positions, mask, nullptr).select(1, -1).to(torch::kFloat32);
-  auto pooled = torch::nn::functional::normalize(
-                  last, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12))
-                  .to(torch::kCPU)
-                  .contiguous();
-  std::vector<std::vector<float>> out(ids.size());
-  const float* data = pooled.data_ptr<float>();
-  const auto dims = pooled.size(1);
-  for (size_t r = 0; r < ids.size(); ++r) {
-    out[r].assign(data + static_cast<int64_t>(r) * dims, data + static_cast<int64_t>(r + 1) * dims);
-  }
-  return out;
+  return rows_of(torch::nn::functional::normalize(
+      last, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12)));
 }
 
 std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int64_t>>& prompts,
