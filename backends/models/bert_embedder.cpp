@@ -183,12 +183,7 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
     std::min<int64_t>(max_pos, st.value("max_seq_length", max_pos)));
 
   p->where = place(options);
-  p->info.folder = folder;
-  p->info.architecture = "bert";
-  p->info.device = p->where.device.str();
-  p->info.dtype = p->where.dtype_name;
-  p->info.hidden = static_cast<uint32_t>(hidden);
-  p->info.layers = static_cast<uint32_t>(n_layers);
+  describe(p->info, folder, "bert", p->where, hidden, n_layers);
 
   torch::NoGradGuard no_grad;
   auto ckpt = checkpoint::open(folder);

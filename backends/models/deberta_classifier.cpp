@@ -414,12 +414,7 @@ std::unique_ptr<deberta_classifier> deberta_classifier::load(const std::string& 
   }
 
   p->where = place(options);
-  p->info.folder = folder;
-  p->info.architecture = "deberta-v2";
-  p->info.device = p->where.device.str();
-  p->info.dtype = p->where.dtype_name;
-  p->info.hidden = static_cast<uint32_t>(hidden);
-  p->info.layers = static_cast<uint32_t>(n_layers);
+  describe(p->info, folder, "deberta-v2", p->where, hidden, n_layers);
   p->info.max_tokens = static_cast<uint32_t>(max_pos);
 
   torch::NoGradGuard no_grad;

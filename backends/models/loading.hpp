@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -112,6 +113,17 @@ inline placement place(const model_options& options) {
     throw std::runtime_error{"dtype \"" + options.dtype + "\" is not one of auto, f32, f16, bf16"};
   }
   return p;
+}
+
+/// Fills what every model says about itself: where it came from, what it is and where it runs.
+inline void describe(model_info& info, const std::string& folder, std::string architecture,
+                     const placement& where, int64_t hidden, int64_t layers) {
+  info.folder = folder;
+  info.architecture = std::move(architecture);
+  info.device = where.device.str();
+  info.dtype = where.dtype_name;
+  info.hidden = static_cast<uint32_t>(hidden);
+  info.layers = static_cast<uint32_t>(layers);
 }
 
 /// "[a, b]".

@@ -233,13 +233,8 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   const bool tied = cfg.value("tie_word_embeddings", false);
 
   p->where = place(options);
-  p->info.folder = folder;
-  p->info.architecture = cfg["model_type"].get<std::string>();
-  p->info.device = p->where.device.str();
-  p->info.dtype = p->where.dtype_name;
+  describe(p->info, folder, cfg["model_type"].get<std::string>(), p->where, hidden, n_layers);
   p->info.pooling = "last";
-  p->info.hidden = static_cast<uint32_t>(hidden);
-  p->info.layers = static_cast<uint32_t>(n_layers);
   p->info.max_tokens = static_cast<uint32_t>(config_positive(cfg, path, "max_position_embeddings", 32768));
 
   torch::NoGradGuard no_grad;
