@@ -477,10 +477,7 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
     return false;
   }
   const json* input = required(doc, "input", err);
-  if (input == nullptr) {
-    return false;
-  }
-  return embed_items(*input, "input", ctx, suffix, out, err);
+  return input != nullptr && embed_items(*input, "input", ctx, suffix, out, err);
 }
 
 bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
@@ -508,10 +505,7 @@ bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
     return false;
   }
   const json* inputs = required(doc, "inputs", err);
-  if (inputs == nullptr) {
-    return false;
-  }
-  return embed_items(*inputs, "inputs", ctx, "", out, err);
+  return inputs != nullptr && embed_items(*inputs, "inputs", ctx, "", out, err);
 }
 
 bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,

@@ -286,10 +286,7 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
     }
     return true;
   };
-  if (!read_fields(root, "body", err, read)) {
-    return false;
-  }
-  if (!reader.finish(err, has_items, "items")) {
+  if (!read_fields(root, "body", err, read) || !reader.finish(err, has_items, "items")) {
     return false;
   }
   for (auto& item : out.items) {

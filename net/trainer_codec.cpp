@@ -270,10 +270,7 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
     }
     return true;
   };
-  if (!read_fields(root, "body", err, read)) {
-    return false;
-  }
-  if (!reader.finish(err, has_query, "query")) {
+  if (!read_fields(root, "body", err, read) || !reader.finish(err, has_query, "query")) {
     return false;
   }
   if (queries.size() > ctx.max_batch_items) {
@@ -423,10 +420,7 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
     }
     return true;
   };
-  if (!read_fields(root, "body", err, read)) {
-    return false;
-  }
-  if (!reader.finish(err, has_response, "response")) {
+  if (!read_fields(root, "body", err, read) || !reader.finish(err, has_response, "response")) {
     return false;
   }
   out.data_source = "slime";
