@@ -520,7 +520,8 @@ bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
     return false;
   }
   if (raw_scores.value_or(false)) {
-    err = {refusal::invalid, "raw_scores", "raw_scores: not supported (sources answer probabilities)"};
+    err = {refusal::invalid, "raw_scores",
+           "raw_scores: not supported (sources answer probabilities)"};
     return false;
   }
   if (field(doc, "truncation_direction") != nullptr) {

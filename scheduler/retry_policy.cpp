@@ -68,8 +68,13 @@ constexpr outcome_traits traits_of[] = {
 };
 static_assert(std::size(traits_of) == static_cast<size_t>(attempt_outcome_kind::unsupported) + 1);
 
+/// A value outside the enum (a corrupt byte) has the traits of an unusable answer.
 const outcome_traits& traits(attempt_outcome_kind k) noexcept {
-  return traits_of[static_cast<size_t>(k)];
+  auto i = static_cast<size_t>(k);
+  if (i >= std::size(traits_of)) {
+    i = static_cast<size_t>(attempt_outcome_kind::bad_response);
+  }
+  return traits_of[i];
 }
 
 } // namespace

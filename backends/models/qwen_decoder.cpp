@@ -198,7 +198,8 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   auto p = std::make_unique<impl>();
   const std::string path = folder + "/config.json";
   auto cfg = read_model_config(path, "Qwen decoder", "qwen2", "qwen3");
-  p->qwen3 = cfg["model_type"] == "qwen3";
+  const auto model_type = cfg.at("model_type").get<std::string>();
+  p->qwen3 = model_type == "qwen3";
   if (auto act = cfg.value("hidden_act", std::string{"silu"}); act != "silu") {
     throw std::runtime_error{path + ": hidden_act \"" + act + "\" is not supported"};
   }
@@ -233,7 +234,7 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   const bool tied = cfg.value("tie_word_embeddings", false);
 
   p->where = place(options);
-  describe(p->info, folder, cfg["model_type"].get<std::string>(), p->where, hidden, n_layers);
+  describe(p->info, folder, model_type, p->where, hidden, n_layers);
   p->info.pooling = "last";
   p->info.max_tokens = static_cast<uint32_t>(config_positive(cfg, path, "max_position_embeddings", 32768));
 

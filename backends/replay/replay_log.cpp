@@ -1,10 +1,10 @@
 #include "backends/replay/replay_log.hpp"
 
 #include <array>
-#include <optional>
-#include <type_traits>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
@@ -140,6 +140,7 @@ void write_call(std::string& out, const model_call& c) {
   o.opt("enable_thinking", c.enable_thinking).strings_if("stop", c.stop).opt("seed", c.seed);
   o.close();
 }
+
 /// `j[key]` into `out` when the record has it.
 template <class T>
 void read_if(const json& j, const char* key, std::optional<T>& out) {

@@ -1,6 +1,5 @@
 #include "backends/replay/replayer.hpp"
 
-#include <array>
 #include <cstring>
 #include <exception>
 #include <memory>

@@ -394,3 +394,12 @@ TEST(AttemptOutcome, EveryOutcomeHasItsFourTraits) {
     EXPECT_EQ(counts_as_attempt(e.kind), e.uses_attempt);
   }
 }
+
+TEST(AttemptOutcome, AValueOutsideTheEnumCountsAsAnUnusableAnswer) {
+  auto corrupt = static_cast<attempt_outcome_kind>(200);
+  EXPECT_EQ(is_retryable(corrupt), is_retryable(attempt_outcome_kind::bad_response));
+  EXPECT_EQ(counts_against_source(corrupt), true);
+  EXPECT_EQ(counts_as_attempt(corrupt), true);
+  EXPECT_FALSE(ejects_source(corrupt));
+  EXPECT_STREQ(to_string(corrupt), "unknown");
+}

@@ -114,7 +114,7 @@ TEST(RewardKinds, EvaluateCallsTheRegisteredFunction) {
 }
 
 TEST(RewardKinds, TheDocsNameEveryKind) {
-  // rewards.md is the one list; configuration.md and the README point to it.
+  // rewards.md is the one list of kinds; configuration.md and the README point to it.
   for (const char* doc : {"/docs/rewards.md"}) {
     const std::string text = read_text(std::string{ARBITER_SOURCE_DIR} + doc);
     ASSERT_FALSE(text.empty()) << doc;
