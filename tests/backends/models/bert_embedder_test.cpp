@@ -78,9 +78,10 @@ TEST_F(MiniLm, DescribesItself) {
   EXPECT_EQ(info.layers, 6u);
   EXPECT_EQ(info.max_tokens, 256u);
   EXPECT_EQ(info.pooling, "mean");
-  EXPECT_EQ(info.dtype, "f32");
+  EXPECT_EQ(info.dtype, test_support::test_options().dtype);
   EXPECT_EQ(info.device, test_support::test_options().device);
-  EXPECT_GT(info.weight_bytes, 80u << 20);
+  // 22.7M parameters: 4 bytes each in f32, 2 in bf16.
+  EXPECT_GT(info.weight_bytes, (test_support::low_precision() ? 40u : 80u) << 20);
 }
 
 TEST_F(MiniLm, MatchesSentenceTransformersOneByOne) {
@@ -88,12 +89,14 @@ TEST_F(MiniLm, MatchesSentenceTransformersOneByOne) {
     auto got = model_->embed({c.ids});
     ASSERT_EQ(got.size(), 1u);
     ASSERT_EQ(got[0].size(), c.vector.size()) << c.text;
-    EXPECT_GE(cosine(got[0], c.vector), 0.9999) << c.text;
+    // bf16: cosine >= 0.999 to the f32 reference, the bar sentence-transformers' own bf16 run
+    // meets on these texts; a unit vector's coordinates (about 0.05 each) within 0.01.
+    EXPECT_GE(cosine(got[0], c.vector), test_support::tolerance(0.9999, 0.999)) << c.text;
     double max_diff = 0;
     for (size_t i = 0; i < got[0].size(); ++i) {
       max_diff = std::max(max_diff, double{std::fabs(got[0][i] - c.vector[i])});
     }
-    EXPECT_LT(max_diff, 1e-4) << c.text;
+    EXPECT_LT(max_diff, test_support::tolerance(1e-4, 1e-2)) << c.text;
   }
 }
 
@@ -108,7 +111,8 @@ TEST_F(MiniLm, AVectorDoesNotDependOnItsBatch) {
   for (size_t k = 0; k < cases.size(); ++k) {
     auto alone = model_->embed({cases[k].ids});
     for (size_t i = 0; i < alone[0].size(); ++i) {
-      ASSERT_NEAR(batched[k][i], alone[0][i], 1e-5) << cases[k].text << " dim " << i;
+      ASSERT_NEAR(batched[k][i], alone[0][i], test_support::tolerance(1e-5, 1e-2))
+        << cases[k].text << " dim " << i;
     }
   }
 }

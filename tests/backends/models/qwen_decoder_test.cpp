@@ -5,7 +5,9 @@
 #include "backends/models/qwen_decoder.hpp"
 #include "test_device.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 
@@ -26,13 +28,40 @@ json expected(const std::string& name) {
   return json::parse(in);
 }
 
+std::vector<int64_t> prefix(const std::vector<int64_t>& tokens, size_t n) {
+  return {tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(std::min(n, tokens.size()))};
+}
+
 class QwenDecoder : public ::testing::TestWithParam<std::string> {
 protected:
   void SetUp() override {
     model_ = qwen_decoder::load(fixture(GetParam()), test_support::test_options());
+    if (test_support::low_precision()) {
+      f32_ = qwen_decoder::load(fixture(GetParam()), test_support::f32_options());
+    }
     expected_ = expected(GetParam());
   }
+
+  /// How many leading greedy steps of `tokens` must match: all in f32; in bf16, those the f32
+  /// model decides by a clear margin (top-2 logit gap >= 0.1, over three times bf16's logit
+  /// error on these models). Past the first close call bf16 may rightly take the other token.
+  size_t decided_steps(std::vector<int64_t> sequence, const std::vector<int64_t>& tokens) const {
+    if (!f32_) {
+      return tokens.size();
+    }
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      auto last = f32_->logits(sequence).back();
+      std::partial_sort(last.begin(), last.begin() + 2, last.end(), std::greater<>{});
+      if (last[0] - last[1] < 0.1f) {
+        return t;
+      }
+      sequence.push_back(tokens[t]);
+    }
+    return tokens.size();
+  }
+
   std::unique_ptr<qwen_decoder> model_;
+  std::unique_ptr<qwen_decoder> f32_;
   json expected_;
 };
 
@@ -51,7 +80,7 @@ TEST_P(QwenDecoder, LogitsMatchTransformers) {
         worst = std::max(worst, std::fabs(double{got[t][v]} - want[t][v].get<double>()));
       }
     }
-    EXPECT_LE(worst, 1e-4) << "sequence of " << ids.size();
+    EXPECT_LE(worst, test_support::tolerance(1e-4, 5e-2)) << "sequence of " << ids.size();
   }
 }
 
@@ -60,28 +89,31 @@ TEST_P(QwenDecoder, GreedyGenerationsAreTokenIdenticalAloneAndBatched) {
   greedy.max_new_tokens = 8;
   std::vector<std::vector<int64_t>> prompts;
   std::vector<std::vector<int64_t>> wanted;
+  std::vector<size_t> decided;
   for (const auto& c : expected_["greedy"]) {
     prompts.push_back(c["ids"].get<std::vector<int64_t>>());
     wanted.push_back(c["tokens"].get<std::vector<int64_t>>());
+    decided.push_back(decided_steps(prompts.back(), wanted.back()));
     auto alone = model_->generate({prompts.back()}, greedy);
     ASSERT_EQ(alone.size(), 1u);
-    EXPECT_EQ(alone[0].tokens, wanted.back());
+    EXPECT_EQ(prefix(alone[0].tokens, decided.back()), prefix(wanted.back(), decided.back()));
     EXPECT_EQ(alone[0].finish_reason, "length");
     // n samples of one prompt share its prefill (copied to each row): greedy, all are it.
     auto three = model_->generate({prompts.back()}, greedy, 3);
     ASSERT_EQ(three.size(), 3u);
     for (const auto& g : three) {
-      EXPECT_EQ(g.tokens, wanted.back());
+      EXPECT_EQ(prefix(g.tokens, decided.back()), prefix(wanted.back(), decided.back()));
       ASSERT_EQ(g.logprobs.size(), alone[0].logprobs.size());
-      for (size_t t = 0; t < g.logprobs.size(); ++t) {
-        EXPECT_NEAR(g.logprobs[t], alone[0].logprobs[t], 1e-5);
+      for (size_t t = 0; t < decided.back(); ++t) {
+        EXPECT_NEAR(g.logprobs[t], alone[0].logprobs[t], test_support::tolerance(1e-5, 5e-2));
       }
     }
   }
   auto batched = model_->generate(prompts, greedy);
   ASSERT_EQ(batched.size(), prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(batched[i].tokens, wanted[i]) << "prompt " << i << " in a left-padded batch";
+    EXPECT_EQ(prefix(batched[i].tokens, decided[i]), prefix(wanted[i], decided[i]))
+      << "prompt " << i << " in a left-padded batch";
   }
 }
 
@@ -97,7 +129,7 @@ TEST_P(QwenDecoder, LogprobsAreTheModelsOwn) {
     sum += std::exp(x - max);
   }
   double want = logits[static_cast<size_t>(g.tokens[0])] - max - std::log(sum);
-  EXPECT_NEAR(g.logprobs[0], want, 1e-5);
+  EXPECT_NEAR(g.logprobs[0], want, test_support::tolerance(1e-5, 5e-2));
 }
 
 TEST_P(QwenDecoder, EmbeddingModeMatchesAndIgnoresItsBatch) {
@@ -109,14 +141,14 @@ TEST_P(QwenDecoder, EmbeddingModeMatchesAndIgnoresItsBatch) {
     auto want = c["vector"].get<std::vector<float>>();
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+      EXPECT_NEAR(got[i], want[i], test_support::tolerance(1e-5, 2e-2)) << i;
     }
   }
   auto batched = model_->embed(all);
   for (size_t k = 0; k < all.size(); ++k) {
     auto alone = model_->embed({all[k]}).at(0);
     for (size_t i = 0; i < alone.size(); ++i) {
-      EXPECT_NEAR(batched[k][i], alone[i], 1e-5);
+      EXPECT_NEAR(batched[k][i], alone[i], test_support::tolerance(1e-5, 2e-2));
     }
   }
 }
@@ -185,14 +217,16 @@ TEST_P(QwenDecoder, CallsBatchedTogetherKeepTheirOwnOptionsAndSamples) {
       EXPECT_EQ(together[i][k].finish_reason, "length");
       ASSERT_EQ(together[i][k].logprobs.size(), alone[0][k].logprobs.size());
       for (size_t t = 0; t < alone[0][k].logprobs.size(); ++t) {
-        EXPECT_NEAR(together[i][k].logprobs[t], alone[0][k].logprobs[t], 1e-5);
+        EXPECT_NEAR(together[i][k].logprobs[t], alone[0][k].logprobs[t],
+                    test_support::tolerance(1e-5, 2e-2));
       }
     }
   }
   // The greedy call is the golden greedy continuation.
   auto wanted = expected_["greedy"][1]["tokens"].get<std::vector<int64_t>>();
   wanted.resize(requests[1].options.max_new_tokens);
-  EXPECT_EQ(together[1][0].tokens, wanted);
+  const auto decided = decided_steps(requests[1].prompt, wanted);
+  EXPECT_EQ(prefix(together[1][0].tokens, decided), prefix(wanted, decided));
 }
 
 TEST_P(QwenDecoder, RefusesInputsItCannotRun) {
