@@ -234,8 +234,8 @@ scheduler::source_spec local_model_spec(const config::model_config& cfg,
   spec.max_batch_items = cfg.max_batch_items;
   spec.max_inflight = 1;
   spec.remote = false;
-  if (cfg.kind == "generator") {
-    spec.batch_wait = std::chrono::milliseconds{cfg.batch_wait_ms};
+  if (const auto wait = config::effective_batch_wait_ms(cfg); wait > 0) {
+    spec.batch_wait = std::chrono::milliseconds{wait};
     spec.wait_when_idle = true;
   }
   return spec;

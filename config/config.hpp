@@ -235,11 +235,27 @@ struct model_config {
   /// and then; false runs one call at a time, so a seeded call samples the same texts bit for
   /// bit whatever else is queued.
   bool batch_calls = true;
-  /// Generators: how long a call waits for others to decode with it, the worker idle or not
-  /// (0: an idle worker starts at once). Concurrent single-call requests then share one
-  /// decoding instead of the first running alone while the rest queue behind it.
-  uint32_t batch_wait_ms = 5;
+  /// How long a batch waits for more items, the worker idle or not (0: an idle worker starts
+  /// at once). Concurrent small requests then share one forward pass or decoding instead of
+  /// the first running alone while the rest queue behind it. -1: by kind (effective_batch_wait_ms).
+  int64_t batch_wait_ms = -1;
+  /// What one more forward pass or attention call is worth, in tokens computed, when a batch
+  /// of mixed lengths is cut (-1: by device; backends/models/passes.hpp).
+  int64_t pass_overhead_tokens = -1;
 };
+
+/// `batch_wait_ms`, or when unset: 5 ms for generators (their calls decode together for
+/// seconds); 2 ms for embedders and NLI models on a GPU, where a forward pass costs about the
+/// same for 32 inputs as for 128, so concurrent small requests should share one; 0 on the CPU.
+inline int64_t effective_batch_wait_ms(const model_config& m) {
+  if (m.batch_wait_ms >= 0) {
+    return m.batch_wait_ms;
+  }
+  if (m.kind == "generator") {
+    return 5;
+  }
+  return m.device.rfind("cuda", 0) == 0 ? 2 : 0;
+}
 
 /// The CPU rewards (`lexical`, `exact_match`).
 struct cpu_config {

@@ -640,8 +640,9 @@ const std::vector<element_field<model_config>>& model_fields() {
                     [](M& m, int64_t v) { m.max_batch_items = static_cast<uint32_t>(v); }),
     int_field_of<M>("max_batch_tokens", 1, 10000000,
                     [](M& m, int64_t v) { m.max_batch_tokens = static_cast<uint32_t>(v); }),
-    int_field_of<M>("batch_wait_ms", 0, 10000,
-                    [](M& m, int64_t v) { m.batch_wait_ms = static_cast<uint32_t>(v); }),
+    int_field_of<M>("batch_wait_ms", 0, 10000, [](M& m, int64_t v) { m.batch_wait_ms = v; }),
+    int_field_of<M>("pass_overhead_tokens", 0, 100000000,
+                    [](M& m, int64_t v) { m.pass_overhead_tokens = v; }),
     bool_field_of<M>("batch_calls", [](M& m, double v) { m.batch_calls = v != 0.0; }),
   };
   return fields;

@@ -140,6 +140,7 @@ bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cf
         backends::models::model_options options;
         options.device = device;
         options.dtype = m.dtype;
+        options.pass_overhead_tokens = m.pass_overhead_tokens;
         if (m.kind == "generator") {
           auto generator = backends::models::text_generator::load(m.path, options);
           describe(generator->info());

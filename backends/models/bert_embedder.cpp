@@ -10,6 +10,7 @@
 
 #include "backends/models/devices.hpp"
 #include "backends/models/loading.hpp"
+#include "backends/models/passes.hpp"
 #include "backends/models/safetensors.hpp"
 
 namespace arbiter::backends::models {
@@ -33,6 +34,8 @@ struct bert_embedder::impl {
   double eps = 1e-12;
   bool tanh_gelu = false;
   bool cls_pooling = false;
+  /// plan_passes' cost of one more attention call (model_options::pass_overhead_tokens).
+  size_t overhead = 0;
   torch::Tensor word, position, token_type, emb_ln_w, emb_ln_b;
   std::vector<layer_weights> layers;
 
@@ -60,55 +63,129 @@ struct bert_embedder::impl {
     return torch::layer_norm(x, {x.size(-1)}, w, b, eps);
   }
 
-  /// The vectors of `ids`, unpadded: the inputs are laid out shortest first as one packed
-  /// [tokens, hidden] matrix, which every linear layer takes at once; attention runs per run
-  /// of inputs of equal length, each a contiguous block that needs neither padding nor mask.
+  /// Consecutive inputs (shortest first) whose attention runs as one call, padded to the
+  /// longest of them with the padding masked. When all have one length (always on the CPU,
+  /// where padding costs more than a call) there is neither padding nor mask.
+  struct attention_group {
+    int64_t first_row = 0; ///< in the packed [tokens, hidden] layout
+    int64_t rows = 0;      ///< real tokens
+    int64_t inputs = 0;
+    int64_t length = 0;    ///< the longest input's
+    torch::Tensor slots;   ///< [rows]: each token's row in the padded [inputs * length] block
+    torch::Tensor mask;    ///< [inputs, 1, 1, length], true on real keys
+  };
+
+  /// Cuts the inputs of `lengths` (shortest first) into attention groups.
+  std::vector<attention_group> group_inputs(const std::vector<size_t>& lengths) const {
+    std::vector<forward_pass> passes;
+    if (overhead == 0) {
+      // Runs of equal length: no padding at all.
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        if (passes.empty() || passes.back().padded_length != lengths[i]) {
+          passes.push_back({{}, lengths[i]});
+        }
+        passes.back().inputs.push_back(i);
+      }
+    } else {
+      passes = plan_passes(lengths, std::numeric_limits<uint32_t>::max(), overhead);
+    }
+    std::vector<attention_group> groups;
+    int64_t row = 0;
+    for (const auto& pass : passes) {
+      attention_group g;
+      g.first_row = row;
+      g.inputs = static_cast<int64_t>(pass.inputs.size());
+      g.length = static_cast<int64_t>(pass.padded_length);
+      for (auto i : pass.inputs) {
+        g.rows += static_cast<int64_t>(lengths[i]);
+      }
+      row += g.rows;
+      if (g.rows != g.inputs * g.length) {
+        auto slots = torch::empty({g.rows}, torch::kInt64);
+        auto mask = torch::zeros({g.inputs, 1, 1, g.length}, torch::kBool);
+        auto* slot = slots.data_ptr<int64_t>();
+        auto* real = mask.data_ptr<bool>();
+        int64_t at = 0;
+        for (int64_t k = 0; k < g.inputs; ++k) {
+          const auto length = static_cast<int64_t>(lengths[pass.inputs[static_cast<size_t>(k)]]);
+          for (int64_t t = 0; t < length; ++t) {
+            slot[at++] = k * g.length + t;
+            real[k * g.length + t] = true;
+          }
+        }
+        g.slots = slots.to(where.device);
+        g.mask = mask.to(where.device);
+      }
+      groups.push_back(std::move(g));
+    }
+    return groups;
+  }
+
+  /// Self-attention of one group's rows of `qkv` [tokens, 3H] into the same rows of `ctx`.
+  void attend(const attention_group& g, const torch::Tensor& qkv, torch::Tensor& ctx) const {
+    const int64_t hidden = ctx.size(-1);
+    const int64_t d = hidden / heads;
+    auto part = qkv.narrow(0, g.first_row, g.rows);
+    if (!g.slots.defined()) {
+      auto block = part.view({g.inputs, g.length, 3, heads, d}).permute({2, 0, 3, 1, 4});
+      auto a = at::scaled_dot_product_attention(block[0], block[1], block[2]);
+      ctx.narrow(0, g.first_row, g.rows).copy_(a.transpose(1, 2).reshape({g.rows, hidden}));
+      return;
+    }
+    auto padded = torch::zeros({g.inputs * g.length, 3 * hidden}, qkv.options());
+    padded.index_copy_(0, g.slots, part);
+    auto block = padded.view({g.inputs, g.length, 3, heads, d}).permute({2, 0, 3, 1, 4});
+    auto a = at::scaled_dot_product_attention(block[0], block[1], block[2], g.mask);
+    ctx.narrow(0, g.first_row, g.rows)
+      .copy_(a.transpose(1, 2).reshape({g.inputs * g.length, hidden}).index_select(0, g.slots));
+  }
+
+  /// The vectors of `ids`: the inputs are laid out shortest first as one packed
+  /// [tokens, hidden] matrix, which every linear layer takes at once, unpadded; attention runs
+  /// per group of inputs (group_inputs), and pooling over each input's own rows.
   torch::Tensor forward(const std::vector<std::vector<int64_t>>& ids) const {
     std::vector<size_t> order(ids.size());
     std::iota(order.begin(), order.end(), size_t{0});
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
-    struct run {
-      int64_t first_row = 0;
-      int64_t inputs = 0;
-      int64_t length = 0;
-    };
-    std::vector<run> runs;
+    std::vector<size_t> lengths;
+    lengths.reserve(ids.size());
     int64_t total = 0;
     for (auto i : order) {
-      const auto length = static_cast<int64_t>(ids[i].size());
-      if (runs.empty() || runs.back().length != length) {
-        runs.push_back({total, 0, length});
-      }
-      ++runs.back().inputs;
-      total += length;
+      lengths.push_back(ids[i].size());
+      total += static_cast<int64_t>(ids[i].size());
     }
+    const auto n = static_cast<int64_t>(ids.size());
     auto tokens_cpu = torch::empty({total}, torch::kInt64);
     auto positions_cpu = torch::empty({total}, torch::kInt64);
+    // Each packed row's input (in sorted order), for pooling; each input's first row, for CLS.
+    auto owner_cpu = torch::empty({total}, torch::kInt64);
+    auto first_cpu = torch::empty({n}, torch::kInt64);
+    auto counts_cpu = torch::empty({n, 1}, torch::kFloat32);
     auto* tok = tokens_cpu.data_ptr<int64_t>();
     auto* pos = positions_cpu.data_ptr<int64_t>();
+    auto* own = owner_cpu.data_ptr<int64_t>();
     int64_t at = 0;
-    for (auto i : order) {
-      for (size_t t = 0; t < ids[i].size(); ++t, ++at) {
-        tok[at] = ids[i][t];
+    for (int64_t k = 0; k < n; ++k) {
+      const auto& input = ids[order[static_cast<size_t>(k)]];
+      first_cpu.data_ptr<int64_t>()[k] = at;
+      counts_cpu.data_ptr<float>()[k] = static_cast<float>(input.size());
+      for (size_t t = 0; t < input.size(); ++t, ++at) {
+        tok[at] = input[t];
         pos[at] = static_cast<int64_t>(t);
+        own[at] = k;
       }
     }
+    const auto groups = group_inputs(lengths);
     auto x = torch::embedding(word, tokens_cpu.to(where.device))
              + torch::embedding(position, positions_cpu.to(where.device)) + token_type[0];
     x = layer_norm(x, emb_ln_w, emb_ln_b);
     const int64_t hidden = x.size(-1);
-    const int64_t d = hidden / heads;
     for (const auto& l : layers) {
       auto qkv = torch::linear(x, l.wqkv, l.bqkv); // [T, 3H]
       auto ctx = torch::empty({total, hidden}, x.options());
-      for (const auto& r : runs) {
-        const int64_t rows = r.inputs * r.length;
-        auto block = qkv.narrow(0, r.first_row, rows)
-                       .view({r.inputs, r.length, 3, heads, d})
-                       .permute({2, 0, 3, 1, 4}); // [3, inputs, heads, length, d]
-        auto a = at::scaled_dot_product_attention(block[0], block[1], block[2]);
-        ctx.narrow(0, r.first_row, rows).copy_(a.transpose(1, 2).reshape({rows, hidden}));
+      for (const auto& g : groups) {
+        attend(g, qkv, ctx);
       }
       x = layer_norm(x + torch::linear(ctx, l.wo, l.bo), l.ln1_w, l.ln1_b);
       auto inter = torch::linear(x, l.wi, l.bi);
@@ -116,18 +193,20 @@ struct bert_embedder::impl {
       x = layer_norm(x + torch::linear(inter, l.w2, l.b2), l.ln2_w, l.ln2_b);
     }
     auto xf = x.to(torch::kFloat32);
-    std::vector<torch::Tensor> pooled_runs;
-    for (const auto& r : runs) {
-      auto block = xf.narrow(0, r.first_row, r.inputs * r.length).view({r.inputs, r.length, hidden});
-      pooled_runs.push_back(cls_pooling ? block.select(1, 0) : block.mean(1));
+    torch::Tensor pooled;
+    if (cls_pooling) {
+      pooled = xf.index_select(0, first_cpu.to(where.device));
+    } else {
+      pooled = torch::zeros({n, hidden}, xf.options())
+                 .index_add_(0, owner_cpu.to(where.device), xf)
+                 .div_(counts_cpu.to(where.device));
     }
     // Back from shortest-first to the inputs' order.
     std::vector<int64_t> sorted_row(ids.size());
     for (size_t k = 0; k < order.size(); ++k) {
       sorted_row[order[k]] = static_cast<int64_t>(k);
     }
-    auto pooled = torch::cat(pooled_runs, 0).index_select(
-      0, torch::tensor(sorted_row, torch::kInt64).to(where.device));
+    pooled = pooled.index_select(0, torch::tensor(sorted_row, torch::kInt64).to(where.device));
     return torch::nn::functional::normalize(
              pooled, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12))
       .to(torch::kCPU)
@@ -183,6 +262,8 @@ std::unique_ptr<bert_embedder> bert_embedder::load(const std::string& folder,
     std::min<int64_t>(max_pos, st.value("max_seq_length", max_pos)));
 
   p->where = place(options);
+  p->overhead = pass_overhead_tokens(options.pass_overhead_tokens, p->where.device.is_cuda(),
+                                     p->where.dtype != torch::kFloat32, 0);
   describe(p->info, folder, "bert", p->where, hidden, n_layers);
 
   torch::NoGradGuard no_grad;

@@ -14,6 +14,10 @@ struct model_options {
   std::string device = "cpu";
   /// "auto" (f32 on CPU, bf16 on GPU), "f32", "f16" or "bf16".
   std::string dtype = "auto";
+  /// What one more forward pass (or attention call) over a batch of mixed lengths is worth,
+  /// in tokens computed, when the batch is cut: fewer, padded calls or more, tighter ones.
+  /// -1: by device (pass_overhead_tokens() in passes.hpp).
+  int64_t pass_overhead_tokens = -1;
 };
 
 /// What a loaded model is.

@@ -6,6 +6,17 @@
 
 namespace arbiter::backends::models {
 
+std::size_t pass_overhead_tokens(long long configured, bool gpu, bool half_precision,
+                                 std::size_t cpu_default) {
+  if (configured >= 0) {
+    return static_cast<std::size_t>(configured);
+  }
+  if (!gpu) {
+    return cpu_default;
+  }
+  return half_precision ? no_cut_overhead : 2048;
+}
+
 std::vector<forward_pass> plan_passes(const std::vector<size_t>& lengths,
                                       size_t max_batch_tokens, size_t pass_overhead_tokens) {
   const size_t n = lengths.size();

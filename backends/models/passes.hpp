@@ -21,6 +21,18 @@ struct forward_pass {
 /// cost of each pass — are the fewest: the inputs sorted by length, then the best cut points
 /// by dynamic programming. sentence-transformers sorts a whole call by length for the same
 /// reason; a request of mixed lengths in one pass pads every input to its longest.
+/// The per-pass cost plan_passes weighs padding against: `configured` when it is set (>= 0);
+/// else on a GPU, where each pass or attention call is a train of kernel launches whose cost
+/// (tens of microseconds each on the machines measured) outweighs the compute of many
+/// tokens: in f32 2048 tokens, and in bf16 or f16 (tensor cores, several times cheaper per
+/// token) no cut at all, one padded pass (bench/README.md, GPU section, measured both ways);
+/// else `cpu_default`.
+std::size_t pass_overhead_tokens(long long configured, bool gpu, bool half_precision,
+                                 std::size_t cpu_default);
+
+/// A pass overhead that no padding outweighs: one pass, cut only by the token budget.
+inline constexpr std::size_t no_cut_overhead = 1u << 30;
+
 std::vector<forward_pass> plan_passes(const std::vector<size_t>& lengths,
                                       size_t max_batch_tokens, size_t pass_overhead_tokens = 32);
 

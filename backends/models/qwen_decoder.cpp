@@ -62,10 +62,11 @@ struct qwen_decoder::impl {
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   }
 
-  /// Runs `ids` [B, T] at `positions` [B, T]; `mask` [B, past + T] marks real tokens. Appends
-  /// the new keys and values to `cache` (when given) and returns the final-norm hidden states.
+  /// Runs `ids` [B, T] at `positions` [B, T]; `mask` [B, past + T] marks real tokens, and
+  /// `padded` says whether any is 0. Appends the new keys and values to `cache` (when given)
+  /// and returns the final-norm hidden states.
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& positions,
-                        const torch::Tensor& mask, kv_cache* cache) const {
+                        const torch::Tensor& mask, bool padded, kv_cache* cache) const {
     const int64_t batch = ids.size(0);
     const int64_t len = ids.size(1);
     const int64_t past = cache != nullptr ? cache->length : 0;
@@ -79,17 +80,24 @@ struct qwen_decoder::impl {
     auto emb = torch::cat({freqs, freqs}, -1);
     auto cos = emb.cos().to(where.dtype).unsqueeze(1);
     auto sin = emb.sin().to(where.dtype).unsqueeze(1);
-    // Additive mask [B, 1, T, past + T]: causal, and padding keys out. The lowest finite value
-    // rather than -inf keeps a padding query row (all keys masked) finite.
+    // Without padding, a whole prompt (causal) or one decoding step (every key) needs no mask,
+    // and SDPA can take its fused kernels (flash attention on a GPU): a decoding step is then
+    // one kernel per layer, not the masked path's several and its copies of the keys.
+    const bool unmasked = !padded && (past == 0 || len == 1);
+    // Else an additive mask [B, 1, T, past + T]: causal, and padding keys out. The lowest
+    // finite value rather than -inf keeps a padding query row (all keys masked) finite.
+    torch::Tensor bias;
+    if (!unmasked) {
     auto opts = torch::TensorOptions().dtype(torch::kInt64).device(where.device);
     auto key_pos = torch::arange(total, opts).view({1, total});
     auto query_pos = (torch::arange(len, opts) + past).view({len, 1});
     auto allowed = (key_pos <= query_pos).unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);
     auto lowest = where.dtype == torch::kFloat32 ? static_cast<double>(std::numeric_limits<float>::lowest())
                                            : -1e4;
-    auto bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(where.dtype).device(where.device))
-                  .masked_fill(allowed.logical_not(), lowest)
-                  .unsqueeze(1);
+    bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(where.dtype).device(where.device))
+             .masked_fill(allowed.logical_not(), lowest)
+             .unsqueeze(1);
+    }
     for (size_t l = 0; l < layers.size(); ++l) {
       const auto& w = layers[l];
       auto x = rms_norm(h, w.ln1);
@@ -116,8 +124,12 @@ struct qwen_decoder::impl {
         v = cache->values[l].narrow(2, 0, total);
       }
       // Grouped-query attention in SDPA itself: the key/value heads are not copied per group.
-      auto a = at::scaled_dot_product_attention(q, k, v, bias, 0.0, false, std::nullopt,
-                                                /*enable_gqa=*/kv_heads != heads)
+      auto a = (unmasked ? at::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0,
+                                                            /*is_causal=*/len > 1, std::nullopt,
+                                                            /*enable_gqa=*/kv_heads != heads)
+                         : at::scaled_dot_product_attention(q, k, v, bias, 0.0, false,
+                                                            std::nullopt,
+                                                            /*enable_gqa=*/kv_heads != heads))
                  .transpose(1, 2)
                  .reshape({batch, len, heads * head_dim});
       h = h + project(a, w.wo);
@@ -130,11 +142,14 @@ struct qwen_decoder::impl {
     return rms_norm(h, norm);
   }
 
-  /// Left-pads `seqs` into ids, mask and positions (padding at position 0, tokens from 0).
-  void pad(const std::vector<std::vector<int64_t>>& seqs, torch::Tensor& ids,
+  /// Left-pads `seqs` into ids, mask and positions (padding at position 0, tokens from 0);
+  /// true when any is shorter than the longest.
+  bool pad(const std::vector<std::vector<int64_t>>& seqs, torch::Tensor& ids,
            torch::Tensor& mask, torch::Tensor& positions) const {
     int64_t len = 0;
+    bool padded = false;
     for (const auto& s : seqs) {
+      padded = padded || (len != 0 && static_cast<int64_t>(s.size()) != len);
       len = std::max<int64_t>(len, static_cast<int64_t>(s.size()));
     }
     const auto batch = static_cast<int64_t>(seqs.size());
@@ -156,6 +171,7 @@ struct qwen_decoder::impl {
     ids = ids_cpu.to(where.device);
     mask = mask_cpu.to(where.device);
     positions = pos_cpu.to(where.device);
+    return padded;
   }
 
   void check(const std::vector<std::vector<int64_t>>& seqs) const {
@@ -288,8 +304,8 @@ std::vector<std::vector<float>> qwen_decoder::logits(const std::vector<int64_t>&
   torch::Tensor t;
   torch::Tensor mask;
   torch::Tensor positions;
-  impl_->pad({ids}, t, mask, positions);
-  auto hidden = impl_->forward(t, positions, mask, nullptr);
+  const bool padded = impl_->pad({ids}, t, mask, positions);
+  auto hidden = impl_->forward(t, positions, mask, padded, nullptr);
   return rows_of(project(hidden, impl_->lm_head)[0]);
 }
 
@@ -303,8 +319,8 @@ std::vector<std::vector<float>> qwen_decoder::embed(
   torch::Tensor t;
   torch::Tensor mask;
   torch::Tensor positions;
-  impl_->pad(ids, t, mask, positions);
-  auto last = impl_->forward(t, positions, mask, nullptr).select(1, -1).to(torch::kFloat32);
+  const bool padded = impl_->pad(ids, t, mask, positions);
+  auto last = impl_->forward(t, positions, mask, padded, nullptr).select(1, -1).to(torch::kFloat32);
   return rows_of(torch::nn::functional::normalize(
       last, torch::nn::functional::NormalizeFuncOptions().p(2).dim(1).eps(1e-12)));
 }
@@ -400,7 +416,7 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
   torch::Tensor ids;
   torch::Tensor mask;
   torch::Tensor positions;
-  impl_->pad(prompts, ids, mask, positions);
+  const bool padded = impl_->pad(prompts, ids, mask, positions);
   kv_cache cache;
   cache.capacity = ids.size(1) + longest;
   std::vector<bool> done(seqs.size(), false);
@@ -408,7 +424,7 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
   for (const auto& req : requests) {
     gens.push_back(at::detail::createCPUGenerator(req.options.seed));
   }
-  auto hidden = impl_->forward(ids, positions, mask, &cache);
+  auto hidden = impl_->forward(ids, positions, mask, padded, &cache);
   if (static_cast<int64_t>(prompts.size()) != batch) {
     auto rows = torch::tensor(row_prompt, torch::kLong).to(impl_->where.device);
     for (auto* layer : {&cache.keys, &cache.values}) {
@@ -465,7 +481,7 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
     }
     auto next = chosen.view({batch, 1}).to(impl_->where.device);
     mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);
-    hidden = impl_->forward(next, next_pos, mask, &cache);
+    hidden = impl_->forward(next, next_pos, mask, padded, &cache);
     next_pos = next_pos + 1;
   }
   for (auto& gens_of : out) {

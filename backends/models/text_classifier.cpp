@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include <ATen/Parallel.h>
+
 #include "backends/models/passes.hpp"
 #include "backends/tokenizers/tokenizer.hpp"
 
@@ -42,6 +44,10 @@ std::shared_ptr<const text_classifier> text_classifier::load(const std::string& 
   }
   out->labels_ = *labels;
   out->tokenizer_ = std::make_unique<tokenizers::tokenizer>(load_tokenizer(folder));
+  const auto& info = out->model_->info();
+  out->pass_overhead_ = pass_overhead_tokens(options.pass_overhead_tokens,
+                                             info.device.rfind("cuda", 0) == 0,
+                                             info.dtype != "f32", 32);
   return out;
 }
 
@@ -49,12 +55,16 @@ std::vector<nli_probabilities> text_classifier::nli(
   const std::vector<std::pair<std::string, std::string>>& pairs, size_t max_batch_tokens,
   size_t* tokens) const {
   const size_t max_tokens = model_->info().max_tokens;
-  std::vector<tokenizers::encoding> encoded;
-  encoded.reserve(pairs.size());
+  // Tokenized on torch's intra-op threads: on a GPU the model waits for this, not the CPU.
+  std::vector<tokenizers::encoding> encoded(pairs.size());
+  at::parallel_for(0, static_cast<int64_t>(pairs.size()), 8, [&](int64_t begin, int64_t end) {
+    for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+      encoded[i] = tokenizer_->encode_pair(pairs[i].first, pairs[i].second, max_tokens);
+    }
+  });
   size_t total = 0;
-  for (const auto& [premise, hypothesis] : pairs) {
-    encoded.push_back(tokenizer_->encode_pair(premise, hypothesis, max_tokens));
-    total += encoded.back().ids.size();
+  for (const auto& e : encoded) {
+    total += e.ids.size();
   }
   if (tokens != nullptr) {
     *tokens = total;
@@ -65,7 +75,7 @@ std::vector<nli_probabilities> text_classifier::nli(
     lengths.push_back(e.ids.size());
   }
   std::vector<nli_probabilities> out(pairs.size());
-  for (const auto& pass : plan_passes(lengths, max_batch_tokens)) {
+  for (const auto& pass : plan_passes(lengths, max_batch_tokens, pass_overhead_)) {
     std::vector<std::vector<int64_t>> ids;
     std::vector<std::vector<int64_t>> type_ids;
     for (auto i : pass.inputs) {

@@ -52,6 +52,7 @@ private:
   text_classifier() = default;
   std::unique_ptr<tokenizers::tokenizer> tokenizer_;
   std::unique_ptr<deberta_classifier> model_;
+  size_t pass_overhead_ = 32;
   nli_label_indices labels_;
 };
 

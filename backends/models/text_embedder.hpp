@@ -2,8 +2,9 @@
 
 // Text in, vectors out: a model folder's tokenizer (tokenizer.json) in front of its native
 // embedder. Inputs longer than the model takes are truncated, as sentence-transformers does;
-// a batch is cut into forward calls of at most `max_batch_tokens` tokens (shortest first; the
-// model pads nothing), and an input's vector does not depend on the others.
+// a batch is tokenized on torch's intra-op threads and cut into forward calls of at most
+// `max_batch_tokens` tokens (shortest first; the model pads nothing but, on a GPU, attention),
+// and an input's vector does not depend on the others.
 
 #include <cstddef>
 #include <memory>

@@ -545,8 +545,15 @@ batch_wait_ms = -1
   ASSERT_GE(cfg.models.size(), 2u);
   EXPECT_EQ(cfg.models[0].max_batch_tokens, 4096u);
   EXPECT_FALSE(cfg.models[0].batch_calls);
-  EXPECT_EQ(cfg.models[0].batch_wait_ms, 0u) << "0 is allowed: an idle worker starts at once";
-  EXPECT_EQ(cfg.models[1].batch_wait_ms, 5u) << "the default";
+  EXPECT_EQ(cfg.models[0].batch_wait_ms, 0) << "0 is allowed: an idle worker starts at once";
+  EXPECT_EQ(cfg.models[1].batch_wait_ms, -1) << "unset";
+  EXPECT_EQ(config::effective_batch_wait_ms(cfg.models[1]), 0) << "an embedder's default";
+  model_config generator;
+  generator.kind = "generator";
+  EXPECT_EQ(config::effective_batch_wait_ms(generator), 5) << "a generator's default";
+  model_config gpu_embedder;
+  gpu_embedder.device = "cuda:1";
+  EXPECT_EQ(config::effective_batch_wait_ms(gpu_embedder), 2) << "an embedder's on a GPU";
   EXPECT_TRUE(cfg.models[1].batch_calls);
 }
 

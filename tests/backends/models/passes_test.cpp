@@ -84,3 +84,18 @@ TEST(PlanPasses, NoPassExceedsTheTokenBudget) {
   ASSERT_EQ(alone.size(), 2u);
   EXPECT_EQ(alone[1].inputs, std::vector<size_t>{0});
 }
+
+TEST(PlanPasses, APassCostsMoreOnAGpu) {
+  EXPECT_EQ(pass_overhead_tokens(-1, false, false, 32), 32u);
+  EXPECT_EQ(pass_overhead_tokens(-1, false, true, 0), 0u);
+  EXPECT_EQ(pass_overhead_tokens(-1, true, false, 32), 2048u);
+  EXPECT_EQ(pass_overhead_tokens(-1, true, true, 32), no_cut_overhead);
+  EXPECT_EQ(pass_overhead_tokens(0, true, true, 32), 0u);
+  EXPECT_EQ(pass_overhead_tokens(500, false, false, 32), 500u);
+  // bf16 on a GPU: one pass for any mix of lengths within the token budget.
+  EXPECT_EQ(plan_passes({3, 40, 200, 7, 90}, 1 << 20, no_cut_overhead).size(), 1u);
+  EXPECT_EQ(plan_passes({3, 40, 200, 7, 90}, 400, no_cut_overhead).size(), 2u);
+  // Inputs of 10 and 20 tokens: one padded pass on a GPU, two tight ones at a small cost.
+  EXPECT_EQ(plan_passes({10, 20}, 1 << 20, 2048).size(), 1u);
+  EXPECT_EQ(plan_passes({10, 20}, 1 << 20, 4).size(), 2u);
+}
