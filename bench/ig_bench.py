@@ -92,7 +92,8 @@ def make_items(n: int, seed: int) -> list:
 class PythonIG:
     """The IG service's worker, in process, on transformers."""
 
-    def __init__(self, lm: Path, samples: int, max_new_tokens: int, threads: int):
+    def __init__(self, lm: Path, samples: int, max_new_tokens: int, threads: int,
+                 device: str = "cpu"):
         import torch
         from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification,
                                   PreTrainedTokenizerFast)
@@ -101,12 +102,13 @@ class PythonIG:
         self.n = samples
         self.max_new = max_new_tokens
         self.lm_tok = PreTrainedTokenizerFast(tokenizer_file=str(lm / "tokenizer.json"))
-        self.lm = AutoModelForCausalLM.from_pretrained(lm).eval()
+        self.device = device
+        self.lm = AutoModelForCausalLM.from_pretrained(lm).eval().to(device)
         self.end_ids = [i for i in (self.lm_tok.convert_tokens_to_ids(t) for t in END_TOKENS)
                         if i is not None and i != self.lm_tok.unk_token_id]
         self.nli_tok = PreTrainedTokenizerFast(tokenizer_file=str(NLI / "tokenizer.json"))
         self.nli_tok.pad_token = "[PAD]"
-        self.nli = AutoModelForSequenceClassification.from_pretrained(NLI).eval()
+        self.nli = AutoModelForSequenceClassification.from_pretrained(NLI).eval().to(device)
         labels = {v.lower(): int(k) for k, v in self.nli.config.id2label.items()}
         self.entail = labels["entailment"]
 
@@ -116,12 +118,13 @@ class PythonIG:
             + f"Question: {question}\nAnswer:"
         # The service asks for N samples in one call (`num_return_sequences`); greedy decoding
         # takes them as N rows of the same prompt.
-        ids = torch.tensor([self.lm_tok.encode(prompt, add_special_tokens=False)]).repeat(self.n, 1)
+        ids = torch.tensor([self.lm_tok.encode(prompt, add_special_tokens=False)],
+                           device=self.device).repeat(self.n, 1)
         out = self.lm.generate(ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                max_new_tokens=self.max_new, output_logits=True,
                                return_dict_in_generate=True, pad_token_id=0,
                                eos_token_id=self.end_ids or None)
-        logprobs = torch.stack([torch.log_softmax(l.float(), -1) for l in out.logits], 1)
+        logprobs = torch.stack([torch.log_softmax(l.float(), -1) for l in out.logits], 1).cpu()
         samples = []
         for r in range(self.n):
             generated = out.sequences[r, ids.shape[1]:].tolist()
@@ -147,7 +150,7 @@ class PythonIG:
         out = []
         for s in range(0, len(premises), 256):  # IG_COMPUTATION_CHUNK_SIZE of the launch script
             enc = self.nli_tok(premises[s:s + 256], hypotheses[s:s + 256], padding=True,
-                               truncation=True, max_length=128, return_tensors="pt")
+                               truncation=True, max_length=128, return_tensors="pt").to(self.device)
             with torch.no_grad():
                 probs = torch.softmax(self.nli(**enc).logits.float(), -1)
             out += probs[:, self.entail].tolist()
@@ -177,7 +180,8 @@ class PythonIG:
 
 
 def run_python(items: list, args: argparse.Namespace) -> dict:
-    ig = PythonIG(args.lm, args.samples, args.max_new_tokens, args.threads)
+    ig = PythonIG(args.lm, args.samples, args.max_new_tokens, args.threads,
+                  getattr(args, "device", "cpu"))
     ig.score(items[0])  # warm-up
     latencies, scores = [], []
     start = time.perf_counter()
@@ -189,8 +193,11 @@ def run_python(items: list, args: argparse.Namespace) -> dict:
 
 
 def run_arbiter(items: list, args: argparse.Namespace) -> dict:
-    config = (f'[[models]]\nname = "tiny-lm"\nkind = "generator"\npath = "{args.lm}"\n'
-              f'[[models]]\nname = "tiny-nli"\nkind = "nli"\npath = "{NLI}"\n')
+    device = getattr(args, "device", "cpu")
+    # f32 on every device, so that the two sides' greedy samples and ΔIG values agree.
+    placed = f'device = "{device}"\ndtype = "f32"\n'
+    config = (f'[[models]]\nname = "tiny-lm"\nkind = "generator"\npath = "{args.lm}"\n{placed}'
+              f'[[models]]\nname = "tiny-nli"\nkind = "nli"\npath = "{NLI}"\n{placed}')
     tmp = Path(args.tmp)
     tmp.mkdir(parents=True, exist_ok=True)
     server = start_server(tmp, config)
@@ -228,6 +235,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=0, help="torch threads of the Python side "
                    "(0: torch's default)")
     p.add_argument("--seed", type=int, default=5)
+    p.add_argument("--device", default="cpu", help="both sides' device (cpu, cuda); f32 on each")
     p.add_argument("--tmp", default="/tmp/arbiter_ig_bench")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args()
