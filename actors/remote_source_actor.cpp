@@ -214,13 +214,13 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
 uint32_t default_max_batch_items(const std::vector<std::string>& capabilities) {
   // A chat or completions call carries one prompt; TEI takes 32 inputs a call by default
   // (--max-client-batch-size); the IG service's items are heavy (2 × N generations each).
-  if (serves(capabilities, "chat") || serves(capabilities, "generate")) {
+  if (serves(capabilities, capability::chat) || serves(capabilities, capability::generate)) {
     return 1;
   }
-  if (serves(capabilities, "nli") || serves(capabilities, "embed")) {
+  if (serves(capabilities, capability::nli) || serves(capabilities, capability::embed)) {
     return 32;
   }
-  if (serves(capabilities, "ig")) {
+  if (serves(capabilities, capability::ig)) {
     return 8;
   }
   return 32;
@@ -242,12 +242,12 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
                                           const config::routing_config& routing) {
   scheduler::source_spec spec;
   spec.name = cfg.name;
-  spec.capabilities = cfg.capabilities.empty() ? default_capabilities(cfg.kind)
+  spec.capabilities = cfg.capabilities.empty() ? keys_of(default_capabilities(cfg.kind))
                                                : cfg.capabilities;
   spec.remote = true;
   spec.input_cost_per_million = cfg.input_cost_per_million;
   spec.output_cost_per_million = cfg.output_cost_per_million;
-  bool chat = serves(spec.capabilities, "chat");
+  bool chat = serves(spec.capabilities, capability::chat);
   spec.max_batch_items =
     cfg.max_batch_items > 0 ? cfg.max_batch_items : default_max_batch_items(spec.capabilities);
   spec.batch_wait = cfg.batch_wait;

@@ -203,18 +203,18 @@ caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
 
 scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
                                          const backends::reward_catalog& catalog) {
-  auto any_serves = [&cfg](const std::vector<std::string>& names, const char* capability) {
+  auto any_serves = [&cfg](const std::vector<std::string>& names, capability needed) {
     auto listed = [&names](const std::string& name) {
       return names.empty() || std::find(names.begin(), names.end(), name) != names.end();
     };
     return std::any_of(cfg.sources.begin(), cfg.sources.end(),
                        [&](const config::source_config& s) {
-                         return listed(s.name) && serves(s, capability);
+                         return listed(s.name) && serves(s, needed);
                        })
            || std::any_of(cfg.models.begin(), cfg.models.end(), [&](const config::model_config& m) {
                 auto caps = model_capabilities(m);
                 return listed(m.name)
-                       && std::find(caps.begin(), caps.end(), capability) != caps.end();
+                       && std::find(caps.begin(), caps.end(), needed) != caps.end();
               });
   };
   scheduler::source_spec spec;
@@ -234,16 +234,18 @@ scheduler::source_spec reward_graph_spec(const config::arbiter_config& cfg,
     // graph takes ΔIG items unless a configured IG service serves them (without any node
     // serving generate and nli, its calls fail at once with no_eligible_source).
     bool can = entry.kind != "info_gain"
-               || (any_serves(entry.sources, "generate") && any_serves(entry.sources, "nli"))
-               || (cfg.cluster.enabled && entry.sources.empty() && !any_serves({}, "ig"));
+               || (any_serves(entry.sources, capability::generate)
+                   && any_serves(entry.sources, capability::nli))
+               || (cfg.cluster.enabled && entry.sources.empty()
+                   && !any_serves({}, capability::ig));
     if (can
         && std::find(spec.capabilities.begin(), spec.capabilities.end(), entry.capability)
              == spec.capabilities.end()) {
       spec.capabilities.push_back(entry.capability);
       // What its model calls need, for admission's estimate of a graph item's wait.
       auto& under = spec.feeds[entry.capability];
-      for (const auto& kind : backends::call_capabilities(entry.kind)) {
-        under.push_back(kind + entry.route_suffix);
+      for (auto call : backends::call_capabilities(entry.kind)) {
+        under.push_back(routing_key(call, entry.route_suffix));
       }
     }
   }

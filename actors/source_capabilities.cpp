@@ -4,39 +4,45 @@
 
 namespace arbiter::actors {
 
-std::vector<std::string> default_capabilities(const std::string& kind) {
+std::vector<capability> default_capabilities(const std::string& kind) {
   if (kind == "openai") {
-    return {"chat"};
+    return {capability::chat};
   }
   if (kind == "tei") {
-    return {"embed"};
+    return {capability::embed};
   }
   if (kind == "ig_service") {
-    return {"ig"};
+    return {capability::ig};
   }
   return {};
 }
 
-bool serves(const std::vector<std::string>& capabilities, std::string_view name) {
-  return std::any_of(capabilities.begin(), capabilities.end(), [name](const std::string& c) {
-    return c.size() >= name.size() && c.compare(0, name.size(), name) == 0
-           && (c.size() == name.size() || c[name.size()] == '@');
-  });
+std::vector<std::string> keys_of(const std::vector<capability>& capabilities) {
+  std::vector<std::string> out;
+  for (auto c : capabilities) {
+    out.push_back(routing_key(c));
+  }
+  return out;
 }
 
-bool serves(const config::source_config& src, const std::string& capability) {
-  return serves(src.capabilities.empty() ? default_capabilities(src.kind) : src.capabilities,
-                capability);
+bool serves(const std::vector<std::string>& keys, capability c) {
+  return std::any_of(keys.begin(), keys.end(),
+                     [c](const std::string& key) { return keys_capability(key, c); });
 }
 
-std::vector<std::string> model_capabilities(const config::model_config& m) {
+bool serves(const config::source_config& src, capability c) {
+  return src.capabilities.empty() ? serves(keys_of(default_capabilities(src.kind)), c)
+                                  : serves(src.capabilities, c);
+}
+
+std::vector<capability> model_capabilities(const config::model_config& m) {
   if (m.kind == "generator") {
-    return {"generate", "chat"};
+    return {capability::generate, capability::chat};
   }
   if (m.kind == "nli") {
-    return {"nli"};
+    return {capability::nli};
   }
-  return {"embed"};
+  return {capability::embed};
 }
 
 std::string served_model(const config::source_config& src) {
@@ -48,13 +54,13 @@ std::string model_route_suffix(const std::string& id) {
 }
 
 std::vector<std::string> routed_capabilities(const std::string& source,
-                                             const std::vector<std::string>& base,
+                                             const std::vector<capability>& base,
                                              const std::string& model,
                                              const config::arbiter_config& cfg) {
-  auto out = base;
-  for (const auto& cap : base) {
-    if (cap == "chat" || cap == "embed") {
-      out.push_back(cap + model_route_suffix(model));
+  auto out = keys_of(base);
+  for (auto cap : base) {
+    if (cap == capability::chat || cap == capability::embed) {
+      out.push_back(routing_key(cap, model_route_suffix(model)));
     }
   }
   for (const auto& [name, reward] : cfg.rewards) {
@@ -62,8 +68,8 @@ std::vector<std::string> routed_capabilities(const std::string& source,
         == reward.sources.end()) {
       continue;
     }
-    for (const auto& cap : base) {
-      out.push_back(cap + "@" + name);
+    for (auto cap : base) {
+      out.push_back(routing_key(cap, "@" + name));
     }
   }
   return out;
@@ -71,10 +77,10 @@ std::vector<std::string> routed_capabilities(const std::string& source,
 
 std::vector<std::string> routed_capabilities(const config::source_config& src,
                                              const config::arbiter_config& cfg) {
-  std::vector<std::string> base;
-  for (const char* cap : {"chat", "generate", "embed", "nli", "ig"}) {
+  std::vector<capability> base;
+  for (auto cap : remote_capabilities) {
     if (serves(src, cap)) {
-      base.emplace_back(cap);
+      base.push_back(cap);
     }
   }
   return routed_capabilities(src.name, base, served_model(src), cfg);

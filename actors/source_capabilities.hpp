@@ -10,23 +10,26 @@
 #include <string_view>
 #include <vector>
 
+#include "common/capability.hpp"
 #include "config/config.hpp"
 
 namespace arbiter::actors {
 
 /// The kind's default capabilities ("openai" → chat, "tei" → embed, "ig_service" → ig).
-std::vector<std::string> default_capabilities(const std::string& kind);
+std::vector<capability> default_capabilities(const std::string& kind);
 
-/// Whether `capabilities` holds `name`, alone or with a route suffix ("chat", "chat@judge").
-bool serves(const std::vector<std::string>& capabilities, std::string_view name);
+/// Their routing keys, unnarrowed.
+std::vector<std::string> keys_of(const std::vector<capability>& capabilities);
 
-/// Whether `src` serves `capability` ("chat", "embed", ...): its configured list, else its
-/// kind's defaults.
-bool serves(const config::source_config& src, const std::string& capability);
+/// Whether routing keys `keys` hold `c`'s, alone or narrowed ("chat", "chat@judge").
+bool serves(const std::vector<std::string>& keys, capability c);
 
-/// What a `[[models]]` entry serves: {"embed"} for an embedding model, {"generate", "chat"}
-/// for a generator.
-std::vector<std::string> model_capabilities(const config::model_config& m);
+/// Whether `src` serves `c`: its configured list, else its kind's defaults.
+bool serves(const config::source_config& src, capability c);
+
+/// What a `[[models]]` entry serves: embed for an embedding model, generate and chat for a
+/// generator, nli for an NLI model.
+std::vector<capability> model_capabilities(const config::model_config& m);
 
 /// The model id a source answers to on the pass-through routes (/v1/chat/completions,
 /// /v1/embeddings): its `model`, else its name.
@@ -35,15 +38,15 @@ std::string served_model(const config::source_config& src);
 /// The suffix that restricts a capability to the sources serving model `id`: "@model:" + id.
 std::string model_route_suffix(const std::string& id);
 
-/// The capabilities a configured source serves, with the route suffixes of the rewards that
-/// name it and, for chat and embed, of the model it serves (e.g. {"chat",
+/// The routing keys of a configured source: its capabilities, and those narrowed by the
+/// rewards that name it and, for chat and embed, by the model it serves (e.g. {"chat",
 /// "chat@model:qwen3-8b", "chat@strict_judge"}).
 std::vector<std::string> routed_capabilities(const config::source_config& src,
                                              const config::arbiter_config& cfg);
 
 /// The same for any source called `source` that serves `base` as model `model`.
 std::vector<std::string> routed_capabilities(const std::string& source,
-                                             const std::vector<std::string>& base,
+                                             const std::vector<capability>& base,
                                              const std::string& model,
                                              const config::arbiter_config& cfg);
 

@@ -6,7 +6,7 @@ namespace arbiter::backends {
 
 std::string capability_of(std::string_view kind) {
   const auto* found = find_reward_kind(kind);
-  return found == nullptr ? std::string{kind} : found->capability;
+  return found == nullptr ? std::string{kind} : routing_key(found->needs);
 }
 
 std::string default_fallback(std::string_view kind) {
@@ -19,9 +19,9 @@ bool runs_as_graph(std::string_view kind) {
   return found != nullptr && found->runner == reward_runner::graph;
 }
 
-std::vector<std::string> call_capabilities(std::string_view kind) {
+std::vector<capability> call_capabilities(std::string_view kind) {
   const auto* found = find_reward_kind(kind);
-  return found == nullptr ? std::vector<std::string>{} : found->calls;
+  return found == nullptr ? std::vector<capability>{} : found->calls;
 }
 
 reward_catalog::reward_catalog(const config::arbiter_config& cfg)

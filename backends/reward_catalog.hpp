@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/capability.hpp"
 #include "config/config.hpp"
 
 namespace arbiter::backends {
@@ -55,8 +56,8 @@ private:
 
 // Lookups in the reward-kind registry (backends/rewards/reward_kinds.hpp), by kind name.
 
-/// The capability a kind's items need ("cpu", "embed", "ig", "judge", "em_ig"); an unknown
-/// kind's own name.
+/// The routing key of the capability a kind's items need ("cpu", "embed", "ig", "judge",
+/// "em_ig"); an unknown kind's own name.
 std::string capability_of(std::string_view kind);
 
 /// The fallback a kind has unless configured ("lexical" for embedding; none for the others).
@@ -67,6 +68,6 @@ bool runs_as_graph(std::string_view kind);
 
 /// The capabilities a graph kind's model calls need: judge → chat; info_gain (as a local
 /// graph) → generate and nli; em_info_gain → ig (an info_gain item). Empty for other kinds.
-std::vector<std::string> call_capabilities(std::string_view kind);
+std::vector<capability> call_capabilities(std::string_view kind);
 
 } // namespace arbiter::backends

@@ -74,7 +74,7 @@ public:
       call.max_tokens = opts.max_tokens;
       call.n = opts.votes;
       call.enable_thinking = opts.enable_thinking;
-      calls.push_back(call_item("chat", std::move(call)));
+      calls.push_back(call_item(capability::chat, std::move(call)));
     }
     return calls_step(std::move(calls));
   }
@@ -156,7 +156,7 @@ public:
       call.n = ig_.samples;
       call.stop = rewards::ig_stop_sequences();
       call.seed = ig_.seed;
-      calls.push_back(call_item("generate", std::move(call)));
+      calls.push_back(call_item(capability::generate, std::move(call)));
     }
     return calls_step(std::move(calls));
   }
@@ -189,7 +189,7 @@ private:
         model_call call;
         call.prompt = std::move(pair.premise);
         call.hypothesis = std::move(pair.hypothesis);
-        calls.push_back(call_item("nli", std::move(call)));
+        calls.push_back(call_item(capability::nli, std::move(call)));
       }
       sides_.push_back(std::move(samples));
     }
@@ -350,11 +350,12 @@ graph_step reward_graph::advance(const std::vector<item_result>& answers) {
   return next(answers);
 }
 
-score_item reward_graph::call_item(const char* kind, model_call call) const {
+score_item reward_graph::call_item(capability needs, model_call call) const {
   score_item sub;
-  sub.reward = item_->reward + "/" + kind;
-  sub.kind = kind;
-  sub.capability = std::string{kind} + item_->route_suffix;
+  // A model call's item kind is the capability it needs ("chat", "generate", "nli").
+  sub.kind = std::string{name_of(needs)};
+  sub.reward = item_->reward + "/" + sub.kind;
+  sub.capability = routing_key(needs, item_->route_suffix);
   sub.group = item_->group;
   sub.step = item_->step;
   sub.call = std::make_shared<const model_call>(std::move(call));

@@ -61,8 +61,8 @@ protected:
   /// The next step, given answers that all succeeded.
   virtual graph_step next(const std::vector<item_result>& answers) = 0;
 
-  /// A model call of capability `kind` for this item (its reward's route suffix kept).
-  score_item call_item(const char* kind, model_call call) const;
+  /// A model call needing `needs` for this item (its reward's route suffix kept).
+  score_item call_item(capability needs, model_call call) const;
 
   const score_item& item() const noexcept {
     return *item_;

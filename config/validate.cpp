@@ -1,6 +1,7 @@
 // What spans fields or is built in code: bounds again (for configurations changed after
 // loading), priority classes, rewards and data sources, sources and models, keys and
 // certificates. Also the helpers the server reads keys with.
+#include "common/capability.hpp"
 #include "config/config.hpp"
 
 #include <algorithm>
@@ -291,8 +292,13 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({where + ".url", "must start with http:// or https:// (got "
                                             + detail::quoted(src.url) + ")"});
     }
-    static const std::vector<std::string> capabilities = {"chat", "generate", "embed", "nli",
-                                                          "ig"};
+    static const std::vector<std::string> capabilities = [] {
+      std::vector<std::string> names;
+      for (auto c : remote_capabilities) {
+        names.emplace_back(name_of(c));
+      }
+      return names;
+    }();
     for (size_t c = 0; c < src.capabilities.size(); ++c) {
       if (std::find(capabilities.begin(), capabilities.end(), src.capabilities[c])
           == capabilities.end()) {

@@ -76,8 +76,9 @@ void fit_connections_to_open_files(config::server_config& server) {
 /// (empty: none).
 void add_default_embedder(config::arbiter_config& cfg) {
   if (!cfg.models.empty()
-      || std::any_of(cfg.sources.begin(), cfg.sources.end(),
-                     [](const config::source_config& s) { return actors::serves(s, "embed"); })) {
+      || std::any_of(cfg.sources.begin(), cfg.sources.end(), [](const config::source_config& s) {
+           return actors::serves(s, capability::embed);
+         })) {
     return;
   }
   std::string dir = getenv_string("ARBITER_DEFAULT_EMBEDDER_DIR").value_or(ARBITER_DEFAULT_EMBEDDER_DIR);

@@ -135,7 +135,7 @@ bool read_scheduling(const json& doc, const codec_context& ctx, size_t& priority
 
 /// Resolves `model` for `capability`: empty routes to any source; a listed id to the sources
 /// serving it; anything else is 404.
-bool resolve_model(const json& doc, const passthrough_context& ctx, const std::string& capability,
+bool resolve_model(const json& doc, const passthrough_context& ctx, capability needed,
                    std::string& model, std::string& suffix, codec_error& err) {
   model.clear();
   suffix.clear();
@@ -153,7 +153,7 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, const std::s
   }
   std::string known;
   for (const auto& entry : *ctx.models) {
-    if (std::find(entry.capabilities.begin(), entry.capabilities.end(), capability)
+    if (std::find(entry.capabilities.begin(), entry.capabilities.end(), needed)
         == entry.capabilities.end()) {
       continue;
     }
@@ -164,7 +164,7 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, const std::s
     known += (known.empty() ? "'" : ", '") + entry.id + "'";
   }
   err = {refusal::unknown_model, "model",
-         "model: '" + model + "' is not served here for " + capability
+         "model: '" + model + "' is not served here for " + std::string{name_of(needed)}
            + (known.empty() ? std::string{" (no source serves it)"}
                             : " (served: " + known + "; GET /v1/models lists them)")};
   return false;
@@ -347,7 +347,7 @@ bool embed_items(const json& inputs, const char* key, const passthrough_context&
     score_item item;
     item.reward = "embeddings";
     item.kind = std::string{embed_item_kind};
-    item.capability = "embed" + suffix;
+    item.capability = routing_key(capability::embed, suffix);
     item.route_suffix = suffix;
     auto call = std::make_shared<model_call>();
     call->prompt = std::move(text);
@@ -367,7 +367,7 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
     return false;
   }
   std::string suffix;
-  if (!resolve_model(doc, ctx, "chat", out.model, suffix, err)) {
+  if (!resolve_model(doc, ctx, capability::chat, out.model, suffix, err)) {
     return false;
   }
   auto call = std::make_shared<model_call>();
@@ -413,7 +413,7 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
   out.item = score_item{};
   out.item.reward = "chat_completions";
   out.item.kind = std::string{chat_item_kind};
-  out.item.capability = "chat" + suffix;
+  out.item.capability = routing_key(capability::chat, suffix);
   out.item.route_suffix = suffix;
   out.item.call = std::move(call);
   return true;
@@ -462,7 +462,7 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
     return false;
   }
   std::string suffix;
-  if (!resolve_model(doc, ctx, "embed", out.model, suffix, err)) {
+  if (!resolve_model(doc, ctx, capability::embed, out.model, suffix, err)) {
     return false;
   }
   if (const json* format = field(doc, "encoding_format")) {
@@ -568,7 +568,7 @@ bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
     score_item item;
     item.reward = "predict";
     item.kind = "nli";
-    item.capability = "nli";
+    item.capability = routing_key(capability::nli);
     auto call = std::make_shared<model_call>();
     call->prompt = (*pair)[0].get<std::string>();
     call->hypothesis = (*pair)[1].get<std::string>();
@@ -662,7 +662,7 @@ std::string encode_models(const std::vector<model_entry>& models, int64_t create
                     {"object", "model"},
                     {"created", created},
                     {"owned_by", "arbiter"},
-                    {"capabilities", m.capabilities},
+                    {"capabilities", actors::keys_of(m.capabilities)},
                     {"sources", m.sources}});
   }
   return dump({{"object", "list"}, {"data", std::move(data)}});

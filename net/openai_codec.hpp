@@ -20,8 +20,8 @@ namespace arbiter::net {
 /// what it serves and which sources serve it.
 struct model_entry {
   std::string id;
-  /// "chat" and/or "embed".
-  std::vector<std::string> capabilities;
+  /// chat and/or embed.
+  std::vector<capability> capabilities;
   std::vector<std::string> sources;
 };
 

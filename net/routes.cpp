@@ -36,7 +36,7 @@ std::vector<std::string> priority_names(const config::arbiter_config& cfg) {
 std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
   std::vector<model_entry> models;
   for (const auto& src : cfg.sources) {
-    for (const char* cap : {"chat", "embed"}) {
+    for (auto cap : {capability::chat, capability::embed}) {
       if (!actors::serves(src, cap)) {
         continue;
       }
@@ -49,7 +49,7 @@ std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
       }
       if (std::find(at->capabilities.begin(), at->capabilities.end(), cap)
           == at->capabilities.end()) {
-        at->capabilities.emplace_back(cap);
+        at->capabilities.push_back(cap);
       }
       if (std::find(at->sources.begin(), at->sources.end(), src.name) == at->sources.end()) {
         at->sources.push_back(src.name);

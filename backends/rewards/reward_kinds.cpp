@@ -14,19 +14,19 @@ reward_kind cpu_kind(std::string name, cpu_function score, std::vector<option_ru
   reward_kind k;
   k.name = std::move(name);
   k.runner = reward_runner::cpu;
-  k.capability = "cpu";
+  k.needs = capability::cpu;
   k.score = score;
   k.options = std::move(options);
   k.can_be_fallback = can_be_fallback;
   return k;
 }
 
-reward_kind graph_kind(std::string name, std::string capability, std::vector<std::string> calls,
+reward_kind graph_kind(std::string name, capability needs, std::vector<capability> calls,
                        std::vector<option_rule> options) {
   reward_kind k;
   k.name = std::move(name);
   k.runner = reward_runner::graph;
-  k.capability = std::move(capability);
+  k.needs = needs;
   k.calls = std::move(calls);
   k.options = std::move(options);
   return k;
@@ -36,19 +36,21 @@ std::vector<reward_kind> build() {
   reward_kind embedding;
   embedding.name = "embedding";
   embedding.runner = reward_runner::embedding;
-  embedding.capability = "embed";
+  embedding.needs = capability::embed;
   embedding.default_fallback = "lexical";  // as the seeds do
   embedding.options = embedding_option_rules();
 
   std::vector<reward_kind> kinds = {
     cpu_kind("lexical", &cpu::score_lexical, {}, /*can_be_fallback=*/true),
     cpu_kind("exact_match", &cpu::score_exact_match, {}, /*can_be_fallback=*/true),
-    graph_kind("judge", "judge", {"chat"}, judge_option_rules()),
+    graph_kind("judge", capability::judge, {capability::chat}, judge_option_rules()),
     std::move(embedding),
     // As a local graph over generate and nli sources; an ig_service source serves "ig" whole.
-    graph_kind("info_gain", "ig", {"generate", "nli"}, info_gain_option_rules()),
+    graph_kind("info_gain", capability::ig, {capability::generate, capability::nli},
+               info_gain_option_rules()),
     // EM plus a weighted ΔIG from a nested info_gain item.
-    graph_kind("em_info_gain", "em_ig", {"ig"}, em_info_gain_option_rules()),
+    graph_kind("em_info_gain", capability::em_ig, {capability::ig},
+               em_info_gain_option_rules()),
     // verl's rule rewards (backends/cpu/verl_rules.hpp).
     cpu_kind("gsm8k", &cpu::score_gsm8k, gsm8k_option_rules()),
     cpu_kind("math", &cpu::score_math),

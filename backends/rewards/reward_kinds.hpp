@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backends/rewards/reward_options.hpp"
+#include "common/capability.hpp"
 #include "common/score_types.hpp"
 
 namespace arbiter::backends {
@@ -41,14 +42,14 @@ struct reward_kind {
   /// What configs and clients call it, e.g. "gsm8k".
   std::string name;
   reward_runner runner = reward_runner::cpu;
-  /// What a source must serve to run its items: "cpu", "embed", "judge", "ig", "em_ig".
-  std::string capability;
+  /// What a source must serve to run its items: cpu, embed, judge, ig or em_ig.
+  arbiter::capability needs = arbiter::capability::cpu;
   /// The CPU kind that scores its items when no source can, unless configured ("" = none).
   std::string default_fallback;
   /// Whether a reward may name it as its `fallback` (CPU kinds that compare text).
   bool can_be_fallback = false;
-  /// A graph's model calls: the capabilities they ask for ("chat"; "generate", "nli"; "ig").
-  std::vector<std::string> calls;
+  /// A graph's model calls: the capabilities they ask for (chat; generate, nli; ig).
+  std::vector<arbiter::capability> calls;
   /// Its options (checked at the ingress and in `check-config`), and their keys in order.
   std::vector<option_rule> options;
   std::vector<std::string> option_keys;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/capability.hpp"
 #include "common/errc.hpp"
 #include "common/log.hpp"
 #include "common/score_types.hpp"
@@ -44,4 +45,18 @@ TEST(EnumNames, TheProjectsTablesKeepTheirSpellings) {
   EXPECT_EQ(lvl, log::level::warn);
   EXPECT_FALSE(log::parse_level("loud", lvl));
   EXPECT_EQ(lvl, log::level::warn);
+}
+
+TEST(Capability, ARoutingKeyIsItsNameNarrowedByASuffix) {
+  EXPECT_EQ(arbiter::routing_key(arbiter::capability::chat), "chat");
+  EXPECT_EQ(arbiter::routing_key(arbiter::capability::embed, "@model:m"), "embed@model:m");
+  EXPECT_TRUE(arbiter::keys_capability("chat", arbiter::capability::chat));
+  EXPECT_TRUE(arbiter::keys_capability("chat@judge", arbiter::capability::chat));
+  EXPECT_FALSE(arbiter::keys_capability("chatty", arbiter::capability::chat));
+  EXPECT_FALSE(arbiter::keys_capability("generate", arbiter::capability::chat));
+  EXPECT_FALSE(arbiter::keys_capability("em_ig", arbiter::capability::ig));
+  for (auto c : arbiter::remote_capabilities) {
+    EXPECT_EQ(arbiter::capability_names.parse(arbiter::name_of(c)), c);
+  }
+  EXPECT_FALSE(arbiter::capability_names.parse("embedding").has_value());
 }

@@ -254,7 +254,7 @@ protected:
     codec_.priorities = {"high", "normal", "low"};
     codec_.default_priority = 1;
     codec_.max_batch_items = 3;
-    models_ = {{"judge-8b", {"chat"}, {"a", "b"}}, {"embedder", {"embed"}, {"e"}}};
+    models_ = {{"judge-8b", {capability::chat}, {"a", "b"}}, {"embedder", {capability::embed}, {"e"}}};
     ctx_.codec = &codec_;
     ctx_.models = &models_;
   }

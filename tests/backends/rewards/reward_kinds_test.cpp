@@ -38,11 +38,11 @@ TEST(RewardKinds, EveryEntryIsWholeForHowItRuns) {
   for (const auto& k : reward_kinds()) {
     SCOPED_TRACE(k.name);
     EXPECT_TRUE(names.insert(k.name).second) << "registered twice";
-    EXPECT_FALSE(k.capability.empty());
+    EXPECT_NE(std::string{name_of(k.needs)}, "unknown");
     switch (k.runner) {
     case reward_runner::cpu:
       EXPECT_NE(k.score, nullptr);
-      EXPECT_EQ(k.capability, "cpu");
+      EXPECT_EQ(k.needs, capability::cpu);
       EXPECT_TRUE(k.calls.empty());
       break;
     case reward_runner::graph:
@@ -51,7 +51,7 @@ TEST(RewardKinds, EveryEntryIsWholeForHowItRuns) {
       break;
     case reward_runner::embedding:
       EXPECT_EQ(k.score, nullptr);
-      EXPECT_EQ(k.capability, "embed");
+      EXPECT_EQ(k.needs, capability::embed);
       break;
     }
     if (k.can_be_fallback) {
@@ -79,11 +79,11 @@ TEST(RewardKinds, EveryEntryIsWholeForHowItRuns) {
 
 TEST(RewardKinds, WhatTheSeedsAndGraphsExpect) {
   EXPECT_EQ(find_reward_kind("embedding")->default_fallback, "lexical");
-  EXPECT_EQ(find_reward_kind("judge")->calls, std::vector<std::string>{"chat"});
-  EXPECT_EQ(find_reward_kind("info_gain")->capability, "ig");
+  EXPECT_EQ(find_reward_kind("judge")->calls, std::vector<capability>{capability::chat});
+  EXPECT_EQ(find_reward_kind("info_gain")->needs, capability::ig);
   EXPECT_EQ(find_reward_kind("info_gain")->calls,
-            (std::vector<std::string>{"generate", "nli"}));
-  EXPECT_EQ(find_reward_kind("em_info_gain")->calls, std::vector<std::string>{"ig"});
+            (std::vector<capability>{capability::generate, capability::nli}));
+  EXPECT_EQ(find_reward_kind("em_info_gain")->calls, std::vector<capability>{capability::ig});
   EXPECT_EQ(find_reward_kind("gsm8k")->option_keys,
             (std::vector<std::string>{"method", "format_score", "score"}));
   EXPECT_TRUE(find_reward_kind("math")->options.empty());
