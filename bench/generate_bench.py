@@ -36,12 +36,28 @@ TOKENIZER = REPO / "tests" / "backends" / "tokenizers" / "fixtures" / "tiny_bpe"
 WORDS = "the reward model scores each sampled answer against the reference solution".split()
 
 
-def make_model(folder: Path, layers: int):
+def silence_end_tokens(model, tokenizer_file: Path):
+    """Zeroes the (tied) embeddings of the end tokens Arbiter's generator stops at: random
+    weights would make greedy decoding pick one now and then; zero, they score 0 against the
+    random others, so every sample runs its full length on both sides."""
+    import torch
+    from transformers import PreTrainedTokenizerFast
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file))
+    with torch.no_grad():
+        for t in ("<|endoftext|>", "<|im_end|>"):
+            i = tok.convert_tokens_to_ids(t)
+            if i is not None and i != tok.unk_token_id:
+                model.model.embed_tokens.weight[i].zero_()
+
+
+def make_model(folder: Path, layers: int, dtype=None, silence_ends: bool = False):
+    """The Qwen3-0.6B-width model with `layers` layers (random, seed 0) in `folder`, in
+    `dtype` (default f32), its end tokens silenced when asked; made once per variant."""
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    marker = folder / f"layers-{layers}"
+    marker = folder / f"layers-{layers}-{dtype or 'f32'}{'-silent' if silence_ends else ''}"
     if marker.exists():
-        return
+        return folder
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     torch.manual_seed(0)
@@ -50,10 +66,15 @@ def make_model(folder: Path, layers: int):
                          head_dim=128, max_position_embeddings=4096, rope_theta=1e6,
                          rms_norm_eps=1e-6, tie_word_embeddings=True)
     model = Qwen3ForCausalLM(config).eval()
+    if dtype is not None:
+        model = model.to(dtype)
+    if silence_ends:
+        silence_end_tokens(model, TOKENIZER)
     model.save_pretrained(folder, safe_serialization=True)
     (folder / "generation_config.json").unlink(missing_ok=True)
     shutil.copy(TOKENIZER, folder / "tokenizer.json")
     marker.write_text("")
+    return folder
 
 
 def chatml(text):

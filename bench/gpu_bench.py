@@ -113,6 +113,15 @@ def variant_name(variant):
             f"overhead {'default' if overhead is None else overhead}")
 
 
+def on_server(tmp, config, run):
+    """`run(client)` against a server started with `config`, stopped afterwards."""
+    server = start_server(tmp, config)
+    try:
+        return run(Client(server))
+    finally:
+        server.stop()
+
+
 def best_of(repeats, run):
     """Runs `run()` (returning (seconds, result)) `repeats` times; the median time and the
     last result."""
@@ -184,25 +193,26 @@ def bench_embed(args, torch, tmp):
                       + placement(args, dtype, variant)
                       + f'max_batch_items = {max(args.batches)}\n'
                       f'max_batch_tokens = {max(args.batches) * 256}\n')
-            server = start_server(tmp, config)
-            client = Client(server)
-            try:
+
+            def each_batch(client):
+                out = []
                 for batch in args.batches:
                     arbiter(client, batch)  # warm-up
-                    a_s, a_v = best_of(args.repeats, lambda: arbiter(client, batch))
-                    p_s, p_v = peers[batch]
-                    cos = float(np.min(np.sum(a_v * p_v, 1) / (np.linalg.norm(a_v, axis=1)
-                                                                * np.linalg.norm(p_v, axis=1))))
-                    results.append({"dtype": dtype, "variant": variant_name(variant),
-                                    "batch": batch, "texts": len(texts), "tokens": tokens,
-                                    "flops": flops, "arbiter_s": a_s, "st_s": p_s,
-                                    "max_abs_diff": float(np.max(np.abs(a_v - p_v))),
-                                    "min_cosine": cos})
-                    log(f"embed {dtype} {variant_name(variant)} batch {batch}: arbiter "
-                        f"{len(texts) / a_s:.0f} texts/s, sentence-transformers "
-                        f"{len(texts) / p_s:.0f} texts/s")
-            finally:
-                server.stop()
+                    out.append((batch, best_of(args.repeats, lambda: arbiter(client, batch))))
+                return out
+
+            for batch, (a_s, a_v) in on_server(tmp, config, each_batch):
+                p_s, p_v = peers[batch]
+                cos = float(np.min(np.sum(a_v * p_v, 1) / (np.linalg.norm(a_v, axis=1)
+                                                            * np.linalg.norm(p_v, axis=1))))
+                results.append({"dtype": dtype, "variant": variant_name(variant),
+                                "batch": batch, "texts": len(texts), "tokens": tokens,
+                                "flops": flops, "arbiter_s": a_s, "st_s": p_s,
+                                "max_abs_diff": float(np.max(np.abs(a_v - p_v))),
+                                "min_cosine": cos})
+                log(f"embed {dtype} {variant_name(variant)} batch {batch}: arbiter "
+                    f"{len(texts) / a_s:.0f} texts/s, sentence-transformers "
+                    f"{len(texts) / p_s:.0f} texts/s")
         del st
     log(f"\n{args.texts} texts ({results[0]['tokens']} tokens, 6 to 120 words), Arbiter with "
         f"{args.concurrency} requests in flight; median of {args.repeats}\n")
@@ -215,8 +225,8 @@ def bench_embed(args, torch, tmp):
                      f"{100 * r['flops'] / r['arbiter_s'] / peak:.2f} %",
                      f"{100 * r['flops'] / r['st_s'] / peak:.2f} %",
                      f"{r['max_abs_diff']:.1e}", f"{r['min_cosine']:.5f}"))
-    table(("dtype", "arbiter", "batch", "arbiter texts/s", "arbiter tokens/s", "st texts/s", "st tokens/s",
-           "× st", "arbiter MFU", "st MFU", "max abs diff", "min cosine"), rows)
+    table(("dtype", "arbiter", "batch", "arbiter texts/s", "arbiter tokens/s", "st texts/s",
+           "st tokens/s", "× st", "arbiter MFU", "st MFU", "max abs diff", "min cosine"), rows)
     return results
 
 
@@ -294,13 +304,11 @@ def bench_nli(args, torch, tmp):
                       + placement(args, dtype, variant)
                       + f'max_batch_items = {args.nli_batch * args.concurrency}\n'
                       f'max_batch_tokens = 65536\n')
-            server = start_server(tmp, config)
-            client = Client(server)
-            try:
-                arbiter(client)
-                a_s, a_p = best_of(args.repeats, lambda: arbiter(client))
-            finally:
-                server.stop()
+            def measured(client):
+                arbiter(client)  # warm-up
+                return best_of(args.repeats, lambda: arbiter(client))
+
+            a_s, a_p = on_server(tmp, config, measured)
             diff = max(abs(a - b) for a, b in zip(a_p, p_p))
             results.append({"dtype": dtype, "variant": variant_name(variant),
                             "pairs": len(pairs), "tokens": sum(lengths), "flops": flops,
@@ -319,46 +327,18 @@ def bench_nli(args, torch, tmp):
                      f"{100 * r['flops'] / r['arbiter_s'] / peak:.2f} %",
                      f"{100 * r['flops'] / r['transformers_s'] / peak:.2f} %",
                      f"{r['max_abs_diff']:.1e}"))
-    table(("dtype", "arbiter", "arbiter pairs/s", "transformers pairs/s", "× transformers", "arbiter MFU",
-           "transformers MFU", "max |Δ entailment|"), rows)
+    table(("dtype", "arbiter", "arbiter pairs/s", "transformers pairs/s", "× transformers",
+           "arbiter MFU", "transformers MFU", "max |Δ entailment|"), rows)
     return results
 
 
 # ---- generation ----------------------------------------------------------------------------
 
-def make_qwen_0_6b(folder, tokenizer, layers):
-    import torch
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
-    if (folder / f"made-{layers}").exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=151936, hidden_size=1024, intermediate_size=3072,
-                         num_hidden_layers=layers, num_attention_heads=16, num_key_value_heads=8,
-                         head_dim=128, max_position_embeddings=4096, rope_theta=1e6,
-                         rms_norm_eps=1e-6, tie_word_embeddings=True)
-    model = Qwen3ForCausalLM(config).eval().to(torch.bfloat16)
-    # Random weights pick an end token now and then; with those (tied) rows zero they never
-    # win, so every sequence runs its full length on both sides.
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(tokenizer))
-    with torch.no_grad():
-        for t in ("<|endoftext|>", "<|im_end|>"):
-            i = tok.convert_tokens_to_ids(t)
-            if i is not None and i != tok.unk_token_id:
-                model.model.embed_tokens.weight[i].zero_()
-    model.save_pretrained(folder, safe_serialization=True)
-    (folder / "generation_config.json").unlink(missing_ok=True)
-    shutil.copy(tokenizer, folder / "tokenizer.json")
-    (folder / f"made-{layers}").write_text("")
-    return folder
-
-
 def bench_generate(args, torch, tmp):
     from tokenizers import Tokenizer
     from transformers import Qwen3ForCausalLM
-    folder = make_qwen_0_6b(tmp / "qwen3_0_6b_shape", generate_bench.TOKENIZER,
-                            args.qwen_layers)
+    folder = generate_bench.make_model(tmp / "qwen3_0_6b_shape", args.qwen_layers,
+                                       torch.bfloat16, silence_ends=True)
     words = generate_bench.WORDS
     texts = [" ".join(words[(i + k) % len(words)] for k in range(40)) for i in range(args.prompts)]
     tok = Tokenizer.from_file(str(generate_bench.TOKENIZER))
@@ -420,7 +400,8 @@ def bench_generate(args, torch, tmp):
         rows.append((f"transformers, {len(texts)} prompts in one batch",
                      time.perf_counter() - start, generated))
     del model
-    log(f"\nQwen3-0.6B shape ({args.qwen_layers} layers, random bf16 weights), {len(texts)} prompts of "
+    log(f"\nQwen3-0.6B shape ({args.qwen_layers} layers, random bf16 weights), {len(texts)} "
+        f"prompts of "
         f"~{sum(map(len, prompt_ids)) // len(prompt_ids)} tokens, greedy, {new} new tokens\n")
     peers = {0: rows[2], 1: rows[3]}
     out_rows = []

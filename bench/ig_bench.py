@@ -32,6 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
 from arbiter_testing import start_server  # noqa: E402
+from generate_bench import silence_end_tokens  # noqa: E402
 
 FIXTURES = REPO / "tests" / "backends" / "models" / "fixtures"
 NLI = FIXTURES / "tiny_deberta_nli"
@@ -60,16 +61,7 @@ def make_lm(folder: Path) -> Path:
                          num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                          head_dim=16, max_position_embeddings=512, tie_word_embeddings=True)
     model = Qwen3ForCausalLM(config).eval()
-    # Random weights would make greedy decoding pick an end token at once now and then; with
-    # their (tied) embeddings zero they score 0 against the random others, so the samples run
-    # their length.
-    from transformers import PreTrainedTokenizerFast
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(TOKENIZER))
-    with torch.no_grad():
-        for t in END_TOKENS:
-            i = tok.convert_tokens_to_ids(t)
-            if i is not None and i != tok.unk_token_id:
-                model.model.embed_tokens.weight[i].zero_()
+    silence_end_tokens(model, TOKENIZER)
     model.save_pretrained(folder, safe_serialization=True)
     (folder / "generation_config.json").unlink(missing_ok=True)
     shutil.copy(TOKENIZER, folder / "tokenizer.json")

