@@ -62,6 +62,25 @@ struct qwen_decoder::impl {
     return torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   }
 
+  /// An additive mask [B, 1, T, past + T] for `len` queries after `past` keys: causal, and
+  /// the padding keys of `mask` [B, past + T] out. The lowest finite value rather than -inf
+  /// keeps a padding query row (all keys masked) finite.
+  torch::Tensor causal_bias(const torch::Tensor& mask, int64_t batch, int64_t len,
+                            int64_t past) const {
+    const int64_t total = past + len;
+    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(where.device);
+    auto key_pos = torch::arange(total, opts).view({1, total});
+    auto query_pos = (torch::arange(len, opts) + past).view({len, 1});
+    auto allowed = (key_pos <= query_pos).unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);
+    const double lowest = where.dtype == torch::kFloat32
+                            ? static_cast<double>(std::numeric_limits<float>::lowest())
+                            : -1e4;
+    return torch::zeros({batch, len, total},
+                        torch::TensorOptions().dtype(where.dtype).device(where.device))
+      .masked_fill(allowed.logical_not(), lowest)
+      .unsqueeze(1);
+  }
+
   /// Runs `ids` [B, T] at `positions` [B, T]; `mask` [B, past + T] marks real tokens, and
   /// `padded` says whether any is 0. Appends the new keys and values to `cache` (when given)
   /// and returns the final-norm hidden states.
@@ -84,20 +103,7 @@ struct qwen_decoder::impl {
     // and SDPA can take its fused kernels (flash attention on a GPU): a decoding step is then
     // one kernel per layer, not the masked path's several and its copies of the keys.
     const bool unmasked = !padded && (past == 0 || len == 1);
-    // Else an additive mask [B, 1, T, past + T]: causal, and padding keys out. The lowest
-    // finite value rather than -inf keeps a padding query row (all keys masked) finite.
-    torch::Tensor bias;
-    if (!unmasked) {
-    auto opts = torch::TensorOptions().dtype(torch::kInt64).device(where.device);
-    auto key_pos = torch::arange(total, opts).view({1, total});
-    auto query_pos = (torch::arange(len, opts) + past).view({len, 1});
-    auto allowed = (key_pos <= query_pos).unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);
-    auto lowest = where.dtype == torch::kFloat32 ? static_cast<double>(std::numeric_limits<float>::lowest())
-                                           : -1e4;
-    bias = torch::zeros({batch, len, total}, torch::TensorOptions().dtype(where.dtype).device(where.device))
-             .masked_fill(allowed.logical_not(), lowest)
-             .unsqueeze(1);
-    }
+    const auto bias = unmasked ? torch::Tensor{} : causal_bias(mask, batch, len, past);
     for (size_t l = 0; l < layers.size(); ++l) {
       const auto& w = layers[l];
       auto x = rms_norm(h, w.ln1);
