@@ -10,6 +10,7 @@
 #include "backends/cpu/verl_rules.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
+#include "common/json_text.hpp"
 
 namespace arbiter::backends::cpu {
 
@@ -56,11 +57,13 @@ item_outcome score_math_dapo(const score_item& item, const cpu_limits& /*limits*
                            parse_strict_box_verify(merged_options(item)));
   item_outcome out;
   out.score = r.score;
-  nlohmann::json extra = {{"acc", r.acc}, {"pred", nullptr}};
+  out.extra = r.acc ? R"({"acc":true,"pred":)" : R"({"acc":false,"pred":)";
   if (r.pred) {
-    extra["pred"] = *r.pred;
+    append_json_string(out.extra, *r.pred);
+  } else {
+    out.extra += "null";
   }
-  out.extra = extra.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out.extra += '}';
   return out;
 }
 

@@ -81,8 +81,12 @@ std::vector<std::string_view> regex::find_all(std::string_view text, int group) 
   const bool utf = impl_->utf;
   std::size_t offset = 0;
   uint32_t options = 0;
+  bool checked = false;
   while (offset <= text.size()) {
-    int rc = impl_->match(text, offset, options, m.get());
+    // PCRE2 checks the subject's UTF-8 on every call, from the offset to the end; once is
+    // enough (an invalid subject fails the first call).
+    int rc = impl_->match(text, offset, options | (checked ? PCRE2_NO_UTF_CHECK : 0u), m.get());
+    checked = true;
     if (rc == PCRE2_ERROR_NOMATCH) {
       if (options == 0) {
         break;

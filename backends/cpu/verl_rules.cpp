@@ -32,9 +32,7 @@ constexpr std::size_t gsm8k_clip_chars = 300; // _SOLUTION_CLIP_CHARS
 std::optional<std::string> gsm8k_extract(std::string_view solution, bool flexible) {
   static const py::regex strict{R"(#### (\-?[0-9\.\,]+))"};
   static const py::regex any_number{R"((\-?[0-9\.\,]+))"};
-  if (py::len(solution) > gsm8k_clip_chars) {
-    solution = py::last(solution, gsm8k_clip_chars);
-  }
+  solution = py::last(solution, gsm8k_clip_chars); // the whole string when it is shorter
   if (!flexible) {
     auto solutions = strict.find_all(solution, 1);
     if (solutions.empty()) {
