@@ -213,6 +213,24 @@ TEST(PythonRegex, FindAllAndSubFollowPythonsRe) {
   EXPECT_THROW(py::regex{"("}, std::invalid_argument);
 }
 
+TEST(PythonRegex, ValidUtf8IsMatchedUncheckedAndInvalidUtf8IsStillRefused) {
+  // Valid subjects skip PCRE2's own check (simdjson validates them once); matches after
+  // multi-byte characters keep their offsets.
+  py::regex number{R"((\-?[0-9\.\,]+))"};
+  auto all = number.find_all("\xC3\xA9 1 \xE2\x82\xAC 22 \xF0\x9F\x98\x80 333", 1);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2], "333");
+  EXPECT_EQ(number.sub("\xC3\xA9 1 \xE2\x82\xAC", "#"), "\xC3\xA9 # \xE2\x82\xAC");
+  // An invalid subject (a lone continuation byte, a surrogate) is PCRE2's to refuse, as before.
+  for (std::string bad : {"1 \x80 2", "1 \xED\xA0\x80 2", "\xC3"}) {
+    EXPECT_THROW(number.find_all(bad, 1), std::runtime_error) << bad;
+    EXPECT_THROW(number.sub(bad, "#"), std::runtime_error) << bad;
+  }
+  // A bytes pattern never checks.
+  py::regex bytes{"[0-9]+", py::regex::bytes};
+  EXPECT_EQ(bytes.find_all("1 \x80 2", 0).size(), 2u);
+}
+
 TEST(PythonStr, CodePointsAndUnicodeClasses) {
   EXPECT_EQ(py::len("héllo"), 5u);
   EXPECT_EQ(py::last("héllo", 4), "éllo");
