@@ -223,8 +223,8 @@ bool bind_reward(score_item& item, const backends::reward_entry& reward,
   item.options = reward.options;
   item.fallback = reward.fallback;
   item.route_suffix = reward.route_suffix;
-  if (!backends::option_keys(item.kind).empty()) {
-    auto options = backends::merged_options(item);
+  if (const auto& keys = backends::option_keys(item.kind); !keys.empty()) {
+    auto options = backends::merged_options(item, keys);
     if (auto problem = backends::check_options(item.kind, options)) {
       // Configured options were checked at start-up, so a bad value came with the item.
       err = {refusal::invalid, prefix + ".extra_info." + problem->key,

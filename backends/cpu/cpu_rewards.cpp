@@ -44,8 +44,8 @@ item_outcome score_exact_match(const score_item& item, const cpu_limits& /*limit
 }
 
 item_outcome score_gsm8k(const score_item& item, const cpu_limits& /*limits*/) {
-  return success(
-      verl::gsm8k(item.solution_str, item.ground_truth, parse_gsm8k_options(merged_options(item))));
+  auto options = parse_gsm8k_options(merged_options(item, option_keys(item.kind)));
+  return success(verl::gsm8k(item.solution_str, item.ground_truth, options));
 }
 
 item_outcome score_math(const score_item& item, const cpu_limits& /*limits*/) {
@@ -54,7 +54,7 @@ item_outcome score_math(const score_item& item, const cpu_limits& /*limits*/) {
 
 item_outcome score_math_dapo(const score_item& item, const cpu_limits& /*limits*/) {
   auto r = verl::math_dapo(item.solution_str, item.ground_truth,
-                           parse_strict_box_verify(merged_options(item)));
+                           parse_strict_box_verify(merged_options(item, option_keys(item.kind))));
   item_outcome out;
   out.score = r.score;
   out.extra = r.acc ? R"({"acc":true,"pred":)" : R"({"acc":false,"pred":)";
@@ -68,8 +68,8 @@ item_outcome score_math_dapo(const score_item& item, const cpu_limits& /*limits*
 }
 
 item_outcome score_search_r1_qa_em(const score_item& item, const cpu_limits& /*limits*/) {
-  return success(verl::search_r1_qa_em(item.solution_str, item.ground_truth,
-                                       parse_search_r1_options(merged_options(item))));
+  auto options = parse_search_r1_options(merged_options(item, option_keys(item.kind)));
+  return success(verl::search_r1_qa_em(item.solution_str, item.ground_truth, options));
 }
 
 namespace {

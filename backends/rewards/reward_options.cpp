@@ -1,10 +1,14 @@
 #include "backends/rewards/reward_options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include <simdjson.h>
 
 #include "backends/rewards/judge_template.hpp"
 #include "backends/rewards/reward_kinds.hpp"
@@ -369,6 +373,83 @@ nlohmann::json merged_options(std::string_view options, std::string_view extra_i
 
 nlohmann::json merged_options(const score_item& item) {
   return merged_options(item.options, item.extra_info);
+}
+
+namespace {
+
+/// The raw JSON text of `value`, whatever its type.
+bool raw_text(simdjson::ondemand::value& value, std::string_view& raw) {
+  simdjson::ondemand::json_type type;
+  if (value.type().get(type)) {
+    return false;
+  }
+  if (type == simdjson::ondemand::json_type::object) {
+    simdjson::ondemand::object object;
+    return !value.get_object().get(object) && !object.raw_json().get(raw);
+  }
+  if (type == simdjson::ondemand::json_type::array) {
+    simdjson::ondemand::array array;
+    return !value.get_array().get(array) && !array.raw_json().get(raw);
+  }
+  raw = value.raw_json_token();
+  return true;
+}
+
+/// The fields of the JSON object `text` named in `keys`, each value parsed as parse_object
+/// parses it (the last of repeated keys wins); nullopt where simdjson cannot walk the text as
+/// an object, for the caller to parse it whole.
+std::optional<json> wanted_fields(std::string_view text, const std::vector<std::string>& keys) {
+  thread_local simdjson::ondemand::parser parser;
+  thread_local std::string buffer; // simdjson reads up to SIMDJSON_PADDING bytes past the end
+  buffer.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  buffer.assign(text.data(), text.size());
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::object object;
+  if (parser.iterate(buffer.data(), buffer.size(), buffer.capacity()).get(doc)
+      || doc.get_object().get(object)) {
+    return std::nullopt;
+  }
+  json out = json::object();
+  for (auto field : object) {
+    std::string_view key;
+    simdjson::ondemand::value value;
+    if (field.unescaped_key().get(key) || field.value().get(value)) {
+      return std::nullopt;
+    }
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      continue; // the iteration skips the value
+    }
+    std::string name{key};
+    std::string_view raw;
+    if (!raw_text(value, raw)) {
+      return std::nullopt;
+    }
+    auto parsed = json::parse(raw.begin(), raw.end(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) {
+      return std::nullopt;
+    }
+    out[name] = std::move(parsed);
+  }
+  return out;
+}
+
+} // namespace
+
+nlohmann::json merged_options(const score_item& item, const std::vector<std::string>& keys) {
+  if (item.extra_info.empty()) {
+    return parse_object(item.options);
+  }
+  auto extra = wanted_fields(item.extra_info, keys);
+  if (!extra) {
+    return merged_options(item);
+  }
+  auto merged = parse_object(item.options);
+  for (auto it = extra->begin(); it != extra->end(); ++it) {
+    if (!it->is_null()) {
+      merged[it.key()] = std::move(*it);
+    }
+  }
+  return merged;
 }
 
 const std::vector<std::string>& option_keys(std::string_view kind) {

@@ -75,6 +75,12 @@ nlohmann::json merged_options(std::string_view options, std::string_view extra_i
 /// The item's merged options (see above).
 nlohmann::json merged_options(const score_item& item);
 
+/// The item's merged options where only the extra_info keys in `keys` are read: the same
+/// values as merged_options(item) under those keys, for well-formed extra_info (the codecs
+/// refuse any other). The other fields are skipped unparsed, which matters when a trainer
+/// passes its whole row (verl: the question and the reference solution) in extra_info.
+nlohmann::json merged_options(const score_item& item, const std::vector<std::string>& keys);
+
 /// The known option keys of `kind` (its registry entry's), checked in `check_options`; empty
 /// for kinds without options.
 const std::vector<std::string>& option_keys(std::string_view kind);

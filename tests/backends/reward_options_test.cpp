@@ -67,6 +67,38 @@ TEST(RewardOptions, NullInExtraInfoLeavesTheRewardsOption) {
   EXPECT_EQ(merged, (json{{"length_penalty", "sqrt"}}));
 }
 
+TEST(RewardOptions, ReadingOnlySomeKeysGivesTheirFullMergeValues) {
+  // Every key of `keys` as merged_options(item) has it, the others skipped: nested values,
+  // escapes, numbers as nlohmann reads them, nulls, repeated keys (the last wins) and text
+  // that is not an object.
+  const std::vector<std::string> keys{"a", "b\"c", "n", "s", "z"};
+  const char* options = R"({"a":0,"z":"reward","other":1})";
+  for (const char* extra : {
+         R"({"a":{"x":[1,{"y":null}]},"question":"long \" text","n":1e400})",
+         R"({"b\"c":[1,2.50,-0],"n":18446744073709551616,"s":"\u00e9\n"})",
+         R"({"a":1,"a":2,"z":null,"answer":{"deep":[[[]]]}})",
+         R"({"a":1,"a":null})",
+         R"({"s":"x","index":7,"split":"train"})",
+         R"( { "a" : true , "n" : -12 } )",
+         R"({})", R"([1])", R"("text")", R"(7)", R"()",
+       }) {
+    score_item item;
+    item.options = options;
+    item.extra_info = extra;
+    json whole = merged_options(item);
+    json some = merged_options(item, keys);
+    for (const auto& key : keys) {
+      EXPECT_EQ(whole.contains(key), some.contains(key)) << extra << " " << key;
+      if (whole.contains(key) && some.contains(key)) {
+        EXPECT_EQ(whole[key].dump(), some[key].dump()) << extra << " " << key;
+      }
+    }
+    EXPECT_FALSE(some.contains("question") || some.contains("answer") || some.contains("index"))
+      << extra;
+    EXPECT_TRUE(some.contains("other")) << "the reward's own options stay whole: " << extra;
+  }
+}
+
 TEST(RewardOptions, MergedOptionsOfAnItem) {
   score_item item;
   item.options = R"({"n":3,"temperature":0.5})";
