@@ -13,7 +13,10 @@ reasoning text):
 - Arbiter, single items: one item per request over --single-connections connections.
 
 Items with verl's default options carry only data_source (Arbiter's default data_source map
-picks the reward); the others name the reward and carry the options in extra_info. Every
+picks the reward); the others name the reward and carry the options in extra_info. With
+--row-extra-info every item's extra_info also carries the dataset row that verl's data
+preprocessing puts there and the verl client forwards (split, index, the question and the
+reference solution, about 700 characters); verl's functions ignore it. Every
 Arbiter score is first checked against verl's: the run stops on any difference. Prints a
 markdown table with the ratios to verl and writes OUT/rule_rewards.json. About a minute.
 
@@ -24,6 +27,7 @@ import argparse
 import importlib.util
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -107,7 +111,7 @@ def check_equal(url, cases, batch=1000):
     mismatches = []
     for start in range(0, len(cases), batch):
         chunk = cases[start:start + batch]
-        results, why = corpus.post(url, [corpus.item_of(c) for c in chunk], 120.0)
+        results, why = corpus.post(url, [item_of(c) for c in chunk], 120.0)
         if results is None:
             sys.exit(f"ABORT: /v1/score refused the correctness batch at case {start}: {why}")
         for c, r in zip(chunk, results):
@@ -122,12 +126,30 @@ def check_equal(url, cases, batch=1000):
     score_bench.log(f"all {len(cases)} Arbiter scores equal verl's")
 
 
+def add_rows(cases, seed):
+    """Gives each case the extra_info row verl's gsm8k preprocessing writes (split, index,
+    question, answer), its texts cut from other cases' outputs; the case's options stay."""
+    rng = random.Random(seed)
+    texts = [c["solution_str"] for c in cases]
+    for index, c in enumerate(cases):
+        question, answer = rng.choice(texts)[:300], rng.choice(texts)[:400]
+        c["row"] = {"split": "train", "index": index, "question": question, "answer": answer}
+
+
+def item_of(case):
+    """corpus.item_of, with the case's dataset row (add_rows) in extra_info."""
+    item = corpus.item_of(case)
+    if "row" in case:
+        item["extra_info"] = {**case["row"], **item.get("extra_info", {})}
+    return item
+
+
 def write_bodies(cases, path, items_per_request):
     """The load generator's request bodies, one per line, `items_per_request` cases each."""
     with path.open("w", encoding="utf-8") as f:
         for start in range(0, len(cases) - items_per_request + 1, items_per_request):
             chunk = cases[start:start + items_per_request]
-            f.write(json.dumps({"items": [corpus.item_of(c) for c in chunk]},
+            f.write(json.dumps({"items": [item_of(c) for c in chunk]},
                                ensure_ascii=False) + "\n")
 
 
@@ -141,6 +163,8 @@ def main():
     p.add_argument("--seed", type=int, default=20261124)
     p.add_argument("--reasoning-chars", type=int, default=2000,
                    help="reasoning text before each output, on average (0: the bare outputs)")
+    p.add_argument("--row-extra-info", action="store_true",
+                   help="extra_info carries verl's dataset row too (as the verl client sends it)")
     p.add_argument("--verl-s", type=float, default=5.0,
                    help="least seconds of verl calls (whole passes over the corpus)")
     p.add_argument("--batch-size", type=int, default=256)
@@ -161,6 +185,8 @@ def main():
     machine = score_bench.machine_info()
     functions = corpus.load_functions(corpus.verl_dir(args.verl_dir))
     cases = list(corpus.generate(functions, args.seed, args.per_function, args.reasoning_chars))
+    if args.row_extra_info:
+        add_rows(cases, args.seed)
     mean_chars = statistics.mean(len(c["solution_str"]) for c in cases)
     score_bench.log(f"corpus: {len(cases)} cases ({args.per_function} per function), "
                     f"solution_str {mean_chars:.0f} characters on average, "
@@ -198,7 +224,9 @@ def main():
         srv.stop()
 
     print(f"\nverl 0.9.1 rule rewards vs Arbiter, {len(cases)} cases of "
-          f"{mean_chars:.0f} characters on average, {machine['cpu_model']}, "
+          f"{mean_chars:.0f} characters on average"
+          f"{', with verl dataset rows in extra_info' if args.row_extra_info else ''}, "
+          f"{machine['cpu_model']}, "
           f"{machine['nproc']} cores, load {machine['loadavg_1m']}, "
           f"{time.strftime('%Y-%m-%d')}\n")
     print("| path | items/s | p50 ms | p99 ms | × verl | errors |")
