@@ -101,6 +101,42 @@ def test_options_from_extra_info_are_checked(server):
     assert body["error"]["field"] == "items[0].extra_info.method"
 
 
+def verl_row(index, case):
+    """The extra_info row verl's data preprocessing writes and its client forwards: split and
+    index, the question and the reference solution (LaTeX, quotes, unicode), with any options."""
+    return {"split": "train", "index": index,
+            "question": "Compute \\frac{3}{4} of \"12\" apples — how many? ÷ Ελλάδα \u2028 end",
+            "answer": case["solution_str"][:400], "nested": {"method": "strict", "list": [1, None]},
+            **case["options"]}
+
+
+def test_a_trainers_dataset_row_in_extra_info_changes_no_score(server):
+    # Only the reward's own keys are read from extra_info; the rest of the row is skipped.
+    cases = load_cases()
+    items = []
+    for index, case in enumerate(cases):
+        item = as_item(case)
+        item["extra_info"] = verl_row(index, case)
+        items.append(item)
+    mismatches = []
+    for start in range(0, len(items), 500):
+        status, _, body = server.score({"items": items[start:start + 500]})
+        assert status == 200, body
+        for case, result in zip(cases[start:start + 500], body["results"]):
+            got = {"score": result["score"]}
+            if case["fn"] == "math_dapo":
+                got.update(result.get("extra", {}))
+            if got != case["expected"]:
+                mismatches.append((case, got))
+    assert not mismatches, f"{len(mismatches)} of {len(cases)} differ; first: {mismatches[:3]}"
+    # A bad option among the row's fields is still refused by name.
+    row = verl_row(0, {"solution_str": "", "options": {"format_score": "high"}})
+    status, _, body = server.score({"items": [
+        {"reward": "gsm8k", "solution_str": "#### 1", "ground_truth": "1", "extra_info": row}]})
+    assert status == 400, body
+    assert body["error"]["field"] == "items[0].extra_info.format_score"
+
+
 @pytest.mark.parametrize("truth", [{"target": "Paris"}, ["Paris"], "Paris"])
 def test_search_r1_ground_truth_shapes(server, truth):
     status, _, body = server.score({"items": [
