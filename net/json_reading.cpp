@@ -1,5 +1,7 @@
 #include "net/json_reading.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "net/number_text.hpp"
 
 namespace arbiter::net {
@@ -44,7 +46,14 @@ bool json_body_reader::finish(codec_error& err, bool present, const std::string&
 
 bool well_formed_json(std::string_view text) {
   thread_local simdjson::dom::parser parser;
-  return !parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error();
+  auto error = parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error();
+  if (error == simdjson::NUMBER_ERROR || error == simdjson::NUMBER_OUT_OF_RANGE) {
+    // simdjson's DOM holds no integer past 64 bits (a Python int id, a 128-bit hash), though
+    // it is valid JSON: nlohmann's validator decides those (it reads them as doubles, and still
+    // refuses a malformed number or one past the doubles, such as 1e400).
+    return nlohmann::json::accept(text.begin(), text.end());
+  }
+  return !error;
 }
 
 std::string field_path(const std::string& where, std::string_view key) {

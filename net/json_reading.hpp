@@ -38,7 +38,8 @@ private:
 
 /// Whether `text` is one well-formed JSON value. On-demand parsing checks only the brackets
 /// of a value it skips (`raw_json`), so a value kept as text (an item's `extra_info`) is
-/// checked whole before it is passed on.
+/// checked whole before it is passed on. Integers past 64 bits are well-formed; numbers past
+/// the doubles (1e400) are not.
 bool well_formed_json(std::string_view text);
 
 /// The path of field `key` of the object at `where` ("body" for the top level): `key`, or

@@ -103,8 +103,9 @@ def test_options_from_extra_info_are_checked(server):
 
 def verl_row(index, case):
     """The extra_info row verl's data preprocessing writes and its client forwards: split and
-    index, the question and the reference solution (LaTeX, quotes, unicode), with any options."""
-    return {"split": "train", "index": index,
+    index, a 128-bit id, the question and the reference solution (LaTeX, quotes, unicode), with
+    any options."""
+    return {"split": "train", "index": index, "uuid": 2 ** 127 + index,
             "question": "Compute \\frac{3}{4} of \"12\" apples — how many? ÷ Ελλάδα \u2028 end",
             "answer": case["solution_str"][:400], "nested": {"method": "strict", "list": [1, None]},
             **case["options"]}

@@ -7,6 +7,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/replay_writer.hpp"
+#include "backends/rewards/reward_options.hpp"
 #include "net/http_metrics.hpp"
 #include "scheduler/scheduler_metrics.hpp"
 
@@ -66,6 +67,28 @@ TEST_F(ScoreCodec, DecodesTheIssueExample) {
   EXPECT_EQ(out.items[1].ground_truth, (std::vector<std::string>{"Paris", "paris, France"}));
   EXPECT_EQ(out.items[1].data_source, "geo");
   EXPECT_EQ(out.items[1].extra_info, R"({"prompt": "x", "nested": [1, 2]})");
+}
+
+TEST_F(ScoreCodec, ExtraInfoMayHoldIntegersPast64Bits) {
+  // A trainer's row may carry a Python int id or a 128-bit hash; simdjson's DOM cannot hold
+  // them, but they are valid JSON and pass on as given (the options are still read).
+  std::string body = R"({"items": [
+      {"reward": "lexical", "solution_str": "a", "ground_truth": "b",
+       "extra_info": {"id": 123456789012345678901234567890, "neg": -9223372036854775809}},
+      {"reward": "gsm8k", "solution_str": "#### 1", "ground_truth": "1",
+       "extra_info": {"uuid": 340282366920938463463374607431768211455, "method": "flexible"}}]})";
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(body, ctx_, out, err)) << err.message;
+  ASSERT_EQ(out.items.size(), 2u);
+  EXPECT_EQ(out.items[0].extra_info,
+            R"({"id": 123456789012345678901234567890, "neg": -9223372036854775809})");
+  EXPECT_EQ(backends::merged_options(out.items[1], backends::option_keys("gsm8k")).at("method"),
+            "flexible");
+  auto bad = refusal(R"({"items": [{"reward": "gsm8k", "solution_str": "#### 1",
+      "ground_truth": "1", "extra_info": {"uuid": 340282366920938463463374607431768211455,
+      "method": "loose"}}]})");
+  EXPECT_EQ(bad.field, "items[0].extra_info.method");
 }
 
 TEST_F(ScoreCodec, ReadsGroupsFromItemsOrTheRequest) {
@@ -173,6 +196,15 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": [1 2]}}]})",
      "items[0].extra_info", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": tru}}]})",
+     "items[0].extra_info", 400},
+    // Numbers: malformed, or past the doubles (an integer past 64 bits is fine, below).
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 01}}]})",
+     "items[0].extra_info", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 1.}}]})",
+     "items[0].extra_info", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 1e400}}]})",
+     "items[0].extra_info", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 123456789012345678901234567890, "b": 01}}]})",
      "items[0].extra_info", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "priority": "urgent"})",
      "priority", 400},
