@@ -12,6 +12,7 @@
 
 #include "backends/rewards/judge_template.hpp"
 #include "backends/rewards/reward_kinds.hpp"
+#include "common/text_excerpt.hpp"
 
 namespace arbiter::backends {
 
@@ -28,12 +29,21 @@ json parse_object(std::string_view text) {
   return parsed.is_object() ? parsed : json::object();
 }
 
-/// "'cubic'" for a string, the JSON text otherwise ("-1", "true", "[1]").
+/// "'cubic'" for a string, the JSON text otherwise ("-1", "true", "[1]"); past its first 64
+/// bytes (cut on a character boundary) a value is shown as its opening and "...", so an
+/// error never echoes a whole megabyte back.
 std::string shown(const json& value) {
-  if (value.is_string()) {
-    return "'" + value.get<std::string>() + "'";
+  constexpr size_t most = 64;
+  const bool text = value.is_string();
+  std::string whole =
+    text ? value.get<std::string>() : value.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string out = text ? "'" : "";
+  out += utf8_prefix(whole, most);
+  out += text ? "'" : "";
+  if (whole.size() > most) {
+    out += "...";
   }
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+  return out;
 }
 
 std::string got(const json& value) {

@@ -147,6 +147,22 @@ TEST(RewardOptions, TheFirstBadKeyInTheKindsOrderIsReported) {
   EXPECT_EQ(found->key, "length_penalty");
 }
 
+TEST(RewardOptions, ALongBadValueIsShownByItsOpening) {
+  // 100 "é" (200 bytes): the first 32 characters, cut on a character boundary, and "...".
+  std::string long_text;
+  for (int i = 0; i < 100; ++i) {
+    long_text += "\xC3\xA9";
+  }
+  auto found = check_options("gsm8k", json{{"method", long_text}});
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->reason, "must be one of strict, flexible (got '" + long_text.substr(0, 64)
+                             + "'...)");
+  found = check_options("gsm8k", json{{"method", json::array({json(long_text)})}});
+  ASSERT_TRUE(found);
+  EXPECT_LT(found->reason.size(), 140u) << found->reason;
+  EXPECT_NE(found->reason.find("...)"), std::string::npos) << found->reason;
+}
+
 // ---- embedding -----------------------------------------------------------------------------
 
 TEST(RewardOptions, EmbeddingLengthPenalty) {
