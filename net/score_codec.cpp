@@ -24,18 +24,29 @@ bool read_tag(ondemand::value value, std::string& out, const std::string& field,
   }
   if (type == ondemand::json_type::number) {
     int64_t n = 0;
-    if (value.get_int64().get(n)) {
+    if (!value.get_int64().get(n)) {
+      out = std::to_string(n);
+      return true;
+    }
+    // An integer past 64 bits is its own digits (as Python's str() writes it); a fraction or
+    // an exponent is no tag.
+    std::string_view token = value.raw_json_token();
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n'
+                              || token.back() == '\r')) {
+      token.remove_suffix(1);
+    }
+    auto digits = token.substr(!token.empty() && token.front() == '-' ? 1 : 0);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
       err = {refusal::invalid, field, field + ": expected a string or an integer"};
       return false;
     }
-    out = std::to_string(n);
-    return true;
-  }
-  if (type != ondemand::json_type::string) {
+    out.assign(token);
+  } else if (type == ondemand::json_type::string) {
+    if (!read_string(value, out, field, err)) {
+      return false;
+    }
+  } else {
     err = {refusal::invalid, field, field + ": expected a string or an integer"};
-    return false;
-  }
-  if (!read_string(value, out, field, err)) {
     return false;
   }
   if (out.size() > max_tag_bytes) {

@@ -109,6 +109,14 @@ TEST_F(ScoreCodec, ReadsGroupsFromItemsOrTheRequest) {
   EXPECT_EQ(out.items[3].group, "p7");
   EXPECT_EQ(out.items[0].group_deadline_ms, 0u);
 
+  score_request_body big;
+  ASSERT_TRUE(decode_score_request(
+    R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b",
+                   "group":-123456789012345678901234567890 }]})",
+    ctx_, big, err))
+    << err.message;
+  EXPECT_EQ(big.items[0].group, "-123456789012345678901234567890") << "an integer past 64 bits";
+
   score_request_body timed;
   ASSERT_TRUE(decode_score_request(
     R"({"group_deadline_ms": 5000, "items": [
@@ -221,6 +229,10 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":[1]}]})",
      "items[0].group", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":1.5}]})",
+     "items[0].group", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":1e30}]})",
+     "items[0].group", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","group":123456789012345678901234567890.5}]})",
      "items[0].group", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b"}], "group_id": true})",
      "group_id", 400},
