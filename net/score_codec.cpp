@@ -5,6 +5,7 @@
 
 #include "backends/rewards/reward_options.hpp"
 #include "net/json_reading.hpp"
+#include "net/number_text.hpp"
 
 namespace arbiter::net {
 
@@ -23,24 +24,15 @@ bool read_tag(ondemand::value value, std::string& out, const std::string& field,
     return true;
   }
   if (type == ondemand::json_type::number) {
-    int64_t n = 0;
-    if (!value.get_int64().get(n)) {
-      out = std::to_string(n);
-      return true;
-    }
-    // An integer past 64 bits is its own digits (as Python's str() writes it); a fraction or
-    // an exponent is no tag.
+    // An integer of any size is named by its digits, as Python's str() writes it; a token
+    // with a fraction or an exponent is a float, which names no tag.
     std::string_view token = value.raw_json_token();
-    while (!token.empty() && (token.back() == ' ' || token.back() == '\t' || token.back() == '\n'
-                              || token.back() == '\r')) {
-      token.remove_suffix(1);
-    }
-    auto digits = token.substr(!token.empty() && token.front() == '-' ? 1 : 0);
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    auto text = python_number_text(token);
+    if (!text || token.find_first_of(".eE") != std::string_view::npos) {
       err = {refusal::invalid, field, field + ": expected a string or an integer"};
       return false;
     }
-    out.assign(token);
+    out = std::move(*text);
   } else if (type == ondemand::json_type::string) {
     if (!read_string(value, out, field, err)) {
       return false;

@@ -36,25 +36,30 @@ def as_item(case):
     return item
 
 
-def test_every_corpus_case_scores_as_verl_does(server):
-    cases = load_cases()
-    assert {c["fn"] for c in cases} == set(VERL_DATA_SOURCES)
+def assert_scored_as_verl(server, cases, items):
+    """Posts `items` (one per case) in chunks; every result must be ok and equal to verl's,
+    math_dapo's extra included and no extra for the others."""
     mismatches = []
     for start in range(0, len(cases), 500):
         chunk = cases[start:start + 500]
-        status, _, body = server.score({"items": [as_item(c) for c in chunk]})
+        status, _, body = server.score({"items": items[start:start + 500]})
         assert status == 200, body
         for case, result in zip(chunk, body["results"]):
-            expected = case["expected"]
             got = {"score": result["score"]}
             if case["fn"] == "math_dapo":
                 got.update(result.get("extra", {}))
             else:
                 assert "extra" not in result
             assert result["status"] == "ok", result
-            if got != expected:
+            if got != case["expected"]:
                 mismatches.append((case, got))
     assert not mismatches, f"{len(mismatches)} of {len(cases)} differ; first: {mismatches[:3]}"
+
+
+def test_every_corpus_case_scores_as_verl_does(server):
+    cases = load_cases()
+    assert {c["fn"] for c in cases} == set(VERL_DATA_SOURCES)
+    assert_scored_as_verl(server, cases, [as_item(c) for c in cases])
 
 
 def test_unknown_and_unported_data_sources_are_refused_naming_them(server):
@@ -114,22 +119,9 @@ def verl_row(index, case):
 def test_a_trainers_dataset_row_in_extra_info_changes_no_score(server):
     # Only the reward's own keys are read from extra_info; the rest of the row is skipped.
     cases = load_cases()
-    items = []
-    for index, case in enumerate(cases):
-        item = as_item(case)
-        item["extra_info"] = verl_row(index, case)
-        items.append(item)
-    mismatches = []
-    for start in range(0, len(items), 500):
-        status, _, body = server.score({"items": items[start:start + 500]})
-        assert status == 200, body
-        for case, result in zip(cases[start:start + 500], body["results"]):
-            got = {"score": result["score"]}
-            if case["fn"] == "math_dapo":
-                got.update(result.get("extra", {}))
-            if got != case["expected"]:
-                mismatches.append((case, got))
-    assert not mismatches, f"{len(mismatches)} of {len(cases)} differ; first: {mismatches[:3]}"
+    items = [{**as_item(case), "extra_info": verl_row(index, case)}
+             for index, case in enumerate(cases)]
+    assert_scored_as_verl(server, cases, items)
     # A bad option among the row's fields is still refused by name.
     row = verl_row(0, {"solution_str": "", "options": {"format_score": "high"}})
     status, _, body = server.score({"items": [
