@@ -54,6 +54,7 @@ void deliver_finished(scheduler_actor* self) {
     score_reply reply;
     reply.results = std::move(done.results);
     reply.groups = std::move(done.groups);
+    reply.items = std::move(done.items);
     reply_to(std::move(reply));
   }
   if (st.core->draining() && st.core->idle()) {

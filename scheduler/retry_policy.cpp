@@ -146,8 +146,8 @@ retry_budget::slot retry_budget::totals() const {
   return sum;
 }
 
-void retry_budget::on_request() {
-  ++current().requests;
+void retry_budget::on_request(uint64_t count) {
+  current().requests += count;
 }
 
 void retry_budget::on_retry() {

@@ -108,8 +108,8 @@ class retry_budget {
 public:
   retry_budget(const retry_budget_config& cfg, const time_source& clock);
 
-  /// Records a new request (its first attempt; retries are not requests).
-  void on_request();
+  /// Records `count` new requests (first attempts; retries are not requests).
+  void on_request(uint64_t count = 1);
 
   /// Whether one more retry fits: retries in the window stay below
   /// max(min_retries, retry_ratio × requests in the window).

@@ -327,9 +327,10 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     batch.items.push_back(req.items[index]);
     batch.priority = std::min(batch.priority, req.priority);
     batch.deadline = std::min(batch.deadline, req.deadline);
-    retry_budget_.on_request();
-    hedge_budget_.on_request();
   }
+  // Once per batch: each call reads the clock.
+  retry_budget_.on_request(items.size());
+  hedge_budget_.on_request(items.size());
   for (auto [rid, index] : items) {
     const auto& req = requests_.at(rid);
     record.prompt_tokens += req.tokens[index];
