@@ -7,14 +7,16 @@ side by side in one run, and prints a table of resident memory (RSS):
   idle     RSS after the bursts, once the server has sat idle for --idle-s seconds
   kept     (idle - warm) / (peak - warm): how much of the burst's growth stayed
 
-Variants: `glibc` (the build as it is, with its own trimming; see docs/architecture.md),
-`glibc-untrimmed` (server.return_memory = false: glibc with no trimming), `jemalloc` (Debian's
-libjemalloc2 preloaded, when installed).
+Variants: `as built` (the build as it is: jemalloc, purged once the server goes idle after
+work, server.return_memory; see docs/architecture.md), `untrimmed` (server.return_memory =
+false: the allocator's own decay alone), and with --glibc-bin, a build configured with
+-DARBITER_JEMALLOC=OFF (glibc's malloc, trimmed the same way).
 
 Each burst: --big large /v1/score requests (--items lexical items of ~--chars characters each,
 four at a time) and --small single-item requests from 32 threads, as careless clients send them.
 
-  python3 bench/memory_bench.py --bin build/arbiter [--rounds 3] [--plot bench/results/memory.png]
+  python3 bench/memory_bench.py --bin build/arbiter [--glibc-bin build-glibc/arbiter] [--rounds 3]
+                                [--plot bench/results/memory.png]
 """
 import argparse
 import json
@@ -26,11 +28,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 import http.client
-
-JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
-
 
 def rss_mb(pid):
     with open(f"/proc/{pid}/status") as f:
@@ -136,6 +134,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="build/arbiter")
+    ap.add_argument("--glibc-bin", help="a build with -DARBITER_JEMALLOC=OFF, run as a third variant")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--big", type=int, default=24, help="large requests per burst")
     ap.add_argument("--items", type=int, default=8192)
@@ -151,13 +150,14 @@ def main():
     small = [small_body(rng) for _ in range(args.small)]
     print(f"big body: {len(bodies[0]) / 1e6:.1f} MB", file=sys.stderr)
 
-    variants = [("glibc", {}), ("glibc-untrimmed", {"ARBITER_SERVER_RETURN_MEMORY": "0"})]
-    if Path(JEMALLOC).exists():
-        variants.append(("jemalloc", {"LD_PRELOAD": JEMALLOC}))
+    variants = [("as built", args.bin, {}),
+                ("untrimmed", args.bin, {"ARBITER_SERVER_RETURN_MEMORY": "0"})]
+    if args.glibc_bin:
+        variants.append(("glibc build", args.glibc_bin, {}))
     results = []
-    for name, env in variants:
+    for name, binary, env in variants:
         print(f"== {name}", file=sys.stderr)
-        results.append(run_variant(name, args.bin, env, args, bodies, small))
+        results.append(run_variant(name, binary, env, args, bodies, small))
 
     idle_cols = " | ".join(f"idle {i + 1}" for i in range(args.rounds))
     print(f"\n| variant | warm MB | peak MB | {idle_cols} | kept |")

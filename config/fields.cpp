@@ -78,7 +78,7 @@ const std::vector<field_descriptor>& scalar_fields() {
           "server.io_threads", 0, max_u32,
           [](const arbiter_config& c) -> int64_t { return c.server.io_threads; },
           [](arbiter_config& c, int64_t v) { c.server.io_threads = static_cast<uint32_t>(v); },
-          "HTTP event-loop threads; 0 means one per core"),
+          "HTTP event-loop threads; 0 means a quarter of the cores (at least 2)"),
       int_field(
           "server.max_body_bytes", 1024, max_i64,
           [](const arbiter_config& c) -> int64_t {

@@ -2,7 +2,9 @@
 
 // Gives freed heap memory back to the OS after a burst (`server.return_memory`). glibc keeps
 // what a burst of large requests freed in its arenas, so without this the process holds its
-// peak for good (bench/memory_bench.py, bench/README.md "Memory after a burst").
+// peak for good; jemalloc (the server's allocator where the build links it) gives it back
+// only after its decay time, bit by bit (bench/memory_bench.py, bench/README.md "Memory after
+// a burst").
 
 #include <cstdint>
 
@@ -20,8 +22,8 @@ public:
   memory_returner(boost::asio::io_context& ioc, const net::http_server& server);
 
   /// Checks once a second: when the server wrote replies since the last trim and none in the
-  /// last second, calls `malloc_trim(0)` (every arena). Does nothing where the C library is
-  /// not glibc.
+  /// last second, purges every jemalloc arena (`arena.<all>.purge`), or under glibc's malloc
+  /// calls `malloc_trim(0)`. Does nothing with any other allocator.
   void start();
 
   /// Stops the checks (before the io_context goes).

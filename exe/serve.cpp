@@ -156,7 +156,8 @@ int serve(const serve_options& options) {
   backends::reward_catalog catalog{cfg};
 
   caf::actor_system_config caf_cfg;
-  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(or_cores(cfg.scheduler.threads)));
+  const uint32_t caf_threads = or_cores(cfg.scheduler.threads);
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(caf_threads));
   caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.scheduler.policy));
   const auto cluster = actors::cluster_settings::from(cfg.cluster);
   if (cfg.cluster.enabled) {
@@ -301,13 +302,13 @@ int serve(const serve_options& options) {
   // pending (e.g. while draining, after the acceptor closed).
   auto keep_running = boost::asio::make_work_guard(ioc);
   std::vector<std::thread> io_threads;
-  auto n_io = or_cores(cfg.server.io_threads);
+  auto n_io = or_share_of_cores(cfg.server.io_threads, 4);
   for (uint32_t i = 0; i < n_io; ++i) {
     io_threads.emplace_back([&ioc] { ioc.run(); });
   }
   std::cout << "listening on http://" << cfg.server.host << ":" << server->port() << std::endl;
   log::info("arbiter ", arbiter::version, ": ", spawned.size(), " worker actors, ", n_io,
-            " io threads, ", or_cores(cfg.scheduler.threads), " scheduler threads");
+            " io threads, ", caf_threads, " scheduler threads");
 
   int signo = stop_signal.get_future().get();
   log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ": draining (up to ",

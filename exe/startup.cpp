@@ -1,5 +1,6 @@
 #include "exe/startup.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -30,6 +31,18 @@ uint32_t or_cores(uint32_t n) {
   }
   auto cores = std::thread::hardware_concurrency();
   return cores == 0 ? 2 : cores;
+}
+
+uint32_t or_share_of_cores(uint32_t n, uint32_t divisor, uint32_t cores) {
+  if (n > 0) {
+    return n;
+  }
+  cores = std::max(cores, 1u);
+  return std::min(cores, std::max(2u, cores / std::max(divisor, 1u)));
+}
+
+uint32_t or_share_of_cores(uint32_t n, uint32_t divisor) {
+  return or_share_of_cores(n, divisor, or_cores(0));
 }
 
 void check_reward_options(const config::arbiter_config& cfg,

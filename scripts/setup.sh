@@ -20,6 +20,7 @@ DEBIAN_PACKAGES=(
   libutf8proc-dev            # Unicode for the CPU rewards
   libpcre2-dev               # regular expressions of verl's rule rewards (PCRE2)
   libsentencepiece-dev       # DeBERTa's spm.model tokenizer (native NLI models)
+  libjemalloc-dev            # the server's allocator (exe/CMakeLists.txt)
   libgtest-dev libgmock-dev  # unit tests
   openssl iproute2           # cluster tests: certificates, network namespaces
   clang libclang-rt-14-dev   # sanitizer and libFuzzer builds (scripts/sanitizers.sh)

@@ -157,3 +157,24 @@ def test_first_stdout_line_names_the_address(make_server):
     assert (status, body) == (200, {"status": "ok"})
     assert s.host == "127.0.0.1" and s.port > 0
     assert s.stop() == 0
+
+
+def test_io_threads_default_to_a_quarter_of_the_cores_and_follow_the_configuration(tmp_path):
+    """server.io_threads at 0 (the default) takes a quarter of the cores, at least 2 and at most
+    all of them, and scheduler.threads one per core; set, they are taken as they are. The
+    start-up log line says which."""
+    import os
+    from arbiter_testing import start_server
+    cores = os.cpu_count()
+
+    def share(divisor):
+        return min(cores, max(2, cores // divisor))
+
+    for name, config, io, caf in [
+            ("default", None, share(4), cores),
+            ("set", "[server]\nio_threads = 3\n\n[scheduler]\nthreads = 5\n", 3, 5)]:
+        log_path = tmp_path / f"arbiter-{name}.log"
+        with open(log_path, "w") as log:
+            s = start_server(tmp_path, config, stderr=log)
+            assert s.stop() == 0
+        assert f" {io} io threads, {caf} scheduler threads" in log_path.read_text(), name
