@@ -64,7 +64,8 @@ struct score_reply {
   int64_t retry_after_s = 0;
   std::vector<item_result> results;
   /// The groups of its items (see `scheduler::finished_request::groups`).
-  std::vector<scheduler::group_summary> groups;  /// The request's items, held until the reply is done with: their last reference then drops
+  std::vector<scheduler::group_summary> groups;
+  /// The request's items, held until the reply is done with: their last reference then drops
   /// on the connection's thread, not the scheduler's (the freeing of a large batch's texts
   /// would otherwise hold up the one thread every request goes through).
   std::vector<shared_item> items;
