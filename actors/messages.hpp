@@ -49,7 +49,8 @@ struct score_request {
   /// Index of the priority class (resolved by the ingress).
   size_t priority = 0;
   time_point deadline;
-  std::vector<score_item> items;
+  /// Shared by the sender (`share_items`), on its own thread.
+  std::vector<shared_item> items;
   /// A reward graph's model calls: part of admitted work, so never refused (see
   /// `scheduler_core::submit`).
   bool internal = false;

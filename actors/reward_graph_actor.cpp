@@ -110,7 +110,7 @@ void send_calls(graph_actor* self, uint64_t id, std::vector<score_item> items) {
   // attempts) reaches the caller rather than a bare "deadline passed".
   auto left = j.deadline - self->state.clock.now();
   req.deadline = j.deadline - std::min<nanoseconds>(call_deadline_margin, left / 10);
-  req.items = std::move(items);
+  req.items = share_items(std::move(items));
   req.internal = true;
   auto hdl = caf::actor_cast<caf::actor>(self);
   reply_callback reply_to = [hdl, id](score_reply&& reply) {

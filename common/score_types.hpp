@@ -109,6 +109,18 @@ struct score_item {
 /// and the batch a worker runs, so dispatching copies no text.
 using shared_item = std::shared_ptr<const score_item>;
 
+/// `items`, each moved into a `shared_item`. The ingress does this on its own thread before
+/// handing a request over, so the scheduler's thread, which every request goes through, only
+/// takes the pointers.
+inline std::vector<shared_item> share_items(std::vector<score_item>&& items) {
+  std::vector<shared_item> out;
+  out.reserve(items.size());
+  for (auto& item : items) {
+    out.push_back(std::make_shared<const score_item>(std::move(item)));
+  }
+  return out;
+}
+
 /// How an item ended.
 enum class item_status : uint8_t {
   /// Scored by the reward asked for.

@@ -333,7 +333,7 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
   actors::score_request req;
   req.priority = job.priority;
   req.deadline = start + job.deadline;
-  req.items = std::move(job.items);
+  req.items = share_items(std::move(job.items));
   run(route, start, std::move(req), std::move(job.encode), std::move(reply), std::move(defer),
       style);
 }

@@ -149,18 +149,18 @@ bool scheduler_core::remote_capability(const std::string& capability) const {
 }
 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
-                                        std::vector<score_item> items, bool internal) {
+                                        std::vector<shared_item> items, bool internal) {
   auto now = clock_.now();
   // A group deadline counts from the group's first arrival: it may leave this request less
   // time than its own, or none, and then its items fail at once instead of being refused.
   const score_item* late_group = nullptr;
   for (const auto& item : items) {
-    if (!item.group.empty() && item.group_deadline_ms > 0) {
-      auto due = groups_.first_arrival(item.group).value_or(now)
-                 + std::chrono::milliseconds{item.group_deadline_ms};
+    if (!item->group.empty() && item->group_deadline_ms > 0) {
+      auto due = groups_.first_arrival(item->group).value_or(now)
+                 + std::chrono::milliseconds{item->group_deadline_ms};
       if (due < deadline) {
         deadline = due;
-        late_group = due <= now ? &item : nullptr;
+        late_group = due <= now ? item.get() : nullptr;
       }
     }
   }
@@ -182,7 +182,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       // The request's items by capability (most requests need one).
       std::map<std::string, size_t> needs;
       for (const auto& item : items) {
-        ++needs[item.capability];
+        ++needs[item->capability];
       }
       for (const auto& [capability, count] : needs) {
         auto wait = expected_wait(capability, priority, count);
@@ -191,7 +191,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
       }
     } else if (!items.empty()) {
-      in.items_per_second = sources_.capacity(items.front().capability);
+      in.items_per_second = sources_.capacity(items.front()->capability);
     }
     decision = decide_admission(in);
     if (!decision.admitted()) {
@@ -203,10 +203,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.internal = internal;
   req.deadline = deadline;
   req.admitted = now;
-  req.items.reserve(items.size());
-  for (auto& item : items) {
-    req.items.push_back(std::make_shared<const score_item>(std::move(item)));
-  }
+  req.items = std::move(items);
   auto n = req.items.size();
   req.results.resize(n);
   req.states.assign(n, item_state::queued);

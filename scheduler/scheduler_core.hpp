@@ -133,7 +133,11 @@ public:
   /// `internal` requests (a reward graph's model calls, part of work already admitted) skip
   /// admission: they are queued even while draining.
   [[nodiscard]] admission_result submit(request_id id, size_t priority, time_point deadline,
-                                        std::vector<score_item> items, bool internal = false);
+                                        std::vector<shared_item> items, bool internal = false);
+  [[nodiscard]] admission_result submit(request_id id, size_t priority, time_point deadline,
+                                        std::vector<score_item> items, bool internal = false) {
+    return submit(id, priority, deadline, share_items(std::move(items)), internal);
+  }
 
   /// Takes every batch that can be sent now: retries that are due, then for each class in
   /// priority order and each capability waiting in it, batches for the source expected to

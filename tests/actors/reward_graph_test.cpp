@@ -50,7 +50,7 @@ caf::behavior stand_in_scheduler(caf::event_based_actor*, std::shared_ptr<call_s
         reply.reason = "the queue is full";
       } else {
         for (const auto& item : req.items) {
-          reply.results.push_back(s->answer(item));
+          reply.results.push_back(s->answer(*item));
         }
       }
       reply_to(std::move(reply));
@@ -171,7 +171,8 @@ TEST_F(RewardGraph, JudgeAveragesVotesAndKeepsTheBestReference) {
   EXPECT_LT(req.deadline, deadline_);
   EXPECT_GT(req.deadline, deadline_ - 1s);
   ASSERT_EQ(req.items.size(), 2u);
-  for (const auto& call : req.items) {
+  for (const auto& shared : req.items) {
+    const auto& call = *shared;
     EXPECT_EQ(call.kind, "chat");
     EXPECT_EQ(call.capability, "chat");
     ASSERT_NE(call.call, nullptr);

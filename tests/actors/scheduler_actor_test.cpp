@@ -70,7 +70,7 @@ protected:
                     nanoseconds deadline = nanoseconds{10s}, size_t priority = 1) {
     caf::scoped_actor self{*sys_};
     score_reply out;
-    score_request req{priority, steady_clock::now() + deadline, std::move(items)};
+    score_request req{priority, steady_clock::now() + deadline, share_items(std::move(items))};
     self->request(sched, 20s, score_atom::value, std::move(req))
       .receive([&](score_reply& r) { out = std::move(r); },
                [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });

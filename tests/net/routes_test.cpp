@@ -175,10 +175,10 @@ TEST_F(Router, ScoreSendsResolvedItemsToTheSchedulerAndWritesItsAnswer) {
   ASSERT_EQ(requests.size(), 1u);
   const auto& req = requests[0];
   ASSERT_EQ(req.items.size(), 2u);
-  EXPECT_EQ(req.items[0].kind, "lexical");
-  EXPECT_EQ(req.items[0].capability, "cpu");
-  EXPECT_EQ(req.items[1].kind, "exact_match");
-  EXPECT_EQ(req.items[1].ground_truth, (std::vector<std::string>{"4", "four"}));
+  EXPECT_EQ(req.items[0]->kind, "lexical");
+  EXPECT_EQ(req.items[0]->capability, "cpu");
+  EXPECT_EQ(req.items[1]->kind, "exact_match");
+  EXPECT_EQ(req.items[1]->ground_truth, (std::vector<std::string>{"4", "four"}));
   EXPECT_FALSE(req.internal);
   // The request's deadline is the default one, from now.
   const auto left = req.deadline - steady_clock::now();
@@ -243,9 +243,9 @@ TEST_F(Router, TrainerRoutesUseTheProtocolRewardAndTheirOwnShapes) {
   auto requests = seen();
   ASSERT_EQ(requests.size(), 1u);
   ASSERT_EQ(requests[0].items.size(), 2u);
-  EXPECT_EQ(requests[0].items[0].reward, "lexical");
-  EXPECT_EQ(requests[0].items[0].solution_str, "4");
-  EXPECT_EQ(requests[0].items[1].ground_truth, (std::vector<std::string>{"Paris"}));
+  EXPECT_EQ(requests[0].items[0]->reward, "lexical");
+  EXPECT_EQ(requests[0].items[0]->solution_str, "4");
+  EXPECT_EQ(requests[0].items[1]->ground_truth, (std::vector<std::string>{"Paris"}));
 }
 
 TEST_F(Router, DrainingRefusesNewWorkAndSaysSoOnHealth) {
