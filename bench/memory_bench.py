@@ -134,7 +134,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default="build/arbiter")
-    ap.add_argument("--glibc-bin", help="a build with -DARBITER_JEMALLOC=OFF, run as a third variant")
+    ap.add_argument("--glibc-bin",
+                    help="a build with -DARBITER_JEMALLOC=OFF, run as a third variant")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--big", type=int, default=24, help="large requests per burst")
     ap.add_argument("--items", type=int, default=8192)

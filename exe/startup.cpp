@@ -33,16 +33,12 @@ uint32_t or_cores(uint32_t n) {
   return cores == 0 ? 2 : cores;
 }
 
-uint32_t or_share_of_cores(uint32_t n, uint32_t divisor, uint32_t cores) {
+uint32_t or_share_of_cores(uint32_t n, uint32_t divisor) {
   if (n > 0) {
     return n;
   }
-  cores = std::max(cores, 1u);
+  const uint32_t cores = or_cores(0);
   return std::min(cores, std::max(2u, cores / std::max(divisor, 1u)));
-}
-
-uint32_t or_share_of_cores(uint32_t n, uint32_t divisor) {
-  return or_share_of_cores(n, divisor, or_cores(0));
 }
 
 void check_reward_options(const config::arbiter_config& cfg,

@@ -25,11 +25,10 @@ std::optional<std::string> getenv_string(const std::string& name);
 /// `n`, or the number of cores when 0.
 uint32_t or_cores(uint32_t n);
 
-/// `n`, or when 0 a `1/divisor` share of `cores`: at least 2 threads, at most `cores`. The
+/// `n`, or when 0 a `1/divisor` share of the cores: at least 2 threads, at most all. The
 /// server's I/O threads default to a quarter: every request passes through the one scheduler
 /// actor, and more I/O threads only contend with it (bench/README.md, "verl's rule rewards":
 /// on 16 cores, 16 I/O threads served single-item requests 2.5x slower than 4).
-uint32_t or_share_of_cores(uint32_t n, uint32_t divisor, uint32_t cores);
 uint32_t or_share_of_cores(uint32_t n, uint32_t divisor);
 
 using config_overrides =

@@ -350,6 +350,22 @@ TEST(RetryPolicy, BudgetGrowsWithTraffic) {
   EXPECT_FALSE(f.budget.can_retry());
 }
 
+TEST(RetryBudget, ABatchCountsAsItsItems) {
+  // The scheduler records a dispatched batch at once: the same allowance as item by item.
+  fixture f{budget_of_at_least(2)};
+  f.budget.on_request(100);
+  EXPECT_EQ(f.budget.requests_in_window(), 100u);
+  int granted = 0;
+  while (f.budget.can_retry()) {
+    f.budget.on_retry();
+    ++granted;
+    ASSERT_LT(granted, 1000);
+  }
+  EXPECT_EQ(granted, 20); // 20 % of 100
+  f.budget.on_request(0);
+  EXPECT_EQ(f.budget.requests_in_window(), 100u);
+}
+
 TEST(RetryBudget, WindowSlidesSliceBySlice) {
   manual_time_source clock;
   retry_budget budget{budget_of_at_least(2), clock}; // 10 slices of 1 s
