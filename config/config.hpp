@@ -43,7 +43,7 @@ struct server_config {
   std::string host = "127.0.0.1";
   /// Port to bind; 0 picks a free one (printed on the first line of stdout).
   uint16_t port = 8080;
-  /// Threads running the HTTP event loop. 0 means one per core.
+  /// Threads running the HTTP event loop. 0 means half the cores (at least 2).
   uint32_t io_threads = 0;
   /// Largest request body accepted, in bytes; larger ones get 413.
   uint64_t max_body_bytes = 16u << 20;
@@ -77,8 +77,12 @@ struct server_config {
 
 /// The scheduler actor and its admission control.
 struct scheduler_config {
-  /// CAF worker threads. 0 means one per core.
+  /// CAF worker threads. 0 means the cores the I/O threads leave, at least 2 (a worker node:
+  /// one per core).
   uint32_t threads = 0;
+  /// Scheduler actors the CPU rewards are spread over, each with its share of the CPU workers
+  /// (groups kept whole); model rewards stay on the first. 0 means one per 8 cores.
+  uint32_t shards = 0;
   /// CAF's thread scheduling: "sharing" (one shared queue; idle threads sleep, which leaves
   /// the cores to the HTTP threads on small machines) or "stealing" (per-thread queues with
   /// work stealing; idle threads poll before sleeping).

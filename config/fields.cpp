@@ -78,7 +78,7 @@ const std::vector<field_descriptor>& scalar_fields() {
           "server.io_threads", 0, max_u32,
           [](const arbiter_config& c) -> int64_t { return c.server.io_threads; },
           [](arbiter_config& c, int64_t v) { c.server.io_threads = static_cast<uint32_t>(v); },
-          "HTTP event-loop threads; 0 means a quarter of the cores (at least 2)"),
+          "HTTP event-loop threads; 0 means half the cores (at least 2)"),
       int_field(
           "server.max_body_bytes", 1024, max_i64,
           [](const arbiter_config& c) -> int64_t {
@@ -148,7 +148,12 @@ const std::vector<field_descriptor>& scalar_fields() {
           "scheduler.threads", 0, max_u32,
           [](const arbiter_config& c) -> int64_t { return c.scheduler.threads; },
           [](arbiter_config& c, int64_t v) { c.scheduler.threads = static_cast<uint32_t>(v); },
-          "CAF worker threads; 0 means one per core"),
+          "CAF worker threads; 0 means the cores the I/O threads leave (at least 2; a worker node: one per core)"),
+      int_field(
+          "scheduler.shards", 0, 64,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.shards; },
+          [](arbiter_config& c, int64_t v) { c.scheduler.shards = static_cast<uint32_t>(v); },
+          "Scheduler actors the CPU rewards are spread over; 0 means one per 8 cores"),
       int_field(
           "scheduler.default_deadline_ms", 1, max_duration_ms,
           [](const arbiter_config& c) -> int64_t { return c.scheduler.default_deadline.count(); },

@@ -156,8 +156,8 @@ int serve(const serve_options& options) {
   backends::reward_catalog catalog{cfg};
 
   caf::actor_system_config caf_cfg;
-  const uint32_t caf_threads = or_cores(cfg.scheduler.threads);
-  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(caf_threads));
+  const auto threads = threads_of(cfg);
+  caf_cfg.set("scheduler.max-threads", static_cast<size_t>(threads.caf));
   caf_cfg.set("scheduler.policy", caf::atom_from_string(cfg.scheduler.policy));
   const auto cluster = actors::cluster_settings::from(cfg.cluster);
   if (cfg.cluster.enabled) {
@@ -207,9 +207,17 @@ int serve(const serve_options& options) {
               cluster.tls() ? " (mutual TLS)"
                             : " (no certificates: loopback only, anyone on this machine can join)");
   }
+  // Shard 0 is `sched`: it holds every source but its share of the CPU workers. The others
+  // hold only CPU workers and serve only CPU rewards (net/shards.hpp).
+  const uint32_t n_cpu = cfg.cpu.enabled ? or_cores(cfg.cpu.workers) : 0;
+  std::vector<caf::actor> shards{sched};
+  for (uint32_t i = 1; i < scheduler_shards(cfg, n_cpu); ++i) {
+    shards.push_back(actors::spawn_scheduler(sys, cfg.scheduler, scheduler_metrics, cfg.routing,
+                                             fallback, recorder));
+  }
   std::vector<actors::spawned_source> spawned;
-  if (cfg.cpu.enabled) {
-    spawn_cpu_workers(sys, cfg, or_cores(cfg.cpu.workers), spawned);
+  if (n_cpu > 0) {
+    spawn_cpu_workers(sys, cfg, n_cpu, spawned);
   }
   spawn_remote_sources(sys, ioc, cfg, spawned);
   std::vector<net::local_model_info> loaded_models;
@@ -229,14 +237,19 @@ int serve(const serve_options& options) {
     for (auto& w : workers) {
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     }
-    caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
+    for (auto& shard : shards) {
+      caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+    }
     return 2;
   }
   {
     caf::scoped_actor self{sys};
-    for (auto& s : spawned) {
+    for (size_t i = 0; i < spawned.size(); ++i) {
+      auto& s = spawned[i];
       auto name = s.spec.name;
-      self->request(sched, std::chrono::seconds{10}, actors::add_source_atom::value,
+      // The CPU workers come first: the shards take them in turn.
+      const auto& shard = i < n_cpu ? shards[i % shards.size()] : sched;
+      self->request(shard, std::chrono::seconds{10}, actors::add_source_atom::value,
                     std::move(s.spec), s.worker)
         .receive([](scheduler::source_id) {},
                  [&](caf::error& e) {
@@ -248,6 +261,7 @@ int serve(const serve_options& options) {
   net::router_context ctx;
   ctx.system = &sys;
   ctx.scheduler = sched;
+  ctx.shards = shards;
   ctx.cluster = gateway;
   ctx.config = &cfg;
   ctx.catalog = &catalog;
@@ -277,7 +291,9 @@ int serve(const serve_options& options) {
     for (auto& w : workers) {
       caf::anon_send_exit(w, caf::exit_reason::user_shutdown);
     }
-    caf::anon_send_exit(sched, caf::exit_reason::user_shutdown);
+    for (auto& shard : shards) {
+      caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+    }
   };
   if (!server->listen(cfg.server.host, cfg.server.port, error)) {
     std::cerr << "arbiter: " << error << "\n";
@@ -302,13 +318,13 @@ int serve(const serve_options& options) {
   // pending (e.g. while draining, after the acceptor closed).
   auto keep_running = boost::asio::make_work_guard(ioc);
   std::vector<std::thread> io_threads;
-  auto n_io = or_share_of_cores(cfg.server.io_threads, 4);
-  for (uint32_t i = 0; i < n_io; ++i) {
+  for (uint32_t i = 0; i < threads.io; ++i) {
     io_threads.emplace_back([&ioc] { ioc.run(); });
   }
   std::cout << "listening on http://" << cfg.server.host << ":" << server->port() << std::endl;
-  log::info("arbiter ", arbiter::version, ": ", spawned.size(), " worker actors, ", n_io,
-            " io threads, ", caf_threads, " scheduler threads");
+  log::info("arbiter ", arbiter::version, ": ", spawned.size(), " worker actors, ", threads.io,
+            " io threads, ", threads.caf, " scheduler threads, ", shards.size(),
+            shards.size() == 1 ? " scheduler shard" : " scheduler shards");
 
   int signo = stop_signal.get_future().get();
   log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ": draining (up to ",
@@ -316,11 +332,20 @@ int serve(const serve_options& options) {
   routes->begin_drain();
   server->begin_drain();
   {
+    // Every shard is asked at once (a request is sent when made), then waited for in turn.
     caf::scoped_actor self{sys};
-    self->request(sched, cfg.scheduler.drain_timeout + std::chrono::seconds{5},
-                  actors::drain_atom::value, static_cast<int64_t>(cfg.scheduler.drain_timeout.count()))
-      .receive([](caf::ok_atom) {},
-               [&](caf::error& e) { log::warn("drain did not finish: ", sys.render(e)); });
+    std::vector<decltype(self->request(sched, caf::infinite, actors::drain_atom::value,
+                                       int64_t{0}))>
+      waits;
+    for (auto& shard : shards) {
+      waits.push_back(self->request(shard, cfg.scheduler.drain_timeout + std::chrono::seconds{5},
+                                    actors::drain_atom::value,
+                                    static_cast<int64_t>(cfg.scheduler.drain_timeout.count())));
+    }
+    for (auto& wait : waits) {
+      wait.receive([](caf::ok_atom) {},
+                   [&](caf::error& e) { log::warn("drain did not finish: ", sys.render(e)); });
+    }
   }
   // Every admitted request has its answer; give the connections a moment to write them.
   auto write_deadline = steady_clock::now() + std::chrono::seconds{5};

@@ -41,6 +41,24 @@ uint32_t or_share_of_cores(uint32_t n, uint32_t divisor) {
   return std::min(cores, std::max(2u, cores / std::max(divisor, 1u)));
 }
 
+server_threads threads_of(const config::arbiter_config& cfg) {
+  server_threads t;
+  t.io = or_share_of_cores(cfg.server.io_threads, 2);
+  const uint32_t cores = or_cores(0);
+  t.caf = cfg.scheduler.threads > 0 ? cfg.scheduler.threads
+                                    : std::max(2u, cores > t.io ? cores - t.io : 0u);
+  return t;
+}
+
+uint32_t scheduler_shards(const config::arbiter_config& cfg, uint32_t cpu_workers) {
+  if (!cfg.cpu.enabled || cpu_workers < 2) {
+    return 1;
+  }
+  const uint32_t wanted = cfg.scheduler.shards > 0 ? cfg.scheduler.shards
+                                                   : std::max(1u, or_cores(0) / 8);
+  return std::min(wanted, cpu_workers);
+}
+
 void check_reward_options(const config::arbiter_config& cfg,
                           std::vector<config::config_problem>& problems) {
   for (const auto& [name, reward] : cfg.rewards) {

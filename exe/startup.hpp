@@ -25,11 +25,23 @@ std::optional<std::string> getenv_string(const std::string& name);
 /// `n`, or the number of cores when 0.
 uint32_t or_cores(uint32_t n);
 
-/// `n`, or when 0 a `1/divisor` share of the cores: at least 2 threads, at most all. The
-/// server's I/O threads default to a quarter: every request passes through the one scheduler
-/// actor, and more I/O threads only contend with it (bench/README.md, "verl's rule rewards":
-/// on 16 cores, 16 I/O threads served single-item requests 2.5x slower than 4).
+/// `n`, or when 0 a `1/divisor` share of the cores: at least 2 threads, at most all.
 uint32_t or_share_of_cores(uint32_t n, uint32_t divisor);
+
+/// The server's threads: `server.io_threads`, by default half the cores (at least 2), and
+/// `scheduler.threads` (CAF's), by default the cores the I/O threads leave (at least 2). The
+/// I/O threads parse and encode every item: on 16 cores with two scheduler shards, 8 of them
+/// served verl's rule rewards 1.5x faster than 4 (bench/README.md, "verl's rule rewards").
+struct server_threads {
+  uint32_t io = 0;
+  uint32_t caf = 0;
+};
+server_threads threads_of(const config::arbiter_config& cfg);
+
+/// How many scheduler shards to run (`scheduler.shards`, or one per 8 cores when 0): at most
+/// one per CPU worker, and one when the CPU rewards are off. Each scheduler actor runs on one
+/// thread at a time; on many cores, cheap CPU rewards arrive faster than one can route them.
+uint32_t scheduler_shards(const config::arbiter_config& cfg, uint32_t cpu_workers);
 
 using config_overrides =
   std::function<void(config::arbiter_config&, std::vector<config::config_problem>&)>;

@@ -1,5 +1,7 @@
 #include "net/routes.hpp"
 
+#include "net/shards.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -101,6 +103,8 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
   started_unix_ = unix_seconds();
   parse_histogram_ = &ctx_.scheduler_metrics->stage("parse");
   request_histogram_ = &ctx_.scheduler_metrics->stage("request");
+  shards_ = ctx_.shards.empty() ? std::vector<caf::actor>{ctx_.scheduler} : ctx_.shards;
+  pending_.resize(shards_.size());
 }
 
 namespace {
@@ -575,16 +579,33 @@ void router::run(const std::string& route, steady_clock::time_point start,
 }
 
 void router::submit(actors::score_request req, actors::reply_callback reply_to) {
+  size_t shard = 0;
+  if (shards_.size() > 1 && !req.internal) {
+    auto plan = plan_shards(req.items, shards_.size(),
+                            next_spare_.fetch_add(1, std::memory_order_relaxed));
+    if (plan.size() > 1) {
+      for (auto& part : split_request(std::move(req), plan, std::move(reply_to))) {
+        enqueue(part.shard, std::move(part.submission));
+      }
+      return;
+    }
+    shard = plan.front().shard;
+  }
+  enqueue(shard, {std::move(req), std::move(reply_to)});
+}
+
+void router::enqueue(size_t shard, actors::score_submission sub) {
   if (!ctx_.post) {
-    caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(req),
-                   std::move(reply_to));
+    caf::anon_send(shards_[shard], actors::score_atom::value, std::move(sub.request),
+                   std::move(sub.reply_to));
     return;
   }
   bool first = false;
   {
     std::lock_guard<std::mutex> guard{pending_mutex_};
-    first = pending_.empty();
-    pending_.push_back({std::move(req), std::move(reply_to)});
+    first = !flush_posted_;
+    flush_posted_ = true;
+    pending_[shard].push_back(std::move(sub));
   }
   if (first) {
     ctx_.post([this] { flush(); });
@@ -592,153 +613,201 @@ void router::submit(actors::score_request req, actors::reply_callback reply_to) 
 }
 
 void router::flush() {
-  std::vector<actors::score_submission> batch;
+  std::vector<std::vector<actors::score_submission>> batches(shards_.size());
   {
     std::lock_guard<std::mutex> guard{pending_mutex_};
-    batch.swap(pending_);
+    batches.swap(pending_);
+    flush_posted_ = false;
   }
-  if (batch.size() == 1) {
-    auto& only = batch.front();
-    caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(only.request),
-                   std::move(only.reply_to));
-  } else if (!batch.empty()) {
-    caf::anon_send(ctx_.scheduler, actors::score_atom::value, std::move(batch));
+  for (size_t shard = 0; shard < batches.size(); ++shard) {
+    auto& batch = batches[shard];
+    if (batch.size() == 1) {
+      auto& only = batch.front();
+      caf::anon_send(shards_[shard], actors::score_atom::value, std::move(only.request),
+                     std::move(only.reply_to));
+    } else if (!batch.empty()) {
+      caf::anon_send(shards_[shard], actors::score_atom::value, std::move(batch));
+    }
   }
 }
 
-void router::info(reply_fn reply) {
-  auto sched = ctx_.scheduler;
-  ctx_.system->spawn([this, sched, reply = std::move(reply)](caf::event_based_actor* self) {
-    self->request(sched, std::chrono::seconds{5}, actors::info_atom::value)
-      .then(
-        [this, self, reply](const actors::scheduler_info& snap) {
-          const auto& cfg = *ctx_.config;
-          json doc;
-          doc["name"] = "arbiter";
-          doc["version"] = arbiter::version;
-          doc["draining"] = snap.draining || draining_.load();
-          doc["pending_requests"] = snap.pending_requests;
-          json rewards = json::array();
-          for (const auto& r : ctx_.catalog->rewards()) {
-            rewards.push_back({{"name", r.name}, {"kind", r.kind}, {"capability", r.capability}});
-          }
-          doc["rewards"] = rewards;
-          doc["data_sources"] = ctx_.catalog->data_sources();
-          json queues = json::array();
-          auto weights = config::class_weights(cfg.scheduler.priorities);
-          for (size_t i = 0; i < snap.queues.size(); ++i) {
-            const auto& q = snap.queues[i];
-            queues.push_back({{"priority", q.priority},
-                              {"depth", q.depth},
-                              {"capacity", q.capacity},
-                              {"order", cfg.scheduler.priorities[i].order
-                                            == config::queue_order::edf
-                                          ? "edf"
-                                          : "fifo"},
-                              {"weight", weights[i]}});
-          }
-          doc["queues"] = queues;
-          doc["default_priority"] = cfg.scheduler.default_priority;
-          json sources = json::array();
-          for (const auto& s : snap.sources) {
-            sources.push_back({{"id", s.id},
-                               {"name", s.name},
-                               {"capabilities", s.capabilities},
-                               {"inflight_batches", s.inflight},
-                               {"max_inflight_batches", s.max_inflight},
-                               {"dispatched_batches", s.dispatched},
-                               {"remote", s.remote},
-                               {"breaker", scheduler::to_string(s.breaker)},
-                               {"breaker_reason", s.breaker_reason},
-                               {"latency_ms", s.latency_ms},
-                               {"requests_per_minute", s.requests_per_minute},
-                               {"tokens_per_minute", s.tokens_per_minute},
-                               {"request_burst", s.request_burst},
-                               {"prompt_token_ratio", s.prompt_token_ratio},
-                               {"items_per_second", s.items_per_second},
-                               {"slow_start", s.slow_start}});
-          }
-          doc["sources"] = sources;
-          json models = json::array();
-          for (const auto& m : ctx_.models) {
-            models.push_back({{"name", m.name},
-                              {"path", m.path},
-                              {"device", m.device},
-                              {"architecture", m.architecture},
-                              {"dtype", m.dtype},
-                              {"max_tokens", m.max_tokens},
-                              {"weight_bytes", m.weight_bytes}});
-          }
-          doc["models"] = models;
-          if (ctx_.gpus != nullptr) {
-            json gpus = json::array();
-            for (const auto& g : ctx_.gpus->read()) {
-              json workers = json::array();
-              for (const auto& m : ctx_.models) {
-                if (m.device == "cuda:" + std::to_string(g.index)) {
-                  workers.push_back(m.name);
-                }
-              }
-              gpus.push_back({{"index", g.index},
-                              {"name", g.name},
-                              {"memory_used_bytes", g.memory_used},
-                              {"memory_total_bytes", g.memory_total},
-                              {"utilization", g.utilization},
-                              {"model_workers", workers}});
-            }
-            doc["gpus"] = gpus;
-          }
-          doc["limits"] = {{"max_body_bytes", cfg.server.max_body_bytes},
-                           {"max_batch_items", cfg.server.max_batch_items},
-                           {"default_deadline_ms", cfg.scheduler.default_deadline.count()},
-                           {"max_deadline_ms", cfg.scheduler.max_deadline.count()}};
-          auto send = [this, reply](const json& body) {
-            http_reply r;
-            r.body = body.dump();
-            respond("/info", std::move(r), reply);
-          };
-          if (!ctx_.cluster) {
-            doc["cluster"] = {{"enabled", false}};
-            send(doc);
-            return;
-          }
-          doc["cluster"] = {{"enabled", true},
-                            {"host", cfg.cluster.host},
-                            {"port", cfg.cluster.port},
-                            {"tls", !cfg.cluster.certificate.empty()},
-                            {"heartbeat_ms", cfg.cluster.heartbeat.count()},
-                            {"timeout_ms", cfg.cluster.timeout.count()}};
-          self->request(ctx_.cluster, std::chrono::seconds{5}, actors::info_atom::value)
+template <class T, class Msg>
+void router::ask_shards(Msg msg, std::function<void(std::vector<T>)> done,
+                        std::function<void(caf::error&)> failed) {
+  struct gathered {
+    std::vector<T> answers;
+    size_t left = 0;
+    bool over = false;
+  };
+  ctx_.system->spawn([shards = shards_, msg, done = std::move(done),
+                      failed = std::move(failed)](caf::event_based_actor* self) {
+    auto state = std::make_shared<gathered>();
+    state->answers.resize(shards.size());
+    state->left = shards.size();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      std::apply(
+        [&](auto&&... args) {
+          self->request(shards[i], std::chrono::seconds{5}, args...)
             .then(
-              [send, doc](const std::vector<actors::node_info>& nodes) mutable {
-                json list = json::array();
-                for (const auto& n : nodes) {
-                  list.push_back({{"name", n.name},
-                                  {"host", n.host},
-                                  {"pid", n.pid},
-                                  {"version", n.version},
-                                  {"state", n.state},
-                                  {"reason", n.reason},
-                                  {"joined_ms_ago", n.joined_ms_ago},
-                                  {"last_seen_ms_ago", n.last_seen_ms_ago},
-                                  {"sources", n.sources}});
+              [state, done, i](T& answer) {
+                if (state->over) {
+                  return;
                 }
-                doc["cluster"]["nodes"] = list;
-                send(doc);
+                state->answers[i] = std::move(answer);
+                if (--state->left == 0) {
+                  state->over = true;
+                  done(std::move(state->answers));
+                }
               },
-              [send, doc](caf::error&) mutable {
-                doc["cluster"]["nodes"] = nullptr;
-                send(doc);
+              [state, failed](caf::error& e) {
+                if (!state->over) {
+                  state->over = true;
+                  failed(e);
+                }
               });
         },
-        [this, reply](caf::error& e) {
-          http_reply r;
-          r.status = 500;
-          r.body = encode_error("internal", "the scheduler did not answer: "
-                                              + ctx_.system->render(e));
-          respond("/info", std::move(r), reply);
-        });
+        msg);
+    }
   });
+}
+
+void router::info(reply_fn reply) {
+  ask_shards<actors::scheduler_info>(
+    std::make_tuple(actors::info_atom::value),
+    [this, reply](std::vector<actors::scheduler_info> shards) {
+      auto sharded = merge_snapshots(std::move(shards));
+      ctx_.system->spawn([this, reply, snap = std::move(sharded.merged),
+                          source_shard = std::move(sharded.source_shard)](
+                           caf::event_based_actor* self) {
+        const auto& cfg = *ctx_.config;
+        json doc;
+        doc["name"] = "arbiter";
+        doc["version"] = arbiter::version;
+        doc["draining"] = snap.draining || draining_.load();
+        doc["pending_requests"] = snap.pending_requests;
+        json rewards = json::array();
+        for (const auto& r : ctx_.catalog->rewards()) {
+          rewards.push_back({{"name", r.name}, {"kind", r.kind}, {"capability", r.capability}});
+        }
+        doc["rewards"] = rewards;
+        doc["data_sources"] = ctx_.catalog->data_sources();
+        json queues = json::array();
+        auto weights = config::class_weights(cfg.scheduler.priorities);
+        for (size_t i = 0; i < snap.queues.size(); ++i) {
+          const auto& q = snap.queues[i];
+          queues.push_back({{"priority", q.priority},
+                            {"depth", q.depth},
+                            {"capacity", q.capacity},
+                            {"order", cfg.scheduler.priorities[i].order
+                                          == config::queue_order::edf
+                                        ? "edf"
+                                        : "fifo"},
+                            {"weight", weights[i]}});
+        }
+        doc["queues"] = queues;
+        doc["default_priority"] = cfg.scheduler.default_priority;
+        json sources = json::array();
+        for (size_t k = 0; k < snap.sources.size(); ++k) {
+          const auto& s = snap.sources[k];
+          sources.push_back({{"id", s.id},
+                             {"shard", source_shard[k]},
+                             {"name", s.name},
+                             {"capabilities", s.capabilities},
+                             {"inflight_batches", s.inflight},
+                             {"max_inflight_batches", s.max_inflight},
+                             {"dispatched_batches", s.dispatched},
+                             {"remote", s.remote},
+                             {"breaker", scheduler::to_string(s.breaker)},
+                             {"breaker_reason", s.breaker_reason},
+                             {"latency_ms", s.latency_ms},
+                             {"requests_per_minute", s.requests_per_minute},
+                             {"tokens_per_minute", s.tokens_per_minute},
+                             {"request_burst", s.request_burst},
+                             {"prompt_token_ratio", s.prompt_token_ratio},
+                             {"items_per_second", s.items_per_second},
+                             {"slow_start", s.slow_start}});
+        }
+        doc["sources"] = sources;
+        json models = json::array();
+        for (const auto& m : ctx_.models) {
+          models.push_back({{"name", m.name},
+                            {"path", m.path},
+                            {"device", m.device},
+                            {"architecture", m.architecture},
+                            {"dtype", m.dtype},
+                            {"max_tokens", m.max_tokens},
+                            {"weight_bytes", m.weight_bytes}});
+        }
+        doc["models"] = models;
+        if (ctx_.gpus != nullptr) {
+          json gpus = json::array();
+          for (const auto& g : ctx_.gpus->read()) {
+            json workers = json::array();
+            for (const auto& m : ctx_.models) {
+              if (m.device == "cuda:" + std::to_string(g.index)) {
+                workers.push_back(m.name);
+              }
+            }
+            gpus.push_back({{"index", g.index},
+                            {"name", g.name},
+                            {"memory_used_bytes", g.memory_used},
+                            {"memory_total_bytes", g.memory_total},
+                            {"utilization", g.utilization},
+                            {"model_workers", workers}});
+          }
+          doc["gpus"] = gpus;
+        }
+        doc["limits"] = {{"max_body_bytes", cfg.server.max_body_bytes},
+                         {"max_batch_items", cfg.server.max_batch_items},
+                         {"default_deadline_ms", cfg.scheduler.default_deadline.count()},
+                         {"max_deadline_ms", cfg.scheduler.max_deadline.count()}};
+        auto send = [this, reply](const json& body) {
+          http_reply r;
+          r.body = body.dump();
+          respond("/info", std::move(r), reply);
+        };
+        if (!ctx_.cluster) {
+          doc["cluster"] = {{"enabled", false}};
+          send(doc);
+          return;
+        }
+        doc["cluster"] = {{"enabled", true},
+                          {"host", cfg.cluster.host},
+                          {"port", cfg.cluster.port},
+                          {"tls", !cfg.cluster.certificate.empty()},
+                          {"heartbeat_ms", cfg.cluster.heartbeat.count()},
+                          {"timeout_ms", cfg.cluster.timeout.count()}};
+        self->request(ctx_.cluster, std::chrono::seconds{5}, actors::info_atom::value)
+          .then(
+            [send, doc](const std::vector<actors::node_info>& nodes) mutable {
+              json list = json::array();
+              for (const auto& n : nodes) {
+                list.push_back({{"name", n.name},
+                                {"host", n.host},
+                                {"pid", n.pid},
+                                {"version", n.version},
+                                {"state", n.state},
+                                {"reason", n.reason},
+                                {"joined_ms_ago", n.joined_ms_ago},
+                                {"last_seen_ms_ago", n.last_seen_ms_ago},
+                                {"sources", n.sources}});
+              }
+              doc["cluster"]["nodes"] = list;
+              send(doc);
+            },
+            [send, doc](caf::error&) mutable {
+              doc["cluster"]["nodes"] = nullptr;
+              send(doc);
+            });
+      });
+    },
+    [this, reply](caf::error& e) {
+      http_reply r;
+      r.status = 500;
+      r.body = encode_error("internal", "the scheduler did not answer: "
+                                          + ctx_.system->render(e));
+      respond("/info", std::move(r), reply);
+    });
 }
 
 namespace {
@@ -795,38 +864,34 @@ json step_json(const scheduler::step_account& a) {
 } // namespace
 
 void router::steps(std::string step, reply_fn reply) {
-  auto sched = ctx_.scheduler;
   const std::string route = step.empty() ? "/v1/steps" : "/v1/steps/";
-  ctx_.system->spawn([this, sched, route, step = std::move(step),
-                      reply = std::move(reply)](caf::event_based_actor* self) {
-    self->request(sched, std::chrono::seconds{5}, actors::steps_atom::value, step)
-      .then(
-        [this, route, step, reply](const actors::step_accounts& accounts) {
-          http_reply r;
-          if (step.empty()) {
-            json list = json::array();
-            for (const auto& a : accounts) {
-              list.push_back(step_json(a));
-            }
-            r.body = json{{"steps", list}}.dump();
-          } else if (accounts.empty()) {
-            r.status = 404;
-            r.body = encode_error("not_found", "no step '" + step
-                                                 + "' among the recent ones (GET /v1/steps "
-                                                   "lists them)");
-          } else {
-            r.body = step_json(accounts.front()).dump();
-          }
-          respond(route, std::move(r), reply);
-        },
-        [this, route, reply](caf::error& e) {
-          http_reply r;
-          r.status = 500;
-          r.body = encode_error("internal", "the scheduler did not answer: "
-                                              + ctx_.system->render(e));
-          respond(route, std::move(r), reply);
-        });
-  });
+  ask_shards<actors::step_accounts>(
+    std::make_tuple(actors::steps_atom::value, step),
+    [this, route, step, reply](std::vector<actors::step_accounts> shards) {
+      auto accounts = merge_steps(std::move(shards));
+      http_reply r;
+      if (step.empty()) {
+        json list = json::array();
+        for (const auto& a : accounts) {
+          list.push_back(step_json(a));
+        }
+        r.body = json{{"steps", list}}.dump();
+      } else if (accounts.empty()) {
+        r.status = 404;
+        r.body = encode_error("not_found", "no step '" + step
+                                             + "' among the recent ones (GET /v1/steps "
+                                               "lists them)");
+      } else {
+        r.body = step_json(accounts.front()).dump();
+      }
+      respond(route, std::move(r), reply);
+    },
+    [this, route, reply](caf::error& e) {
+      http_reply r;
+      r.status = 500;
+      r.body = encode_error("internal", "the scheduler did not answer: " + ctx_.system->render(e));
+      respond(route, std::move(r), reply);
+    });
 }
 
 } // namespace arbiter::net

@@ -64,6 +64,10 @@ struct local_model_info {
 struct router_context {
   caf::actor_system* system = nullptr;
   caf::actor scheduler;
+  /// Every scheduler shard, `scheduler` first (see `scheduler.shards`); empty: `scheduler`
+  /// alone. Requests of CPU rewards are spread over them (`plan_shards`); /info and /v1/steps
+  /// ask them all.
+  std::vector<caf::actor> shards;
   /// The cluster gateway (actors/cluster.hpp), when the cluster is on: /info lists its nodes.
   caf::actor cluster;
   const config::arbiter_config* config = nullptr;
@@ -207,10 +211,18 @@ private:
   void run(const std::string& route, steady_clock::time_point start, actors::score_request req,
            encode_fn encode, reply_fn reply, defer_fn defer,
            error_style style = error_style::arbiter);
-  /// Hands a request to the scheduler, coalescing it with others arriving at the same time.
+  /// Hands a request to the scheduler (its shard, or its parts to theirs), coalescing it with
+  /// others arriving at the same time.
   void submit(actors::score_request req, actors::reply_callback reply_to);
+  /// Queues one submission for `shard`.
+  void enqueue(size_t shard, actors::score_submission sub);
   /// Sends what `submit` collected.
   void flush();
+  /// Asks every shard `msg` and hands `done` their answers in shard order, or `failed` the
+  /// first error; on a short-lived bridge actor.
+  template <class T, class Msg>
+  void ask_shards(Msg msg, std::function<void(std::vector<T>)> done,
+                  std::function<void(caf::error&)> failed);
   void info(reply_fn reply);
   /// GET /v1/steps (every recent step) and /v1/steps/STEP (one, or 404).
   void steps(std::string step, reply_fn reply);
@@ -231,8 +243,13 @@ private:
   int64_t started_unix_ = 0;
   std::atomic<uint64_t> completions_{0};
   std::atomic<bool> draining_{false};
+  std::vector<caf::actor> shards_;
+  /// Requests of CPU rewards with no group go to the shards in turn.
+  std::atomic<size_t> next_spare_{0};
   std::mutex pending_mutex_;
-  std::vector<actors::score_submission> pending_;
+  /// What `submit` collected since the last flush, per shard.
+  std::vector<std::vector<actors::score_submission>> pending_;
+  bool flush_posted_ = false;
   prometheus::Histogram* parse_histogram_;
   prometheus::Histogram* request_histogram_;
 };

@@ -73,13 +73,18 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
     groups_(cfg.group_memory) {
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     depth_gauges_.push_back(&metrics_.depth_of(queues_.class_name(i)));
+    depth_noted_.push_back(0);
     wait_histograms_.push_back(&metrics_.wait_of(queues_.class_name(i)));
   }
   run_histogram_ = &metrics_.stage("run");
   schedule_histogram_ = &metrics_.stage("schedule");
 }
 
-scheduler_core::~scheduler_core() = default;
+scheduler_core::~scheduler_core() {
+  for (size_t cls = 0; cls < depth_gauges_.size(); ++cls) {
+    depth_gauges_[cls]->Decrement(static_cast<double>(depth_noted_[cls]));
+  }
+}
 
 source_id scheduler_core::add_source(std::string name, std::vector<std::string> capabilities) {
   source_spec spec;
@@ -291,7 +296,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   if (!late_reason.empty()) {
     fail_remaining(id, errc::deadline_exceeded, late_reason);
   }
-  depth_gauges_[priority]->Set(static_cast<double>(queues_.depth(priority)));
+  note_depth(priority);
   flush();
   return decision;
 }

@@ -327,6 +327,9 @@ private:
   prometheus::Counter& items_counter(const std::string& reward, item_status status);
   prometheus::Histogram& latency_histogram(const std::string& reward);
   prometheus::Counter& failure_counter(errc code);
+  /// Moves class `cls`'s depth gauge by the change in its queue's depth since the last call,
+  /// so that several cores (scheduler shards) can share the gauge.
+  void note_depth(size_t cls);
 
   config::scheduler_config cfg_;
   config::routing_config routing_;
@@ -354,6 +357,8 @@ private:
   std::vector<cancelled_batch> cancelled_;
   fallback_fn fallback_;
   std::vector<prometheus::Gauge*> depth_gauges_;
+  /// What this core last added to each depth gauge (see `note_depth`).
+  std::vector<size_t> depth_noted_;
   std::vector<prometheus::Histogram*> wait_histograms_;
   prometheus::Histogram* run_histogram_;
   prometheus::Histogram* schedule_histogram_;

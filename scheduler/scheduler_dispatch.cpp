@@ -118,7 +118,7 @@ void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
     dispatch_capability(capability, out);
   }
   for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
-    depth_gauges_[cls]->Set(static_cast<double>(queues_.depth(cls)));
+    note_depth(cls);
   }
 }
 

@@ -170,7 +170,7 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
     }
     end_item(id, req, i, std::move(r), false);
   }
-  depth_gauges_[req.priority]->Set(static_cast<double>(queues_.depth(req.priority)));
+  note_depth(req.priority);
 }
 
 void scheduler_core::flush() {
@@ -223,6 +223,12 @@ prometheus::Histogram& scheduler_core::latency_histogram(const std::string& rewa
     found = latency_histograms_.emplace(reward, &h).first;
   }
   return *found->second;
+}
+
+void scheduler_core::note_depth(size_t cls) {
+  const size_t depth = queues_.depth(cls);
+  depth_gauges_[cls]->Increment(static_cast<double>(depth) - static_cast<double>(depth_noted_[cls]));
+  depth_noted_[cls] = depth;
 }
 
 prometheus::Counter& scheduler_core::failure_counter(errc code) {

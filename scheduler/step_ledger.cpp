@@ -77,4 +77,28 @@ std::optional<step_account> step_ledger::find(const std::string& step) const {
   return found->second;
 }
 
+void add_account(step_account& into, const step_account& from) {
+  into.items_ok += from.items_ok;
+  into.items_fallback += from.items_fallback;
+  into.items_failed += from.items_failed;
+  into.cache_hits += from.cache_hits;
+  for (const auto& [code, n] : from.failures) {
+    into.failures[code] += n;
+  }
+  into.queue_ms += from.queue_ms;
+  into.run_ms += from.run_ms;
+  for (const auto& [name, s] : from.sources) {
+    auto& t = into.sources[name];
+    t.calls += s.calls;
+    t.hedges += s.hedges;
+    t.rate_limited += s.rate_limited;
+    t.retries += s.retries;
+    t.failed_calls += s.failed_calls;
+    t.prompt_tokens += s.prompt_tokens;
+    t.completion_tokens += s.completion_tokens;
+    t.cost += s.cost;
+    t.run_ms += s.run_ms;
+  }
+}
+
 } // namespace arbiter::scheduler

@@ -54,6 +54,10 @@ struct step_account {
   }
 };
 
+/// Adds `from`'s counts, times and per-source accounts to `into` (the same step's account kept
+/// by another scheduler shard).
+void add_account(step_account& into, const step_account& from);
+
 /// The accounts of the most recent training steps, by the step tag requests carry. Bounded:
 /// beyond `max_steps` the step first seen longest ago is dropped. Not thread-safe: one owner
 /// (the scheduler core).

@@ -159,9 +159,10 @@ def test_first_stdout_line_names_the_address(make_server):
     assert s.stop() == 0
 
 
-def test_io_threads_default_to_a_quarter_of_the_cores_and_follow_the_configuration(tmp_path):
-    """server.io_threads at 0 (the default) takes a quarter of the cores, at least 2 and at most
-    all of them, and scheduler.threads one per core; set, they are taken as they are. The
+def test_threads_and_shards_default_by_the_cores_and_follow_the_configuration(tmp_path):
+    """server.io_threads at 0 (the default) takes half the cores, at least 2 and at most all of
+    them, scheduler.threads the cores they leave (at least 2) and scheduler.shards one per 8
+    cores (at least one, at most one per CPU worker); set, they are taken as they are. The
     start-up log line says which."""
     import os
     from arbiter_testing import start_server
@@ -170,11 +171,18 @@ def test_io_threads_default_to_a_quarter_of_the_cores_and_follow_the_configurati
     def share(divisor):
         return min(cores, max(2, cores // divisor))
 
-    for name, config, io, caf in [
-            ("default", None, share(4), cores),
-            ("set", "[server]\nio_threads = 3\n\n[scheduler]\nthreads = 5\n", 3, 5)]:
+    def shards(n):
+        return f"{n} scheduler shard" + ("s" if n > 1 else "")
+
+    for name, config, io, caf, shard in [
+            ("default", None, share(2), max(2, cores - share(2)), shards(max(1, cores // 8))),
+            ("set", "[server]\nio_threads = 3\n\n[scheduler]\nthreads = 5\nshards = 3\n\n"
+                    "[cpu]\nworkers = 4\n", 3, 5, shards(3)),
+            ("capped", "[scheduler]\nshards = 8\n\n[cpu]\nworkers = 2\n", share(2),
+             max(2, cores - share(2)), shards(2))]:
         log_path = tmp_path / f"arbiter-{name}.log"
         with open(log_path, "w") as log:
             s = start_server(tmp_path, config, stderr=log)
             assert s.stop() == 0
-        assert f" {io} io threads, {caf} scheduler threads" in log_path.read_text(), name
+        line = f" {io} io threads, {caf} scheduler threads, {shard}\n"
+        assert line in log_path.read_text(), (name, log_path.read_text())

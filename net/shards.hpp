@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "actors/messages.hpp"
+
+namespace arbiter::net {
+
+/// Which scheduler shard (see `scheduler.shards`) each part of a request goes to: the indices
+/// of the request's items in each part, in their order.
+struct shard_part {
+  size_t shard = 0;
+  std::vector<uint32_t> items;
+};
+
+/// Splits a request's items over `shards` scheduler shards. Only a request whose every item
+/// is a CPU reward's (capability "cpu") is spread: an item with a group goes to the shard its
+/// group's name hashes to, so a GRPO group always meets in one shard (its order and statistics
+/// stay whole), and an item without one goes to `spare`. Any other request goes whole to shard
+/// 0, which holds the model sources. Empty parts are left out; one part means no split.
+std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_t shards,
+                                    size_t spare);
+
+/// One part of a split request, with where its answer goes.
+struct shard_submission {
+  size_t shard = 0;
+  actors::score_submission submission;
+};
+
+/// Splits `req` along `plan` (from `plan_shards`, two parts or more). The parts' answers are
+/// joined into one for `reply_to`, called once, on the thread of the shard that answers last:
+/// the results and items in the request's order, the groups in order of first appearance. If
+/// any part is refused, the request is refused with that part's reason (the other parts' work
+/// is discarded).
+std::vector<shard_submission> split_request(actors::score_request req,
+                                            const std::vector<shard_part>& plan,
+                                            actors::reply_callback reply_to);
+
+/// The shards' views of the scheduler as one: queue depths and pending requests summed,
+/// sources listed shard by shard (`source_shard` says whose each is), draining if any is.
+struct sharded_snapshot {
+  actors::scheduler_info merged;
+  std::vector<size_t> source_shard;
+};
+sharded_snapshot merge_snapshots(std::vector<actors::scheduler_info> shards);
+
+/// The shards' accounts of the same steps as one (see `scheduler::add_account`), in order of
+/// first appearance, shard by shard.
+actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards);
+
+} // namespace arbiter::net
