@@ -80,8 +80,8 @@ if [[ $STEPS == *e2e* ]]; then
   done
 fi
 if [[ $STEPS == *rules* ]]; then
-  # The load generator's threads and connections grow with the cores; the server takes the
-  # defaults (one HTTP thread, CAF thread and CPU worker per core).
+  # The load generator's threads and connections grow with the cores; the server takes its
+  # defaults (docs/configuration.md: I/O threads, CAF threads, scheduler shards, CPU workers).
   threads=$(( $(nproc) / 4 > 1 ? $(nproc) / 4 : 1 ))
   say "bench/rule_rewards.py, $(nproc) cores, $threads load generator threads"
   timeout "${RULES_TIMEOUT:-240}" python3 bench/rule_rewards.py --arbiter "$STAGE/arbiter" \
