@@ -1,10 +1,9 @@
 #include "net/routes.hpp"
 
-#include "net/shards.hpp"
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <tuple>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -15,6 +14,7 @@
 #include "actors/source_capabilities.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
+#include "net/shards.hpp"
 
 namespace arbiter::net {
 

@@ -12,18 +12,17 @@ namespace arbiter::net {
 
 std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_t shards,
                                     size_t spare) {
-  std::vector<shard_part> whole(1);
-  whole.front().items.reserve(items.size());
-  for (uint32_t i = 0; i < items.size(); ++i) {
-    whole.front().items.push_back(i);
+  bool spread = shards > 1 && !items.empty();
+  for (size_t i = 0; spread && i < items.size(); ++i) {
+    spread = items[i]->capability == "cpu";
   }
-  if (shards <= 1 || items.empty()) {
-    return whole;
-  }
-  for (const auto& item : items) {
-    if (item->capability != "cpu") {
-      return whole;
+  if (!spread) {
+    std::vector<shard_part> whole(1);
+    whole.front().items.reserve(items.size());
+    for (uint32_t i = 0; i < items.size(); ++i) {
+      whole.front().items.push_back(i);
     }
+    return whole;
   }
   std::vector<std::vector<uint32_t>> by_shard(shards);
   std::hash<std::string> hash;

@@ -2,7 +2,8 @@
 # Sanitizer and fuzz builds (docs/testing.md), with clang:
 #   asan  build-asan/: every target with AddressSanitizer + UndefinedBehaviorSanitizer and the
 #         libFuzzer targets; runs the whole ctest suite there (unit tests, e2e, Python client)
-#   tsan  build-tsan/: scheduler_tests and actors_tests with ThreadSanitizer, run
+#   tsan  build-tsan/: scheduler_tests and actors_tests with ThreadSanitizer, and net_tests'
+#         scheduler-shard tests (a split request's parts answered on two threads), run
 #   fuzz  each libFuzzer target of build-asan/fuzz/ for ARBITER_FUZZ_SECONDS (default 20) from
 #         its seed corpus and dictionary (tests/fuzz/)
 # With no argument it runs all three, in that order; name stages to run only those. A finding
@@ -66,10 +67,10 @@ run_asan() {
 }
 
 run_tsan() {
-  stamp "tsan: configure and build scheduler_tests, actors_tests in build-tsan/"
+  stamp "tsan: configure and build scheduler_tests, actors_tests, net_tests in build-tsan/"
   mkdir -p build-tsan
   configure build-tsan -DARBITER_SANITIZE=thread
-  nice -n 5 cmake --build build-tsan -j "$JOBS" --target scheduler_tests actors_tests
+  nice -n 5 cmake --build build-tsan -j "$JOBS" --target scheduler_tests actors_tests net_tests
   local logs="$PWD/build-tsan/sanitizer-logs"
   rm -rf "$logs" && mkdir -p "$logs"
   local status=0
@@ -78,6 +79,10 @@ run_tsan() {
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:log_path=$logs/tsan" \
       "build-tsan/tests/$t" --gtest_brief=1 || status=$?
   done
+  stamp "tsan: net_tests (the shards' tests)"
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$SUPP/tsan.supp:log_path=$logs/tsan" \
+    build-tsan/tests/net_tests --gtest_brief=1 --gtest_filter='PlanShards.*:SplitRequest.*:Merge*' \
+    || status=$?
   fail_on_reports "$logs"
   return "$status"
 }

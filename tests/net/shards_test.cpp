@@ -1,7 +1,9 @@
 #include "net/shards.hpp"
 
+#include <atomic>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -169,6 +171,30 @@ TEST(SplitRequest, APartRefusedRefusesTheWholeRequestWithItsReason) {
   EXPECT_EQ(out.reply->rejection, "queue_full");
   EXPECT_EQ(out.reply->reason, "priority class 'normal' is full");
   EXPECT_EQ(out.reply->retry_after_s, 3);
+}
+
+TEST(SplitRequest, PartsAnsweredAtOnceOnTwoThreadsGiveOneWholeReply) {
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> calls{0};
+    std::vector<double> scores;
+    actors::score_request req;
+    req.items = {item("cpu", "a"), item("cpu", "b"), item("cpu", "a")};
+    std::vector<shard_part> plan{{1, {0, 2}}, {0, {1}}};
+    auto parts = split_request(std::move(req), plan, [&](actors::score_reply&& r) {
+      for (const auto& res : r.results) {
+        scores.push_back(res.score);
+      }
+      calls.fetch_add(1);
+    });
+    auto first = answer(parts[0].submission.request, {1.0, 2.0}, {"a"});
+    auto second = answer(parts[1].submission.request, {0.5}, {"b"});
+    std::thread t1{[&] { parts[0].submission.reply_to(std::move(first)); }};
+    std::thread t2{[&] { parts[1].submission.reply_to(std::move(second)); }};
+    t1.join();
+    t2.join();
+    ASSERT_EQ(calls.load(), 1);
+    ASSERT_EQ(scores, (std::vector<double>{1.0, 0.5, 2.0}));
+  }
 }
 
 TEST(MergeSnapshots, DepthsAndPendingAreSummedAndSourcesSayTheirShard) {
