@@ -148,7 +148,8 @@ const std::vector<field_descriptor>& scalar_fields() {
           "scheduler.threads", 0, max_u32,
           [](const arbiter_config& c) -> int64_t { return c.scheduler.threads; },
           [](arbiter_config& c, int64_t v) { c.scheduler.threads = static_cast<uint32_t>(v); },
-          "CAF worker threads; 0 means the cores the I/O threads leave (at least 2; a worker node: one per core)"),
+          "CAF worker threads; 0 means the cores the I/O threads leave (at least 2; a worker "
+          "node: one per core)"),
       int_field(
           "scheduler.shards", 0, 64,
           [](const arbiter_config& c) -> int64_t { return c.scheduler.shards; },

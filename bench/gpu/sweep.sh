@@ -16,7 +16,8 @@ S=/tmp/arbiter-gpu-run
 snap() {
   for p in $(pgrep -f "$S/bin/arbiter serve") $(pgrep -f "$S/bin/arbiter-loadgen"); do
     for t in /proc/"$p"/task/*; do
-      echo "$p/$(basename "$t") $(cat "$t/comm" 2>/dev/null) $(awk '{print $14+$15}' "$t/stat" 2>/dev/null)"
+      echo "$p/$(basename "$t") $(cat "$t/comm" 2>/dev/null)" \
+        "$(awk '{print $14+$15}' "$t/stat" 2>/dev/null)"
     done
   done
 }
@@ -25,7 +26,8 @@ for v in ${VARIANTS:-0:0:0 1:0:0}; do
   echo "=== scheduler.shards=$sh scheduler.threads=$th server.io_threads=$io (0: default)"
   log=/tmp/sweep_${sh}_${th}_${io}.log
   ARBITER_SCHEDULER_SHARDS=$sh ARBITER_SCHEDULER_THREADS=$th ARBITER_SERVER_IO_THREADS=$io \
-    timeout 150 python3 bench/rule_rewards.py --arbiter "$S/arbiter" --loadgen "$S/arbiter-loadgen" \
+    timeout 150 python3 bench/rule_rewards.py --arbiter "$S/arbiter" \
+    --loadgen "$S/arbiter-loadgen" \
     --verl-dir .gpu/verl --loadgen-threads "${LG:-4}" --batch-connections "${BC:-16}" \
     --single-connections 128 --duration-s "${DUR:-8}" --warmup-s 1 --verl-s "${VERL_S:-3}" \
     --out "/tmp/sweep_out_${sh}_${th}_${io}" > "$log" 2>&1 &
