@@ -227,7 +227,11 @@ prometheus::Histogram& scheduler_core::latency_histogram(const std::string& rewa
 
 void scheduler_core::note_depth(size_t cls) {
   const size_t depth = queues_.depth(cls);
-  depth_gauges_[cls]->Increment(static_cast<double>(depth) - static_cast<double>(depth_noted_[cls]));
+  if (depth == depth_noted_[cls]) {
+    return; // the shared gauge is left alone: no atomic update the other shards contend on
+  }
+  depth_gauges_[cls]->Increment(static_cast<double>(depth)
+                                - static_cast<double>(depth_noted_[cls]));
   depth_noted_[cls] = depth;
 }
 

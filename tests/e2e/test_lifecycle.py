@@ -6,6 +6,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from arbiter_testing import ARBITER_BIN
 
 
@@ -91,10 +93,15 @@ def test_items_past_their_deadline_fail_explicitly(make_server):
     assert s.stop() == 0
 
 
-def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server):
-    s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
+@pytest.mark.parametrize("config,per_request", [
+    ("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n", 10),
+    # Two scheduler shards: the requests (no groups) go to them in turn, and both drain.
+    ("[cpu]\nworkers = 2\n[scheduler]\ndispatch_batch_items = 1\nshards = 2\n", 20)],
+    ids=["one shard", "two shards"])
+def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server, config, per_request):
+    s = make_server(config)
     rng = random.Random(2)
-    payloads = [{"items": [heavy_item(rng) for _ in range(10)]} for _ in range(6)]
+    payloads = [{"items": [heavy_item(rng) for _ in range(per_request)]} for _ in range(6)]
     answers = []
 
     def client(payload):
@@ -117,7 +124,7 @@ def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server):
     assert len(answers) == len(payloads)
     for status, _, body in answers:
         assert status == 200
-        assert len(body["results"]) == 10
+        assert len(body["results"]) == per_request
         assert all(r["status"] == "ok" for r in body["results"]), "drain finishes queued work"
 
 

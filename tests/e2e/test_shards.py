@@ -1,11 +1,10 @@
 """Scheduler shards (scheduler.shards): CPU rewards spread over several scheduler actors, each
-with its share of the CPU workers, while GRPO groups, step accounts, /info, the metrics and the
-drain stay whole. The real binary on loopback, with two shards on this machine's CPU workers."""
+with its share of the CPU workers, while GRPO groups, step accounts, /info and the metrics stay
+whole (the drain with two shards: test_lifecycle.py). The real binary on loopback, with two
+shards on this machine's CPU workers."""
 
 import concurrent.futures
 import random
-import signal
-import time
 
 from arbiter_testing import source_toml
 
@@ -101,20 +100,3 @@ def test_model_rewards_and_requests_mixing_them_stay_on_the_first_shard(make_ser
     assert [src["shard"] for src in info["sources"] if src["name"] == "a"] == [0]
     assert p.stats()["requests_total"] >= 1
     assert s.stop() == 0
-
-
-def test_a_sharded_server_drains_on_sigterm_answering_what_it_admitted(make_server):
-    s = make_server(SHARDED)
-    items = [gsm8k(72, group=f"d{k % 40}") for k in range(4000)]
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(s.score, {"items": items[i:i + 1000]})
-                   for i in range(0, len(items), 1000)]
-        time.sleep(0.05)
-        s.proc.send_signal(signal.SIGTERM)
-        answers = [f.result() for f in futures]
-    for status, _, body in answers:
-        # Admitted before the drain: every score; after it: a 503 naming the drain.
-        assert status in (200, 503), body
-        if status == 200:
-            assert body["scores"] == [1.0] * 1000
-    assert s.proc.wait(timeout=30) == 0

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_core.hpp"
 
+#include <memory>
+
 #include <gtest/gtest.h>
 
 #include "test_support.hpp"
@@ -330,6 +332,32 @@ TEST_F(SchedulerCore, SnapshotShowsQueuesAndSources) {
   EXPECT_EQ(snap.sources[0].inflight, 1u);
   EXPECT_EQ(snap.pending_requests, 1u);
   EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 5)"), std::string::npos);
+}
+
+TEST_F(SchedulerCore, CoresSharingTheMetricsAddUpInTheDepthGauge) {
+  // Scheduler shards: each core moves the shared gauge by its own changes.
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 2, clock_.now() + 60s, cpu_items(9)).admitted());
+  core_.dispatch(); // 4 of 9 run, 5 wait
+  auto second = std::make_unique<scheduler_core>(cfg_, clock_, metrics_.metrics);
+  second->add_source("cpu", {"cpu"});
+  ASSERT_TRUE(second->submit(1, 2, clock_.now() + 60s, cpu_items(7)).admitted());
+  auto batches = second->dispatch(); // 4 of 7 run, 3 wait
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 8)"), std::string::npos)
+    << metrics_text();
+  second->complete(batches[0].id, std::vector<item_outcome>(4, ok_outcome(1.0)));
+  second->dispatch(); // the last 3 run: none of the second core's wait
+  EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 5)"), std::string::npos)
+    << metrics_text();
+  ASSERT_TRUE(second->submit(2, 2, clock_.now() + 60s, cpu_items(6)).admitted());
+  second->dispatch(); // its source is busy: all 6 wait
+  EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 11)"), std::string::npos)
+    << metrics_text();
+  // A core that goes takes its share with it.
+  second.reset();
+  EXPECT_NE(metrics_text().find(R"(arbiter_queue_depth{priority="low"} 5)"), std::string::npos)
+    << metrics_text();
 }
 
 namespace {
