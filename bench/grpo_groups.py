@@ -26,7 +26,11 @@ finishes at the makespan whatever the order, so group-aware ordering improves th
 group, not the p99. When rollouts stream in faster than the providers allow (96 x 8 items
 over 12, 16 or 24 s plus generation times, against 30 calls/s: about 1.9, 1.5 and 1.0 times
 the capacity), FIFO leaves a group's late members behind newer groups' first ones, and
-group-aware ordering cuts the p99 the more, the longer the queue. Prints a markdown table, writes
+group-aware ordering cuts the p99 the more, the longer the queue. Beside each measurement the
+table gives the p99 each ordering reaches on an ideal service with the same send times
+(`ideal_p99`: one server at the providers' combined rate, no provider latency), so a shape's
+ceiling for the ratio is plain beside what the real service kept of it. Prints a markdown
+table, writes
 OUT/grpo_groups.json and, with matplotlib, OUT/grpo_groups.png (CDF of group completion).
 
     python3 bench/grpo_groups.py                      # needs build/arbiter, arbiter-fake-provider
@@ -155,6 +159,36 @@ def summarize(items: List[Dict[str, Any]], raw: Dict[str, Any]) -> Dict[str, Any
             "statuses": statuses, "errors": raw["errors"][:10], "completion_s": sorted(completion)}
 
 
+def ideal_p99(items: List[Dict[str, Any]], sends: List[float], rate: float,
+              group_order: bool) -> float:
+    """The group p99 an ordering reaches on an ideal service with the same send times: one
+    server that answers `rate` items/s (the providers' combined limit) with no provider
+    latency, taking the queued item of the oldest group first (group_order) or the oldest item
+    (FIFO). Not a measurement: it is the shape's ceiling for the ratio of the two."""
+    import heapq
+
+    first: Dict[int, float] = {}
+    for i in sorted(range(len(items)), key=lambda k: sends[k]):
+        first.setdefault(items[i]["group"], sends[i])
+    order = sorted(range(len(items)), key=lambda k: sends[k])
+    queue: List[Any] = []
+    done: Dict[int, float] = {}
+    now, k = 0.0, 0
+    while k < len(order) or queue:
+        if not queue and now < sends[order[k]]:
+            now = sends[order[k]]
+        while k < len(order) and sends[order[k]] <= now:
+            i = order[k]
+            g = items[i]["group"]
+            heapq.heappush(queue, (first[g] if group_order else sends[i], sends[i], i))
+            k += 1
+        _, _, i = heapq.heappop(queue)
+        now += 1.0 / rate
+        g = items[i]["group"]
+        done[g] = max(done.get(g, 0.0), now)
+    return percentile([done[g] - first[g] for g in first], 0.99)
+
+
 def run_once(shape: str, mode: str, items: List[Dict[str, Any]], sends: List[float],
              specs: Dict[str, List[str]], settings: Dict[str, Dict[str, float]],
              args: argparse.Namespace) -> Dict[str, Any]:
@@ -182,23 +216,29 @@ def run_once(shape: str, mode: str, items: List[Dict[str, Any]], sends: List[flo
     return summary
 
 
-def markdown_table(results: Dict[str, Dict[str, Dict[str, Any]]]) -> str:
+def markdown_table(results: Dict[str, Dict[str, Dict[str, Any]]],
+                   ideal: Dict[str, Dict[str, float]]) -> str:
+    """`ideal`: per shape, the group p99 of a perfect scheduler per mode (`ideal_p99`)."""
     lines = ["| arrivals | ordering | group p50 (s) | group p99 (s) | group mean (s) "
              "| after last rollout p50 / p99 (s) | makespan (s) | p99 FIFO / group-aware "
-             "| makespan group-aware / FIFO | failed or lost |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| makespan group-aware / FIFO | ideal order's p99 (s) and ratio | failed or lost |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for shape, by_mode in results.items():
         g, f = by_mode.get("group"), by_mode.get("fifo")
+        best = ideal.get(shape, {})
         for mode, s in by_mode.items():
             ratio = mspan = ""
+            model = f"{best[mode]:.2f}" if mode in best else ""
             if mode == "group" and g and f:
                 ratio = f"**{f['group_p99_s'] / g['group_p99_s']:.2f}×**"
                 mspan = f"{g['makespan_s'] / f['makespan_s']:.3f}"
+                if "group" in best and "fifo" in best:
+                    model += f" ({best['fifo'] / best['group']:.2f}×)"
             bad = sum(n for k, n in s["statuses"].items() if k not in ("ok", "fallback"))
             lines.append(f"| {shape} | {LABEL[mode]} | {s['group_p50_s']:.2f} | "
                          f"{s['group_p99_s']:.2f} | {s['group_mean_s']:.2f} | "
                          f"{s['wait_p50_s']:.2f} / {s['wait_p99_s']:.2f} | "
-                         f"{s['makespan_s']:.2f} | {ratio} | {mspan} | {bad} |")
+                         f"{s['makespan_s']:.2f} | {ratio} | {mspan} | {model} | {bad} |")
     return "\n".join(lines)
 
 
@@ -274,25 +314,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     settings = {name: grpo_step.provider_settings(spec) for name, spec in specs.items()}
     items = grpo_step.make_items(args.prompts, args.samples, args.seed, False, 0.0)
     results: Dict[str, Dict[str, Dict[str, Any]]] = {}
+    ideal: Dict[str, Dict[str, float]] = {}
+    rate = sum(s["rpm"] for s in settings.values()) / 60.0
     try:
         for shape in args.shapes:
             sends = arrivals(shape, items, args)
             results[shape] = {}
+            ideal[shape] = {mode: ideal_p99(items, sends, rate, mode == "group") for mode in MODES}
             for mode in MODES:
                 results[shape][mode] = run_once(shape, mode, items, sends, specs, settings, args)
     except StartError as e:
         log(f"error: {e}")
         return 2
-    rate = sum(s["rpm"] for s in settings.values()) / 60.0
     log("")
     log(f"{args.prompts} prompts x {args.samples} rollouts = {len(items)} judge items, one per "
         f"request; providers' combined limit {rate:g} calls/s; "
         f"{time.strftime('%Y-%m-%d')}, {grpo_step.machine_info()['nproc']} cores")
     log("")
-    log(markdown_table(results))
+    log(markdown_table(results, ideal))
     (args.out / "grpo_groups.json").write_text(json.dumps(
         {"args": {k: str(v) for k, v in vars(args).items()}, "machine": grpo_step.machine_info(),
-         "results": results}, indent=1))
+         "results": results, "ideal_order_p99_s": ideal}, indent=1))
     plot(results, args.out / "grpo_groups.png")
     return 0
 
