@@ -95,8 +95,14 @@ bool read_type(ondemand::value& value, ondemand::json_type& type, const std::str
 bool read_string(ondemand::value value, std::string& out, const std::string& field,
                  codec_error& err) {
   std::string_view view;
-  if (value.get_string().get(view)) {
-    err = {refusal::invalid, field, field + ": expected a string"};
+  if (auto e = value.get_string().get(view)) {
+    // A string whose escapes do not decode (Python's json.dumps writes a lone surrogate of a
+    // badly decoded text as "\ud800") is a string all the same: say what is wrong with it.
+    err = {refusal::invalid, field,
+           field
+             + (e == simdjson::STRING_ERROR
+                  ? ": invalid string escape (an unpaired \\u surrogate or a malformed \\u)"
+                  : ": expected a string")};
     return false;
   }
   out.assign(view);

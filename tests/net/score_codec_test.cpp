@@ -256,6 +256,19 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
   }
 }
 
+TEST_F(ScoreCodec, NamesAStringWhoseEscapesDoNotDecode) {
+  // What Python's json.dumps writes for a text holding a lone surrogate (a rollout decoded
+  // with errors="surrogateescape" or cut inside a pair).
+  auto err = refusal(
+    R"({"items": [{"reward":"lexical","solution_str":"ab\ud800","ground_truth":"b"}]})");
+  EXPECT_EQ(err.field, "items[0].solution_str");
+  EXPECT_EQ(refusal_answer_for(err.why).status, 400);
+  EXPECT_NE(err.message.find("invalid string escape"), std::string::npos) << err.message;
+  // A value that is no string at all keeps the plain message.
+  err = refusal(R"({"items": [{"reward":"lexical","solution_str":7,"ground_truth":"b"}]})");
+  EXPECT_EQ(err.message, "items[0].solution_str: expected a string");
+}
+
 TEST_F(ScoreCodec, TakesNumbersAsReferencesTheWayPythonsStrWritesThem) {
   score_request_body out;
   codec_error err;
