@@ -30,8 +30,8 @@ group-aware ordering cuts the p99 the more, the longer the queue. Beside each me
 table gives the p99 each ordering reaches on an ideal service with the same send times
 (`ideal_p99`: one server at the providers' combined rate, no provider latency), so a shape's
 ceiling for the ratio is plain beside what the real service kept of it. Prints a markdown
-table, writes
-OUT/grpo_groups.json and, with matplotlib, OUT/grpo_groups.png (CDF of group completion).
+table, writes OUT/grpo_groups.json and, with matplotlib, OUT/grpo_groups.png (CDF of group
+completion).
 
     python3 bench/grpo_groups.py                      # needs build/arbiter, arbiter-fake-provider
     python3 bench/grpo_groups.py --shapes stream --prompts 32
@@ -218,7 +218,7 @@ def run_once(shape: str, mode: str, items: List[Dict[str, Any]], sends: List[flo
 
 def markdown_table(results: Dict[str, Dict[str, Dict[str, Any]]],
                    ideal: Dict[str, Dict[str, float]]) -> str:
-    """`ideal`: per shape, the group p99 of a perfect scheduler per mode (`ideal_p99`)."""
+    """`ideal`: per shape, each ordering's group p99 on the ideal service (`ideal_p99`)."""
     lines = ["| arrivals | ordering | group p50 (s) | group p99 (s) | group mean (s) "
              "| after last rollout p50 / p99 (s) | makespan (s) | p99 FIFO / group-aware "
              "| makespan group-aware / FIFO | ideal order's p99 (s) and ratio | failed or lost |",
@@ -320,7 +320,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for shape in args.shapes:
             sends = arrivals(shape, items, args)
             results[shape] = {}
-            ideal[shape] = {mode: ideal_p99(items, sends, rate, mode == "group") for mode in MODES}
+            if rate > 0:  # providers without a request limit have no ideal rate to model
+                ideal[shape] = {m: ideal_p99(items, sends, rate, m == "group") for m in MODES}
             for mode in MODES:
                 results[shape][mode] = run_once(shape, mode, items, sends, specs, settings, args)
     except StartError as e:
