@@ -167,10 +167,10 @@ def ideal_p99(items: List[Dict[str, Any]], sends: List[float], rate: float,
     (FIFO). Not a measurement: it is the shape's ceiling for the ratio of the two."""
     import heapq
 
-    first: Dict[int, float] = {}
-    for i in sorted(range(len(items)), key=lambda k: sends[k]):
-        first.setdefault(items[i]["group"], sends[i])
     order = sorted(range(len(items)), key=lambda k: sends[k])
+    first: Dict[int, float] = {}
+    for i in order:
+        first.setdefault(items[i]["group"], sends[i])
     queue: List[Any] = []
     done: Dict[int, float] = {}
     now, k = 0.0, 0

@@ -68,11 +68,16 @@ bool read_content_text(ondemand::value content, std::string& out, const std::str
       if (!read_field(f, key, value, sub, err)) {
         return false;
       }
-      std::string_view view;
-      if (key == "text" && !value.get_string().get(view)) {
-        text.assign(view);
-        has_text = true;
+      ondemand::json_type part_type;
+      if (key != "text" || value.type().get(part_type)
+          || part_type != ondemand::json_type::string) {
+        continue;
       }
+      // A text that does not decode is refused, naming it, rather than dropped from the prompt.
+      if (!read_string(value, text, field_path(sub, key), err)) {
+        return false;
+      }
+      has_text = true;
     }
     if (has_text) {
       if (!out.empty()) {
