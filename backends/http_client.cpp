@@ -209,8 +209,13 @@ struct job {
   bool attempt_reused = false;
   /// Whether the one stale-connection retry was used.
   bool retried = false;
+  /// Interim (1xx) responses read past in the current attempt.
+  unsigned interim = 0;
   bool finished = false;
 };
+
+/// Interim responses one attempt reads past before giving up on the server.
+constexpr unsigned max_interim_responses = 16;
 
 } // namespace
 
@@ -457,10 +462,9 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
   void exchange(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c) {
     j->conn = c;
     j->attempt_reused = c->served;
+    j->interim = 0;
     active[j->id] = j;
-    j->parser.emplace();
-    j->parser->body_limit(opts.max_response_bytes);
-    j->parser->header_limit(64 * 1024);
+    new_parser(*j);
     c->tcp().expires_after(opts.attempt_timeout);
     c->with_stream([&](auto& stream) {
       http::async_write(stream, j->req,
@@ -468,6 +472,12 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
                           self->on_written(j, c, ec);
                         });
     });
+  }
+
+  void new_parser(job& j) const {
+    j.parser.emplace();
+    j.parser->body_limit(opts.max_response_bytes);
+    j.parser->header_limit(64 * 1024);
   }
 
   void on_written(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
@@ -478,6 +488,10 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     if (ec) {
       return on_attempt_error(j, c, ec);
     }
+    read_response(j, c);
+  }
+
+  void read_response(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c) {
     c->with_stream([&](auto& stream) {
       http::async_read(stream, c->buffer, *j->parser,
                        [self = shared_from_this(), j, c](beast::error_code e, std::size_t) {
@@ -493,6 +507,19 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     }
     if (ec) {
       return on_attempt_error(j, c, ec);
+    }
+    if (auto status = j->parser->get().result_int();
+        status >= 100 && status < 200 && status != 101) {
+      // An interim response (100 Continue, 102 Processing, 103 Early Hints) comes before the
+      // final one, which a client must read past it (RFC 9110 §15.2) on the same connection,
+      // within the attempt's time. Taken as the answer, it would fail the call and leave the
+      // real response in the buffer for the connection's next request. (101 Switching
+      // Protocols, never asked for, stays the answer: what follows it is not HTTP.)
+      if (++j->interim > max_interim_responses) {
+        return fail_interim(j, c, status);
+      }
+      new_parser(*j);
+      return read_response(j, c);
     }
     auto res = j->parser->release();
     j->parser.reset();
@@ -514,6 +541,16 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
       discard(c);
     }
     finish(j, std::move(r));
+    pump();
+  }
+
+  void fail_interim(const std::shared_ptr<job>& j, const std::shared_ptr<connection>& c,
+                    unsigned status) {
+    discard(c);
+    finish(j, failure(http_error::protocol_error,
+                      "invalid HTTP response from " + where + ": more than "
+                        + std::to_string(max_interim_responses) + " interim responses (HTTP "
+                        + std::to_string(status) + ") before a final one"));
     pump();
   }
 

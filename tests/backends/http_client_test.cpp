@@ -21,6 +21,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <gtest/gtest.h>
@@ -539,6 +540,101 @@ TEST_F(HttpClient, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
   EXPECT_EQ(second.body, "reply 1");
   EXPECT_FALSE(second.reused_connection);
   EXPECT_EQ(server.accepted(), 2);
+}
+
+/// A server that answers each request, on one connection after another, with the next of its
+/// raw replies, written as they are.
+class scripted_server {
+public:
+  explicit scripted_server(std::vector<std::string> replies)
+    : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+      replies_(std::move(replies)) {
+    thread_ = std::thread([this] {
+      size_t next = 0;
+      while (next < replies_.size()) {
+        beast::error_code ec;
+        tcp::socket socket(io_);
+        acceptor_.accept(socket, ec);
+        if (ec) {
+          return;
+        }
+        ++accepted_;
+        beast::flat_buffer buffer;
+        while (next < replies_.size()) {
+          http::request<http::string_body> req;
+          http::read(socket, buffer, req, ec);
+          if (ec) {
+            break;
+          }
+          asio::write(socket, asio::buffer(replies_[next++]), ec);
+        }
+      }
+    });
+  }
+
+  ~scripted_server() {
+    beast::error_code ec;
+    acceptor_.close(ec);
+    thread_.join();
+  }
+
+  uint16_t port() const {
+    return acceptor_.local_endpoint().port();
+  }
+
+  int accepted() const {
+    return accepted_;
+  }
+
+private:
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::vector<std::string> replies_;
+  std::atomic<int> accepted_{0};
+  std::thread thread_;
+};
+
+std::string ok_reply(const std::string& body) {
+  return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"
+         + body;
+}
+
+TEST_F(HttpClient, InterimResponsesAreReadPastToTheFinalOne) {
+  // 1xx responses before the final one, as proxies and servers may send them unasked. The
+  // client must not take one for the answer, nor leave the real answer on the connection for
+  // the next request (which would then get this one's reply).
+  scripted_server server({"HTTP/1.1 100 Continue\r\n\r\n"
+                          "HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n"
+                          + ok_reply("reply 0"),
+                          ok_reply("reply 1")});
+  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+  auto first = post_and_wait("/x");
+  ASSERT_EQ(first.error, http_error::none) << first.error_message;
+  EXPECT_EQ(first.status, 200);
+  EXPECT_EQ(first.body, "reply 0");
+  auto second = post_and_wait("/x");
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "reply 1");
+  EXPECT_TRUE(second.reused_connection);
+  EXPECT_EQ(server.accepted(), 1);
+}
+
+TEST_F(HttpClient, EndlessInterimResponsesFailTheAttemptNamingThem) {
+  std::string interim;
+  for (int i = 0; i < 40; ++i) {
+    interim += "HTTP/1.1 102 Processing\r\n\r\n";
+  }
+  scripted_server server({interim + ok_reply("late"), ok_reply("fresh")});
+  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+  auto first = post_and_wait("/x");
+  EXPECT_EQ(first.error, http_error::protocol_error);
+  EXPECT_NE(first.error_message.find("interim responses (HTTP 102)"), std::string::npos)
+    << first.error_message;
+  // The connection is given up, so its unread bytes reach no later request.
+  auto second = post_and_wait("/x");
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "fresh");
+  EXPECT_FALSE(second.reused_connection);
 }
 
 } // namespace
