@@ -523,7 +523,10 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     }
     auto res = j->parser->release();
     j->parser.reset();
-    bool keep = res.keep_alive() && !shut_down;
+    // Bytes already read past the response are none of the next request's business (one
+    // request at a time, no pipelining): such a connection is not used again, or its next
+    // request would read them as its answer.
+    bool keep = res.keep_alive() && !shut_down && c->buffer.size() == 0;
     c->served = true;
     c->tcp().expires_never();
     http_result r;

@@ -637,5 +637,20 @@ TEST_F(HttpClient, EndlessInterimResponsesFailTheAttemptNamingThem) {
   EXPECT_FALSE(second.reused_connection);
 }
 
+TEST_F(HttpClient, BytesPastAResponseAreNotTheNextRequestsAnswer) {
+  // A server that writes more than the response it declared (a second, unasked-for response
+  // here): the connection is not reused, so the next request gets its own answer.
+  scripted_server server({ok_reply("reply 0") + ok_reply("not yours"), ok_reply("reply 1")});
+  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+  auto first = post_and_wait("/x");
+  ASSERT_EQ(first.error, http_error::none) << first.error_message;
+  EXPECT_EQ(first.body, "reply 0");
+  auto second = post_and_wait("/x");
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "reply 1");
+  EXPECT_FALSE(second.reused_connection);
+  EXPECT_EQ(server.accepted(), 2);
+}
+
 } // namespace
 } // namespace arbiter::backends
