@@ -219,6 +219,7 @@ private:
     request.authorization = view(req[http::field::authorization]);
     request.content_type = view(req[http::field::content_type]);
     request.step = view(req["X-Arbiter-Step"]);
+    request.content_encoding = view(req[http::field::content_encoding]);
     request.body = std::move(req.body());
     impl_.routes.handle(std::move(request), std::move(reply), std::move(defer));
     on_strand_ = false;

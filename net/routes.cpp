@@ -109,6 +109,31 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
 
 namespace {
 
+/// Whether a Content-Encoding leaves the body as sent: none, or `identity`.
+bool is_identity_encoding(std::string_view encoding) {
+  while (!encoding.empty() && (encoding.back() == ' ' || encoding.back() == '\t')) {
+    encoding.remove_suffix(1);
+  }
+  while (!encoding.empty() && (encoding.front() == ' ' || encoding.front() == '\t')) {
+    encoding.remove_prefix(1);
+  }
+  constexpr std::string_view identity = "identity";
+  return encoding.empty()
+         || (encoding.size() == identity.size()
+             && std::equal(encoding.begin(), encoding.end(), identity.begin(),
+                           [](char x, char y) {
+                             return std::tolower(static_cast<unsigned char>(x)) == y;
+                           }));
+}
+
+/// Drops a UTF-8 byte order mark before a JSON body, which some Windows tools write: JSON
+/// parsers may ignore one (RFC 8259 §8.1), and a client cannot see it in its own text.
+void skip_byte_order_mark(std::string& body) {
+  if (body.rfind("\xEF\xBB\xBF", 0) == 0) {
+    body.erase(0, 3);
+  }
+}
+
 /// Whether a Content-Type names JSON: `application/json` or `application/SOMETHING+json`,
 /// any case, with or without parameters. An absent one is taken as JSON (curl's `-d` and
 /// some HTTP libraries send none).
@@ -242,6 +267,20 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
                         "Content-Type");
     refuse(route, "unsupported_media_type", std::move(r), reply);
     return;
+  }
+  if (spec->json_body && !is_identity_encoding(req.content_encoding)) {
+    http_reply r;
+    r.status = 415;
+    r.headers.emplace_back("Accept-Encoding", "identity");
+    r.body = error_body(spec->style, 415, "unsupported_media_type",
+                        "Content-Encoding: " + std::string{req.content_encoding}
+                          + " is not supported: send the body uncompressed",
+                        "Content-Encoding");
+    refuse(route, "unsupported_media_type", std::move(r), reply);
+    return;
+  }
+  if (spec->json_body) {
+    skip_byte_order_mark(req.body);
   }
   if (spec->decode != nullptr) {
     serve_scoring(route, spec->style, spec->decode, req.step, target, std::move(req.body),

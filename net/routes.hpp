@@ -41,6 +41,8 @@ struct http_request {
   std::string body;
   /// The `X-Arbiter-Step` header's value ("" when absent).
   std::string_view step;
+  /// The `Content-Encoding` header's value ("" when absent).
+  std::string_view content_encoding;
 };
 
 /// Called once with the reply, from any thread.

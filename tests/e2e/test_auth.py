@@ -192,3 +192,21 @@ def test_a_body_that_is_not_json_gets_415(server, content_type, expected):
         status, _, reply = server.request("POST", "/v1/chat/completions", {"model": "x"},
                                           headers=headers)
         assert status == 415 and reply["error"]["type"] == "invalid_request_error", reply
+
+
+
+def test_a_compressed_body_gets_415_naming_content_encoding_and_a_bom_is_skipped(server):
+    import gzip
+    body = json.dumps({"items": [{"reward": "exact_match", "solution_str": "a",
+                                  "ground_truth": "a"}]}).encode()
+    status, headers, reply = server.request(
+        "POST", "/v1/score", gzip.compress(body),
+        {"Content-Type": "application/json", "Content-Encoding": "gzip"})
+    assert status == 415, reply
+    assert reply["error"]["field"] == "Content-Encoding"
+    assert "gzip is not supported" in reply["error"]["message"]
+    assert headers.get("accept-encoding") == "identity"
+    # A UTF-8 byte order mark before the JSON, as some Windows tools write it, is skipped.
+    status, _, reply = server.request("POST", "/v1/score", b"\xef\xbb\xbf" + body,
+                                      {"Content-Type": "application/json"})
+    assert status == 200 and reply["scores"] == [1.0], reply

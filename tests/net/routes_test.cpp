@@ -116,10 +116,12 @@ protected:
                          std::string body = {},
                          const std::string& content_type = "application/json",
                          const std::string& authorization = {},
-                         const std::string& step = {}) {
+                         const std::string& step = {},
+                         const std::string& content_encoding = {}) {
     std::promise<http_reply> promise;
     auto future = promise.get_future();
-    http_request req{method, target, authorization, content_type, std::move(body), step};
+    http_request req{method,          target, authorization, content_type, std::move(body),
+                     step,            content_encoding};
     r.handle(
       std::move(req), [&promise](http_reply reply) { promise.set_value(std::move(reply)); },
       [](std::function<void()> fn) { fn(); });
@@ -202,6 +204,27 @@ TEST_F(Router, TheRouteTableAnswersBeforeAnyRouteRuns) {
   EXPECT_EQ(media.status, 415u);
   EXPECT_NE(media.body.find("Content-Type"), std::string::npos) << media.body;
   // Only the one accepted request reached the scheduler.
+  EXPECT_EQ(seen().size(), 1u);
+}
+
+TEST_F(Router, AnEncodedBodyIs415NamingContentEncodingAndAByteOrderMarkIsSkipped) {
+  auto r = make_router();
+  auto gzip = call(*r, "POST", "/v1/score", "\x1f\x8b\x08", "application/json", {}, {}, "gzip");
+  EXPECT_EQ(gzip.status, 415u);
+  auto doc = json::parse(gzip.body);
+  EXPECT_EQ(doc["error"]["field"], "Content-Encoding") << gzip.body;
+  EXPECT_NE(gzip.body.find("gzip is not supported"), std::string::npos) << gzip.body;
+  EXPECT_EQ(header(gzip, "Accept-Encoding"), "identity");
+  // OpenAI routes refuse it in OpenAI's shape.
+  auto chat = call(*r, "POST", "/v1/chat/completions", "{}", "application/json", {}, {}, "br");
+  EXPECT_EQ(chat.status, 415u);
+  EXPECT_EQ(json::parse(chat.body)["error"]["type"], "invalid_request_error") << chat.body;
+  EXPECT_TRUE(seen().empty());
+  // `identity` is the body as sent, and a UTF-8 byte order mark before the JSON is skipped.
+  auto plain = call(*r, "POST", "/v1/score", "\xEF\xBB\xBF" + two_items, "application/json", {},
+                    {}, " Identity ");
+  ASSERT_EQ(plain.status, 200u) << plain.body;
+  EXPECT_EQ(json::parse(plain.body)["scores"], json::parse("[0.25, 1.25]"));
   EXPECT_EQ(seen().size(), 1u);
 }
 
