@@ -60,6 +60,50 @@ double norm(const std::vector<double>& v, size_t dims) {
   return std::sqrt(sum);
 }
 
+/// The largest magnitude among the first `dims` values of `v`: 0 for a zero vector, NaN or
+/// infinity when one of them is not finite (a model that overflowed, e.g. in half precision).
+double largest_magnitude(const std::vector<double>& v, size_t dims) {
+  double most = 0.0;
+  for (size_t i = 0; i < dims; ++i) {
+    if (!std::isfinite(v[i])) {
+      return v[i];
+    }
+    most = std::max(most, std::abs(v[i]));
+  }
+  return most;
+}
+
+/// The cosine of `a` and `b` (both nonzero and finite) over their first `dims` values,
+/// `a_norm` being `a`'s norm. Taken directly, as it always was (so logs replay bit for bit),
+/// unless a norm, their product or the dot product leaves double's range (values beyond
+/// about 1e154 or below 1e-154): then over the vectors scaled to a largest magnitude of 1.
+double cosine_of(const std::vector<double>& a, double a_norm, const std::vector<double>& b,
+                 size_t dims) {
+  double b_norm = norm(b, dims);
+  double dot = 0.0;
+  for (size_t i = 0; i < dims; ++i) {
+    dot += a[i] * b[i];
+  }
+  double denominator = a_norm * b_norm;
+  if (std::isnormal(a_norm) && std::isnormal(b_norm) && std::isnormal(denominator)
+      && std::isfinite(dot)) {
+    return std::clamp(dot / denominator, -1.0, 1.0);
+  }
+  double a_scale = largest_magnitude(a, dims);
+  double b_scale = largest_magnitude(b, dims);
+  double a_sum = 0.0;
+  double b_sum = 0.0;
+  double scaled_dot = 0.0;
+  for (size_t i = 0; i < dims; ++i) {
+    double x = a[i] / a_scale;
+    double y = b[i] / b_scale;
+    a_sum += x * x;
+    b_sum += y * y;
+    scaled_dot += x * y;
+  }
+  return std::clamp(scaled_dot / (std::sqrt(a_sum) * std::sqrt(b_sum)), -1.0, 1.0);
+}
+
 /// Scores one embedding item from its vectors.
 item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
                              const input_span& span,
@@ -94,23 +138,28 @@ item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
     }
     dims = plan.options.dimensions;
   }
-  double candidate_norm = norm(candidate, dims);
-  if (candidate_norm == 0.0) {
+  double candidate_scale = largest_magnitude(candidate, dims);
+  if (!std::isfinite(candidate_scale)) {
+    return failure("the embedding of solution_str holds a value that is not finite (NaN or "
+                   "infinity)");
+  }
+  if (candidate_scale == 0.0) {
     return failure("the embedding of solution_str is a zero vector");
   }
+  double candidate_norm = norm(candidate, dims);
   std::optional<double> best;
   size_t best_reference = 0;
   for (uint32_t r = 1; r <= span.references; ++r) {
     const auto& reference = vectors[span.first + r];
-    double reference_norm = norm(reference, dims);
-    if (reference_norm == 0.0) {
+    double reference_scale = largest_magnitude(reference, dims);
+    if (!std::isfinite(reference_scale)) {
+      return failure("the embedding of ground_truth[" + std::to_string(plan.references[r - 1])
+                     + "] holds a value that is not finite (NaN or infinity)");
+    }
+    if (reference_scale == 0.0) {
       continue;
     }
-    double dot = 0.0;
-    for (size_t i = 0; i < dims; ++i) {
-      dot += candidate[i] * reference[i];
-    }
-    double cosine = std::clamp(dot / (candidate_norm * reference_norm), -1.0, 1.0);
+    double cosine = cosine_of(candidate, candidate_norm, reference, dims);
     if (!best || cosine > *best) {
       best = cosine;
       best_reference = plan.references[r - 1];

@@ -5,6 +5,7 @@
 #include "scheduler/scheduler_core.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string_view>
 #include <unordered_set>
 
@@ -72,6 +73,13 @@ item_result scheduler_core::maybe_fall_back(const score_item& item, item_result 
 
 void scheduler_core::end_item(request_id id, pending_request& req, uint32_t index,
                               item_result result, bool shareable) {
+  if (result.code == errc::none && !std::isfinite(result.score)) {
+    // Never an answer without a score: JSON has no NaN, and a trainer would read null or 0.
+    result.code = errc::reward_failed;
+    result.error = std::string{"the reward computed a score that is not finite ("}
+                   + (std::isnan(result.score) ? "NaN" : "infinity") + ")";
+    result.score = 0.0;
+  }
   if (result.code != errc::none) {
     result = maybe_fall_back(*req.items[index], std::move(result));
   }

@@ -1,4 +1,5 @@
 #include "backends/remote/remote_codec.hpp"
+#include "backends/embedding_scoring.hpp"
 #include "common/token_estimate.hpp"
 
 #include <cmath>
@@ -941,6 +942,40 @@ TEST(RemoteCodec, ZeroEmbeddingIsAnItemFailure) {
   EXPECT_THAT(outcomes[0].error, HasSubstr("zero vector"));
   EXPECT_EQ(outcomes[1].code, errc::reward_failed);
   EXPECT_THAT(outcomes[1].error, HasSubstr("every reference is a zero vector"));
+}
+
+TEST(RemoteCodec, EmbeddingsAtTheEdgesOfDoublesRangeScoreTheirCosine) {
+  // Norms of such vectors overflow (1e200² = inf) or underflow (1e-200² = 0) when taken
+  // directly: the cosine was NaN (an "ok" item with no score) or "a zero vector".
+  std::vector<shared_item> items{make_item("embedding", "huge", {"huge"}),
+                                 make_item("embedding", "tiny", {"tiny"}),
+                                 make_item("embedding", "mixed", {"mixed"})};
+  auto outcomes = embed_tei(items, {{1e200, 1e200}, {3e200, 3e200},
+                                    {1e-200, 0.0}, {0.0, 2e-320},
+                                    {0.6, 0.8}, {1e200, 0.0}});
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_EQ(outcomes[0].code, errc::none) << outcomes[0].error;
+  EXPECT_NEAR(outcomes[0].score, 1.0, 1e-12);
+  EXPECT_EQ(outcomes[1].code, errc::none) << outcomes[1].error;
+  EXPECT_NEAR(outcomes[1].score, unit(0.0), 1e-12);
+  EXPECT_EQ(outcomes[2].code, errc::none) << outcomes[2].error;
+  EXPECT_NEAR(outcomes[2].score, unit(0.6), 1e-12);
+}
+
+TEST(RemoteCodec, AnEmbeddingThatIsNotFiniteFailsItsItemNamingIt) {
+  // JSON cannot carry one, but a local model can produce one (half precision overflows).
+  std::vector<shared_item> items{make_item("embedding", "a", {"b"}),
+                                 make_item("embedding", "c", {"d", "e"})};
+  auto inputs = backends::embedding_texts(items, "m");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto outcomes = backends::score_embeddings(items, "m", inputs,
+                                   {{nan, 1.0}, {1.0, 0.0}, {1.0, 0.0}, {1.0, 0.0}, {0.0, -inf}});
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_EQ(outcomes[0].code, errc::reward_failed);
+  EXPECT_THAT(outcomes[0].error, HasSubstr("solution_str holds a value that is not finite"));
+  EXPECT_EQ(outcomes[1].code, errc::reward_failed);
+  EXPECT_THAT(outcomes[1].error, HasSubstr("ground_truth[1] holds a value that is not finite"));
 }
 
 TEST(RemoteCodec, EmbeddingUnusableBodiesThrowBadReply) {

@@ -1,5 +1,6 @@
 #include "scheduler/scheduler_core.hpp"
 
+#include <limits>
 #include <memory>
 
 #include <gtest/gtest.h>
@@ -199,6 +200,25 @@ TEST_F(SchedulerCore, OneFailedItemDoesNotFailTheBatch) {
   EXPECT_EQ(done[0].results[2].status, item_status::ok);
   EXPECT_NE(metrics_text().find(R"(arbiter_item_failures_total{reason="reward_failed"} 1)"),
             std::string::npos);
+}
+
+TEST_F(SchedulerCore, AScoreThatIsNotFiniteFailsItsItemInsteadOfAnsweringOk) {
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, cpu_items(3)).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  core_.complete(batches[0].id, {ok_outcome(std::numeric_limits<double>::quiet_NaN()),
+                                 ok_outcome(0.5),
+                                 ok_outcome(-std::numeric_limits<double>::infinity())});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::failed);
+  EXPECT_EQ(done[0].results[0].code, errc::reward_failed);
+  EXPECT_EQ(done[0].results[0].error, "the reward computed a score that is not finite (NaN)");
+  EXPECT_EQ(done[0].results[1].status, item_status::ok);
+  EXPECT_EQ(done[0].results[2].status, item_status::failed);
+  EXPECT_EQ(done[0].results[2].error,
+            "the reward computed a score that is not finite (infinity)");
 }
 
 TEST_F(SchedulerCore, ItemsNoSourceServesFailAtOnceOthersRun) {
