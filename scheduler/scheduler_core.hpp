@@ -270,6 +270,10 @@ private:
   /// sources serving `capability` would answer everything waiting sooner than it could answer
   /// one item (a slow endpoint at the end of a step).
   bool hold_for_faster(const std::string& capability, source_id source);
+  /// Whether a running item is in the tail of its trainer's group, where a straggler is worth a
+  /// hedge (`routing.hedge_tail_fraction` of the group's arrived members answered, this one
+  /// counted; for an item without a group, of its request's items).
+  bool in_tail(const pending_request& r, uint32_t index) const;
   /// Items queued for `capability` in every class.
   size_t waiting_for(const std::string& capability) const;
   /// The capability of a batch's items ("" when they all ended).

@@ -308,6 +308,23 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
   return true;
 }
 
+bool scheduler_core::in_tail(const pending_request& r, uint32_t index) const {
+  // A trainer that sends one rollout per request names their group instead, so the tail of a
+  // group is its members', as far as they have arrived; else the request's items.
+  double done = 0.0;
+  double known = 0.0;
+  const auto& group = r.items[index]->group;
+  auto g = group.empty() ? group_summary{} : groups_.summary(group);
+  if (g.scored + g.failed + g.pending > 0) {
+    done = g.scored + g.failed;
+    known = g.scored + g.failed + g.pending;
+  } else {
+    known = static_cast<double>(r.items.size());
+    done = known - static_cast<double>(r.remaining);
+  }
+  return done + 1.0 >= routing_.hedge_tail_fraction * known;
+}
+
 void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
   if (!routing_.hedge) {
     return;
@@ -345,11 +362,12 @@ void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
         continue;
       }
       auto& r = req->second;
-      auto n = r.items.size();
-      bool tail = static_cast<double>(n - r.remaining) + 1.0
-                  >= routing_.hedge_tail_fraction * static_cast<double>(n);
-      if (r.states[ref.second] != item_state::running || r.running_in[ref.second][1] != 0
-          || !tail) {
+      if (r.states[ref.second] != item_state::running || r.running_in[ref.second][1] != 0) {
+        continue;
+      }
+      if (!in_tail(r, ref.second)) {
+        // Not yet: once enough of its group (or request) is answered, it holds that up.
+        keep = true;
         continue;
       }
       const auto& item = *r.items[ref.second];

@@ -367,6 +367,40 @@ TEST_F(RemoteRoutingWithHedges, AStragglerIsHedgedAndTheLoserCancelled) {
   EXPECT_NE(metrics_text().find("arbiter_source_hedges_total"), std::string::npos);
 }
 
+TEST_F(RemoteRoutingWithHedges, AGroupsStragglersAreHedgedOnceMostOfTheGroupIsAnswered) {
+  core_.add_source(endpoint("a"));
+  core_.add_source(endpoint("b"));
+  warm_up(40, 100ms);
+  // One rollout per request, as trainers send them: the group is the tail's measure, not the
+  // request (of one item, always "mostly answered").
+  std::vector<dispatch_batch> first;
+  for (int i = 0; i < 4; ++i) {
+    auto items = judge_items(1, "rollout" + std::to_string(i) + "-");
+    items[0].group = "prompt-7";
+    ASSERT_TRUE(core_.submit(1 + static_cast<request_id>(i), 1, clock_.now() + 10s,
+                             std::move(items))
+                  .admitted());
+    for (auto& b : core_.dispatch()) {
+      first.push_back(b);
+    }
+  }
+  ASSERT_EQ(first.size(), 4u);
+  clock_.advance(100ms);
+  core_.on_timer();
+  EXPECT_TRUE(core_.dispatch().empty()) << "past the p95, but none of the group answered";
+  ok(first[0], 0.5);
+  EXPECT_TRUE(core_.dispatch().empty()) << "1 of 4 answered: not the group's tail yet";
+  ok(first[1], 0.5);
+  // 2 of 4 answered, and each straggler would be the third: 3 of 4 reaches 0.75.
+  auto hedges = core_.dispatch();
+  ASSERT_EQ(hedges.size(), 2u);
+  for (const auto& h : hedges) {
+    EXPECT_TRUE(h.hedge);
+  }
+  EXPECT_NE(hedges[0].source, first[2].source);
+  EXPECT_NE(hedges[1].source, first[3].source);
+}
+
 TEST_F(RemoteRoutingWithHedges, AFailedOriginalLeavesTheHedgeToAnswer) {
   core_.add_source(endpoint("a"));
   core_.add_source(endpoint("b"));
