@@ -109,21 +109,29 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
 
 namespace {
 
+/// `text` without the spaces and tabs around it (a header value's optional whitespace).
+std::string_view trim_blanks(std::string_view text) {
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
+    text.remove_suffix(1);
+  }
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  return text;
+}
+
+/// Whether `text` equals `lower` (lower case) in any case.
+bool iequals(std::string_view text, std::string_view lower) {
+  return text.size() == lower.size()
+         && std::equal(text.begin(), text.end(), lower.begin(), [](char x, char y) {
+              return std::tolower(static_cast<unsigned char>(x)) == y;
+            });
+}
+
 /// Whether a Content-Encoding leaves the body as sent: none, or `identity`.
 bool is_identity_encoding(std::string_view encoding) {
-  while (!encoding.empty() && (encoding.back() == ' ' || encoding.back() == '\t')) {
-    encoding.remove_suffix(1);
-  }
-  while (!encoding.empty() && (encoding.front() == ' ' || encoding.front() == '\t')) {
-    encoding.remove_prefix(1);
-  }
-  constexpr std::string_view identity = "identity";
-  return encoding.empty()
-         || (encoding.size() == identity.size()
-             && std::equal(encoding.begin(), encoding.end(), identity.begin(),
-                           [](char x, char y) {
-                             return std::tolower(static_cast<unsigned char>(x)) == y;
-                           }));
+  encoding = trim_blanks(encoding);
+  return encoding.empty() || iequals(encoding, "identity");
 }
 
 /// Drops a UTF-8 byte order mark before a JSON body, which some Windows tools write: JSON
@@ -138,22 +146,10 @@ void skip_byte_order_mark(std::string& body) {
 /// any case, with or without parameters. An absent one is taken as JSON (curl's `-d` and
 /// some HTTP libraries send none).
 bool is_json_content_type(std::string_view type) {
-  type = type.substr(0, type.find(';'));
-  while (!type.empty() && (type.back() == ' ' || type.back() == '\t')) {
-    type.remove_suffix(1);
-  }
-  while (!type.empty() && (type.front() == ' ' || type.front() == '\t')) {
-    type.remove_prefix(1);
-  }
+  type = trim_blanks(type.substr(0, type.find(';')));
   if (type.empty()) {
     return true;
   }
-  const auto iequals = [](std::string_view a, std::string_view b) {
-    return a.size() == b.size()
-           && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-                return std::tolower(static_cast<unsigned char>(x)) == y;
-              });
-  };
   constexpr std::string_view prefix = "application/";
   if (type.size() <= prefix.size() || !iequals(type.substr(0, prefix.size()), prefix)) {
     return false;
