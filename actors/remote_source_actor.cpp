@@ -157,7 +157,7 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   http.insecure_skip_verify = cfg.insecure_skip_verify;
   http.api_key = resolve_api_key(cfg);
   st.api_key = http.api_key;
-  st.pool = std::make_shared<backends::http_client_pool>(cfg.url, *io, http);
+  st.pool = std::make_shared<backends::http_client_pool>(base_url(cfg), *io, http);
   self->attach_functor([pool = st.pool] { pool->shutdown(); });
   return {
     [self](work_atom, work_batch& batch) -> caf::result<work_result> {
@@ -224,6 +224,27 @@ uint32_t default_max_batch_items(const std::vector<std::string>& capabilities) {
     return 8;
   }
   return 32;
+}
+
+std::string base_url(const config::source_config& cfg) {
+  std::string url = cfg.url;
+  if (cfg.kind != "openai") {
+    return url;
+  }
+  std::string_view path = url;
+  if (auto scheme = path.find("://"); scheme != std::string_view::npos) {
+    path.remove_prefix(scheme + 3);
+  }
+  // Only a path's `/v1` (not a host named "v1"), with or without a final slash.
+  auto slash = path.find('/');
+  for (std::string_view suffix : {"/v1/", "/v1"}) {
+    if (slash != std::string_view::npos && path.size() - slash >= suffix.size()
+        && path.substr(path.size() - suffix.size()) == suffix) {
+      url.resize(url.size() - suffix.size());
+      return url;
+    }
+  }
+  return url;
 }
 
 std::string resolve_api_key(const config::source_config& cfg) {

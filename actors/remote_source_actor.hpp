@@ -34,6 +34,11 @@ uint32_t default_max_batch_items(const std::vector<std::string>& capabilities);
 /// neither is set).
 std::string resolve_api_key(const config::source_config& cfg);
 
+/// The base URL `cfg`'s calls go to: its `url`, less a trailing `/v1` for an `openai` source,
+/// whose API paths begin with it. OpenAI's SDKs take the base URL with `/v1`, so one copied
+/// from there would otherwise call /v1/v1/chat/completions and be ejected on its 404s.
+std::string base_url(const config::source_config& cfg);
+
 /// Spawns the actor for one remote endpoint. It answers `(work_atom, work_batch)` with a
 /// `work_result` whose report says how the one HTTP attempt went (status class, Retry-After,
 /// `x-ratelimit-*` headers, latency) and, when it went well, one outcome per item; it never

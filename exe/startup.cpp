@@ -136,7 +136,12 @@ void spawn_remote_sources(caf::actor_system& sys, boost::asio::io_context& ioc,
     s.spec.capabilities = actors::routed_capabilities(src, cfg);
     s.worker = actors::spawn_remote_source(sys, ioc, src);
     out.push_back(std::move(s));
-    log::info("source '", src.name, "': ", src.kind, " at ", src.url);
+    if (auto base = actors::base_url(src); base != src.url) {
+      log::info("source '", src.name, "': ", src.kind, " at ", base, " (the url's final /v1 is "
+                "dropped: the API's paths begin with it)");
+    } else {
+      log::info("source '", src.name, "': ", src.kind, " at ", src.url);
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Which routing keys each configured source serves (actors/source_capabilities.cpp).
 
 #include "actors/source_capabilities.hpp"
+#include "actors/remote_source_actor.hpp"
 
 #include <gtest/gtest.h>
 
@@ -52,4 +53,21 @@ TEST(SourceCapabilities, RoutingKeysAreNarrowedByTheModelAndTheRewardsNamingTheS
   auto keys = routed_capabilities(judge, cfg);
   EXPECT_TRUE(serves(keys, capability::chat));
   EXPECT_FALSE(serves(keys, capability::embed));
+}
+
+TEST(SourceCapabilities, AnOpenAiUrlEndingInV1IsCalledWithoutIt) {
+  // OpenAI's SDKs take the base URL with /v1; the API's paths already begin with it.
+  auto base = [](std::string kind, std::string url) {
+    config::source_config s;
+    s.kind = std::move(kind);
+    s.url = std::move(url);
+    return base_url(s);
+  };
+  EXPECT_EQ(base("openai", "http://h:8000/v1"), "http://h:8000");
+  EXPECT_EQ(base("openai", "https://gateway/openai/v1/"), "https://gateway/openai");
+  EXPECT_EQ(base("openai", "http://h:8000"), "http://h:8000");
+  EXPECT_EQ(base("openai", "http://h/v1beta"), "http://h/v1beta");
+  EXPECT_EQ(base("openai", "http://v1"), "http://v1") << "a host, not a path";
+  EXPECT_EQ(base("tei", "http://h/v1"), "http://h/v1") << "TEI's paths do not begin with /v1";
+  EXPECT_EQ(base("ig_service", "http://h/v1"), "http://h/v1");
 }

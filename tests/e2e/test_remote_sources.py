@@ -61,6 +61,20 @@ def test_judge_embedding_and_ig_scores_come_from_the_provider(make_server, provi
     assert r[6]["score"] == pytest.approx(1.0)
 
 
+def test_a_base_url_copied_with_its_v1_still_reaches_the_api(make_server, provider):
+    # OpenAI's SDKs take the base URL with /v1; it used to call /v1/v1/chat/completions.
+    p = provider()
+    s = make_server(env={"LLM_JUDGE_SERVER_URL": p.url + "/v1",
+                         "EMBEDDING_SERVER_URL": p.url + "/v1/"})
+    items = judge_items(1) + [
+        {"reward": "embedding", "solution_str": "hello world", "ground_truth": ["hello world"]}]
+    status, _, body = s.score({"items": items})
+    assert status == 200, body
+    r = body["results"]
+    assert r[0]["status"] == "ok" and r[0]["source"] == "llm_judge_server", r[0]
+    assert r[1]["status"] == "ok" and r[1]["source"] == "embedding_server", r[1]
+
+
 def test_a_provider_dying_mid_batch_loses_no_item(make_server, provider):
     a = provider("--latency-median-ms", "300", "--latency-p99-ms", "400", "--seed", "1")
     b = provider("--latency-median-ms", "300", "--latency-p99-ms", "400", "--seed", "2")
