@@ -301,7 +301,7 @@ private:
   bool fail_ejected(size_t cls, const std::string& capability, const pick_result& pick);
   /// Why an item fails when every source serving `capability` is ejected until `until`.
   std::string ejected_reason(const std::string& capability, time_point until,
-                             const std::string& last_failure) const;
+                             const std::string& last_failure);
   /// Queues item `ref` again in its class, where its first arrival puts it (a FIFO class keeps
   /// it ahead of later items).
   void requeue(item_ref ref);

@@ -271,15 +271,26 @@ void scheduler_core::dispatch_capability(const std::string& capability,
 }
 
 std::string scheduler_core::ejected_reason(const std::string& capability, time_point until,
-                                           const std::string& last_failure) const {
+                                           const std::string& last_failure) {
   std::string reason = "every source serving '" + capability
                        + "' is ejected (circuit breaker open) for another "
                        + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), until)))
                        + " ms, past this item's deadline";
   if (!last_failure.empty()) {
     reason += "; last attempt: " + last_failure;
+    return reason;
   }
-  return reason;
+  // An item that never got an attempt: why its sources were ejected, as /info says.
+  std::string why;
+  for (const auto& info : sources_.sources()) {
+    if (info.breaker != breaker_state::open || info.breaker_reason.empty()
+        || std::find(info.capabilities.begin(), info.capabilities.end(), capability)
+             == info.capabilities.end()) {
+      continue;
+    }
+    why += (why.empty() ? "; ejected: '" : ", '") + info.name + "' (" + info.breaker_reason + ")";
+  }
+  return reason + why;
 }
 
 bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,

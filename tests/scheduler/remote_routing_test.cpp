@@ -728,6 +728,12 @@ TEST_F(RemoteRouting, ItemsFailAtOnceWhenEverySourceIsEjectedPastTheirDeadline) 
   const auto& r = done[0].results[0];
   EXPECT_EQ(r.code, errc::upstream_failed);
   EXPECT_NE(r.error.find("ejected (circuit breaker open)"), std::string::npos) << r.error;
+  // It never got an attempt of its own, so it says why the source was ejected, as /info does.
+  EXPECT_NE(r.error.find("; ejected: 'a' (" + core_.snapshot().sources.at(0).breaker_reason
+                         + ")"),
+            std::string::npos)
+    << r.error;
+  EXPECT_FALSE(core_.snapshot().sources.at(0).breaker_reason.empty());
   // ...while one that can outlive the ejection waits for the probe.
   ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 20s, judge_items(1, "long")).admitted());
   EXPECT_TRUE(core_.dispatch().empty());
