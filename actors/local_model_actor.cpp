@@ -119,7 +119,9 @@ caf::behavior generator_worker(caf::event_based_actor*,
       for (size_t k = 0; k < index.size(); ++k) {
         auto& outcome = result.outcomes[index[k]];
         if (!done[k].output) {
-          outcome.code = errc::worker_failed;
+          // A call the model cannot take fails as a provider's 400 would (never retried, the
+          // reward's fallback may answer); the model failing is the worker's failure.
+          outcome.code = done[k].rejected ? errc::upstream_rejected : errc::worker_failed;
           outcome.error = "local model " + name + ": " + done[k].error;
           continue;
         }

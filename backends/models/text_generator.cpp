@@ -23,15 +23,30 @@ std::string render_chatml(const model_call& call) {
   };
   if (!call.messages.empty()) {
     auto messages = json::parse(call.messages);
-    for (const auto& m : messages) {
+    for (size_t i = 0; i < messages.size(); ++i) {
+      const auto& m = messages[i];
       std::string content;
       if (auto c = m.find("content"); c != m.end() && c->is_string()) {
         content = c->get<std::string>();
       } else if (c != m.end() && c->is_array()) {
-        for (const auto& part : *c) {
-          if (part.is_object() && part.value("type", std::string{}) == "text") {
-            content += part.value("text", std::string{});
+        for (size_t j = 0; j < c->size(); ++j) {
+          const auto& part = (*c)[j];
+          auto type = part.is_object() && part.contains("type") && part["type"].is_string()
+                        ? part["type"].get<std::string>()
+                        : std::string{};
+          auto where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
+          if (type == "text" && !(part.contains("text") && part["text"].is_string())) {
+            throw std::invalid_argument{where + ".text: expected a string"};
           }
+          if (type != "text") {
+            // Dropping it would answer as if the image (or audio, ...) had been seen.
+            throw std::invalid_argument{
+              where + ": "
+              + (type.empty() ? std::string{"a part without a type"}
+                              : "a part of type '" + type + "'")
+              + "; this local model reads text parts only"};
+          }
+          content += part["text"].get<std::string>();
         }
       }
       add(m.value("role", std::string{"user"}), content);
@@ -158,6 +173,7 @@ std::vector<text_generator::completion> text_generator::complete_all(
       ready.push_back(i);
     } catch (const std::exception& e) {
       out[i].error = e.what();
+      out[i].rejected = true;
     }
   }
   // Similar prompt lengths together; a pass holds calls while its padded size — every

@@ -42,6 +42,9 @@ public:
   struct completion {
     std::optional<model_output> output;
     std::string error;
+    /// The call itself cannot run here (its prompt is empty, too long, or holds a part this
+    /// model cannot read), as a provider's 400 says; else the model failed.
+    bool rejected = false;
   };
 
   /// Runs several calls as `complete` does, together: calls of similar prompt length share a

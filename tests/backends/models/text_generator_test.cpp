@@ -82,7 +82,35 @@ TEST(TextGenerator, ACallThatCannotRunFailsAlone) {
   expect_same(*got[0].output, gen->complete(all[0], false));
   EXPECT_FALSE(got[1].output);
   EXPECT_NE(got[1].error.find("exceeds the model's 128"), std::string::npos) << got[1].error;
+  EXPECT_TRUE(got[1].rejected);
   EXPECT_FALSE(got[2].output);
   EXPECT_EQ(got[2].error, "the prompt is empty");
+  EXPECT_TRUE(got[2].rejected);
+  EXPECT_FALSE(got[0].rejected);
   EXPECT_THROW(gen->complete(too_long, false), std::invalid_argument);
+}
+
+TEST(TextGenerator, AChatWithAPartItCannotReadFailsNamingItInsteadOfDroppingIt) {
+  auto gen = text_generator::load(folder, test_support::test_options());
+  model_call text_parts;
+  text_parts.messages = R"([{"role": "user", "content": [{"type": "text", "text": "a b"},
+                                                          {"type": "text", "text": " c"}]}])";
+  text_parts.max_tokens = 2;
+  text_parts.temperature = 0.0;
+  model_call plain = text_parts;
+  plain.messages = R"([{"role": "user", "content": "a b c"}])";
+  model_call image = text_parts;
+  image.messages = R"([{"role": "system", "content": "be brief"},
+                       {"role": "user", "content": [{"type": "text", "text": "what is this?"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}])";
+  std::vector<text_generator::call_ref> refs = {{&text_parts, true}, {&image, true}};
+  auto got = gen->complete_all(refs);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_TRUE(got[0].output) << got[0].error;
+  // Text parts are the text they hold, joined.
+  expect_same(*got[0].output, gen->complete(plain, true));
+  EXPECT_FALSE(got[1].output);
+  EXPECT_TRUE(got[1].rejected);
+  EXPECT_EQ(got[1].error, "messages[1].content[1]: a part of type 'image_url'; this local model "
+                          "reads text parts only");
 }
