@@ -217,6 +217,16 @@ struct job {
 /// Interim responses one attempt reads past before giving up on the server.
 constexpr unsigned max_interim_responses = 16;
 
+/// Consumes the CR and LF bytes at the start of `buffer`.
+void drop_line_breaks(beast::flat_buffer& buffer) {
+  const auto* data = static_cast<const char*>(buffer.data().data());
+  size_t n = 0;
+  while (n < buffer.size() && (data[n] == '\r' || data[n] == '\n')) {
+    ++n;
+  }
+  buffer.consume(n);
+}
+
 } // namespace
 
 struct http_client_pool::impl : std::enable_shared_from_this<impl> {
@@ -525,7 +535,9 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     j->parser.reset();
     // Bytes already read past the response are none of the next request's business (one
     // request at a time, no pipelining): such a connection is not used again, or its next
-    // request would read them as its answer.
+    // request would read them as its answer. (Line breaks alone, which some servers send after
+    // a body, are dropped.)
+    drop_line_breaks(c->buffer);
     bool keep = res.keep_alive() && !shut_down && c->buffer.size() == 0;
     c->served = true;
     c->tcp().expires_never();

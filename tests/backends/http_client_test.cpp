@@ -652,5 +652,17 @@ TEST_F(HttpClient, BytesPastAResponseAreNotTheNextRequestsAnswer) {
   EXPECT_EQ(server.accepted(), 2);
 }
 
+TEST_F(HttpClient, ALineBreakAfterABodyDoesNotCostTheConnection) {
+  scripted_server server({ok_reply("reply 0") + "\r\n", ok_reply("reply 1")});
+  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+  auto first = post_and_wait("/x");
+  ASSERT_EQ(first.error, http_error::none) << first.error_message;
+  auto second = post_and_wait("/x");
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "reply 1");
+  EXPECT_TRUE(second.reused_connection);
+  EXPECT_EQ(server.accepted(), 1);
+}
+
 } // namespace
 } // namespace arbiter::backends
