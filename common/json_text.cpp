@@ -40,6 +40,21 @@ size_t utf8_sequence(std::string_view s) {
 
 } // namespace
 
+bool is_valid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    auto n = utf8_sequence(text.substr(i));
+    if (n == 0) {
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
 void append_json_string(std::string& out, std::string_view text) {
   static constexpr char hex[] = "0123456789abcdef";
   out.push_back('"');

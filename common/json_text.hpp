@@ -14,6 +14,10 @@ namespace arbiter {
 /// as \ufffd (so the result is always valid JSON).
 void append_json_string(std::string& out, std::string_view text);
 
+/// Whether `text` is valid UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above
+/// U+10FFFF), as a JSON string must be.
+bool is_valid_utf8(std::string_view text);
+
 /// Appends `value` as a JSON number in its shortest form that reads back to the same double
 /// (an integral value gets ".0"), or `null` when not finite.
 void append_json_number(std::string& out, double value);

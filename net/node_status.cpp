@@ -45,7 +45,7 @@ void node_status_routes::handle(http_request req, reply_fn reply, defer_fn) {
                             {"node", s.name},
                             {"coordinator", s.coordinator},
                             {"version", arbiter::version}}
-               .dump();
+               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   metrics_.count(route, r.status);
   reply(std::move(r));

@@ -109,6 +109,12 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
 
 namespace {
 
+/// `doc` as JSON text. Strings that are not valid UTF-8 (none should reach here) are written
+/// with U+FFFD rather than throwing, which would take the answering actor down.
+std::string json_text(const json& doc) {
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 /// `text` without the spaces and tabs around it (a header value's optional whitespace).
 std::string_view trim_blanks(std::string_view text) {
   while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) {
@@ -350,6 +356,14 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
     ok = false;
     err = {refusal::invalid, "X-Arbiter-Step",
            "X-Arbiter-Step: longer than " + std::to_string(max_tag_bytes) + " bytes"};
+  }
+  if (ok && !is_valid_utf8(step)) {
+    // A header's bytes are the client's own encoding (Latin-1 from many HTTP libraries): the
+    // step is shown in JSON (/v1/steps, the replay log), which holds UTF-8 only.
+    ok = false;
+    err = {refusal::invalid, "X-Arbiter-Step",
+           "X-Arbiter-Step: not valid UTF-8 (send the step's name UTF-8 encoded, or in the "
+           "body's `step` field)"};
   }
   if (!ok) {
     refuse_decoded(route, err, reply, style);
@@ -798,7 +812,7 @@ void router::info(reply_fn reply) {
                          {"max_deadline_ms", cfg.scheduler.max_deadline.count()}};
         auto send = [this, reply](const json& body) {
           http_reply r;
-          r.body = body.dump();
+          r.body = json_text(body);
           respond("/info", std::move(r), reply);
         };
         if (!ctx_.cluster) {
@@ -910,14 +924,14 @@ void router::steps(std::string step, reply_fn reply) {
         for (const auto& a : accounts) {
           list.push_back(step_json(a));
         }
-        r.body = json{{"steps", list}}.dump();
+        r.body = json_text(json{{"steps", list}});
       } else if (accounts.empty()) {
         r.status = 404;
         r.body = encode_error("not_found", "no step '" + step
                                              + "' among the recent ones (GET /v1/steps "
                                                "lists them)");
       } else {
-        r.body = step_json(accounts.front()).dump();
+        r.body = json_text(step_json(accounts.front()));
       }
       respond(route, std::move(r), reply);
     },

@@ -77,6 +77,26 @@ def test_a_step_header_too_long_gets_400_naming_it(server):
     assert body["error"]["field"] == "X-Arbiter-Step"
 
 
+def test_a_step_header_not_in_utf8_gets_400_and_the_steps_stay_listable(server):
+    # Python's http.client, like many HTTP libraries, sends a header's text as Latin-1: "ü"
+    # arrives as the byte 0xFC. Kept as the step's name, it made every GET /v1/steps throw
+    # while writing the JSON and close the connection unanswered.
+    item = {"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": "a"}]}
+    status, _, body = server.request("POST", "/v1/score", item,
+                                     headers={"X-Arbiter-Step": "epoch-ü"})
+    assert status == 400, body
+    assert body["error"]["field"] == "X-Arbiter-Step"
+    assert "UTF-8" in body["error"]["message"]
+    # The same name in the body's `step` field is fine, and so is the listing.
+    status, _, body = server.request("POST", "/v1/score", dict(item, step="epoch-ü"))
+    assert status == 200, body
+    status, _, body = server.request("GET", "/v1/steps")
+    assert status == 200, body
+    assert "epoch-ü" in [s["step"] for s in body["steps"]]
+    status, _, body = server.request("GET", "/v1/steps/" + urllib.parse.quote("epoch-ü"))
+    assert status == 200 and body["items"]["total"] == 1, body
+
+
 def test_generation_calls_tokens_are_accounted_like_chat_calls(make_server, provider):
     # ΔIG's generate calls (/v1/completions) report usage too; NLI (/predict) reports none.
     p = provider("--seed", "9")

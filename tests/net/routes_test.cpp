@@ -228,6 +228,14 @@ TEST_F(Router, AnEncodedBodyIs415NamingContentEncodingAndAByteOrderMarkIsSkipped
   EXPECT_EQ(seen().size(), 1u);
 }
 
+TEST_F(Router, AStepHeaderThatIsNotUtf8IsRefusedNamingIt) {
+  auto r = make_router();
+  auto reply = call(*r, "POST", "/v1/score", two_items, "application/json", {}, "epoch-\xfc");
+  EXPECT_EQ(reply.status, 400u);
+  EXPECT_EQ(json::parse(reply.body)["error"]["field"], "X-Arbiter-Step") << reply.body;
+  EXPECT_TRUE(seen().empty());
+}
+
 TEST_F(Router, ABadBodyIsRefusedNamingItsFieldAndNeverReachesTheScheduler) {
   auto r = make_router();
   auto reply = call(*r, "POST", "/v1/score", R"({"items": [{"solution_str": 5}]})");

@@ -397,6 +397,16 @@ TEST(ScoreEncoding, EscapesControlCharactersAndKeepsUtf8) {
   EXPECT_EQ(whole, "3.018446744073709551615");
 }
 
+TEST(ScoreEncoding, ValidUtf8IsToldFromEveryKindOfInvalidByte) {
+  EXPECT_TRUE(is_valid_utf8(""));
+  EXPECT_TRUE(is_valid_utf8("plain \x7f"));
+  EXPECT_TRUE(is_valid_utf8("\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  for (std::string bad : {"\xfc", "x\x80", "\xe2\x82", "\xc0\xaf", "\xed\xa0\x80",
+                          "\xf4\x90\x80\x80", "\xf0\x9f\x98"}) {
+    EXPECT_FALSE(is_valid_utf8(bad)) << bad.size();
+  }
+}
+
 TEST(MetricsDoc, ListsEveryMetricTheServerDeclares) {
   metrics_registry registry;
   scheduler::scheduler_metrics s{registry, {"high"}};
