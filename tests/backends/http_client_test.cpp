@@ -477,79 +477,16 @@ TEST_F(HttpClient, BadUrlAndBadPathCompleteWithBadUrl) {
   EXPECT_EQ(r2.error, http_error::bad_url) << r2.error_message;
 }
 
-/// A server that answers each request with keep-alive and then closes the connection, as a
-/// server whose idle timeout passed does: the client's next request on it finds it closed.
-class closing_server {
-public:
-  closing_server() : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
-    thread_ = std::thread([this] {
-      for (int i = 0; i < 2; ++i) {
-        beast::error_code ec;
-        tcp::socket socket(io_);
-        acceptor_.accept(socket, ec);
-        if (ec) {
-          return;
-        }
-        beast::flat_buffer buffer;
-        http::request<http::string_body> req;
-        http::read(socket, buffer, req, ec);
-        if (ec) {
-          return;
-        }
-        ++accepted_;
-        http::response<http::string_body> res{http::status::ok, 11};
-        res.keep_alive(true);
-        res.body() = "reply " + std::to_string(i);
-        res.prepare_payload();
-        http::write(socket, res, ec);
-        socket.shutdown(tcp::socket::shutdown_both, ec);
-        socket.close(ec);
-      }
-    });
-  }
-
-  ~closing_server() {
-    beast::error_code ec;
-    acceptor_.close(ec);
-    thread_.join();
-  }
-
-  uint16_t port() const {
-    return acceptor_.local_endpoint().port();
-  }
-
-  int accepted() const {
-    return accepted_;
-  }
-
-private:
-  asio::io_context io_;
-  tcp::acceptor acceptor_;
-  std::atomic<int> accepted_{0};
-  std::thread thread_;
-};
-
-TEST_F(HttpClient, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
-  closing_server server;
-  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
-  auto first = post_and_wait("/x");
-  ASSERT_EQ(first.error, http_error::none) << first.error_message;
-  EXPECT_EQ(first.body, "reply 0");
-  auto second = post_and_wait("/x");
-  ASSERT_EQ(second.error, http_error::none) << second.error_message;
-  EXPECT_EQ(second.body, "reply 1");
-  EXPECT_FALSE(second.reused_connection);
-  EXPECT_EQ(server.accepted(), 2);
-}
-
 /// A server that answers each request, on one connection after another, with the next of its
-/// raw replies, written as they are.
+/// raw replies, written as they are. With `close_each`, it closes the connection after each
+/// reply, as a server whose idle timeout passed does: the client's next request on it finds
+/// it closed.
 class scripted_server {
 public:
-  explicit scripted_server(std::vector<std::string> replies)
+  explicit scripted_server(std::vector<std::string> replies, bool close_each = false)
     : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
       replies_(std::move(replies)) {
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, close_each] {
       size_t next = 0;
       while (next < replies_.size()) {
         beast::error_code ec;
@@ -567,6 +504,10 @@ public:
             break;
           }
           asio::write(socket, asio::buffer(replies_[next++]), ec);
+          if (close_each) {
+            socket.shutdown(tcp::socket::shutdown_both, ec);
+            break;
+          }
         }
       }
     });
@@ -598,6 +539,20 @@ std::string ok_reply(const std::string& body) {
   return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"
          + body;
 }
+
+TEST_F(HttpClient, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
+  scripted_server server({ok_reply("reply 0"), ok_reply("reply 1")}, /*close_each=*/true);
+  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+  auto first = post_and_wait("/x");
+  ASSERT_EQ(first.error, http_error::none) << first.error_message;
+  EXPECT_EQ(first.body, "reply 0");
+  auto second = post_and_wait("/x");
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "reply 1");
+  EXPECT_FALSE(second.reused_connection);
+  EXPECT_EQ(server.accepted(), 2);
+}
+
 
 TEST_F(HttpClient, InterimResponsesAreReadPastToTheFinalOne) {
   // 1xx responses before the final one, as proxies and servers may send them unasked. The
