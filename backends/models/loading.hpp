@@ -6,6 +6,7 @@
 // files.
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
@@ -99,10 +100,28 @@ struct placement {
   std::string dtype_name;
 };
 
+/// Recent PyTorch (2.11 on the H100 we measured) tries cuDNN's attention first on Hopper and
+/// Blackwell GPUs, and cuDNN builds an execution graph for each new shape. On an H100 our
+/// decoder took 65 to 90 ms per step whenever the shapes were new and 8 ms when the same call
+/// was repeated (bench/gpu/probe_generate.py); a decoder's key length is new at every step of
+/// every call, and an encoder's batch shape changes with its traffic. Flash and
+/// memory-efficient attention, which SDPA tries next, take no such per-shape cost, and math
+/// attention stays the last resort. The setting is process-wide, like TF32 below;
+/// ARBITER_CUDNN_ATTENTION=1 keeps PyTorch's choice, to measure one against the other.
+inline void use_no_cudnn_attention() {
+  const char* keep = std::getenv("ARBITER_CUDNN_ATTENTION");
+  if (keep == nullptr || std::string{keep} != "1") {
+    allow_cudnn_attention(false);
+  }
+}
+
 inline placement place(const model_options& options) {
   placement p;
   p.device = torch::Device{options.device};
   p.dtype_name = options.dtype == "auto" ? (p.device.is_cuda() ? "bf16" : "f32") : options.dtype;
+  if (p.device.is_cuda()) {
+    use_no_cudnn_attention();
+  }
   if (p.device.is_cuda() && p.dtype_name == "f32") {
     // f32 on a GPU means f32: cuDNN's convolutions (DeBERTa-v2's conv layer) would otherwise
     // round through TF32, PyTorch's default, and miss the golden tests by 3e-4. (cuBLAS

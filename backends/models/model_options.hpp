@@ -36,4 +36,9 @@ struct model_info {
   uint64_t weight_bytes = 0;
 };
 
+/// Whether PyTorch's attention may take cuDNN's kernels (process-wide; PyTorch's default is
+/// yes). Placing a model on a GPU turns it off: use_no_cudnn_attention in loading.hpp says why.
+bool cudnn_attention_allowed();
+void allow_cudnn_attention(bool allowed);
+
 } // namespace arbiter::backends::models

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <filesystem>
 #include <fstream>
@@ -262,4 +263,32 @@ TEST(QwenDecoderLoad, RefusesOtherArchitecturesAndNamesMissingTensors) {
               std::string::npos)
       << e.what();
   }
+}
+
+// cuDNN's attention builds a graph per shape, and a decoder's shapes are new at every step
+// (loading.hpp, use_no_cudnn_attention). Without a GPU the load fails at its first tensor,
+// after the placement has set what this checks.
+TEST(ModelPlacement, AGpuModelTurnsCudnnAttentionOffUnlessTheEnvironmentKeepsIt) {
+  const bool before = cudnn_attention_allowed();
+  model_options gpu;
+  gpu.device = "cuda:0";
+  gpu.dtype = "bf16";
+  auto load_on = [](const model_options& options) {
+    try {
+      qwen_decoder::load(fixture("tiny_qwen3"), options);
+    } catch (const std::exception&) {
+    }
+  };
+  ::unsetenv("ARBITER_CUDNN_ATTENTION");
+  allow_cudnn_attention(true);
+  load_on(model_options{});
+  EXPECT_TRUE(cudnn_attention_allowed()) << "a CPU model leaves the GPU's attention alone";
+  load_on(gpu);
+  EXPECT_FALSE(cudnn_attention_allowed());
+  ::setenv("ARBITER_CUDNN_ATTENTION", "1", 1);
+  allow_cudnn_attention(true);
+  load_on(gpu);
+  EXPECT_TRUE(cudnn_attention_allowed());
+  ::unsetenv("ARBITER_CUDNN_ATTENTION");
+  allow_cudnn_attention(before);
 }
