@@ -107,6 +107,9 @@ struct scheduler_config {
   /// How long an idle group (nothing of it pending) is remembered: a member arriving later
   /// joins its statistics and its place in the order; after that, the name starts afresh.
   std::chrono::milliseconds group_memory{300000};
+  /// How many groups are remembered at most; past it the groups idle longest are forgotten
+  /// first (never one with members pending).
+  int64_t max_groups = 100000;
   /// Priority classes, highest first.
   std::vector<priority_class> priorities = {
       {"high", 100000, queue_order::fifo, 16.0},

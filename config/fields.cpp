@@ -208,6 +208,11 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) -> int64_t { return c.scheduler.group_memory.count(); },
           [](arbiter_config& c, int64_t v) { c.scheduler.group_memory = ms{v}; },
           "How long an idle group is remembered"),
+      int_field(
+          "scheduler.max_groups", 1, 100000000,
+          [](const arbiter_config& c) -> int64_t { return c.scheduler.max_groups; },
+          [](arbiter_config& c, int64_t v) { c.scheduler.max_groups = v; },
+          "How many groups are remembered at most (the idle longest go first)"),
       // [cpu]
       bool_field(
           "cpu.enabled", [](const arbiter_config& c) { return c.cpu.enabled ? 1.0 : 0.0; },

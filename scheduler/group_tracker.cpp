@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace arbiter::scheduler {
 
@@ -19,7 +21,31 @@ group_tracker::order group_tracker::admit(const std::string& group, time_point n
   if (scored_member) {
     ++g.pending;
   }
-  return {g.first_arrival, g.earliest_deadline};
+  const order out{g.first_arrival, g.earliest_deadline};
+  if (fresh && groups_.size() > next_trim_) {
+    trim();
+  }
+  return out;
+}
+
+void group_tracker::trim() {
+  std::vector<std::pair<time_point, const std::string*>> idle;
+  for (const auto& [name, g] : groups_) {
+    if (g.pending == 0) {
+      idle.emplace_back(g.last_active, &name);
+    }
+  }
+  const size_t keep = max_groups_ - max_groups_ / 4;
+  const size_t drop = std::min(idle.size(), groups_.size() > keep ? groups_.size() - keep : 0);
+  std::nth_element(idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(drop), idle.end());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < drop; ++i) {
+    names.push_back(*idle[i].second);
+  }
+  for (const auto& name : names) {
+    groups_.erase(name);
+  }
+  next_trim_ = std::max(max_groups_, groups_.size() + max_groups_ / 4);
 }
 
 std::optional<nanoseconds> group_tracker::ended(const std::string& group, time_point now,

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -32,11 +33,15 @@ struct group_summary {
 /// go ahead of later groups' first ones, and the running statistics of its members' scores.
 ///
 /// A group is forgotten once nothing of it is pending and it has been idle for `memory`, so a
-/// group name a trainer uses again in a later step starts afresh. Not thread-safe: one owner
-/// (the scheduler core).
+/// group name a trainer uses again in a later step starts afresh; and when more than
+/// `max_groups` are known, the groups idle longest go first, so a client naming a fresh group
+/// per item cannot grow the tracker without bound (a group with members pending stays). Not
+/// thread-safe: one owner (the scheduler core).
 class group_tracker {
 public:
-  explicit group_tracker(nanoseconds memory) : memory_(memory) {}
+  explicit group_tracker(nanoseconds memory, size_t max_groups = 100000)
+    : memory_(memory), max_groups_(std::max<size_t>(max_groups, 1)),
+      next_trim_(max_groups_) {}
 
   /// The times a group's members are ordered by: its first member's arrival (FIFO classes) and
   /// the earliest deadline of its members so far (EDF classes).
@@ -85,7 +90,14 @@ private:
     double max = 0.0;
   };
 
+  /// Forgets the idle groups idle longest until at most three quarters of `max_groups_` are
+  /// known (fewer only if enough are idle), then waits for a quarter more before the next
+  /// pass: amortized O(1) per new group.
+  void trim();
+
   nanoseconds memory_;
+  size_t max_groups_;
+  size_t next_trim_;
   std::unordered_map<std::string, state> groups_;
   time_point last_prune_{};
 };

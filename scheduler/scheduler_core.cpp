@@ -70,7 +70,7 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
     hedge_budget_(budget_of(routing.hedge_budget_ratio, 1), clock),
     cache_(routing.cache_capacity, routing.cache_ttl, clock),
     fair_(config::class_weights(cfg.priorities)),
-    groups_(cfg.group_memory) {
+    groups_(cfg.group_memory, static_cast<size_t>(cfg.max_groups)) {
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     depth_gauges_.push_back(&metrics_.depth_of(queues_.class_name(i)));
     depth_noted_.push_back(0);

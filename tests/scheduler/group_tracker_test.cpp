@@ -86,3 +86,27 @@ TEST(GroupTracker, AnIdleGroupIsForgottenAfterTheMemoryAndAPendingOneNever) {
   EXPECT_EQ(again.first_arrival, t0 + 3min);
   EXPECT_EQ(groups.summary("done").scored, 0u);
 }
+
+TEST(GroupTracker, PastItsCapTheGroupsIdleLongestAreForgottenAndPendingOnesKept) {
+  // A client naming a fresh group per item must not grow the tracker without bound.
+  group_tracker groups{1h, 8};
+  groups.admit("busy", t0, t0 + 1h, true);
+  double s = 0.5;
+  for (int i = 0; i < 100; ++i) {
+    const auto name = "g" + std::to_string(i);
+    const auto at = t0 + std::chrono::seconds{i + 1};
+    groups.admit(name, at, at + 1h, true);
+    groups.ended(name, at, &s);
+    EXPECT_LE(groups.size(), 9u) << "after " << i;
+  }
+  EXPECT_EQ(groups.summary("busy").pending, 1u) << "a group with members pending stays";
+  EXPECT_EQ(groups.summary("g99").scored, 1u) << "the newest idle group stays";
+  EXPECT_EQ(groups.summary("g0").scored, 0u) << "the oldest idle group went first";
+  // All pending: nothing can go, and the tracker still admits (and does not rescan each time).
+  group_tracker busy{1h, 4};
+  for (int i = 0; i < 20; ++i) {
+    busy.admit("p" + std::to_string(i), t0, t0 + 1h, true);
+  }
+  EXPECT_EQ(busy.size(), 20u);
+  EXPECT_EQ(busy.summary("p0").pending, 1u);
+}
