@@ -29,21 +29,20 @@ group_tracker::order group_tracker::admit(const std::string& group, time_point n
 }
 
 void group_tracker::trim() {
-  std::vector<std::pair<time_point, const std::string*>> idle;
-  for (const auto& [name, g] : groups_) {
-    if (g.pending == 0) {
-      idle.emplace_back(g.last_active, &name);
+  // Erasing one element of an unordered_map leaves the other iterators valid.
+  std::vector<std::pair<time_point, decltype(groups_)::iterator>> idle;
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    if (it->second.pending == 0) {
+      idle.emplace_back(it->second.last_active, it);
     }
   }
   const size_t keep = max_groups_ - max_groups_ / 4;
   const size_t drop = std::min(idle.size(), groups_.size() > keep ? groups_.size() - keep : 0);
-  std::nth_element(idle.begin(), idle.begin() + static_cast<std::ptrdiff_t>(drop), idle.end());
-  std::vector<std::string> names;
-  for (size_t i = 0; i < drop; ++i) {
-    names.push_back(*idle[i].second);
-  }
-  for (const auto& name : names) {
-    groups_.erase(name);
+  const auto oldest_end = idle.begin() + static_cast<std::ptrdiff_t>(drop);
+  std::nth_element(idle.begin(), oldest_end, idle.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto it = idle.begin(); it != oldest_end; ++it) {
+    groups_.erase(it->second);
   }
   next_trim_ = std::max(max_groups_, groups_.size() + max_groups_ / 4);
 }

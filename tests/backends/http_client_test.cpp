@@ -225,6 +225,14 @@ protected:
     return wait(f);
   }
 
+  /// Two requests in turn to a server on 127.0.0.1:`port` (the scripted raw-reply servers).
+  std::pair<http_result, http_result> post_twice(uint16_t port) {
+    make_pool("http://127.0.0.1:" + std::to_string(port));
+    auto first = post_and_wait("/x");
+    auto second = post_and_wait("/x");
+    return {std::move(first), std::move(second)};
+  }
+
   asio::io_context io_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> guard_;
   std::promise<void> io_done_;
@@ -542,17 +550,14 @@ std::string ok_reply(const std::string& body) {
 
 TEST_F(HttpClient, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
   scripted_server server({ok_reply("reply 0"), ok_reply("reply 1")}, /*close_each=*/true);
-  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
-  auto first = post_and_wait("/x");
+  auto [first, second] = post_twice(server.port());
   ASSERT_EQ(first.error, http_error::none) << first.error_message;
   EXPECT_EQ(first.body, "reply 0");
-  auto second = post_and_wait("/x");
   ASSERT_EQ(second.error, http_error::none) << second.error_message;
   EXPECT_EQ(second.body, "reply 1");
   EXPECT_FALSE(second.reused_connection);
   EXPECT_EQ(server.accepted(), 2);
 }
-
 
 TEST_F(HttpClient, InterimResponsesAreReadPastToTheFinalOne) {
   // 1xx responses before the final one, as proxies and servers may send them unasked. The
@@ -562,12 +567,10 @@ TEST_F(HttpClient, InterimResponsesAreReadPastToTheFinalOne) {
                           "HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n"
                           + ok_reply("reply 0"),
                           ok_reply("reply 1")});
-  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
-  auto first = post_and_wait("/x");
+  auto [first, second] = post_twice(server.port());
   ASSERT_EQ(first.error, http_error::none) << first.error_message;
   EXPECT_EQ(first.status, 200);
   EXPECT_EQ(first.body, "reply 0");
-  auto second = post_and_wait("/x");
   ASSERT_EQ(second.error, http_error::none) << second.error_message;
   EXPECT_EQ(second.body, "reply 1");
   EXPECT_TRUE(second.reused_connection);
@@ -580,13 +583,11 @@ TEST_F(HttpClient, EndlessInterimResponsesFailTheAttemptNamingThem) {
     interim += "HTTP/1.1 102 Processing\r\n\r\n";
   }
   scripted_server server({interim + ok_reply("late"), ok_reply("fresh")});
-  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
-  auto first = post_and_wait("/x");
+  auto [first, second] = post_twice(server.port());
   EXPECT_EQ(first.error, http_error::protocol_error);
   EXPECT_NE(first.error_message.find("interim responses (HTTP 102)"), std::string::npos)
     << first.error_message;
   // The connection is given up, so its unread bytes reach no later request.
-  auto second = post_and_wait("/x");
   ASSERT_EQ(second.error, http_error::none) << second.error_message;
   EXPECT_EQ(second.body, "fresh");
   EXPECT_FALSE(second.reused_connection);
@@ -596,11 +597,9 @@ TEST_F(HttpClient, BytesPastAResponseAreNotTheNextRequestsAnswer) {
   // A server that writes more than the response it declared (a second, unasked-for response
   // here): the connection is not reused, so the next request gets its own answer.
   scripted_server server({ok_reply("reply 0") + ok_reply("not yours"), ok_reply("reply 1")});
-  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
-  auto first = post_and_wait("/x");
+  auto [first, second] = post_twice(server.port());
   ASSERT_EQ(first.error, http_error::none) << first.error_message;
   EXPECT_EQ(first.body, "reply 0");
-  auto second = post_and_wait("/x");
   ASSERT_EQ(second.error, http_error::none) << second.error_message;
   EXPECT_EQ(second.body, "reply 1");
   EXPECT_FALSE(second.reused_connection);
@@ -609,10 +608,8 @@ TEST_F(HttpClient, BytesPastAResponseAreNotTheNextRequestsAnswer) {
 
 TEST_F(HttpClient, ALineBreakAfterABodyDoesNotCostTheConnection) {
   scripted_server server({ok_reply("reply 0") + "\r\n", ok_reply("reply 1")});
-  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
-  auto first = post_and_wait("/x");
+  auto [first, second] = post_twice(server.port());
   ASSERT_EQ(first.error, http_error::none) << first.error_message;
-  auto second = post_and_wait("/x");
   ASSERT_EQ(second.error, http_error::none) << second.error_message;
   EXPECT_EQ(second.body, "reply 1");
   EXPECT_TRUE(second.reused_connection);
