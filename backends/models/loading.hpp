@@ -103,8 +103,9 @@ struct placement {
 /// Recent PyTorch (2.11 on the H100 we measured) tries cuDNN's attention first on Hopper and
 /// Blackwell GPUs, and cuDNN builds an execution graph for each new shape. On an H100 our
 /// decoder took 65 to 90 ms per step whenever the shapes were new and 8 ms when the same call
-/// was repeated (bench/gpu/probe_generate.py); a decoder's key length is new at every step of
-/// every call, and an encoder's batch shape changes with its traffic. Flash and
+/// was repeated; with cuDNN attention off, 7 to 11 ms either way (bench/gpu/probe_generate.py).
+/// A decoder's key length is new at every step of every call, and an encoder's batch shape
+/// changes with its traffic. Flash and
 /// memory-efficient attention, which SDPA tries next, take no such per-shape cost, and math
 /// attention stays the last resort. The setting is process-wide, like TF32 below;
 /// ARBITER_CUDNN_ATTENTION=1 keeps PyTorch's choice, to measure one against the other.
