@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <ctime>
 #include <iterator>
 #include <limits>
 #include <string_view>
@@ -90,6 +91,76 @@ std::optional<uint64_t> parse_count(std::optional<std::string_view> text) {
   return value;
 }
 
+/// The month of a three-letter English name ("Jan" .. "Dec", any case), 1 to 12; 0 otherwise.
+unsigned month_of(std::string_view name) noexcept {
+  static constexpr std::string_view months[] = {"jan", "feb", "mar", "apr", "may", "jun",
+                                                "jul", "aug", "sep", "oct", "nov", "dec"};
+  for (unsigned m = 0; m < 12; ++m) {
+    if (iequals(name, months[m])) {
+      return m + 1;
+    }
+  }
+  return 0;
+}
+
+/// Reads exactly `digits` digits (at least one, at most `digits` when `digits` is 0: 1 or 2)
+/// from the front of `s`, removing them.
+std::optional<int> take_digits(std::string_view& s, size_t digits) {
+  size_t n = 0;
+  int value = 0;
+  const size_t most = digits == 0 ? 2 : digits;
+  for (; n < most && n < s.size() && is_digit(s[n]); ++n) {
+    value = value * 10 + (s[n] - '0');
+  }
+  if (n == 0 || (digits != 0 && n != digits)) {
+    return std::nullopt;
+  }
+  s.remove_prefix(n);
+  return value;
+}
+
+bool take(std::string_view& s, char c) noexcept {
+  if (s.empty() || s.front() != c) {
+    return false;
+  }
+  s.remove_prefix(1);
+  return true;
+}
+
+/// "HH:MM:SS" into seconds of the day.
+std::optional<int> take_time_of_day(std::string_view& s) {
+  auto h = take_digits(s, 2);
+  if (!h || !take(s, ':')) {
+    return std::nullopt;
+  }
+  auto m = take_digits(s, 2);
+  if (!m || !take(s, ':')) {
+    return std::nullopt;
+  }
+  auto sec = take_digits(s, 2);
+  if (!sec || *h > 23 || *m > 59 || *sec > 60) { // 60: a leap second
+    return std::nullopt;
+  }
+  return *h * 3600 + *m * 60 + *sec;
+}
+
+/// A UTC calendar date and second of the day as a time point; nullopt for dates that do not
+/// exist (31 November, 29 February 2026).
+std::optional<std::chrono::system_clock::time_point> to_time_point(int year, unsigned month,
+                                                                   int day, int seconds) {
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = static_cast<int>(month) - 1;
+  tm.tm_mday = day;
+  const std::time_t midnight = timegm(&tm);
+  // timegm normalizes (31 November is 1 December): a date that moved did not exist.
+  if (midnight == static_cast<std::time_t>(-1) || tm.tm_mday != day
+      || tm.tm_mon != static_cast<int>(month) - 1) {
+    return std::nullopt;
+  }
+  return std::chrono::system_clock::from_time_t(midnight) + std::chrono::seconds{seconds};
+}
+
 std::optional<nanoseconds> parse_reset(std::optional<std::string_view> text) {
   if (!text) {
     return std::nullopt;
@@ -144,8 +215,76 @@ rate_limit_headers parse_rate_limit_headers(const header_lookup& lookup) {
   return h;
 }
 
+std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text) {
+  auto s = trim(text);
+  // The day name ends at ',' (IMF-fixdate, RFC 850) or ' ' (asctime); it is not checked
+  // against the date, as RFC 9110 lets a recipient ignore it.
+  const size_t end = s.find_first_of(", ");
+  if (end == std::string_view::npos || end < 3) {
+    return std::nullopt;
+  }
+  const bool asctime = s[end] == ' ';
+  s.remove_prefix(end + 1);
+  if (asctime) {
+    // "Sun Nov  6 08:49:37 1994"
+    unsigned month = month_of(s.substr(0, 3));
+    s.remove_prefix(std::min<size_t>(3, s.size()));
+    if (month == 0 || !take(s, ' ')) {
+      return std::nullopt;
+    }
+    take(s, ' '); // a one-digit day is padded with a space
+    auto day = take_digits(s, 0);
+    if (!day || !take(s, ' ')) {
+      return std::nullopt;
+    }
+    auto time = take_time_of_day(s);
+    if (!time || !take(s, ' ')) {
+      return std::nullopt;
+    }
+    auto year = take_digits(s, 4);
+    if (!year || !s.empty()) {
+      return std::nullopt;
+    }
+    return to_time_point(*year, month, *day, *time);
+  }
+  // "Sun, 06 Nov 1994 08:49:37 GMT" or "Sunday, 06-Nov-94 08:49:37 GMT"
+  if (!take(s, ' ')) {
+    return std::nullopt;
+  }
+  auto day = take_digits(s, 2);
+  if (!day || s.empty() || (s.front() != ' ' && s.front() != '-')) {
+    return std::nullopt;
+  }
+  const char sep = s.front();
+  s.remove_prefix(1);
+  unsigned month = month_of(s.substr(0, 3));
+  s.remove_prefix(std::min<size_t>(3, s.size()));
+  if (month == 0 || !take(s, sep)) {
+    return std::nullopt;
+  }
+  auto year = take_digits(s, sep == ' ' ? 4 : 2);
+  if (!year || !take(s, ' ')) {
+    return std::nullopt;
+  }
+  if (sep == '-') {
+    // RFC 9110: a two-digit year more than 50 years ahead is in the past century.
+    *year += *year >= 70 ? 1900 : 2000;
+  }
+  auto time = take_time_of_day(s);
+  if (!time || !take(s, ' ') || s != "GMT") {
+    return std::nullopt;
+  }
+  return to_time_point(*year, month, *day, *time);
+}
+
 std::optional<nanoseconds> parse_retry_after(std::string_view value,
                                              std::string_view header_name) {
+  return parse_retry_after(value, header_name, std::chrono::system_clock::now());
+}
+
+std::optional<nanoseconds> parse_retry_after(std::string_view value,
+                                             std::string_view header_name,
+                                             std::chrono::system_clock::time_point now) {
   double unit_ns = 0.0;
   if (iequals(header_name, "retry-after-ms")) {
     unit_ns = 1e6;
@@ -156,11 +295,16 @@ std::optional<nanoseconds> parse_retry_after(std::string_view value,
   }
   auto s = trim(value);
   auto number = take_decimal(s);
-  if (!number || !s.empty()) {
-    // Includes HTTP-dates ("Wed, 21 Oct 2015 07:28:00 GMT") and negative values.
-    return std::nullopt;
+  if (number && s.empty()) {
+    return to_ns(*number * unit_ns);
   }
-  return to_ns(*number * unit_ns);
+  if (!number && unit_ns == 1e9) {
+    // RFC 9110: Retry-After = HTTP-date / delay-seconds. A date already past means now.
+    if (auto date = parse_http_date(value)) {
+      return std::max(std::chrono::duration_cast<nanoseconds>(*date - now), nanoseconds{0});
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<nanoseconds> retry_after_from_headers(const header_lookup& lookup) {

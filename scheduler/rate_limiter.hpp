@@ -58,10 +58,19 @@ std::optional<nanoseconds> parse_reset_duration(std::string_view text);
 /// are not non-negative integers (Azure sometimes sends -1) are left absent.
 rate_limit_headers parse_rate_limit_headers(const header_lookup& lookup);
 
+/// An HTTP-date (RFC 9110 section 5.6.7) in any of its three forms: IMF-fixdate ("Sun, 06 Nov
+/// 1994 08:49:37 GMT"), RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT") or asctime ("Sun Nov  6
+/// 08:49:37 1994"); nullopt for anything else or an impossible date.
+std::optional<std::chrono::system_clock::time_point> parse_http_date(std::string_view text);
+
 /// Parses one Retry-After style header. `header_name` says the unit: "retry-after-ms" holds
-/// milliseconds, "retry-after" holds seconds (RFC 9110 delay-seconds); both may carry a
-/// fraction. HTTP-date values, negative or unreadable values and other names give nullopt
-/// (the caller then backs off on its own).
+/// milliseconds, "retry-after" holds seconds (RFC 9110 delay-seconds), both possibly with a
+/// fraction, or an HTTP-date, which gives the time from `now` to it (zero when it is past).
+/// Negative or unreadable values and other names give nullopt (the caller then backs off on
+/// its own).
+std::optional<nanoseconds> parse_retry_after(std::string_view value, std::string_view header_name,
+                                             std::chrono::system_clock::time_point now);
+/// The same, against the wall clock now.
 std::optional<nanoseconds> parse_retry_after(std::string_view value, std::string_view header_name);
 
 /// The server's requested wait from a response: `retry-after-ms` when present and readable

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <ctime>
 #include <map>
 #include <string>
 
@@ -235,10 +237,55 @@ TEST(RateLimiter, ParsesRetryAfter) {
   EXPECT_EQ(parse_retry_after("0.5", "Retry-After"), std::optional<nanoseconds>{500ms});
   EXPECT_EQ(parse_retry_after("1500", "retry-after-ms"), std::optional<nanoseconds>{1500ms});
   EXPECT_EQ(parse_retry_after("20.5", "Retry-After-Ms"), std::optional<nanoseconds>{20500us});
-  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", "retry-after"), std::nullopt);
   EXPECT_EQ(parse_retry_after("-1", "retry-after"), std::nullopt);
   EXPECT_EQ(parse_retry_after("", "retry-after"), std::nullopt);
   EXPECT_EQ(parse_retry_after("5", "x-retry"), std::nullopt);
+}
+
+TEST(RateLimiter, ReadsRetryAfterAsAnHttpDateInEachOfItsThreeForms) {
+  using clock = std::chrono::system_clock;
+  const auto at = [](int year, int month, int day, std::chrono::seconds time) {
+    std::tm tm{};
+    tm.tm_year = year - 1900;
+    tm.tm_mon = month - 1;
+    tm.tm_mday = day;
+    return std::optional{clock::from_time_t(timegm(&tm)) + time};
+  };
+  const auto nov6 = at(1994, 11, 6, 8h + 49min + 37s);
+  EXPECT_EQ(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), nov6);
+  EXPECT_EQ(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), nov6);
+  EXPECT_EQ(parse_http_date("Sun Nov  6 08:49:37 1994"), nov6);
+  EXPECT_EQ(parse_http_date("Thursday, 26-Nov-26 23:30:00 GMT"), at(2026, 11, 26, 23h + 30min));
+  EXPECT_EQ(parse_http_date("Tue, 29 Feb 2028 00:00:00 GMT"), at(2028, 2, 29, 0s));
+  for (const char* bad :
+       {"", "GMT", "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37",
+        "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 31 Nov 1994 08:49:37 GMT",
+        "Sun, 29 Feb 2026 08:49:37 GMT", "Sun, 06 Xyz 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:49 GMT", "Sun Nov  6 08:49:37 94",
+        "Sun, 06 Nov 1994 08:49:37 GMT trailing", "Sun,06 Nov 1994 08:49:37 GMT"}) {
+    EXPECT_EQ(parse_http_date(bad), std::nullopt) << "'" << bad << "'";
+  }
+
+  // Retry-After as a date: the time left until it, against the clock given; none left if past.
+  const auto now = *at(2015, 10, 21, 7h + 27min + 30s);
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", "retry-after", now),
+            std::optional<nanoseconds>{30s});
+  EXPECT_EQ(parse_retry_after(" Wed, 21 Oct 2015 07:27:00 GMT ", "Retry-After", now),
+            std::optional<nanoseconds>{0s});
+  // retry-after-ms holds milliseconds only.
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", "retry-after-ms", now),
+            std::nullopt);
+  // Against the wall clock: a date two minutes ahead (as a server's strftime writes it in the
+  // C locale) waits about that long.
+  const std::time_t ahead = clock::to_time_t(clock::now()) + 120;
+  std::tm tm{};
+  gmtime_r(&ahead, &tm);
+  char text[64];
+  ASSERT_GT(std::strftime(text, sizeof text, "%a, %d %b %Y %H:%M:%S GMT", &tm), 0u);
+  auto wait = parse_retry_after(text, "retry-after");
+  ASSERT_TRUE(wait) << text;
+  EXPECT_GT(*wait, 100s) << text;
+  EXPECT_LE(*wait, 120s) << text;
 }
 
 TEST(RateLimiter, RetryAfterMsTakesPrecedence) {
