@@ -37,6 +37,9 @@ using add_source_atom = caf::atom_constant<caf::atom("addsource")>;
 /// scheduler -> source: stop working on a batch (a hedge that lost); no answer expected
 /// beyond the batch's own `work_result`, which the scheduler ignores.
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+/// ingress -> scheduler: `(abandon_atom, TICKET)`: the client of the request with that
+/// `score_request::ticket` closed its connection; what is left of it ends `client_closed`.
+using abandon_atom = caf::atom_constant<caf::atom("abandon")>;
 /// I/O thread -> remote source: an HTTP exchange finished.
 using http_done_atom = caf::atom_constant<caf::atom("httpdone")>;
 /// worker node -> cluster gateway: join (actors/cluster.hpp).
@@ -54,6 +57,9 @@ struct score_request {
   /// A reward graph's model calls: part of admitted work, so never refused (see
   /// `scheduler_core::submit`).
   bool internal = false;
+  /// The ingress's name for it (0: none), by which `abandon_atom` drops its remaining work
+  /// when the client hangs up.
+  uint64_t ticket = 0;
 };
 
 /// The scheduler's answer: either every item's result, or a refusal.

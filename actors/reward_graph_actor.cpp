@@ -17,6 +17,7 @@
 #include "actors/source_capabilities.hpp"
 #include "backends/replay/replay_log.hpp"
 #include "backends/reward_graphs.hpp"
+#include "common/tickets.hpp"
 
 namespace arbiter::actors {
 
@@ -39,6 +40,8 @@ struct job {
   std::unique_ptr<backends::reward_graph> graph;
   /// With the replay log on: the calls and their answers, the outcome's evidence.
   std::optional<backends::replay::graph_trace> trace;
+  /// The ticket of its model calls in flight (`score_request::ticket`; 0: none).
+  uint64_t calls = 0;
 };
 
 /// A batch whose items are being computed.
@@ -46,6 +49,8 @@ struct pending_batch {
   caf::response_promise promise;
   std::vector<item_outcome> outcomes;
   size_t remaining = 0;
+  /// Its items' jobs.
+  std::vector<uint64_t> jobs;
 };
 
 struct graph_state {
@@ -112,6 +117,8 @@ void send_calls(graph_actor* self, uint64_t id, std::vector<score_item> items) {
   req.deadline = j.deadline - std::min<nanoseconds>(call_deadline_margin, left / 10);
   req.items = share_items(std::move(items));
   req.internal = true;
+  req.ticket = new_ticket();
+  j.calls = req.ticket;
   auto hdl = caf::actor_cast<caf::actor>(self);
   reply_callback reply_to = [hdl, id](score_reply&& reply) {
     caf::anon_send(hdl, graph_done_atom::value, id, std::move(reply));
@@ -180,6 +187,7 @@ caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
         j.graph = backends::make_reward_graph(std::move(batch.items[i]), *st.catalog);
         st.jobs.emplace(id, std::move(j));
         started.push_back(id);
+        pending.jobs.push_back(id);
       }
       for (size_t i = 0; i < started.size(); ++i) {
         auto& graph = st.jobs.at(started[i]).graph;
@@ -193,8 +201,31 @@ caf::behavior reward_graph(graph_actor* self, caf::actor scheduler,
       return caf::delegated<work_result>{};
     },
     [self](graph_done_atom, uint64_t id, score_reply& reply) { advance(self, id, reply); },
-    [](cancel_atom, scheduler::batch_id) {
-      // Graphs are local and never hedged; their calls end at the same deadline.
+    [self](cancel_atom, scheduler::batch_id id) {
+      // Graphs are local and never hedged: the scheduler gives one up when nobody wants its
+      // item any more (its client hung up). Its model calls in flight are abandoned too, and
+      // the batch is answered (the scheduler ignores it) so that no promise is left open.
+      auto& st = self->state;
+      auto node = st.batches.extract(id);
+      if (node.empty()) {
+        return;
+      }
+      auto& pending = node.mapped();
+      for (auto job_id : pending.jobs) {
+        auto found = st.jobs.find(job_id);
+        if (found == st.jobs.end()) {
+          continue;
+        }
+        if (found->second.calls != 0) {
+          self->send(st.scheduler, abandon_atom::value, found->second.calls);
+        }
+        st.jobs.erase(found);
+      }
+      work_result result;
+      result.id = id;
+      result.outcomes.assign(pending.outcomes.size(),
+                             failure(errc::client_closed, "the item was given up"));
+      pending.promise.deliver(std::move(result));
     },
   };
 }

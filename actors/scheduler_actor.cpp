@@ -1,9 +1,11 @@
 #include "actors/scheduler_actor.hpp"
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -20,8 +22,19 @@ namespace {
 struct scheduler_state {
   steady_time_source clock;
   std::unique_ptr<scheduler::scheduler_core> core;
-  /// Who gets each admitted request's answer.
-  std::unordered_map<scheduler::request_id, reply_callback> replies;
+  /// Who gets each admitted request's answer, and the ingress's ticket for it (0: none).
+  struct awaiting {
+    reply_callback reply_to;
+    uint64_t ticket = 0;
+  };
+  std::unordered_map<scheduler::request_id, awaiting> replies;
+  /// The admitted requests by their ingress ticket, for `abandon_atom`.
+  std::unordered_map<uint64_t, scheduler::request_id> by_ticket;
+  /// Tickets abandoned before their request arrived (the ingress's messages are not ordered
+  /// among themselves), the oldest forgotten past `max_early_abandons`.
+  std::unordered_set<uint64_t> early_abandons;
+  std::deque<uint64_t> early_order;
+  static constexpr size_t max_early_abandons = 4096;
   std::unordered_map<scheduler::source_id, caf::actor> workers;
   std::unordered_map<caf::actor_addr, scheduler::source_id> source_of;
   std::vector<caf::response_promise> drain_waiters;
@@ -50,7 +63,10 @@ void deliver_finished(scheduler_actor* self) {
     if (node.empty()) {
       continue;
     }
-    auto reply_to = std::move(node.mapped());
+    if (node.mapped().ticket != 0) {
+      st.by_ticket.erase(node.mapped().ticket);
+    }
+    auto reply_to = std::move(node.mapped().reply_to);
     score_reply reply;
     reply.results = std::move(done.results);
     reply.groups = std::move(done.groups);
@@ -130,6 +146,9 @@ void pump(scheduler_actor* self) {
   arm_timer(self);
 }
 
+constexpr const char* client_closed_reason =
+  "the client closed its connection before the answer; this item's remaining work was dropped";
+
 /// Admits `req` (its answer goes to `reply_to` later) or refuses it (`reply_to` now). The
 /// caller pumps.
 void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
@@ -146,7 +165,34 @@ void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
     reply_to(std::move(reply));
     return;
   }
-  s.replies.emplace(id, std::move(reply_to));
+  s.replies.emplace(id, scheduler_state::awaiting{std::move(reply_to), req.ticket});
+  if (req.ticket != 0) {
+    if (s.early_abandons.erase(req.ticket) > 0) {
+      s.core->cancel(id, client_closed_reason);
+    } else {
+      s.by_ticket.emplace(req.ticket, id);
+    }
+  }
+}
+
+/// The client of the request with `ticket` hung up: end what is left of it. The caller pumps.
+void abandon(scheduler_actor* self, uint64_t ticket) {
+  auto& s = self->state;
+  auto found = s.by_ticket.find(ticket);
+  if (found == s.by_ticket.end()) {
+    // Not here (yet): remember it a while, in case its request is still on its way.
+    if (ticket != 0 && s.early_abandons.insert(ticket).second) {
+      s.early_order.push_back(ticket);
+      if (s.early_order.size() > scheduler_state::max_early_abandons) {
+        s.early_abandons.erase(s.early_order.front());
+        s.early_order.pop_front();
+      }
+    }
+    return;
+  }
+  auto id = found->second;
+  s.by_ticket.erase(found);
+  s.core->cancel(id, client_closed_reason);
 }
 
 caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
@@ -176,9 +222,10 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       failed.admitted = false;
       failed.rejection = "internal";
       failed.reason = "the scheduler failed: " + what;
-      entry.second(std::move(failed));
+      entry.second.reply_to(std::move(failed));
     }
     self->state.replies.clear();
+    self->state.by_ticket.clear();
     for (auto& rp : self->state.drain_waiters) {
       rp.deliver(err);
     }
@@ -215,6 +262,10 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       for (auto& sub : batch) {
         submit(self, std::move(sub.request), std::move(sub.reply_to));
       }
+      pump(self);
+    },
+    [self](abandon_atom, uint64_t ticket) {
+      abandon(self, ticket);
       pump(self);
     },
     [self](add_source_atom, const std::string& name, const std::vector<std::string>& caps,

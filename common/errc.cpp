@@ -4,10 +4,10 @@
 
 namespace arbiter {
 
-constexpr auto errc_names = names_of<errc::upstream_rejected>(
+constexpr auto errc_names = names_of<errc::client_closed>(
     "none", "invalid_request", "overloaded", "deadline_exceeded", "no_eligible_source",
     "shutting_down", "reward_failed", "worker_failed", "internal", "upstream_failed",
-    "upstream_rejected");
+    "upstream_rejected", "client_closed");
 
 std::string_view to_string(errc code) noexcept {
   return errc_names[code];

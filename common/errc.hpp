@@ -36,6 +36,10 @@ enum class errc : uint8_t {
   /// A remote source refused the call itself (400, 401, 403, 404, 413, 422): the same call
   /// fails the same way anywhere, so it is not retried.
   upstream_rejected = 10,
+  /// The client closed its connection before the answer: the item's remaining work (queued,
+  /// waiting for a retry, or a remote call that carried nothing else) was dropped unsent.
+  /// Nobody reads this answer; it is counted.
+  client_closed = 11,
 };
 
 /// The stable name of `code`, e.g. "deadline_exceeded".

@@ -73,6 +73,9 @@ struct server_config {
   /// Whether the heap's free memory is handed back to the OS (glibc `malloc_trim`) once the
   /// ingress has written no reply for a second after a spell of work.
   bool return_memory = true;
+  /// Whether a scoring request's remaining work is dropped when its client closes the
+  /// connection before the answer (its items end `client_closed`). Off: it runs to the end.
+  bool abandon_on_hang_up = true;
 };
 
 /// The scheduler actor and its admission control.

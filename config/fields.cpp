@@ -143,6 +143,11 @@ const std::vector<field_descriptor>& scalar_fields() {
           [](const arbiter_config& c) { return c.server.return_memory ? 1.0 : 0.0; },
           [](arbiter_config& c, double v) { c.server.return_memory = v != 0.0; },
           "Give freed heap memory back to the OS once requests stop"),
+      bool_field(
+          "server.abandon_on_hang_up",
+          [](const arbiter_config& c) { return c.server.abandon_on_hang_up ? 1.0 : 0.0; },
+          [](arbiter_config& c, double v) { c.server.abandon_on_hang_up = v != 0.0; },
+          "Drop a request's remaining work when its client hangs up"),
       // [scheduler]
       int_field(
           "scheduler.threads", 0, max_u32,

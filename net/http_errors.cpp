@@ -23,6 +23,9 @@ failure_status failure_status_for(errc code) noexcept {
       return {503, retry_advice::later};
     case errc::deadline_exceeded:
       return {504, retry_advice::later};
+    case errc::client_closed:
+      // Nobody reads it: the client hung up (nginx's "client closed request").
+      return {499, retry_advice::later};
     case errc::internal:
     case errc::none:
       break;

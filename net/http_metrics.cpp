@@ -12,7 +12,11 @@ http_metrics::http_metrics(metrics_registry& registry)
         registry.counter("arbiter_rejections_total", "Requests refused before scoring, by reason")),
     request_items(registry.histogram("arbiter_request_items", "Items per /v1/score request")
                       .Add({}, size_buckets())),
-    connections(registry.gauge("arbiter_http_connections", "Open client connections").Add({})) {
+    connections(registry.gauge("arbiter_http_connections", "Open client connections").Add({})),
+    abandoned(registry
+                .counter("arbiter_abandoned_requests_total",
+                         "Scoring requests whose client closed its connection before the answer")
+                .Add({})) {
 }
 
 void http_metrics::count(const std::string& route, unsigned code) {

@@ -23,6 +23,9 @@ struct http_metrics {
   prometheus::Histogram& request_items;
   /// arbiter_http_connections: open client connections.
   prometheus::Gauge& connections;
+  /// arbiter_abandoned_requests_total: scoring requests whose client closed its connection
+  /// before the answer.
+  prometheus::Counter& abandoned;
 
   void count(const std::string& route, unsigned code);
   void reject(const std::string& reason);

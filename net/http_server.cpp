@@ -7,6 +7,8 @@
 #include <chrono>
 #include <optional>
 
+#include <sys/socket.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/post.hpp>
@@ -16,6 +18,7 @@
 
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
+#include "common/tickets.hpp"
 #include "net/score_codec.hpp"
 
 namespace arbiter::net {
@@ -24,6 +27,20 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+
+namespace {
+
+/// How often the hang-up sweep runs, and how long a request is in flight before its client is
+/// watched: a hang-up is noticed within twice this.
+constexpr std::chrono::milliseconds hang_up_sweep_every{50};
+
+int64_t steady_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+           std::chrono::steady_clock::now().time_since_epoch())
+    .count();
+}
+
+} // namespace
 
 struct http_server::impl {
   asio::io_context& ioc;
@@ -39,6 +56,9 @@ struct http_server::impl {
   /// than at once, and are logged once per `accept_log_every`. Destroyed with the acceptor
   /// by `shutdown`, before the io_context whose service it uses.
   std::optional<asio::steady_timer> accept_pause;
+  /// Every `hang_up_sweep_every`, requests in flight longer than that get their client
+  /// watched for a hang-up (`server.abandon_on_hang_up`; `http_session::watch_if_slow`).
+  std::optional<asio::steady_timer> hang_up_sweep;
   std::chrono::milliseconds accept_backoff{0};
   std::chrono::steady_clock::time_point accept_logged{};
   uint64_t accept_failures_unlogged = 0;
@@ -47,8 +67,12 @@ struct http_server::impl {
        http_metrics& m)
     : ioc(io), cfg(c), routes(r), metrics(m),
       acceptor_storage(std::in_place, asio::make_strand(io)), acceptor(*acceptor_storage),
-      accept_pause(std::in_place, acceptor.get_executor()) {
+      accept_pause(std::in_place, acceptor.get_executor()),
+      hang_up_sweep(std::in_place, acceptor.get_executor()) {
   }
+
+  /// Starts the watches `hang_up_sweep` is for, and arms it again.
+  void sweep_hang_ups();
 
   /// Closes the longest-open connection that is waiting for a request (or still receiving
   /// one's headers), to make room for a new one. False when every connection has a request
@@ -91,6 +115,24 @@ public:
         beast::error_code ignored;
         self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
         self->stream_.close();
+      }
+    });
+  }
+
+  /// Called by the server's sweep (`sweep_hang_ups`, any thread): when the request in flight
+  /// was handed on before `cutoff_ns` and nobody watches its client yet, starts the watch on
+  /// the connection's strand. Quick requests, most of them, never pay for one.
+  void watch_if_slow(int64_t cutoff_ns) {
+    if (handed_on_ns_.load(std::memory_order_relaxed) > cutoff_ns) {
+      return;
+    }
+    auto ticket = unwatched_.exchange(0, std::memory_order_acquire);
+    if (ticket == 0) {
+      return;
+    }
+    asio::post(stream_.get_executor(), [self = shared_from_this(), ticket] {
+      if (!self->replied_ && self->ticket_ == ticket) {
+        self->watch_for_hang_up();
       }
     });
   }
@@ -221,8 +263,41 @@ private:
     request.step = view(req["X-Arbiter-Step"]);
     request.content_encoding = view(req[http::field::content_encoding]);
     request.body = std::move(req.body());
+    request.ticket = new_ticket();
+    ticket_ = request.ticket;
+    replied_ = false;
     impl_.routes.handle(std::move(request), std::move(reply), std::move(defer));
     on_strand_ = false;
+    if (!replied_) {
+      handed_on_ns_.store(steady_ns(), std::memory_order_relaxed);
+      unwatched_.store(ticket_, std::memory_order_release);
+    }
+  }
+
+  /// While a request is in flight, notices its client closing the connection (a trainer's
+  /// timeout, a killed job) and says so (`request_handler::abandon`), so that work nobody
+  /// will read stops. A peek tells the cases apart, now and whenever the socket turns
+  /// readable: the end of the stream (or a reset) is the hang-up; bytes (a pipelined request)
+  /// end the watch and wait for the next read; nothing (a stale readiness event) watches on.
+  void watch_for_hang_up() {
+    char byte = 0;
+    auto got = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got > 0) {
+      return;
+    }
+    if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      hung_up_ = true;
+      impl_.routes.abandon(ticket_);
+      return;
+    }
+    stream_.socket().async_wait(
+      tcp::socket::wait_read, [self = shared_from_this(), ticket = ticket_](beast::error_code ec) {
+        // A watch still pending when its request is answered is left to end on its own (the
+        // next request's bytes, or the connection's end), which costs less than cancelling.
+        if (!ec && !self->replied_ && self->ticket_ == ticket) {
+          self->watch_for_hang_up();
+        }
+      });
   }
 
   void on_read_error(beast::error_code ec) {
@@ -263,6 +338,12 @@ private:
   }
 
   void write(http_reply reply) {
+    replied_ = true;
+    unwatched_.store(0, std::memory_order_relaxed);
+    if (hung_up_) {
+      hung_up_ = false;
+      keep_alive_ = false;
+    }
     auto res = std::make_shared<http::response<http::string_body>>();
     res->version(version_);
     res->result(reply.status);
@@ -311,6 +392,15 @@ private:
   bool on_strand_ = false;
   bool keep_alive_ = true;
   unsigned version_ = 11;
+  /// The request in flight's `http_request::ticket`, and whether its reply has been written.
+  uint64_t ticket_ = 0;
+  bool replied_ = true;
+  /// The hang-up watch saw the client go (the reply then closes the connection).
+  bool hung_up_ = false;
+  /// For the server's sweep: when the request in flight was handed on (steady clock, ns), and
+  /// its ticket while nobody watches its client (0: answered, or watched).
+  std::atomic<int64_t> handed_on_ns_{0};
+  std::atomic<uint64_t> unwatched_{0};
 };
 
 http_server::http_server(asio::io_context& ioc, const config::server_config& cfg,
@@ -348,7 +438,30 @@ bool http_server::listen(const std::string& host, uint16_t port, std::string& er
 }
 
 void http_server::start() {
-  asio::dispatch(impl_->acceptor.get_executor(), [this] { accept_next(); });
+  asio::dispatch(impl_->acceptor.get_executor(), [this] {
+    accept_next();
+    if (impl_->cfg.abandon_on_hang_up) {
+      impl_->sweep_hang_ups();
+    }
+  });
+}
+
+void http_server::impl::sweep_hang_ups() {
+  const int64_t cutoff = steady_ns() - std::chrono::nanoseconds{hang_up_sweep_every}.count();
+  {
+    std::lock_guard<std::mutex> guard{sessions_mutex};
+    for (auto& weak : sessions) {
+      if (auto session = weak.lock(); session && session->busy()) {
+        session->watch_if_slow(cutoff);
+      }
+    }
+  }
+  hang_up_sweep->expires_after(hang_up_sweep_every);
+  hang_up_sweep->async_wait([this](beast::error_code ec) {
+    if (!ec) {
+      sweep_hang_ups();
+    }
+  });
 }
 
 bool http_server::impl::evict_idle() {
@@ -432,6 +545,7 @@ void http_server::shutdown() {
   // The timer too: left to ~impl, it outlived the io_context and its destructor called the
   // destroyed timer service (UBSan in the ASan build, at every `serve` exit).
   impl_->accept_pause.reset();
+  impl_->hang_up_sweep.reset();
   impl_->acceptor_storage.reset();
 }
 

@@ -286,7 +286,7 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
   }
   if (spec->decode != nullptr) {
     serve_scoring(route, spec->style, spec->decode, req.step, target, std::move(req.body),
-                  std::move(reply), std::move(defer));
+                  req.ticket, std::move(reply), std::move(defer));
     return;
   }
   if (path == "/v1/models") {
@@ -343,7 +343,7 @@ void router::refuse_decoded(const std::string& route, const codec_error& err,
 
 void router::serve_scoring(const std::string& route, error_style style, decoder decode,
                            std::string_view step, std::string_view target, std::string body,
-                           reply_fn reply, defer_fn defer) {
+                           uint64_t ticket, reply_fn reply, defer_fn defer) {
   auto start = steady_clock::now();
   if (refuse_while_draining(route, reply, style)) {
     return;
@@ -386,6 +386,7 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
   actors::score_request req;
   req.priority = job.priority;
   req.deadline = start + job.deadline;
+  req.ticket = ticket;
   req.items = share_items(std::move(job.items));
   run(route, start, std::move(req), std::move(job.encode), std::move(reply), std::move(defer),
       style);
@@ -641,6 +642,18 @@ void router::submit(actors::score_request req, actors::reply_callback reply_to) 
     shard = plan.front().shard;
   }
   enqueue(shard, {std::move(req), std::move(reply_to)});
+}
+
+void router::abandon(uint64_t ticket) {
+  if (ticket == 0) {
+    return;
+  }
+  ctx_.metrics->abandoned.Increment();
+  // Every shard: a request may have been split among them, and each ignores a ticket it
+  // does not hold (after remembering it briefly, in case its part is still on its way).
+  for (const auto& shard : shards_) {
+    caf::anon_send(shard, actors::abandon_atom::value, ticket);
+  }
 }
 
 void router::enqueue(size_t shard, actors::score_submission sub) {

@@ -43,6 +43,9 @@ struct http_request {
   std::string_view step;
   /// The `Content-Encoding` header's value ("" when absent).
   std::string_view content_encoding;
+  /// The connection's name for this request (unique in the process; 0: none), by which
+  /// `request_handler::abandon` says its client hung up before the answer.
+  uint64_t ticket = 0;
 };
 
 /// Called once with the reply, from any thread.
@@ -101,6 +104,10 @@ public:
 
   /// Counts a request refused by the HTTP layer itself (body too large, malformed HTTP).
   virtual void count_protocol_error(const std::string& reason, unsigned status) = 0;
+
+  /// The client of the request with `ticket` (`http_request::ticket`) closed its connection
+  /// while the request was in flight: its work may stop. Its `reply` is still called.
+  virtual void abandon(uint64_t /*ticket*/) {}
 };
 
 /// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
@@ -128,6 +135,10 @@ public:
   }
 
   void count_protocol_error(const std::string& reason, unsigned status) override;
+
+  /// Tells every scheduler shard (`abandon_atom`): the items of the request with `ticket`
+  /// that have not ended end `client_closed`, and nothing more is sent for them.
+  void abandon(uint64_t ticket) override;
 
 private:
   /// The groups of a request's items as they stood when it finished (see `finished_request`).
@@ -187,9 +198,10 @@ private:
   /// The one scoring handler every scoring route goes through: 503 while draining, decode
   /// (a refusal answered in the route's style), count, schedule, encode.
   /// `step`: the `X-Arbiter-Step` header, the training step of the items that name none.
+  /// `ticket`: the connection's name for the request (`http_request::ticket`).
   void serve_scoring(const std::string& route, error_style style, decoder decode,
                      std::string_view step, std::string_view target, std::string body,
-                     reply_fn reply, defer_fn defer);
+                     uint64_t ticket, reply_fn reply, defer_fn defer);
 
   /// The scoring routes' decoders, one per route shape (routes.cpp).
   decode_fn decode_score, decode_info_gain, decode_get_reward, decode_remote_rm, decode_chat,

@@ -72,6 +72,7 @@ std::vector<shard_submission> split_request(actors::score_request req,
     r.priority = req.priority;
     r.deadline = req.deadline;
     r.internal = req.internal;
+    r.ticket = req.ticket;
     r.items.reserve(part.items.size());
     for (auto i : part.items) {
       r.items.push_back(std::move(req.items[i]));

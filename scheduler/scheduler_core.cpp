@@ -684,6 +684,46 @@ void scheduler_core::expire_stragglers() {
   }
 }
 
+void scheduler_core::cancel(request_id id, const std::string& reason) {
+  auto found = requests_.find(id);
+  if (found == requests_.end()) {
+    return;
+  }
+  std::vector<batch_id> running;
+  for (const auto& slots : found->second.running_in) {
+    for (auto b : slots) {
+      if (b != 0) {
+        running.push_back(b);
+      }
+    }
+  }
+  fail_remaining(id, errc::client_closed, reason);
+  // A call still carrying another request's item goes on; one that carries only ended items
+  // is given up like a hedge that lost, at no cost to its source's standing.
+  for (auto b : running) {
+    auto batch = batches_.find(b);
+    if (batch == batches_.end()) {
+      continue; // Taken already: it held several of the request's items.
+    }
+    bool waited_for = std::any_of(batch->second.items.begin(), batch->second.items.end(),
+                                  [this](const item_ref& ref) {
+                                    auto r = requests_.find(ref.first);
+                                    return r != requests_.end()
+                                           && r->second.states[ref.second]
+                                                == item_state::running;
+                                  });
+    if (waited_for) {
+      continue;
+    }
+    attempt_report cancelled;
+    cancelled.cancelled = true;
+    auto source = batch->second.source;
+    take_batch(b, cancelled);
+    cancelled_.push_back({b, source});
+  }
+  flush();
+}
+
 void scheduler_core::on_timer() {
   expire_stragglers();
   auto now = clock_.now();

@@ -158,6 +158,13 @@ public:
   /// Fails every item of `batch` with `code` (a local worker failed or died); not retried.
   void fail_batch(batch_id batch, errc code, const std::string& reason);
 
+  /// Ends every item of request `id` that has not ended with `client_closed` and `reason`
+  /// (its client hung up): queued and retrying items are dropped unsent, and a batch left with
+  /// no item still waiting for it is cancelled at its source (`take_cancelled`). Items of other
+  /// requests following one of its items in flight (coalesced) keep waiting, on a new leader.
+  /// Unknown or finished ids are ignored.
+  void cancel(request_id id, const std::string& reason);
+
   /// Fails what has run out of time: items past their request's deadline and, once the drain
   /// deadline has passed, everything. Call it at `next_wakeup()`, then `dispatch`.
   void on_timer();

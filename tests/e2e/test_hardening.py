@@ -1,5 +1,6 @@
 """The ingress under careless and hostile clients: headers trickled byte by byte, more idle
 connections than the cap, a process short of file descriptors, and every connection busy."""
+import json
 import resource
 import socket
 import subprocess
@@ -7,7 +8,7 @@ import threading
 import time
 
 from conftest import ARBITER_BIN, start_server
-from arbiter_testing import Server, read_listening_line
+from arbiter_testing import Server, read_listening_line, source_toml
 
 
 def _open(server, n):
@@ -238,3 +239,91 @@ def test_memory_a_burst_took_is_given_back_once_requests_stop(make_server):
         if kept < 0.5:
             break
     assert kept < 0.5, f"{kept:.0%} of the burst's {peak - warm:.0f} MB is still held"
+
+
+def test_a_client_that_hangs_up_stops_its_calls_and_others_are_unharmed(make_server, provider):
+    # A trainer whose reward timeout fires closes its connection; the 40 judge calls it asked
+    # for must not all go to the provider anyway (they cost money and hold the provider's
+    # limit from the next request). One call at a time, 300 ms each.
+    slow = provider("--latency-median-ms", "300", "--latency-p99-ms", "320")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\n\n"
+                    + source_toml("judge", slow.url, max_concurrency=1, initial_concurrency=1))
+    items = [{"reward": "judge", "solution_str": f"answer {k}", "ground_truth": "4",
+              "extra_info": {"problem": "2 + 2?"}} for k in range(40)]
+    body = json.dumps({"items": items, "deadline_ms": 60000}).encode()
+    gone = socket.create_connection((s.host, s.port), timeout=5)
+    gone.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    give_up = time.monotonic() + 5
+    while slow.stats()["in_flight"] < 1:
+        assert time.monotonic() < give_up, slow.stats()
+        time.sleep(0.02)
+    gone.close()  # the trainer's timeout
+    # Another client's request, sent after, is answered in full.
+    status, _, answer = s.score({"items": items[:2], "deadline_ms": 20000})
+    assert status == 200 and [r["status"] for r in answer["results"]] == ["ok", "ok"], answer
+    time.sleep(0.8)  # the provider counts a call when it answers, also one nobody awaits
+    calls = slow.stats()["requests_total"]
+    # The call in flight at the hang-up (and at most one more the scheduler had handed over
+    # before the news arrived), plus the other client's two; not 40.
+    assert calls <= 4, slow.stats()
+    _, _, metrics = s.request("GET", "/metrics")
+    assert "arbiter_abandoned_requests_total 1" in metrics, metrics
+    failed = [line for line in metrics.splitlines()
+              if line.startswith('arbiter_item_failures_total{reason="client_closed"}')]
+    # The judge's 40 items, and the model calls the ones underway had asked for.
+    assert failed and float(failed[0].split()[1]) >= 40, failed
+    time.sleep(0.5)
+    assert slow.stats()["requests_total"] == calls, "nothing was sent later either"
+
+
+def test_a_pipelined_request_is_not_taken_for_a_hang_up(make_server, provider):
+    # The next request's bytes arriving while the first is scored make the socket readable
+    # too: both are answered, in order, and nothing is abandoned.
+    slow = provider("--latency-median-ms", "200", "--latency-p99-ms", "220")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\n\n"
+                    + source_toml("judge", slow.url))
+    conn = socket.create_connection((s.host, s.port), timeout=10)
+    wire = b""
+    for k in range(2):
+        body = json.dumps({"items": [{"reward": "judge", "solution_str": f"pipelined {k}",
+                                      "ground_truth": "4", "extra_info": {"problem": "2+2?"}}]})
+        wire += (b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body.encode())
+    conn.sendall(wire[:len(wire) // 2])
+    time.sleep(0.05)
+    conn.sendall(wire[len(wire) // 2:])
+    replies = b""
+    while replies.count(b"HTTP/1.1 200") < 2:
+        chunk = conn.recv(65536)
+        assert chunk, replies
+        replies += chunk
+    assert replies.count(b'"status":"ok"') == 2, replies
+    conn.close()
+    _, _, metrics = s.request("GET", "/metrics")
+    assert "arbiter_abandoned_requests_total 0" in metrics
+
+
+def test_with_abandon_on_hang_up_off_a_request_runs_to_the_end(make_server, provider):
+    slow = provider("--latency-median-ms", "100", "--latency-p99-ms", "110")
+    s = make_server("[server]\nabandon_on_hang_up = false\n\n"
+                    "[routing]\nhedge = false\ncache_capacity = 0\n\n"
+                    + source_toml("judge", slow.url, max_concurrency=1, initial_concurrency=1))
+    items = [{"reward": "judge", "solution_str": f"answer {k}", "ground_truth": "4",
+              "extra_info": {"problem": "2 + 2?"}} for k in range(6)]
+    body = json.dumps({"items": items, "deadline_ms": 60000}).encode()
+    gone = socket.create_connection((s.host, s.port), timeout=5)
+    gone.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    give_up = time.monotonic() + 5
+    while slow.stats()["in_flight"] < 1:
+        assert time.monotonic() < give_up, slow.stats()
+        time.sleep(0.02)
+    gone.close()
+    give_up = time.monotonic() + 10
+    while slow.stats()["requests_total"] < 6:
+        assert time.monotonic() < give_up, slow.stats()
+        time.sleep(0.05)
+    _, _, metrics = s.request("GET", "/metrics")
+    assert "arbiter_abandoned_requests_total 0" in metrics
+    assert 'reason="client_closed"' not in metrics

@@ -1,6 +1,9 @@
 // The scheduler core with remote-style sources: retries, pacing, ejection, hedging,
 // coalescing and the result cache, driven by a manual clock.
 
+#include <set>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "scheduler/scheduler_core.hpp"
@@ -117,6 +120,83 @@ protected:
 };
 
 } // namespace
+
+TEST_F(RemoteRouting, AnAbandonedRequestSendsNothingMoreAndACallCarryingOnlyItIsCancelled) {
+  auto spec = endpoint("a");
+  spec.max_inflight = 2;
+  core_.add_source(std::move(spec));
+  // Request 1: four distinct items; two go out, two wait. Request 2's item is the same as
+  // request 1's first, so it follows that call (coalesced) rather than making its own.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(4, "p")).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 2u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "p")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "follows request 1's call in flight";
+  // A third request, unrelated, waits behind request 1's queued items.
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, judge_items(1, "other")).admitted());
+
+  core_.cancel(1, "the client hung up");
+  core_.cancel(1, "again"); // finished: ignored
+  core_.cancel(99, "unknown"); // ignored
+
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 1u);
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.status, item_status::failed);
+    EXPECT_EQ(r.code, errc::client_closed);
+    EXPECT_EQ(r.error, "the client hung up");
+  }
+  // Both of its calls carried only its items: given up, like a hedge that lost.
+  auto cancelled = core_.take_cancelled();
+  ASSERT_EQ(cancelled.size(), 2u);
+  EXPECT_TRUE((cancelled[0].id == sent[0].id && cancelled[1].id == sent[1].id)
+              || (cancelled[0].id == sent[1].id && cancelled[1].id == sent[0].id));
+  // What is sent next: request 2's item (leading now) and request 3's; none of request 1's.
+  auto next = core_.dispatch();
+  ASSERT_EQ(next.size(), 2u);
+  std::set<std::string> texts;
+  for (const auto& b : next) {
+    ASSERT_EQ(b.items.size(), 1u);
+    texts.insert(b.items[0]->solution_str);
+    ok(b, 0.5);
+  }
+  EXPECT_EQ(texts, (std::set<std::string>{"p0", "other0"}));
+  // The cancelled calls' late answers change nothing.
+  ok(sent[0], 0.9);
+  ok(sent[1], 0.9);
+  auto rest = core_.take_finished();
+  ASSERT_EQ(rest.size(), 2u);
+  for (const auto& f : rest) {
+    EXPECT_EQ(f.results.at(0).status, item_status::ok);
+    EXPECT_EQ(f.results.at(0).score, 0.5);
+  }
+  EXPECT_TRUE(core_.idle());
+  EXPECT_NE(metrics_text().find("arbiter_item_failures_total{reason=\"client_closed\"} 4"),
+            std::string::npos)
+    << metrics_text();
+}
+
+TEST_F(RemoteRouting, ACallThatAlsoCarriesAnotherRequestsItemGoesOnWhenOneRequestIsAbandoned) {
+  auto spec = endpoint("a");
+  spec.max_batch_items = 4;
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(2, "a")).admitted());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(2, "b")).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].items.size(), 4u);
+  core_.cancel(1, "the client hung up");
+  EXPECT_TRUE(core_.take_cancelled().empty()) << "request 2 still waits for this call";
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 1u);
+  ok(sent[0], 0.25);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 2u);
+  EXPECT_EQ(done[0].results.at(1).score, 0.25);
+}
 
 TEST_F(RemoteRouting, A5xxIsRetriedElsewhereAndTheItemSaysWhere) {
   auto a = core_.add_source(endpoint("a"));
