@@ -518,13 +518,20 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     if (ec) {
       return on_attempt_error(j, c, ec);
     }
-    if (auto status = j->parser->get().result_int();
-        status >= 100 && status < 200 && status != 101) {
+    if (auto status = j->parser->get().result_int(); status == 101) {
+      // Switching Protocols, which no request here asks for: what follows is not HTTP, so the
+      // connection is given up and the attempt fails as an invalid response (retried as one).
+      discard(c);
+      finish(j, failure(http_error::protocol_error,
+                        "invalid HTTP response from " + where
+                          + ": 101 Switching Protocols, to a request that asked for no upgrade"));
+      pump();
+      return;
+    } else if (status >= 100 && status < 200) {
       // An interim response (100 Continue, 102 Processing, 103 Early Hints) comes before the
       // final one, which a client must read past it (RFC 9110 §15.2) on the same connection,
       // within the attempt's time. Taken as the answer, it would fail the call and leave the
-      // real response in the buffer for the connection's next request. (101 Switching
-      // Protocols, never asked for, stays the answer: what follows it is not HTTP.)
+      // real response in the buffer for the connection's next request.
       if (++j->interim > max_interim_responses) {
         return fail_interim(j, c, status);
       }

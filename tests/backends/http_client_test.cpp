@@ -593,6 +593,22 @@ TEST_F(HttpClient, EndlessInterimResponsesFailTheAttemptNamingThem) {
   EXPECT_FALSE(second.reused_connection);
 }
 
+TEST_F(HttpClient, AnUnaskedSwitchingProtocolsFailsTheAttemptAndTheConnectionIsGivenUp) {
+  // What follows a 101 is another protocol's bytes (here an HTTP-looking reply that must not
+  // be taken for anyone's answer).
+  scripted_server server({"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
+                          + ok_reply("not HTTP any more"),
+                          ok_reply("fresh")});
+  auto [first, second] = post_twice(server.port());
+  EXPECT_EQ(first.error, http_error::protocol_error);
+  EXPECT_NE(first.error_message.find("101 Switching Protocols"), std::string::npos)
+    << first.error_message;
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "fresh");
+  EXPECT_FALSE(second.reused_connection);
+  EXPECT_EQ(server.accepted(), 2);
+}
+
 TEST_F(HttpClient, BytesPastAResponseAreNotTheNextRequestsAnswer) {
   // A server that writes more than the response it declared (a second, unasked-for response
   // here): the connection is not reused, so the next request gets its own answer.
