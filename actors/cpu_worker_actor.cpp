@@ -31,6 +31,9 @@ caf::behavior cpu_worker(caf::event_based_actor*, config::cpu_config cfg) {
       }
       return result;
     },
+    [](cancel_atom, scheduler::batch_id) {
+      // A batch runs whole as one message, so a cancel for it comes after its answer.
+    },
   };
 }
 

@@ -57,6 +57,10 @@ void finish_batch(work_result& result, std::chrono::steady_clock::time_point sta
   result.report.latency = elapsed;
 }
 
+/// A batch runs whole as one message, so a cancel for it (its request was abandoned) comes
+/// after its answer, which the scheduler ignores.
+const auto ignore_cancel = [](cancel_atom, scheduler::batch_id) {};
+
 caf::behavior embedding_worker(caf::event_based_actor*,
                                std::shared_ptr<const backends::models::text_embedder> embedder,
                                std::string model, uint32_t max_batch_tokens,
@@ -85,6 +89,7 @@ caf::behavior embedding_worker(caf::event_based_actor*,
       finish_batch(result, start, counters);
       return result;
     },
+    ignore_cancel,
   };
 }
 
@@ -133,6 +138,7 @@ caf::behavior generator_worker(caf::event_based_actor*,
       finish_batch(result, start, counters, passes);
       return result;
     },
+    ignore_cancel,
   };
 }
 
@@ -171,6 +177,7 @@ caf::behavior nli_worker(caf::event_based_actor*,
       finish_batch(result, start, counters);
       return result;
     },
+    ignore_cancel,
   };
 }
 

@@ -4,7 +4,11 @@
 #include "actors/scheduler_actor.hpp"
 
 #include <chrono>
+#include <future>
 #include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -29,6 +33,28 @@ score_item lexical_item(std::string text, std::string reference) {
   item.solution_str = std::move(text);
   item.ground_truth = {std::move(reference)};
   return item;
+}
+
+/// What a holding worker saw: the batches it was given and the ones it was told to drop.
+struct holding_log {
+  std::mutex mutex;
+  std::vector<scheduler::batch_id> given;
+  std::vector<scheduler::batch_id> cancelled;
+};
+
+/// A worker that keeps every batch without answering (a slow model), and notes cancels.
+caf::behavior holding_worker(caf::event_based_actor* self, std::shared_ptr<holding_log> log) {
+  return {
+    [self, log](work_atom, const work_batch& batch) {
+      std::lock_guard<std::mutex> guard{log->mutex};
+      log->given.push_back(batch.id);
+      return self->make_response_promise<work_result>();
+    },
+    [log](cancel_atom, scheduler::batch_id id) {
+      std::lock_guard<std::mutex> guard{log->mutex};
+      log->cancelled.push_back(id);
+    },
+  };
 }
 
 /// A worker that stops as soon as it is given work, without answering.
@@ -177,4 +203,76 @@ TEST_F(SchedulerActor, DrainAnswersOnceNothingIsPendingAndRefusesNewWork) {
   auto reply = score(sched, {lexical_item("a", "a")});
   EXPECT_FALSE(reply.admitted);
   EXPECT_EQ(reply.rejection, "draining");
+}
+
+TEST_F(SchedulerActor, AnAbandonedTicketEndsItsRequestClientClosedAndCancelsItsBatch) {
+  config::scheduler_config cfg;
+  cfg.max_inflight_batches_per_source = 1;
+  auto sched = start_scheduler(cfg);
+  auto log = std::make_shared<holding_log>();
+  add_source(sched, sys_->spawn(holding_worker, log), "slow");
+
+  auto submit = [&](uint64_t ticket, size_t n) {
+    auto answer = std::make_shared<std::promise<score_reply>>();
+    std::vector<score_item> items;
+    for (size_t i = 0; i < n; ++i) {
+      items.push_back(lexical_item("abc " + std::to_string(ticket), "abd"));
+    }
+    score_request req{1, steady_clock::now() + 10s, share_items(std::move(items))};
+    req.ticket = ticket;
+    reply_callback reply_to = [answer](score_reply&& r) { answer->set_value(std::move(r)); };
+    caf::anon_send(sched, score_atom::value, std::move(req), std::move(reply_to));
+    return answer->get_future();
+  };
+  auto given = [&] {
+    std::lock_guard<std::mutex> guard{log->mutex};
+    return log->given;
+  };
+
+  // In flight at the worker when its client goes.
+  auto first = submit(42, 3);
+  for (int i = 0; i < 500 && given().empty(); ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(given().size(), 1u);
+  caf::anon_send(sched, abandon_atom::value, uint64_t{42});
+  ASSERT_EQ(first.wait_for(10s), std::future_status::ready);
+  auto reply = first.get();
+  ASSERT_TRUE(reply.admitted);
+  ASSERT_EQ(reply.results.size(), 3u);
+  for (const auto& r : reply.results) {
+    EXPECT_EQ(r.code, errc::client_closed);
+  }
+  for (int i = 0; i < 500; ++i) {
+    std::lock_guard<std::mutex> guard{log->mutex};
+    if (!log->cancelled.empty()) {
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  {
+    std::lock_guard<std::mutex> guard{log->mutex};
+    EXPECT_EQ(log->cancelled, log->given) << "the batch carried only its items";
+  }
+
+  // Abandoned before its request reached the scheduler (the ingress's messages are not
+  // ordered among themselves): ended as soon as it arrives, never sent to the worker.
+  caf::anon_send(sched, abandon_atom::value, uint64_t{43});
+  std::this_thread::sleep_for(50ms);
+  auto second = submit(43, 2);
+  ASSERT_EQ(second.wait_for(10s), std::future_status::ready);
+  reply = second.get();
+  ASSERT_TRUE(reply.admitted);
+  for (const auto& r : reply.results) {
+    EXPECT_EQ(r.code, errc::client_closed);
+  }
+  EXPECT_EQ(given().size(), 1u);
+  // A ticket nobody holds is harmless, and the scheduler goes on scoring.
+  caf::anon_send(sched, abandon_atom::value, uint64_t{99});
+  auto third = submit(44, 1);
+  for (int i = 0; i < 500 && given().size() < 2; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(given().size(), 2u);
+  EXPECT_EQ(third.wait_for(10ms), std::future_status::timeout) << "held by the worker";
 }
