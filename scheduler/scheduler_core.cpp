@@ -417,7 +417,11 @@ void scheduler_core::detach(item_ref ref, batch_id batch, bool item_done) {
   }
   // The item is answered; the other attempt at it is a loser unless it carries other items
   // still waiting for an answer.
-  auto found = batches_.find(other);
+  give_up_if_unneeded(other);
+}
+
+void scheduler_core::give_up_if_unneeded(batch_id id) {
+  auto found = batches_.find(id);
   if (found == batches_.end()) {
     return;
   }
@@ -430,8 +434,8 @@ void scheduler_core::detach(item_ref ref, batch_id batch, bool item_done) {
   attempt_report cancelled;
   cancelled.cancelled = true;
   auto source = found->second.source;
-  take_batch(other, cancelled);
-  cancelled_.push_back({other, source});
+  take_batch(id, cancelled);
+  cancelled_.push_back({id, source});
 }
 
 void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
@@ -699,27 +703,10 @@ void scheduler_core::cancel(request_id id, const std::string& reason) {
   }
   fail_remaining(id, errc::client_closed, reason);
   // A call still carrying another request's item goes on; one that carries only ended items
-  // is given up like a hedge that lost, at no cost to its source's standing.
+  // is given up like a hedge that lost, at no cost to its source's standing. (A call that
+  // held several of the request's items is taken at the first.)
   for (auto b : running) {
-    auto batch = batches_.find(b);
-    if (batch == batches_.end()) {
-      continue; // Taken already: it held several of the request's items.
-    }
-    bool waited_for = std::any_of(batch->second.items.begin(), batch->second.items.end(),
-                                  [this](const item_ref& ref) {
-                                    auto r = requests_.find(ref.first);
-                                    return r != requests_.end()
-                                           && r->second.states[ref.second]
-                                                == item_state::running;
-                                  });
-    if (waited_for) {
-      continue;
-    }
-    attempt_report cancelled;
-    cancelled.cancelled = true;
-    auto source = batch->second.source;
-    take_batch(b, cancelled);
-    cancelled_.push_back({b, source});
+    give_up_if_unneeded(b);
   }
   flush();
 }

@@ -322,6 +322,9 @@ private:
                      bool shareable);
   /// Forgets `batch` on item `ref`; cancels any other batch left with nothing to do.
   void detach(item_ref ref, batch_id batch, bool item_done);
+  /// Gives up batch `id` (taken, and handed to `take_cancelled` for its source) unless one of
+  /// its items still waits for it; nothing when it is no longer in flight.
+  void give_up_if_unneeded(batch_id id);
   /// Ends every item of `id` that has not ended, with `code`.
   void fail_remaining(request_id id, errc code, const std::string& reason);
   /// Finishes the requests whose last item ended.

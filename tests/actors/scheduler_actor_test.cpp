@@ -256,9 +256,9 @@ TEST_F(SchedulerActor, AnAbandonedTicketEndsItsRequestClientClosedAndCancelsItsB
   }
 
   // Abandoned before its request reached the scheduler (the ingress's messages are not
-  // ordered among themselves): ended as soon as it arrives, never sent to the worker.
+  // ordered among themselves; these two, from one thread, arrive in turn): ended as soon as
+  // it arrives, never sent to the worker.
   caf::anon_send(sched, abandon_atom::value, uint64_t{43});
-  std::this_thread::sleep_for(50ms);
   auto second = submit(43, 2);
   ASSERT_EQ(second.wait_for(10s), std::future_status::ready);
   reply = second.get();
