@@ -1,8 +1,12 @@
-"""What one HTTP attempt's outcome means, and what to do next. Plain code: no I/O, no clock;
-the client sleeps the returned delay. Randomness comes from the injected `rng`."""
+"""What one HTTP attempt's outcome means, and what to do next. Plain code: no I/O, no clock of
+its own; the client sleeps the returned delay. Randomness comes from the injected `rng`, the
+wall-clock time a `Retry-After` date is read against from the injected `now`."""
 import enum
+import datetime
+import email.utils
 import json
 import random
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -28,15 +32,26 @@ class Outcome:
     error: Optional[ArbiterRequestError] = None   # for `rejected`
 
 
-def _retry_after(headers):
+def _retry_after(headers, now):
+    """Seconds to wait from a `Retry-After` of delay-seconds or an HTTP-date (RFC 9110 10.2.3:
+    IMF-fixdate, RFC 850 or asctime; a date in the past means now); None for garbage."""
     value = headers.get("retry-after")
     if value is None:
         return None
+    value = value.strip()
     try:
-        seconds = float(value.strip())
+        seconds = float(value)
     except ValueError:
-        return None  # an HTTP date or garbage: use the backoff instead
-    return seconds if seconds >= 0 else None
+        pass
+    else:
+        return seconds if seconds >= 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None  # garbage: use the backoff instead
+    if when.tzinfo is None:  # asctime's form names no zone: HTTP-dates are GMT
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, when.timestamp() - now())
 
 
 def _error_fields(data, status):
@@ -46,8 +61,9 @@ def _error_fields(data, status):
     return None, f"HTTP {status}", None
 
 
-def classify_response(status, headers, data):
-    """`headers` has lower-case names; `data` is the body as bytes."""
+def classify_response(status, headers, data, now=time.time):
+    """`headers` has lower-case names; `data` is the body as bytes; `now` gives the wall-clock
+    time (seconds since the epoch) a `Retry-After` date is read against."""
     parsed = None
     try:
         parsed = json.loads(data) if data else None
@@ -62,9 +78,9 @@ def classify_response(status, headers, data):
         message = f"HTTP {status}"
     reason = f"HTTP {status}" + (f" {code}: {message}" if code else "")
     if status == 429:
-        return Outcome(OutcomeKind.rate_limited, reason, retry_after_s=_retry_after(headers))
+        return Outcome(OutcomeKind.rate_limited, reason, retry_after_s=_retry_after(headers, now))
     if status == 503:
-        return Outcome(OutcomeKind.unavailable, reason, retry_after_s=_retry_after(headers))
+        return Outcome(OutcomeKind.unavailable, reason, retry_after_s=_retry_after(headers, now))
     if 400 <= status < 500:
         # 400, 422 and the rest: the same request would fail the same way.
         if code is None and parsed is None:
@@ -72,7 +88,7 @@ def classify_response(status, headers, data):
         return Outcome(OutcomeKind.rejected, reason,
                        error=ArbiterRequestError(status, code, message, field))
     # Another 5xx (504 deadline_exceeded comes with Retry-After): its Retry-After, else backoff.
-    return Outcome(OutcomeKind.server_error, reason, retry_after_s=_retry_after(headers))
+    return Outcome(OutcomeKind.server_error, reason, retry_after_s=_retry_after(headers, now))
 
 
 def classify_exception(exc):

@@ -1,12 +1,14 @@
 """The client's own retry logic: a scripted stand-in answers 429, 503, 5xx, garbage or slowly
 first, then forwards to the real Arbiter."""
 import asyncio
+import email.utils
 import time
 
 import pytest
 from client_testing import ASYNC_TRANSPORTS, lexical
 
 from arbiter_client import ArbiterRequestError, ArbiterUnavailable
+from arbiter_client._retry import OutcomeKind, classify_response
 
 OVERLOADED = {"error": {"code": "overloaded", "message": "class normal is full"}}
 
@@ -48,6 +50,32 @@ def test_a_503_is_retried_after_its_retry_after(scripted, make_client, mode):
                          backoff_base_s=0.01)
     assert run(client, mode, [lexical("a", "a")])[0].score == 1.0
     assert len(proxy.requests) == 3
+
+
+def test_a_429_waits_until_its_retry_after_date(scripted, make_client):
+    when = email.utils.formatdate(time.time() + 2, usegmt=True)  # whole seconds: 1 to 2 s away
+    proxy = scripted({"status": 429, "headers": {"Retry-After": when}, "body": OVERLOADED})
+    client = make_client(proxy.url, backoff_base_s=0.01)
+    assert client.score([lexical("a", "a")])[0].score == 1.0
+    (t0, _, _), (t1, _, _) = proxy.requests
+    assert 0.9 <= t1 - t0 < 2.5
+
+
+@pytest.mark.parametrize("value, wait", [
+    ("Sun, 06 Nov 1994 08:49:37 GMT", 7.0),      # IMF-fixdate
+    ("Sunday, 06-Nov-94 08:49:37 GMT", 7.0),     # RFC 850
+    ("Sun Nov  6 08:49:37 1994", 7.0),           # asctime, GMT without saying so
+    ("Sun, 06 Nov 1994 08:49:20 GMT", 0.0),      # already past: no wait
+    ("2.5", 2.5),
+    ("Sun, 31 Nov 1994 08:49:37 GMT", None),     # no such day: the backoff decides
+    ("soon", None),
+    ("-1", None),
+])
+def test_retry_after_reads_seconds_and_each_http_date_form(value, wait):
+    now = email.utils.parsedate_to_datetime("Sun, 06 Nov 1994 08:49:30 GMT").timestamp()
+    outcome = classify_response(429, {"retry-after": value}, b"", now=lambda: now)
+    assert outcome.kind is OutcomeKind.rate_limited
+    assert outcome.retry_after_s == wait
 
 
 def test_retry_after_is_capped(scripted, make_client):
