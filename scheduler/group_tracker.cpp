@@ -86,6 +86,17 @@ std::optional<time_point> group_tracker::first_arrival(const std::string& group)
   return found->second.first_arrival;
 }
 
+void group_tracker::withdrawn(const std::string& group, time_point now) {
+  auto found = groups_.find(group);
+  if (found == groups_.end()) {
+    return;
+  }
+  found->second.last_active = now;
+  if (found->second.pending > 0) {
+    --found->second.pending;
+  }
+}
+
 group_summary group_tracker::summary(const std::string& group) const {
   group_summary out;
   out.group = group;

@@ -64,6 +64,11 @@ public:
   std::optional<nanoseconds> ended(const std::string& group, time_point now,
                                    const double* score);
 
+  /// Notes that a scored member of `group` was withdrawn at `now` before it ended (its client
+  /// hung up): it leaves the pending members without counting as scored or failed, so that a
+  /// trainer retrying it counts it once, and the group is not complete by it.
+  void withdrawn(const std::string& group, time_point now);
+
   /// The group's statistics now (all zero for a group not known).
   group_summary summary(const std::string& group) const;
 

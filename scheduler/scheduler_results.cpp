@@ -97,8 +97,11 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
   }
   if (!req.internal && !req.items[index]->group.empty()) {
     bool scored = result.status != item_status::failed;
-    if (auto took = groups_.ended(req.items[index]->group, clock_.now(),
-                                  scored ? &result.score : nullptr)) {
+    if (result.code == errc::client_closed) {
+      // Nobody reads it; a retry of the same rollout will be the member that counts.
+      groups_.withdrawn(req.items[index]->group, clock_.now());
+    } else if (auto took = groups_.ended(req.items[index]->group, clock_.now(),
+                                         scored ? &result.score : nullptr)) {
       metrics_.group_completion.Observe(std::chrono::duration<double>(*took).count());
     }
   }

@@ -46,6 +46,31 @@ TEST(GroupTracker, StatisticsAreTheMeanAndTorchStdOfTheScoredMembers) {
   EXPECT_FALSE(g.zero_std);
 }
 
+TEST(GroupTracker, AWithdrawnMemberCountsNeitherScoredNorFailedAndCompletesNothing) {
+  group_tracker groups{60s};
+  groups.admit("g", t0, t0 + 30s, true);
+  groups.admit("g", t0, t0 + 30s, true);
+  double one = 1.0;
+  EXPECT_FALSE(groups.ended("g", t0 + 1s, &one));
+  groups.withdrawn("g", t0 + 2s);
+  auto g = groups.summary("g");
+  EXPECT_EQ(g.scored, 1u);
+  EXPECT_EQ(g.failed, 0u);
+  EXPECT_EQ(g.pending, 0u);
+  // Its retry joins the group in its first member's place and completes it.
+  EXPECT_EQ(groups.admit("g", t0 + 3s, t0 + 30s, true).first_arrival, t0);
+  double zero = 0.0;
+  auto done = groups.ended("g", t0 + 4s, &zero);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(*done, 4s);
+  g = groups.summary("g");
+  EXPECT_EQ(g.scored, 2u);
+  EXPECT_EQ(g.failed, 0u);
+  EXPECT_DOUBLE_EQ(g.mean, 0.5);
+  groups.withdrawn("unknown", t0); // ignored
+  EXPECT_EQ(groups.size(), 1u);
+}
+
 TEST(GroupTracker, AGroupWhoseScoresAreAllEqualHasZeroStd) {
   group_tracker groups{60s};
   groups.admit("g", t0, t0 + 30s, true);

@@ -177,6 +177,40 @@ TEST_F(RemoteRouting, AnAbandonedRequestSendsNothingMoreAndACallCarryingOnlyItIs
     << metrics_text();
 }
 
+TEST_F(RemoteRouting, AnAbandonedMemberLeavesItsGroupSoThatItsRetryCountsOnce) {
+  core_.add_source(endpoint("a"));
+  auto grouped = [](const std::string& text) {
+    auto items = judge_items(1, text);
+    items[0].group = "uid-7";
+    return items;
+  };
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, grouped("r")).admitted());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, grouped("s")).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 2u);
+  core_.cancel(1, "the client hung up");
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  // The trainer sends the same rollout again; it follows nothing (its call was given up).
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, grouped("r")).admitted());
+  auto again = core_.dispatch();
+  ASSERT_EQ(again.size(), 1u);
+  for (const auto& b : sent) {
+    ok(b, 0.0);
+  }
+  ok(again[0], 1.0);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  const auto& last = done.back();
+  EXPECT_EQ(last.id, 3u);
+  ASSERT_EQ(last.groups.size(), 1u);
+  EXPECT_EQ(last.groups[0].scored, 2u) << "request 2's member and the retry";
+  EXPECT_EQ(last.groups[0].failed, 0u) << "the abandoned member is not a failure of the group";
+  EXPECT_EQ(last.groups[0].pending, 0u);
+  EXPECT_DOUBLE_EQ(last.groups[0].mean, 0.5);
+  EXPECT_NE(metrics_text().find("arbiter_group_completion_seconds_count 1"), std::string::npos)
+    << "the group completed once, by its retry\n" << metrics_text();
+}
+
 TEST_F(RemoteRouting, ACallThatAlsoCarriesAnotherRequestsItemGoesOnWhenOneRequestIsAbandoned) {
   auto spec = endpoint("a");
   spec.max_batch_items = 4;
