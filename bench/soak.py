@@ -5,7 +5,11 @@ default) it serves, all at once:
   single    one-item /v1/score requests (lexical, exact_match) on keep-alive connections
   batch     256-item /v1/score batches
   judge     judge items through a fake provider with rate limits and faults (500s, resets,
-            malformed replies, timeouts)
+            malformed replies, timeouts); one of these threads sends GRPO groups' members
+            drawn from a small pool of questions, shared with the hangers
+  hang-up   the same grouped judge items, the connection closed 0 to 400 ms after sending
+            (a trainer's timeout): their calls are abandoned, and a live request coalesced
+            onto such a call takes it over
   embed     /v1/embeddings on the local all-MiniLM-L6-v2 (when installed)
   abuse     bad JSON, duplicate keys, a wrong Content-Type, no or a wrong API key, oversized
             bodies, headers that stop half-way, connections opened and dropped
@@ -103,6 +107,23 @@ def worker(kind, host, port, stop, stats, make_request, pause=0.0):
             time.sleep(pause)
     if conn is not None:
         conn.close()
+
+
+def hanger(host, port, stop, stats, rng, make_request):
+    """Sends a request and closes the connection before (usually) its answer."""
+    while not stop.is_set():
+        _, path, body, headers = make_request()
+        lines = [f"POST {path} HTTP/1.1", "Host: soak", f"Content-Length: {len(body)}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        try:
+            s = socket.create_connection((host, port), timeout=5)
+            s.sendall(("\r\n".join(lines) + "\r\n\r\n" + body).encode())
+            time.sleep(rng.uniform(0.0, 0.4))
+            s.close()
+            stats.add("hang-up", "sent")
+        except OSError:
+            stats.add("hang-up", "error")
+        time.sleep(0.02)
 
 
 def abuser(host, port, stop, stats, rng):
@@ -209,6 +230,21 @@ timeout_ms = 3000
              "extra_info": {"problem": f"question {rng.randint(0, 100000)}"}}
             for _ in range(8)]}), auth)
 
+    group_rng = random.Random(7)
+    group_lock = threading.Lock()
+
+    def grouped_judge():
+        # Members of 50 prompts' groups, 4 rollouts each: live requests and hang-ups draw the
+        # same items, so they meet on one provider call now and then.
+        with group_lock:
+            prompt = group_rng.randrange(50)
+            rollouts = group_rng.sample(range(4), 2)
+        step = int(time.monotonic() // 5)  # new items every 5 s, or the cache would answer
+        return ("POST", "/v1/score", json.dumps({"items": [
+            {"reward": "judge", "solution_str": f"rollout {r} of {prompt} in step {step}",
+             "ground_truth": "four", "group": f"soak-{step}-{prompt}",
+             "extra_info": {"problem": f"prompt {prompt}"}} for r in rollouts]}), auth)
+
     def embed():
         return ("POST", "/v1/embeddings", json.dumps(
             {"model": "minilm", "input": [sentence() for _ in range(16)]}), auth)
@@ -218,7 +254,12 @@ timeout_ms = 3000
     threads.append(threading.Thread(target=worker,
                                     args=("batch", host, port, stop, stats, batch, 0.05)))
     threads += [threading.Thread(target=worker, args=("judge", host, port, stop, stats, judge))
-                for _ in range(4)]
+                for _ in range(3)]
+    threads.append(threading.Thread(target=worker, args=("grouped", host, port, stop, stats,
+                                                         grouped_judge)))
+    threads += [threading.Thread(target=hanger, args=(host, port, stop, stats,
+                                                      random.Random(20 + i), grouped_judge))
+                for i in range(2)]
     if model:
         threads.append(threading.Thread(target=worker,
                                         args=("embed", host, port, stop, stats, embed, 0.05)))
@@ -253,6 +294,17 @@ timeout_ms = 3000
         for t in threads:
             t.join(timeout=70)
     time.sleep(args.idle_s)
+    metrics = {}
+    try:
+        c = http.client.HTTPConnection(host, port, timeout=10)
+        _, text = request(c, "GET", "/metrics", None, {"Authorization": f"Bearer {KEY}"})
+        for line in text.decode().splitlines():
+            if line.startswith(("arbiter_abandoned_requests_total",
+                                "arbiter_item_failures_total", "arbiter_requests_pending")):
+                name, value = line.rsplit(" ", 1)
+                metrics[name] = float(value)
+    except (OSError, http.client.HTTPException) as e:
+        print(f"could not read /metrics: {e}", file=sys.stderr)
     end_rss = rss_mb(srv.pid)
     end_fds = fds(srv.pid)
     srv.terminate()
@@ -279,6 +331,14 @@ timeout_ms = 3000
           f"end (after {args.idle_s:.0f} s idle) {end_rss:.0f} MB: {ratio - 1:+.1%} "
           f"({'within' if abs(ratio - 1) <= 0.10 else 'OUTSIDE'} 10 %)")
     print(f"fds at start {start_fds}, end {end_fds}; server exit status {code}")
+    for name, value in sorted(metrics.items()):
+        print(f"{name} {value:g}")
+    # Every live request must have been answered 200: faults are retried away, and a hang-up
+    # abandons only its own work.
+    unanswered = {f"{kind} {status}": n for (kind, status), n in stats.counts.items()
+                  if kind in ("single", "batch", "judge", "grouped", "embed") and status != 200}
+    if unanswered:
+        print(f"NOT ANSWERED 200: {unanswered}")
 
     if args.plot:
         import matplotlib
@@ -297,7 +357,7 @@ timeout_ms = 3000
         fig.tight_layout()
         fig.savefig(args.plot)
         print(f"plot: {args.plot}", file=sys.stderr)
-    return 0 if abs(ratio - 1) <= 0.10 and code == 0 else 1
+    return 0 if abs(ratio - 1) <= 0.10 and code == 0 and not unanswered else 1
 
 
 if __name__ == "__main__":
