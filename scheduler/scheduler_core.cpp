@@ -70,7 +70,8 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
     hedge_budget_(budget_of(routing.hedge_budget_ratio, 1), clock),
     cache_(routing.cache_capacity, routing.cache_ttl, clock),
     fair_(config::class_weights(cfg.priorities)),
-    groups_(cfg.group_memory, static_cast<size_t>(cfg.max_groups)) {
+    groups_(cfg.group_memory, static_cast<size_t>(cfg.max_groups)),
+    abandoned_places_(std::chrono::minutes{1}, 65536) {
   for (size_t i = 0; i < queues_.class_count(); ++i) {
     depth_gauges_.push_back(&metrics_.depth_of(queues_.class_name(i)));
     depth_noted_.push_back(0);
@@ -280,6 +281,11 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           continue;
         }
         f->second.leader = {id, i};
+      }
+      if (auto place = abandoned_places_.take(key, now)) {
+        // Sent again by a client that hung up on it: back to where it was.
+        auto own = req.order_at[i].value_or(edf ? deadline : now);
+        req.order_at[i] = std::min(own, *place);
       }
       req.keys[i] = std::move(key);
     }
@@ -693,12 +699,24 @@ void scheduler_core::cancel(request_id id, const std::string& reason) {
   if (found == requests_.end()) {
     return;
   }
+  auto& req = found->second;
   std::vector<batch_id> running;
-  for (const auto& slots : found->second.running_in) {
+  for (const auto& slots : req.running_in) {
     for (auto b : slots) {
       if (b != 0) {
         running.push_back(b);
       }
+    }
+  }
+  // Where the request's own calls stood (not those following another's): its client may send
+  // them again after a timeout.
+  bool edf = cfg_.priorities.at(req.priority).order == config::queue_order::edf;
+  auto now = clock_.now();
+  for (uint32_t i = 0; i < req.states.size(); ++i) {
+    auto state = req.states[i];
+    if (!req.keys[i].empty() && state != item_state::done && state != item_state::following) {
+      auto place = req.order_at[i].value_or(edf ? req.deadline : req.enqueued[i]);
+      abandoned_places_.remember(req.keys[i], place, now);
     }
   }
   fail_remaining(id, errc::client_closed, reason);

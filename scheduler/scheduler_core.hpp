@@ -15,6 +15,7 @@
 #include "common/score_types.hpp"
 #include "common/time_source.hpp"
 #include "config/config.hpp"
+#include "scheduler/abandoned_places.hpp"
 #include "scheduler/admission.hpp"
 #include "scheduler/backoff.hpp"
 #include "scheduler/fair_share.hpp"
@@ -162,7 +163,9 @@ public:
   /// (its client hung up): queued and retrying items are dropped unsent, and a batch left with
   /// no item still waiting for it is cancelled at its source (`take_cancelled`). Items of other
   /// requests following one of its items in flight (coalesced) keep waiting, on a new leader.
-  /// Unknown or finished ids are ignored.
+  /// Each dropped model call's queue place is held for a minute (`abandoned_places`): the same
+  /// call submitted again in that time is queued where it was. Unknown or finished ids are
+  /// ignored.
   void cancel(request_id id, const std::string& reason);
 
   /// Fails what has run out of time: items past their request's deadline and, once the drain
@@ -358,6 +361,7 @@ private:
   result_cache cache_;
   fair_share fair_;
   group_tracker groups_;
+  abandoned_places abandoned_places_;
   step_ledger steps_;
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;

@@ -296,6 +296,33 @@ def test_a_client_that_hangs_up_stops_its_calls_and_others_are_unharmed(make_ser
     assert slow.stats()["requests_total"] == calls, "nothing was sent later either"
 
 
+def test_a_client_that_hangs_up_and_sends_again_gets_its_place_back(make_server, provider):
+    # A client whose own timeout fired sends the same items again (the Python client does).
+    # Its calls were dropped at the hang-up, but it must not land behind work that arrived
+    # while it waited: the retry goes where the dropped calls were.
+    slow = provider("--latency-median-ms", "100", "--latency-p99-ms", "110")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\n\n"
+                    + source_toml("judge", slow.url, max_concurrency=1, initial_concurrency=1))
+    mine = _judge_items(10)
+    theirs = [dict(item, solution_str="their " + item["solution_str"]) for item in mine]
+    _send_and_hang_up(s, slow, mine)
+    done = {}
+
+    def score(name, items):
+        status, _, answer = s.score({"items": items, "deadline_ms": 30000})
+        assert status == 200 and {r["status"] for r in answer["results"]} == {"ok"}, answer
+        done[name] = time.monotonic()
+
+    other = threading.Thread(target=score, args=("theirs", theirs))
+    other.start()
+    time.sleep(0.5)  # the hang-up is noticed within 100 ms; the retry comes later
+    score("mine, again", mine)
+    other.join()
+    assert done["mine, again"] < done["theirs"], done
+    _, _, metrics = s.request("GET", "/metrics")
+    assert "arbiter_abandoned_requests_total 1" in metrics
+
+
 def test_a_pipelined_request_is_not_taken_for_a_hang_up(make_server, provider):
     # The next request's bytes arriving while the first is scored make the socket readable
     # too: both are answered, in order, and nothing is abandoned.

@@ -177,6 +177,51 @@ TEST_F(RemoteRouting, AnAbandonedRequestSendsNothingMoreAndACallCarryingOnlyItIs
     << metrics_text();
 }
 
+TEST_F(RemoteRouting, CallsSentAgainAfterAHangUpGoBackToTheirPlaceInTheQueue) {
+  auto spec = endpoint("a");
+  spec.max_inflight = 1;
+  core_.add_source(std::move(spec));
+  // Request 1 is first: one call goes out, two wait. Request 2 arrives behind them.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(3, "mine")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  clock_.advance(1s);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(3, "theirs")).admitted());
+  // Request 1's client times out, hangs up, and 2 s later sends the same items again.
+  clock_.advance(1s);
+  core_.cancel(1, "the client hung up");
+  ASSERT_EQ(core_.take_cancelled().size(), 1u);
+  clock_.advance(2s);
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 60s, judge_items(3, "mine")).admitted());
+  std::vector<std::string> order;
+  for (int round = 0; round < 6; ++round) {
+    auto sent = core_.dispatch();
+    ASSERT_EQ(sent.size(), 1u) << "round " << round;
+    order.push_back(sent[0].items.at(0)->solution_str);
+    ok(sent[0], 0.5);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"mine0", "mine1", "mine2", "theirs0", "theirs1",
+                                             "theirs2"}))
+    << "request 3 holds request 1's places, ahead of request 2";
+  // A minute later, a place is no longer held.
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 60s, judge_items(2, "late")).admitted());
+  auto late = core_.dispatch();
+  ASSERT_EQ(late.size(), 1u);
+  clock_.advance(1s);
+  ASSERT_TRUE(core_.submit(5, 1, clock_.now() + 60s, judge_items(1, "next")).admitted());
+  core_.cancel(4, "the client hung up");
+  clock_.advance(61s);
+  ASSERT_TRUE(core_.submit(6, 1, clock_.now() + 120s, judge_items(2, "late")).admitted());
+  order.clear();
+  for (int round = 0; round < 3; ++round) {
+    auto sent = core_.dispatch();
+    ASSERT_EQ(sent.size(), 1u) << "round " << round;
+    order.push_back(sent[0].items.at(0)->solution_str);
+    ok(sent[0], 0.5);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"next0", "late0", "late1"}));
+}
+
 TEST_F(RemoteRouting, AnAbandonedMemberLeavesItsGroupSoThatItsRetryCountsOnce) {
   core_.add_source(endpoint("a"));
   auto grouped = [](const std::string& text) {
