@@ -6,9 +6,13 @@
    on it after --timeout-s and closes its connection, and at once sends the next step's request
    (other items). Reported: the next step's latency, the calls the provider answered in all,
    and those made for the abandoned step after the hang-up. Off, the abandoned step's queue
-   goes to the provider first; on, it is dropped. A retry of the *same* items gains nothing
-   either way: coalescing and the result cache hand it the abandoned request's calls.
-2. The cost: one lexical item per request over --connections connections (arbiter-loadgen),
+   goes to the provider first; on, it is dropped.
+2. A client that times out and sends the same items again (the Python client's retry), while
+   another client's --items other items arrive in between: the retry's latency and the other
+   client's. Off, the retry joins the abandoned request's calls (coalescing, the cache); on,
+   the calls dropped at the hang-up are queued again at their old places, ahead of the other
+   client's.
+3. The cost: one lexical item per request over --connections connections (arbiter-loadgen),
    --repeats times on and off, alternating, each on a fresh server. The watch starts only for
    requests in flight over 50 ms, so these never pay for one.
 
@@ -23,6 +27,7 @@ import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,6 +79,43 @@ def trainer_timeout(args, tmp, on):
         provider.kill()
 
 
+def timeout_and_retry(args, tmp, on):
+    provider = Provider("--rpm", str(args.rpm), "--burst-seconds", "1", "--latency-median-ms",
+                        "100", "--latency-p99-ms", "150")
+    server = start_server(tmp, config(on, rest=source_toml("judge", provider.url,
+                                                           requests_per_minute=args.rpm,
+                                                           burst_ms=1000)))
+    try:
+        mine = judge_items(args.items, 1)
+        body = json.dumps({"items": mine, "deadline_ms": 600000}).encode()
+        first = socket.create_connection((server.host, server.port), timeout=10)
+        first.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        time.sleep(args.timeout_s)
+        first.close()  # the client's timeout
+        took = {}
+
+        def score(name, items):
+            start = time.monotonic()
+            status, _, answer = server.score({"items": items, "deadline_ms": 600000})
+            ok = sum(r["status"] == "ok" for r in answer.get("results", []))
+            took[name] = (time.monotonic() - start, status, ok)
+
+        other = threading.Thread(target=score, args=("other", judge_items(args.items, 2)))
+        other.start()
+        time.sleep(0.5)  # the Python client's first backoff is 0.25 to 0.5 s
+        score("retry", mine)
+        other.join()
+        while provider.stats()["in_flight"] > 0:
+            time.sleep(0.2)
+        return {"on": on, "retry_s": took["retry"][0], "retry_ok": took["retry"][2],
+                "other_s": took["other"][0], "other_ok": took["other"][2],
+                "calls_total": provider.stats()["requests_total"]}
+    finally:
+        server.kill()
+        provider.kill()
+
+
 def single_items(args, tmp, on, body_file):
     server = start_server(tmp, config(on, routing="cache_capacity = 0\n"))
     try:
@@ -96,6 +138,8 @@ def main():
     p.add_argument("--loadgen-threads", type=int, default=1)
     p.add_argument("--loadgen", type=Path, default=REPO / "build" / "arbiter-loadgen")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--skip-cost", action="store_true",
+                   help="stop after the two judge scenarios (no JSON written)")
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="arbiter_hang_up_"))
@@ -111,6 +155,20 @@ def main():
         print(f"| {'on' if r['on'] else 'off'} | {r['next_step_s']:.1f} | "
               f"{r['next_step_ok']}/{args.items} | {r['calls_before_hang_up']} | "
               f"{r['calls_for_abandoned_after_hang_up']} | {r['calls_total']} |")
+
+    retry_runs = [timeout_and_retry(args, tmp, on) for on in (False, True)]
+    print(f"\n## A client that times out after {args.timeout_s:g} s and sends its {args.items} "
+          f"judge items again 0.5 s later; another client's {args.items} items arrive in "
+          f"between\n")
+    print("| abandon_on_hang_up | the retry's latency s | its items ok | the other client's "
+          "latency s | its items ok | provider calls in all |")
+    print("|---|---|---|---|---|---|")
+    for r in retry_runs:
+        print(f"| {'on' if r['on'] else 'off'} | {r['retry_s']:.1f} | {r['retry_ok']}/"
+              f"{args.items} | {r['other_s']:.1f} | {r['other_ok']}/{args.items} | "
+              f"{r['calls_total']} |")
+    if args.skip_cost:
+        return 0
 
     body_file = tmp / "single.jsonl"
     with body_file.open("w") as f:
@@ -136,7 +194,7 @@ def main():
     print(f"\non/off items/s: {med[True]['items_per_s'] / med[False]['items_per_s']:.3f}")
     (args.out / "hang_up.json").write_text(json.dumps(
         {"machine": score_bench.machine_info(), "args": {k: str(v) for k, v in vars(args).items()},
-         "trainer_timeout": timeout_runs, "single_items": {str(k): v for k, v in single.items()}},
+         "trainer_timeout": timeout_runs, "timeout_and_retry": retry_runs, "single_items": {str(k): v for k, v in single.items()}},
         indent=1))
     return 0
 
