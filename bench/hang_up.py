@@ -48,19 +48,30 @@ def config(on, routing="", rest=""):
             f"[routing]\nhedge = false\n{routing}\n" + rest)
 
 
-def trainer_timeout(args, tmp, on):
+def judge_setup(args, tmp, on):
+    """A provider limited to --rpm (Arbiter is told) and an Arbiter with the switch `on`."""
     provider = Provider("--rpm", str(args.rpm), "--burst-seconds", "1", "--latency-median-ms",
                         "100", "--latency-p99-ms", "150")
     server = start_server(tmp, config(on, rest=source_toml("judge", provider.url,
                                                            requests_per_minute=args.rpm,
                                                            burst_ms=1000)))
+    return provider, server
+
+
+def send_and_time_out(args, server, items):
+    """Sends `items` in one request and closes the connection --timeout-s later, unanswered."""
+    body = json.dumps({"items": items, "deadline_ms": 600000}).encode()
+    first = socket.create_connection((server.host, server.port), timeout=10)
+    first.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    time.sleep(args.timeout_s)
+    first.close()
+
+
+def trainer_timeout(args, tmp, on):
+    provider, server = judge_setup(args, tmp, on)
     try:
-        body = json.dumps({"items": judge_items(args.items, 1), "deadline_ms": 600000}).encode()
-        first = socket.create_connection((server.host, server.port), timeout=10)
-        first.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(args.timeout_s)
-        first.close()  # the trainer's timeout
+        send_and_time_out(args, server, judge_items(args.items, 1))
         at_hang_up = provider.stats()["requests_total"]
         start = time.monotonic()
         status, _, answer = server.score({"items": judge_items(args.items, 2),
@@ -80,19 +91,10 @@ def trainer_timeout(args, tmp, on):
 
 
 def timeout_and_retry(args, tmp, on):
-    provider = Provider("--rpm", str(args.rpm), "--burst-seconds", "1", "--latency-median-ms",
-                        "100", "--latency-p99-ms", "150")
-    server = start_server(tmp, config(on, rest=source_toml("judge", provider.url,
-                                                           requests_per_minute=args.rpm,
-                                                           burst_ms=1000)))
+    provider, server = judge_setup(args, tmp, on)
     try:
         mine = judge_items(args.items, 1)
-        body = json.dumps({"items": mine, "deadline_ms": 600000}).encode()
-        first = socket.create_connection((server.host, server.port), timeout=10)
-        first.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-        time.sleep(args.timeout_s)
-        first.close()  # the client's timeout
+        send_and_time_out(args, server, mine)
         took = {}
 
         def score(name, items):
