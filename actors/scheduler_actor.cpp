@@ -14,6 +14,7 @@
 #include "actors/messages.hpp"
 #include "common/log.hpp"
 #include "scheduler/scheduler_core.hpp"
+#include "scheduler/wakeup_timers.hpp"
 
 namespace arbiter::actors {
 
@@ -38,7 +39,8 @@ struct scheduler_state {
   std::unordered_map<scheduler::source_id, caf::actor> workers;
   std::unordered_map<caf::actor_addr, scheduler::source_id> source_of;
   std::vector<caf::response_promise> drain_waiters;
-  std::optional<time_point> timer_at;
+  /// The tick messages on their way (`arm_timer`).
+  scheduler::wakeup_timers timers;
   scheduler::request_id next_request = 1;
   /// The replay log's writer, when it is on: gets every finished request.
   std::shared_ptr<replay_recorder> recorder;
@@ -81,20 +83,21 @@ void deliver_finished(scheduler_actor* self) {
   }
 }
 
-/// Arms the timer for the core's next wake-up, unless an earlier one is armed.
+/// Arms the timer for the core's next wake-up, unless a tick at or before it is on its way.
 void arm_timer(scheduler_actor* self) {
   auto& st = self->state;
   auto next = st.core->next_wakeup();
-  if (!next || (st.timer_at && *st.timer_at <= *next)) {
+  if (!next || !st.timers.arm(*next)) {
     return;
   }
-  st.timer_at = next;
   auto delay = *next - st.clock.now();
   if (delay < nanoseconds{0}) {
     delay = nanoseconds{0};
   }
-  // Wake a little after the deadline so the core sees it passed.
-  self->delayed_send(self, delay + std::chrono::microseconds{100}, tick_atom::value);
+  // Wake a little after the deadline so the core sees it passed. The tick names the time it
+  // was armed for, so that `timers` knows which one came.
+  self->delayed_send(self, delay + std::chrono::microseconds{100}, tick_atom::value,
+                     next->time_since_epoch().count());
 }
 
 /// Sends every batch the core can dispatch now, then delivers and re-arms.
@@ -287,8 +290,8 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       pump(self);
       return id;
     },
-    [self](tick_atom) {
-      self->state.timer_at.reset();
+    [self](tick_atom, int64_t armed_for) {
+      self->state.timers.fired(time_point{nanoseconds{armed_for}});
       self->state.core->on_timer();
       pump(self);
     },
