@@ -1,6 +1,7 @@
 #include "scheduler/abandoned_places.hpp"
 
 #include <algorithm>
+#include <functional>
 
 namespace arbiter::scheduler {
 
@@ -9,18 +10,22 @@ void abandoned_places::remember(const std::string& key, time_point place, time_p
     return;
   }
   auto number = next_entry_++;
-  auto [found, fresh] = places_.try_emplace(key, held{place, now, number});
+  auto hashed = std::hash<std::string>{}(key);
+  auto [found, fresh] = places_.try_emplace(hashed, held{place, now, number});
   if (!fresh) {
     found->second.place = std::min(found->second.place, place);
     found->second.remembered = now;
     found->second.entry = number;
   }
-  order_.push_back({now, number, key});
+  order_.push_back({now, number, hashed});
   forget_old(now);
 }
 
 std::optional<time_point> abandoned_places::take(const std::string& key, time_point now) {
-  auto found = places_.find(key);
+  if (places_.empty()) {
+    return std::nullopt;
+  }
+  auto found = places_.find(std::hash<std::string>{}(key));
   if (found == places_.end()) {
     return std::nullopt;
   }

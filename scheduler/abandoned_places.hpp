@@ -15,8 +15,9 @@ namespace arbiter::scheduler {
 /// call's cache key, for a while: a client that times out and sends the same items again (the
 /// Python client does, after its per-attempt timeout) gets them back where they were, instead of
 /// behind everything that arrived while it waited. A place is taken once, and forgotten after
-/// `memory` or when more than `capacity` are held (the oldest first). Not thread-safe: one owner
-/// (the scheduler core).
+/// `memory` or when more than `capacity` are held (the oldest first). Keys are held as 64-bit
+/// hashes (a cache key carries the whole prompt): about 100 bytes a place, and a collision only
+/// gives another call an earlier place. Not thread-safe: one owner (the scheduler core).
 class abandoned_places {
 public:
   abandoned_places(nanoseconds memory, size_t capacity)
@@ -44,14 +45,14 @@ private:
   struct entry {
     time_point remembered;
     uint64_t number = 0;
-    std::string key;
+    size_t key = 0;
   };
   /// Forgets what is older than the memory, and the oldest past the capacity.
   void forget_old(time_point now);
 
   nanoseconds memory_;
   size_t capacity_;
-  std::unordered_map<std::string, held> places_;
+  std::unordered_map<size_t, held> places_;
   /// Keys in the order they were remembered; an entry whose key was taken, or remembered again
   /// later, no longer matches `places_` and is skipped.
   std::deque<entry> order_;
