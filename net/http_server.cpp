@@ -263,7 +263,8 @@ private:
     request.step = view(req["X-Arbiter-Step"]);
     request.content_encoding = view(req[http::field::content_encoding]);
     request.body = std::move(req.body());
-    request.ticket = new_ticket();
+    // Only a request that starts work is watched for a hang-up (and counted when abandoned).
+    request.ticket = impl_.routes.abandonable(request.target) ? new_ticket() : 0;
     ticket_ = request.ticket;
     replied_ = false;
     impl_.routes.handle(std::move(request), std::move(reply), std::move(defer));

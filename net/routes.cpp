@@ -644,6 +644,11 @@ void router::submit(actors::score_request req, actors::reply_callback reply_to) 
   enqueue(shard, {std::move(req), std::move(reply_to)});
 }
 
+bool router::abandonable(std::string_view target) const {
+  const route_spec* spec = find_route(target.substr(0, target.find('?')));
+  return spec != nullptr && spec->decode != nullptr;
+}
+
 void router::abandon(uint64_t ticket) {
   if (ticket == 0) {
     return;

@@ -105,6 +105,12 @@ public:
   /// Counts a request refused by the HTTP layer itself (body too large, malformed HTTP).
   virtual void count_protocol_error(const std::string& reason, unsigned status) = 0;
 
+  /// Whether a request for `target` starts work that a hang-up could stop (a scoring route):
+  /// only such requests get a ticket and are watched while in flight.
+  virtual bool abandonable(std::string_view /*target*/) const {
+    return false;
+  }
+
   /// The client of the request with `ticket` (`http_request::ticket`) closed its connection
   /// while the request was in flight: its work may stop. Its `reply` is still called.
   virtual void abandon(uint64_t /*ticket*/) {}
@@ -135,6 +141,9 @@ public:
   }
 
   void count_protocol_error(const std::string& reason, unsigned status) override;
+
+  /// The scoring routes (those that send work to the scheduler).
+  bool abandonable(std::string_view target) const override;
 
   /// Tells every scheduler shard (`abandon_atom`): the items of the request with `ticket`
   /// that have not ended end `client_closed`, and nothing more is sent for them.

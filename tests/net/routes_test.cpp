@@ -207,6 +207,19 @@ TEST_F(Router, TheRouteTableAnswersBeforeAnyRouteRuns) {
   EXPECT_EQ(seen().size(), 1u);
 }
 
+TEST_F(Router, OnlyTheScoringRoutesAreWatchedForAHangUp) {
+  auto r = make_router();
+  for (const char* target : {"/v1/score", "/v1/score?x=1", "/compute_info_gain", "/get_reward",
+                             "/remote_rm", "/v1/chat/completions", "/v1/embeddings", "/embed",
+                             "/predict"}) {
+    EXPECT_TRUE(r->abandonable(target)) << target;
+  }
+  for (const char* target : {"/health", "/info", "/metrics", "/v1/models", "/v1/steps",
+                             "/v1/steps/step-1", "/nope", ""}) {
+    EXPECT_FALSE(r->abandonable(target)) << target;
+  }
+}
+
 TEST_F(Router, AnEncodedBodyIs415NamingContentEncodingAndAByteOrderMarkIsSkipped) {
   auto r = make_router();
   auto gzip = call(*r, "POST", "/v1/score", "\x1f\x8b\x08", "application/json", {}, {}, "gzip");
