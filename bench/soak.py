@@ -169,6 +169,8 @@ def main():
     ap.add_argument("--sample-s", type=float, default=5)
     ap.add_argument("--idle-s", type=float, default=5, help="idle time before the end sample")
     ap.add_argument("--plot")
+    ap.add_argument("--no-embed", action="store_true",
+                    help="no local embedding model and no /v1/embeddings thread")
     args = ap.parse_args()
     rng = random.Random(3)
 
@@ -179,7 +181,7 @@ def main():
                              "--seed", "11"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     phost, pport = read_url(prov)
-    model = minilm_dir()
+    model = "" if args.no_embed else minilm_dir()
     config = f"""
 [server]
 api_keys = ["{KEY}"]
