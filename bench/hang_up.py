@@ -196,7 +196,8 @@ def main():
     print(f"\non/off items/s: {med[True]['items_per_s'] / med[False]['items_per_s']:.3f}")
     (args.out / "hang_up.json").write_text(json.dumps(
         {"machine": score_bench.machine_info(), "args": {k: str(v) for k, v in vars(args).items()},
-         "trainer_timeout": timeout_runs, "timeout_and_retry": retry_runs, "single_items": {str(k): v for k, v in single.items()}},
+         "trainer_timeout": timeout_runs, "timeout_and_retry": retry_runs,
+         "single_items": {str(k): v for k, v in single.items()}},
         indent=1))
     return 0
 

@@ -259,18 +259,37 @@ def _judge_items(n):
              "extra_info": {"problem": "2 + 2?"}} for k in range(n)]
 
 
-def _send_and_hang_up(server, provider, items):
-    """Sends `items` in one /v1/score request and closes the connection without reading the
-    answer once the provider holds the first of its calls (a trainer's timeout)."""
+def _send_unanswered(server, provider, items):
+    """Sends `items` in one /v1/score request on a connection of its own, once the provider
+    holds the first of its calls; returns the connection, its answer unread."""
     body = json.dumps({"items": items, "deadline_ms": 60000}).encode()
-    gone = socket.create_connection((server.host, server.port), timeout=5)
-    gone.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    conn = socket.create_connection((server.host, server.port), timeout=5)
+    conn.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
-    give_up = time.monotonic() + 5
-    while provider.stats()["in_flight"] < 1:
-        assert time.monotonic() < give_up, provider.stats()
+    _wait_for("the provider's first call", lambda: provider.stats()["in_flight"] >= 1)
+    return conn
+
+
+def _send_and_hang_up(server, provider, items):
+    """Sends `items` and closes the connection without reading the answer once the provider
+    holds the first of its calls (a trainer's timeout)."""
+    _send_unanswered(server, provider, items).close()
+
+
+def _wait_for(what, condition, within=5.0):
+    give_up = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < give_up, f"waited {within} s for {what}"
         time.sleep(0.02)
-    gone.close()
+
+
+def _metric(server, name):
+    """The value of the metric line that starts with `name` (labels included); 0 if absent."""
+    _, _, text = server.request("GET", "/metrics")
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
 
 
 def _settled(provider):
@@ -312,28 +331,34 @@ def test_a_client_that_hangs_up_stops_its_calls_and_others_are_unharmed(make_ser
 def test_a_client_that_hangs_up_and_sends_again_gets_its_place_back(make_server, provider):
     # A client whose own timeout fired sends the same items again (the Python client does).
     # Its calls were dropped at the hang-up, but it must not land behind work that arrived
-    # while it waited: the retry goes where the dropped calls were.
+    # while it waited: the retry goes where the dropped calls were. One call at a time, 100 ms
+    # each; each judge item is one call.
     slow = provider("--latency-median-ms", "100", "--latency-p99-ms", "110")
     s = make_server("[routing]\nhedge = false\ncache_capacity = 0\n\n"
                     + source_toml("judge", slow.url, max_concurrency=1, initial_concurrency=1))
+    depth = 'arbiter_queue_depth{priority="normal"}'
     mine = _judge_items(10)
     theirs = [dict(item, solution_str="their " + item["solution_str"]) for item in mine]
-    _send_and_hang_up(s, slow, mine)
+    first = _send_unanswered(s, slow, mine)  # 1 call out, 9 queued
     done = {}
 
     def score(name, items):
         status, _, answer = s.score({"items": items, "deadline_ms": 30000})
-        assert status == 200 and {r["status"] for r in answer["results"]} == {"ok"}, answer
-        done[name] = time.monotonic()
+        done[name] = (time.monotonic(), status, {r["status"] for r in answer["results"]})
 
     other = threading.Thread(target=score, args=("theirs", theirs))
     other.start()
-    time.sleep(0.5)  # the hang-up is noticed within 100 ms; the retry comes later
+    # Their 10 calls queue behind mine (a few of mine may have gone meanwhile).
+    _wait_for("their calls queued", lambda: _metric(s, depth) >= 14)
+    first.close()  # my timeout
+    _wait_for("my calls dropped", lambda: _metric(s, "arbiter_abandoned_requests_total") == 1
+              and _metric(s, depth) <= 10)
     score("mine, again", mine)
     other.join()
-    assert done["mine, again"] < done["theirs"], done
-    _, _, metrics = s.request("GET", "/metrics")
-    assert "arbiter_abandoned_requests_total 1" in metrics
+    for name, (_, status, statuses) in done.items():
+        assert status == 200 and statuses == {"ok"}, (name, status, statuses)
+    assert done["mine, again"][0] < done["theirs"][0], done
+    assert _metric(s, "arbiter_abandoned_requests_total") == 1
 
 
 def test_a_pipelined_request_is_not_taken_for_a_hang_up(make_server, provider):
