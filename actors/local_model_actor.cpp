@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <numeric>
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
@@ -72,9 +73,9 @@ caf::behavior embedding_worker(caf::event_based_actor*,
       auto start = std::chrono::steady_clock::now();
       try {
         auto inputs = backends::embedding_texts(batch.items, model);
-        size_t tokens = 0;
-        auto vectors = embedder->embed(inputs.texts, max_batch_tokens, &tokens);
-        counters.tokens->Increment(static_cast<double>(tokens));
+        auto vectors = embedder->embed(inputs.texts, max_batch_tokens, &inputs.tokens);
+        counters.tokens->Increment(static_cast<double>(
+          std::accumulate(inputs.tokens.begin(), inputs.tokens.end(), uint64_t{0})));
         result.outcomes =
           backends::score_embeddings(batch.items, model, inputs, vectors, batch.record);
       } catch (const std::exception& e) {

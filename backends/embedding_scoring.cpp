@@ -107,11 +107,15 @@ double cosine_of(const std::vector<double>& a, double a_norm, const std::vector<
 /// Scores one embedding item from its vectors.
 item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
                              const input_span& span,
-                             const std::vector<std::vector<double>>& vectors) {
+                             const std::vector<std::vector<double>>& vectors,
+                             const std::vector<uint32_t>& tokens) {
   if (item.call) {
     auto output = std::make_shared<model_output>();
     const auto& vector = vectors[span.first];
     output->embedding.assign(vector.begin(), vector.end());
+    if (span.first < tokens.size()) {
+      output->prompt_tokens = tokens[span.first];
+    }
     item_outcome out;
     out.output = std::move(output);
     return out;
@@ -213,7 +217,7 @@ std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items
                                   + std::to_string(span.references) + " references, its item "
                                   + std::to_string(plan.references.size())};
     }
-    outcomes.push_back(score_embedding(*items[i], plan, span, vectors));
+    outcomes.push_back(score_embedding(*items[i], plan, span, vectors, inputs.tokens));
     if (keep_vectors) {
       replay::embedding_evidence evidence;
       evidence.model = std::string{model};

@@ -25,10 +25,13 @@ struct input_span {
   uint32_t references = 0;
 };
 
-/// The texts a batch of embedding items needs, and where each item's are.
+/// The texts a batch of embedding items needs, and where each item's are. `tokens`, when the
+/// embedder fills it (local models), holds each text's token count; a pass-through item then
+/// reports its text's count as `prompt_tokens`.
 struct embedding_inputs {
   std::vector<std::string> texts;
   std::vector<input_span> spans;
+  std::vector<uint32_t> tokens;
 };
 
 /// Builds the text list for `items` (kind "embedding"). `model` is the model name the

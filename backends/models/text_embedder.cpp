@@ -22,7 +22,7 @@ std::shared_ptr<const text_embedder> text_embedder::load(const std::string& fold
 
 std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::string>& texts,
                                                       size_t max_batch_tokens,
-                                                      size_t* tokens) const {
+                                                      std::vector<uint32_t>* tokens) const {
   const size_t max_tokens = model_->info().max_tokens;
   // Tokenized on torch's intra-op threads: on a GPU the model waits for this, not the CPU.
   std::vector<std::vector<int64_t>> ids(texts.size());
@@ -31,12 +31,11 @@ std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::str
       ids[i] = tokenizer_->encode(texts[i], max_tokens).ids;
     }
   });
-  size_t total = 0;
-  for (const auto& one : ids) {
-    total += one.size();
-  }
   if (tokens != nullptr) {
-    *tokens = total;
+    tokens->clear();
+    for (const auto& one : ids) {
+      tokens->push_back(static_cast<uint32_t>(one.size()));
+    }
   }
   // Shortest first, in forward calls of at most `max_batch_tokens` tokens (one longer input
   // runs alone); the model pads nothing but, on a GPU, attention (bert_embedder).

@@ -7,6 +7,7 @@
 // and an input's vector does not depend on the others.
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,11 +27,11 @@ public:
                                                    const model_options& options = {});
   ~text_embedder();
 
-  /// One vector per text, in order. `tokens`, when given, gets the tokens run (padding
-  /// excluded).
+  /// One vector per text, in order. `tokens`, when given, gets each text's tokens run (after
+  /// truncation to the model's `max_tokens`, padding excluded), in the same order.
   std::vector<std::vector<double>> embed(const std::vector<std::string>& texts,
                                          size_t max_batch_tokens = 16384,
-                                         size_t* tokens = nullptr) const;
+                                         std::vector<uint32_t>* tokens = nullptr) const;
 
   const model_info& info() const noexcept {
     return model_->info();

@@ -42,6 +42,9 @@ def test_the_default_embedder_serves_embeddings_like_sentence_transformers(make_
     assert status == 200, reply
     for case, item in zip(cases(), reply["data"]):
         assert cosine(item["embedding"], case["vector"]) >= 0.9999, case["text"]
+    # usage: the tokens the model ran, sentence-transformers' tokenizer's count.
+    ran = sum(len(c["ids"]) for c in cases())
+    assert reply["usage"] == {"prompt_tokens": ran, "total_tokens": ran}
     status, _, info = server.request("GET", "/info")
     assert [(m["name"], m["device"], m["architecture"], m["max_tokens"]) for m in info["models"]] \
         == [("all-MiniLM-L6-v2", "cpu", "bert", 256)]
@@ -50,7 +53,7 @@ def test_the_default_embedder_serves_embeddings_like_sentence_transformers(make_
     labels = '{device="cpu",model="all-MiniLM-L6-v2"}'
     assert f"arbiter_model_tokens_total{labels} " in metrics
     tokens = float(metrics.split(f"arbiter_model_tokens_total{labels} ")[1].split()[0])
-    assert tokens == sum(len(c["ids"]) for c in cases())
+    assert tokens == ran
     assert f"arbiter_model_weight_bytes{labels} " in metrics
 
 
