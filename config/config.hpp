@@ -403,14 +403,27 @@ bool read_api_key_file(const std::string& path, std::vector<std::string>& keys,
 /// Whether a key is usable in an `Authorization: Bearer` header: visible ASCII, no comma.
 bool is_valid_api_key(const std::string& key);
 
+/// Which checks loading runs. `all`: the fields' own (types, ranges, unknown keys) and the
+/// cross-field rules (`validate`). `fields`: only the fields' own, for a caller that applies
+/// the environment and flags over the file first and then calls `validate_loaded`, so that a
+/// variable can complete what the file leaves out (keys for a non-loopback host, a node's own
+/// certificate paths).
+enum class load_checks { all, fields };
+
 /// Reads a TOML file over the embedded default. On success `problems` is empty. Every problem
 /// found (parse errors with line and column, unknown fields, wrong types, out-of-range values,
 /// broken references) is appended to `problems`; the returned config is then unusable.
-arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems);
+arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems,
+                         load_checks checks = load_checks::all);
 
 /// Same as `load_file`, from TOML text; `origin` names the text in messages.
 arbiter_config load_string(const std::string& toml_text, const std::string& origin,
-                           std::vector<config_problem>& problems);
+                           std::vector<config_problem>& problems,
+                           load_checks checks = load_checks::all);
+
+/// `validate` after a `load_checks::fields` load: a cross-field problem under a field already
+/// in `problems` (one that kept its default for being wrong) is not reported again.
+void validate_loaded(const arbiter_config& cfg, std::vector<config_problem>& problems);
 
 /// Applies `ARBITER_*` environment variables (see docs/configuration.md) on top of `cfg`. `env`
 /// looks a variable up by name and returns nullopt when it is unset. Bad values are appended

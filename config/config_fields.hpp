@@ -126,6 +126,10 @@ std::string quoted(std::string_view text);
 /// "must be between MIN and MAX (got GOT)", or "must be at least MIN" when MAX is unbounded.
 std::string range_reason(int64_t min, int64_t max, std::string_view got);
 
+/// An environment variable's number: the whole text, with no blank around it (strtod would
+/// skip leading ones). Nullopt when it is not one.
+std::optional<double> parse_env_number(const std::string& text);
+
 /// `items` joined with ", ".
 std::string join(const std::vector<std::string>& items);
 

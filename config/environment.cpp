@@ -93,28 +93,29 @@ void apply_source_shorthands(
     src.kind = sh.kind;
     src.url = *url;
     src.capabilities = {sh.capability};
-    auto first = [&](const std::vector<const char*>& names) -> std::optional<std::string> {
+    // The first of `names` that is set and not empty: {its name, its value}.
+    auto first = [&](const std::vector<const char*>& names)
+      -> std::optional<std::pair<std::string, std::string>> {
       for (const auto* n : names) {
         if (auto v = env(n); v && !v->empty()) {
-          return v;
+          return std::make_pair(std::string{n}, std::move(*v));
         }
       }
       return std::nullopt;
     };
     if (auto key = first(sh.api_key)) {
-      src.api_key = *key;
+      src.api_key = key->second;
     }
     if (auto model = first(sh.model)) {
-      src.model = *model;
+      src.model = model->second;
     }
     if (auto t = first(sh.timeout_s)) {
-      char* end = nullptr;
-      double seconds = std::strtod(t->c_str(), &end);
-      if (end != t->c_str() + t->size() || !(seconds > 0.0) || seconds > 86400.0) {
-        problems.push_back({sh.timeout_s.front(),
-                            "expected a positive number of seconds, got " + quoted(*t)});
+      const auto seconds = parse_env_number(t->second);
+      if (!seconds || !(*seconds > 0.0) || *seconds > 86400.0) {
+        problems.push_back({t->first, "expected a positive number of seconds, got "
+                                        + quoted(t->second)});
       } else {
-        src.timeout = std::chrono::milliseconds{static_cast<int64_t>(seconds * 1000.0)};
+        src.timeout = std::chrono::milliseconds{static_cast<int64_t>(*seconds * 1000.0)};
       }
     }
     if (sh.batch_size != nullptr) {
@@ -157,12 +158,10 @@ void apply_environment(arbiter_config& cfg,
       continue;
     }
     if (field.type == field_type::number) {
-      char* end = nullptr;
-      double v = std::strtod(value->c_str(), &end);
-      if (value->empty() || end != value->c_str() + value->size()) {
-        problems.push_back({name, "expected a number, got " + quoted(*value)});
+      if (const auto v = parse_env_number(*value)) {
+        set_num_checked(field, *v, name, cfg, problems);
       } else {
-        set_num_checked(field, v, name, cfg, problems);
+        problems.push_back({name, "expected a number, got " + quoted(*value)});
       }
       continue;
     }

@@ -4,7 +4,9 @@
 // `[[sources]]`, `[[models]]` and `[[scheduler.priorities]]` elements (config_fields.hpp).
 #include "config/config_fields.hpp"
 
+#include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <sstream>
 
 namespace arbiter::config::detail {
@@ -482,6 +484,18 @@ std::string range_reason(int64_t min, int64_t max, std::string_view got) {
   }
   return "must be between " + std::to_string(min) + " and " + std::to_string(max) + " (got " +
          std::string(got) + ")";
+}
+
+std::optional<double> parse_env_number(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
 }
 
 std::string join(const std::vector<std::string>& items) {

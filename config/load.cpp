@@ -320,13 +320,12 @@ void element_environment(std::string_view prefix, std::vector<T>& elements,
           }
           one.insert(key, n);
         } else {
-          char* end = nullptr;
-          double x = std::strtod(first, &end);
-          if (value->empty() || end != last) {
+          const auto x = parse_env_number(*value);
+          if (!x) {
             problems.push_back({name, "expected a number, got " + quoted(*value)});
             continue;
           }
-          one.insert(key, x);
+          one.insert(key, *x);
         }
       }
       // The field's own checks; a problem names the variable.
@@ -533,8 +532,12 @@ arbiter_config embedded_default() {
   return arbiter_config{};
 }
 
+void validate_loaded(const arbiter_config& cfg, std::vector<config_problem>& problems) {
+  validate_after_load(cfg, 0, problems);
+}
+
 arbiter_config load_string(const std::string& toml_text, const std::string& origin,
-                           std::vector<config_problem>& problems) {
+                           std::vector<config_problem>& problems, load_checks checks) {
   arbiter_config cfg = embedded_default();
   const size_t first = problems.size();
 #if TOML_EXCEPTIONS
@@ -560,11 +563,14 @@ arbiter_config load_string(const std::string& toml_text, const std::string& orig
   }
   load_root(result.table(), cfg, problems);
 #endif
-  validate_after_load(cfg, first, problems);
+  if (checks == load_checks::all) {
+    validate_after_load(cfg, first, problems);
+  }
   return cfg;
 }
 
-arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems) {
+arbiter_config load_file(const std::string& path, std::vector<config_problem>& problems,
+                         load_checks checks) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int error = errno;
@@ -587,7 +593,7 @@ arbiter_config load_file(const std::string& path, std::vector<config_problem>& p
     problems.push_back({path, std::string("cannot read file: ") + std::strerror(error)});
     return embedded_default();
   }
-  return load_string(text, path, problems);
+  return load_string(text, path, problems, checks);
 }
 
 void detail::apply_element_environment(arbiter_config& cfg, const env_lookup& env,

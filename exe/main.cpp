@@ -94,7 +94,14 @@ int main(int argc, char** argv) {
   replay->add_option("--step", replay_step, "only the items of this training step");
   replay->add_flag("--json", replay_opts.json, "print a JSON summary instead of the table");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; any usage mistake (an unknown flag, a missing file) exits 2,
+    // as a bad configuration does, not with CLI11's own codes (105, 106, ...).
+    const int printed = app.exit(e);
+    return printed == 0 ? 0 : 2;
+  }
 
   arbiter::log::level level;
   if (!arbiter::log::parse_level(log_level, level)) {

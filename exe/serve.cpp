@@ -98,7 +98,10 @@ void add_default_embedder(config::arbiter_config& cfg) {
 
 int check_config(const std::string& path) {
   std::vector<config::config_problem> problems;
-  auto cfg = config::load_file(path, problems);
+  // What serve would run, less its flags: the ARBITER_* variables over the file.
+  auto cfg = config::load_file(path, problems, config::load_checks::fields);
+  config::apply_environment(cfg, getenv_string, problems);
+  config::validate_loaded(cfg, problems);
   if (problems.empty()) {
     check_reward_options(cfg, problems);
   }

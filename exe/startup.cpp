@@ -13,6 +13,7 @@
 #include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
 #include "backends/models/text_generator.hpp"
+#include "backends/rewards/reward_kinds.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "common/log.hpp"
 
@@ -69,6 +70,28 @@ void check_reward_options(const config::arbiter_config& cfg,
     if (auto problem = backends::check_options(reward.kind, options)) {
       problems.push_back({"rewards." + name + ".options." + problem->key, problem->reason});
     }
+    // A misspelt key would keep its default without a word (an item's extra_info may carry
+    // anything; a configured table names options only).
+    if (backends::find_reward_kind(reward.kind) == nullptr) {
+      continue;  // named as an unknown kind by the configuration's own check
+    }
+    const auto& known = backends::option_keys(reward.kind);
+    for (auto it = options.begin(); it != options.end(); ++it) {
+      if (std::find(known.begin(), known.end(), it.key()) != known.end()) {
+        continue;
+      }
+      std::string reason = "unknown option for a " + reward.kind + " reward";
+      if (known.empty()) {
+        reason += " (it takes none)";
+      } else {
+        reason += " (known: ";
+        for (size_t k = 0; k < known.size(); ++k) {
+          reason += (k > 0 ? ", " : "") + known[k];
+        }
+        reason += ")";
+      }
+      problems.push_back({"rewards." + name + ".options." + it.key(), reason});
+    }
   }
 }
 
@@ -89,15 +112,16 @@ bool load_configuration(const std::optional<std::string>& config_file,
                         const config_overrides& flags, config::arbiter_config& cfg) {
   std::vector<config::config_problem> problems;
   auto file = config_file ? config_file : getenv_string("ARBITER_CONFIG");
-  cfg = file ? config::load_file(*file, problems) : config::embedded_default();
-  if (problems.empty()) {
-    config::apply_environment(cfg, getenv_string, problems);
-  }
+  // The cross-field rules run on the file with the environment and flags over it, so that a
+  // variable can supply what the file leaves to each machine (docs/configuration.md).
+  cfg = file ? config::load_file(*file, problems, config::load_checks::fields)
+             : config::embedded_default();
+  config::apply_environment(cfg, getenv_string, problems);
   if (flags) {
     flags(cfg, problems);
   }
+  config::validate_loaded(cfg, problems);
   if (problems.empty()) {
-    config::validate(cfg, problems);
     check_reward_options(cfg, problems);
   }
   if (!problems.empty()) {

@@ -415,8 +415,21 @@ bool http_server::listen(const std::string& host, uint16_t port, std::string& er
   beast::error_code ec;
   auto address = asio::ip::make_address(host, ec);
   if (ec) {
-    error = "server.host: '" + host + "' is not an IP address (" + ec.message() + ")";
-    return false;
+    // A host name ("localhost"): its first IPv4 address, else its first address.
+    tcp::resolver resolver{impl_->acceptor.get_executor()};
+    auto found = resolver.resolve(host, "", tcp::resolver::passive, ec);
+    if (ec || found.empty()) {
+      error = "server.host: '" + host + "' is neither an IP address nor a name this machine "
+              "resolves (" + (ec ? ec.message() : std::string{"no address"}) + ")";
+      return false;
+    }
+    address = found.begin()->endpoint().address();
+    for (const auto& entry : found) {
+      if (entry.endpoint().address().is_v4()) {
+        address = entry.endpoint().address();
+        break;
+      }
+    }
   }
   tcp::endpoint endpoint{address, port};
   auto& acceptor = impl_->acceptor;

@@ -1,5 +1,6 @@
 """Start-up, command line, configuration precedence, deadlines and draining."""
 import json
+import os
 import random
 import signal
 import subprocess
@@ -75,6 +76,72 @@ def test_environment_overrides_the_file_and_flags_override_both(make_server):
     # The environment beat the file: /info shows the default priority in use.
     _, _, info = s.request("GET", "/info")
     assert info["default_priority"] == "high"
+    assert s.stop() == 0
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
+    env.update(extra)
+    return env
+
+
+def test_the_environment_completes_a_file_before_it_is_checked(tmp_path, make_server):
+    # A shared file that binds every interface and leaves the keys to each machine's
+    # environment (docs/integrations/README.md): the cross-field rule sees the variable.
+    shared = '[server]\nhost = "0.0.0.0"\n'
+    cfg = tmp_path / "shared.toml"
+    cfg.write_text(shared)
+    result = run("check-config", str(cfg), env=clean_env())
+    assert result.returncode == 1 and "server.api_keys: required" in result.stdout
+    result = run("check-config", str(cfg), env=clean_env(ARBITER_API_KEYS="k1"))
+    assert result.returncode == 0, result.stdout
+    s = make_server(shared, env={"ARBITER_API_KEYS": "k1"})
+    status, _, _ = s.request("GET", "/info", headers={"Authorization": "Bearer k1"})
+    assert status == 200
+    assert s.stop() == 0
+    # check-config checks the variables as serve does, naming them.
+    result = run("check-config", str(cfg), env=clean_env(ARBITER_API_KEYS="k1",
+                                                          ARBITER_SERVER_PORT="80x"))
+    assert result.returncode == 1 and "ARBITER_SERVER_PORT:" in result.stdout
+    # A number with a blank around it is refused, naming the variable.
+    result = run("check-config", str(cfg), env=clean_env(
+        ARBITER_API_KEYS="k1", ARBITER_ROUTING_HEDGE_TAIL_FRACTION=" 0.5"))
+    assert result.returncode == 1
+    assert 'ARBITER_ROUTING_HEDGE_TAIL_FRACTION: expected a number, got " 0.5"' in result.stdout
+    # A reward-script variable's problem names the variable that was set.
+    result = run("check-config", str(cfg), env=clean_env(
+        ARBITER_API_KEYS="k1", EMBEDDING_SERVER_URL="http://127.0.0.1:9/v1",
+        EMBEDDING_TIMEOUT="abc"))
+    assert result.returncode == 1 and "EMBEDDING_TIMEOUT: expected" in result.stdout
+
+
+def test_a_misspelt_reward_option_is_refused(tmp_path):
+    cfg = tmp_path / "r.toml"
+    cfg.write_text('[rewards.sim]\nkind = "embedding"\n[rewards.sim.options]\n'
+                   'lenght_penalty = "sqrt"\n')
+    result = run("check-config", str(cfg), env=clean_env())
+    assert result.returncode == 1
+    assert "rewards.sim.options.lenght_penalty: unknown option for a embedding reward" \
+        in result.stdout
+    assert "length_penalty" in result.stdout  # the known ones are listed
+    result = run("serve", "--port", "0", "--config", str(cfg), env=clean_env())
+    assert result.returncode == 2 and "lenght_penalty" in result.stderr
+
+
+def test_usage_mistakes_exit_2(tmp_path):
+    missing = str(tmp_path / "missing.toml")
+    for args in (("serve", "--config", missing), ("replay", missing), ("serve", "--nope")):
+        result = run(*args, env=clean_env())
+        assert result.returncode == 2, (args, result.returncode, result.stderr)
+        assert result.stderr.strip()
+    assert run("serve", "--help").returncode == 0
+
+
+def test_a_host_name_is_resolved(make_server):
+    s = make_server("[server]\nhost = \"localhost\"\n")
+    status, _, _ = s.request("GET", "/health")
+    assert status == 200
     assert s.stop() == 0
 
 
