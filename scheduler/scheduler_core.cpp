@@ -158,37 +158,41 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
                                         std::vector<shared_item> items, bool internal) {
   auto now = clock_.now();
   // A group deadline counts from the group's first arrival: it may leave this request less
-  // time than its own, or none, and then its items fail at once instead of being refused.
-  const score_item* late_group = nullptr;
-  for (const auto& item : items) {
-    if (!item->group.empty() && item->group_deadline_ms > 0) {
-      auto due = groups_.first_arrival(item->group).value_or(now)
-                 + std::chrono::milliseconds{item->group_deadline_ms};
-      if (due < deadline) {
-        deadline = due;
-        late_group = due <= now ? item.get() : nullptr;
-      }
+  // time than its own. A member whose group's deadline has passed fails at once (not
+  // refused); the request's other items keep the earliest deadline still ahead.
+  std::vector<std::string> late(items.size());
+  size_t late_items = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& item = *items[i];
+    if (item.group.empty() || item.group_deadline_ms == 0) {
+      continue;
+    }
+    auto due = groups_.first_arrival(item.group).value_or(now)
+               + std::chrono::milliseconds{item.group_deadline_ms};
+    if (due <= now) {
+      late[i] = "the deadline of group '" + item.group + "' ("
+                + std::to_string(item.group_deadline_ms)
+                + " ms after its first member arrived) passed before this request arrived";
+      ++late_items;
+    } else {
+      deadline = std::min(deadline, due);
     }
   }
-  std::string late_reason;
-  if (late_group != nullptr) {
-    late_reason = "the deadline of group '" + late_group->group + "' ("
-                  + std::to_string(late_group->group_deadline_ms)
-                  + " ms after its first member arrived) passed before this request arrived";
-  }
   admission_result decision;
-  if (!internal && late_group == nullptr) {
+  if (!internal && late_items < items.size()) {
     admission_input in;
     in.draining = draining_;
-    in.items = items.size();
+    in.items = items.size() - late_items;
     in.priority = queues_.class_name(priority);
     in.free_capacity = queues_.free_capacity(priority);
     in.time_left = deadline - now;
     if (!draining_ && in.items <= in.free_capacity) {
       // The request's items by capability (most requests need one).
       std::map<std::string, size_t> needs;
-      for (const auto& item : items) {
-        ++needs[item->capability];
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (late[i].empty()) {
+          ++needs[items[i]->capability];
+        }
       }
       for (const auto& [capability, count] : needs) {
         auto wait = expected_wait(capability, priority, count);
@@ -240,6 +244,13 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   bool use_cache = routing_.cache_capacity > 0;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& item = *req.items[i];
+    if (!late[i].empty()) {
+      item_result r;
+      r.code = errc::deadline_exceeded;
+      r.error = std::move(late[i]);
+      end_item(id, req, i, std::move(r), false);
+      continue;
+    }
     if (!sources_.serves(item.capability)) {
       item_result r;
       r.code = errc::no_eligible_source;
@@ -298,9 +309,6 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       r.error = "priority class '" + queues_.class_name(priority) + "' is full";
       end_item(id, req, i, std::move(r));
     }
-  }
-  if (!late_reason.empty()) {
-    fail_remaining(id, errc::deadline_exceeded, late_reason);
   }
   note_depth(priority);
   flush();

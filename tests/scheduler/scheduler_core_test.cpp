@@ -525,6 +525,47 @@ TEST_F(SchedulerCore, AGroupDeadlineCountsFromTheGroupsFirstArrival) {
   EXPECT_TRUE(core_.idle());
 }
 
+TEST_F(SchedulerCore, ALateGroupsMemberFailsAloneItsRequestsOtherItemsAreScored) {
+  core_.add_source("cpu", {"cpu"});
+  auto timed = [](std::string group, std::string text) {
+    auto item = member(std::move(group), std::move(text));
+    item.group_deadline_ms = 100;
+    return item;
+  };
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {timed("old", "first")}).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  answer(first[0], 0.5);
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  clock_.advance(300ms);
+  // A resent batch: the stale group's member, a new group's, and one with no group.
+  ASSERT_TRUE(core_
+                .submit(2, 1, clock_.now() + 10s,
+                        {timed("old", "again"), timed("new", "fresh"), cpu_item("plain")})
+                .admitted());
+  auto calls = core_.dispatch();
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].items.size(), 2u) << "only the stale member is left out";
+  answer(calls[0], 0.7);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results;
+  EXPECT_EQ(r[0].code, errc::deadline_exceeded);
+  EXPECT_NE(r[0].error.find("group 'old'"), std::string::npos) << r[0].error;
+  EXPECT_EQ(r[1].status, item_status::ok);
+  EXPECT_EQ(r[2].status, item_status::ok);
+  bool seen_new = false;
+  for (const auto& g : done[0].groups) {
+    if (g.group == "new") {
+      seen_new = true;
+      EXPECT_EQ(g.scored, 1u);
+      EXPECT_EQ(g.failed, 0u) << "the new group is not charged with the old one's lateness";
+    }
+  }
+  EXPECT_TRUE(seen_new);
+  EXPECT_TRUE(core_.idle());
+}
+
 TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
   source_spec spec;
   spec.name = "remote";
