@@ -634,7 +634,18 @@ void router::submit(actors::score_request req, actors::reply_callback reply_to) 
     auto plan = plan_shards(req.items, shards_.size(),
                             next_spare_.fetch_add(1, std::memory_order_relaxed));
     if (plan.size() > 1) {
-      for (auto& part : split_request(std::move(req), plan, std::move(reply_to))) {
+      std::function<void()> on_refused;
+      if (req.ticket != 0) {
+        // A part refused: the request is refused whole, so the admitted parts' work stops.
+        on_refused = [shards = shards_, ticket = req.ticket] {
+          for (const auto& each : shards) {
+            caf::anon_send(each, actors::abandon_atom::value, ticket);
+          }
+        };
+      }
+      auto parts = split_request(std::move(req), plan, std::move(reply_to),
+                                 std::move(on_refused));
+      for (auto& part : parts) {
         enqueue(part.shard, std::move(part.submission));
       }
       return;

@@ -12,11 +12,7 @@ namespace arbiter::net {
 
 std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_t shards,
                                     size_t spare) {
-  bool spread = shards > 1 && !items.empty();
-  for (size_t i = 0; spread && i < items.size(); ++i) {
-    spread = items[i]->capability == "cpu";
-  }
-  if (!spread) {
+  if (shards <= 1 || items.empty()) {
     std::vector<shard_part> whole(1);
     whole.front().items.reserve(items.size());
     for (uint32_t i = 0; i < items.size(); ++i) {
@@ -24,11 +20,21 @@ std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_
     }
     return whole;
   }
+  bool all_cpu = true;
+  for (const auto& item : items) {
+    all_cpu = all_cpu && item->capability == "cpu";
+  }
   std::vector<std::vector<uint32_t>> by_shard(shards);
   std::hash<std::string> hash;
   for (uint32_t i = 0; i < items.size(); ++i) {
-    const auto& group = items[i]->group;
-    by_shard[group.empty() ? spare % shards : hash(group) % shards].push_back(i);
+    const auto& item = *items[i];
+    size_t shard = 0;
+    if (item.capability == "cpu" && !item.group.empty()) {
+      shard = hash(item.group) % shards;
+    } else if (all_cpu) {
+      shard = spare % shards;
+    }
+    by_shard[shard].push_back(i);
   }
   std::vector<shard_part> parts;
   for (size_t s = 0; s < shards; ++s) {
@@ -50,17 +56,21 @@ struct reply_join {
   /// The first refusal, if a part was refused.
   std::optional<actors::score_reply> refused;
   std::unordered_map<std::string, scheduler::group_summary> groups;
+  /// Called once, at the first refusal while other parts are out.
+  std::function<void()> on_refused;
 };
 
 } // namespace
 
 std::vector<shard_submission> split_request(actors::score_request req,
                                             const std::vector<shard_part>& plan,
-                                            actors::reply_callback reply_to) {
+                                            actors::reply_callback reply_to,
+                                            std::function<void()> on_refused) {
   const size_t n = req.items.size();
   auto join = std::make_shared<reply_join>();
   join->parts_left = plan.size();
   join->reply_to = std::move(reply_to);
+  join->on_refused = std::move(on_refused);
   join->joined.results.resize(n);
   join->joined.items.resize(n);
   std::vector<shard_submission> out;
@@ -82,6 +92,10 @@ std::vector<shard_submission> split_request(actors::score_request req,
       if (!answer.admitted) {
         if (!join->refused) {
           join->refused = std::move(answer);
+          if (join->parts_left > 1 && join->on_refused) {
+            // The parts admitted elsewhere would run for nothing: their calls are dropped.
+            join->on_refused();
+          }
         }
       } else if (!join->refused) {
         for (size_t k = 0; k < where.size() && k < answer.results.size(); ++k) {

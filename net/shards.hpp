@@ -2,6 +2,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -15,11 +16,12 @@ struct shard_part {
   std::vector<uint32_t> items;
 };
 
-/// Splits a request's items over `shards` scheduler shards. Only a request whose every item
-/// is a CPU reward's (capability "cpu") is spread: an item with a group goes to the shard its
-/// group's name hashes to, so a GRPO group always meets in one shard (its order and statistics
-/// stay whole), and an item without one goes to `spare`. Any other request goes whole to shard
-/// 0, which holds the model sources. Empty parts are left out; one part means no split.
+/// Splits a request's items over `shards` scheduler shards. A CPU reward's item (capability
+/// "cpu") with a group goes to the shard its group's name hashes to, whatever else the request
+/// holds, so a GRPO group always meets in one shard (its order and statistics stay whole). Any
+/// other item goes to shard 0, which holds the model sources, except that in a request of CPU
+/// items only, an item without a group goes to `spare`. Empty parts are left out; one part
+/// means no split.
 std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_t shards,
                                     size_t spare);
 
@@ -32,11 +34,13 @@ struct shard_submission {
 /// Splits `req` along `plan` (from `plan_shards`, two parts or more). The parts' answers are
 /// joined into one for `reply_to`, called once, on the thread of the shard that answers last:
 /// the results and items in the request's order, the groups in order of first appearance. If
-/// any part is refused, the request is refused with that part's reason (the other parts' work
-/// is discarded).
+/// any part is refused, the request is refused with that part's reason, and `on_refused`
+/// (when given) is called once, as the first refusal comes while other parts are out, to stop
+/// their work (the router abandons the request's ticket).
 std::vector<shard_submission> split_request(actors::score_request req,
                                             const std::vector<shard_part>& plan,
-                                            actors::reply_callback reply_to);
+                                            actors::reply_callback reply_to,
+                                            std::function<void()> on_refused = {});
 
 /// The shards' views of the scheduler as one: queue depths and pending requests summed,
 /// sources listed shard by shard (`source_shard` says whose each is), draining if any is.

@@ -329,3 +329,25 @@ def test_a_member_arriving_after_its_groups_deadline_fails_naming_the_group(serv
     assert error["code"] == "deadline_exceeded"
     assert f"group '{group}'" in error["message"]
     assert late["groups"][group]["failed"] == 1
+
+
+def test_with_two_shards_a_group_stays_whole_when_a_request_mixes_in_a_model_reward(
+        make_server, provider):
+    """A GRPO group of CPU-reward members lives in one scheduler shard; a request that also
+    holds a judge item (served by shard 0) must still count the member in that shard."""
+    p = provider()
+    s = make_server("[cpu]\nworkers = 2\n[scheduler]\nshards = 2\n",
+                    env={"LLM_JUDGE_SERVER_URL": p.url})
+    judge = {"reward": "judge", "solution_str": "a", "ground_truth": "a"}
+    for k in range(8):  # some of the groups hash to shard 1
+        group = f"mixed-{k}"
+        member = {"reward": "exact_match", "solution_str": "4", "ground_truth": "4",
+                  "group": group}
+        status, _, body = s.score({"items": [member] * 4})
+        assert status == 200 and body["groups"][group]["scored"] == 4, body
+        status, _, body = s.score({"items": [dict(judge), member]})
+        assert status == 200, body
+        assert body["results"][0]["status"] == "ok", body["results"][0]
+        assert body["groups"][group]["scored"] == 5, (group, body["groups"])
+        status, _, body = s.score({"items": [member]})
+        assert body["groups"][group]["scored"] == 6, (group, body["groups"])

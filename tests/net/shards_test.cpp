@@ -28,18 +28,38 @@ std::vector<uint32_t> all_of(size_t n) {
   return out;
 }
 
-TEST(PlanShards, OneShardOrAnyItemNotACpuRewardKeepsTheRequestWholeOnTheFirstShard) {
+TEST(PlanShards, OneShardKeepsTheRequestWhole) {
   std::vector<shared_item> items{item("cpu", "a"), item("cpu", "b"), item("cpu", "")};
   auto one = plan_shards(items, 1, 5);
   ASSERT_EQ(one.size(), 1u);
   EXPECT_EQ(one[0].shard, 0u);
   EXPECT_EQ(one[0].items, all_of(3));
+}
 
-  items.push_back(item("judge", "a"));
-  auto mixed = plan_shards(items, 4, 3);
-  ASSERT_EQ(mixed.size(), 1u);
-  EXPECT_EQ(mixed[0].shard, 0u);
-  EXPECT_EQ(mixed[0].items, all_of(4));
+TEST(PlanShards, InAMixedRequestAGroupsCpuMembersStillGoToTheirGroupsShard) {
+  // Where group "g" lives when its CPU members come alone.
+  const size_t home = plan_shards({item("cpu", "g")}, 4, 0).front().shard;
+  // A request that also holds model rewards: the model items (and ungrouped CPU items) go
+  // to shard 0, which holds the model sources; g's member still goes home, so its group's
+  // statistics stay in one shard.
+  std::vector<shared_item> items{item("judge", "a"), item("cpu", "g"), item("cpu", ""),
+                                 item("embed", "")};
+  auto plan = plan_shards(items, 4, 3);
+  std::vector<size_t> shard_of(items.size(), 99);
+  for (const auto& part : plan) {
+    for (auto i : part.items) {
+      shard_of[i] = part.shard;
+    }
+  }
+  EXPECT_EQ(shard_of[0], 0u);
+  EXPECT_EQ(shard_of[1], home);
+  EXPECT_EQ(shard_of[2], 0u) << "not the spare: a mixed request is not spread for balance";
+  EXPECT_EQ(shard_of[3], 0u);
+  EXPECT_EQ(plan.size(), home == 0 ? 1u : 2u);
+  // A model reward's group is not moved: its members need shard 0's sources.
+  auto judges = plan_shards({item("judge", "g"), item("judge", "h")}, 4, 1);
+  ASSERT_EQ(judges.size(), 1u);
+  EXPECT_EQ(judges[0].shard, 0u);
 }
 
 TEST(PlanShards, AGroupAlwaysGoesToOneShardAndUngroupedItemsToTheSpare) {
@@ -171,6 +191,50 @@ TEST(SplitRequest, APartRefusedRefusesTheWholeRequestWithItsReason) {
   EXPECT_EQ(out.reply->rejection, "queue_full");
   EXPECT_EQ(out.reply->reason, "priority class 'normal' is full");
   EXPECT_EQ(out.reply->retry_after_s, 3);
+}
+
+TEST(SplitRequest, TheFirstRefusalStopsTheOtherPartsOnce) {
+  captured out;
+  actors::score_request req;
+  req.items = {item("cpu", "a", "x0"), item("judge", "", "x1"), item("cpu", "b", "x2")};
+  std::vector<shard_part> plan{{1, {0}}, {0, {1}}, {2, {2}}};
+  int stopped = 0;
+  auto parts = split_request(
+    std::move(req), plan,
+    [&out](actors::score_reply&& reply) {
+      out.reply = std::move(reply);
+      ++out.calls;
+    },
+    [&stopped] { ++stopped; });
+  actors::score_reply refused;
+  refused.admitted = false;
+  refused.rejection = "queue_full";
+  parts[0].submission.reply_to(actors::score_reply{refused});
+  EXPECT_EQ(stopped, 1) << "the other two parts are still out";
+  parts[2].submission.reply_to(std::move(refused));
+  EXPECT_EQ(stopped, 1) << "once";
+  parts[1].submission.reply_to(answer(parts[1].submission.request, {0.5}, {}));
+  ASSERT_EQ(out.calls, 1);
+  EXPECT_FALSE(out.reply->admitted);
+
+  // A refusal that comes last has nothing left to stop.
+  captured last;
+  int stopped_late = 0;
+  actors::score_request two;
+  two.items = {item("cpu", "a", "y0"), item("cpu", "b", "y1")};
+  auto halves = split_request(
+    std::move(two), {{1, {0}}, {0, {1}}},
+    [&last](actors::score_reply&& reply) {
+      last.reply = std::move(reply);
+      ++last.calls;
+    },
+    [&stopped_late] { ++stopped_late; });
+  halves[0].submission.reply_to(answer(halves[0].submission.request, {0.5}, {"a"}));
+  actors::score_reply no;
+  no.admitted = false;
+  halves[1].submission.reply_to(std::move(no));
+  EXPECT_EQ(stopped_late, 0);
+  EXPECT_EQ(last.calls, 1);
 }
 
 TEST(SplitRequest, PartsAnsweredAtOnceOnTwoThreadsGiveOneWholeReply) {
