@@ -144,6 +144,7 @@ private:
     }
     busy_ = false;
     started_ = false;
+    head_ = false;
     parser_.emplace();
     parser_->body_limit(impl_.cfg.max_body_bytes);
     parser_->header_limit(64 * 1024);
@@ -221,6 +222,7 @@ private:
     auto req = parser_->release();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
+    head_ = req.method() == http::verb::head;
     stream_.expires_never();
     if (over_capacity_) {
       impl_.routes.count_protocol_error("too_many_connections", 503);
@@ -356,6 +358,10 @@ private:
     res->body() = std::move(reply.body);
     res->keep_alive(keep_alive_ && !impl_.draining);
     res->prepare_payload();
+    if (head_) {
+      // The headers GET would get, Content-Length included, and no body (RFC 9110 §9.3.2).
+      res->body().clear();
+    }
     stream_.expires_after(impl_.cfg.read_timeout);
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res](beast::error_code ec, size_t) {
@@ -393,6 +399,8 @@ private:
   bool on_strand_ = false;
   bool keep_alive_ = true;
   unsigned version_ = 11;
+  /// The request in flight is a HEAD: its reply goes without a body.
+  bool head_ = false;
   /// The request in flight's `http_request::ticket`, and whether its reply has been written.
   uint64_t ticket_ = 0;
   bool replied_ = true;

@@ -262,6 +262,30 @@ def test_expect_100_continue_is_answered(server):
     assert json.loads(payload)["scores"] == [ratio("x" * 3000, "xy")]
 
 
+def test_head_gets_the_headers_only_and_keeps_the_connection_in_step(server):
+    """HEAD is served as GET without a body (RFC 9110): on a keep-alive connection the next
+    reply must start right after the HEAD's headers, whatever the HEAD's status."""
+    import socket
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"HEAD /v1/score HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"HEAD /nowhere HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    replies = answer.split(b"\r\n\r\n")
+    assert replies[0].startswith(b"HTTP/1.1 200"), answer
+    assert b"Content-Length: 15" in replies[0]
+    assert replies[1].startswith(b"HTTP/1.1 405"), answer
+    assert replies[2].startswith(b"HTTP/1.1 404"), answer
+    assert replies[3].startswith(b"HTTP/1.1 200"), answer
+    assert replies[4] == b'{"status":"ok"}', answer
+
+
 def test_malformed_http_gets_400_and_the_server_carries_on(server):
     import socket
     with socket.create_connection((server.host, server.port), timeout=5) as sock:
