@@ -351,6 +351,7 @@ int serve(const serve_options& options) {
     }
   }
   // Every admitted request has its answer; give the connections a moment to write them.
+  server->finish_drain();
   auto write_deadline = steady_clock::now() + std::chrono::seconds{5};
   while (server->open_connections() > 0 && steady_clock::now() < write_deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds{5});

@@ -129,6 +129,7 @@ int worker(const worker_options& options) {
   }
   if (status_server) {
     status_server->begin_drain();
+    status_server->finish_drain();
   }
   keep_running.reset();
   ioc.stop();

@@ -50,6 +50,8 @@ struct http_server::impl {
   std::optional<tcp::acceptor> acceptor_storage;
   tcp::acceptor& acceptor;
   std::atomic<bool> draining{false};
+  /// `finish_drain` closed the acceptor: an accept error then ends the accept loop.
+  std::atomic<bool> accepting_stopped{false};
   std::mutex sessions_mutex;
   std::vector<std::weak_ptr<http_session>> sessions;
   /// Accept failures (out of file descriptors, above all) retry after a growing pause rather
@@ -107,11 +109,11 @@ public:
     return busy_.load();
   }
 
-  /// Closes the connection if it waits for a request (used when draining, and to make room
-  /// under `server.max_connections`).
+  /// Closes the connection if it waits for a request, none of whose bytes have come (at the
+  /// end of a drain, and to make room under `server.max_connections`).
   void close_if_idle() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->busy_) {
+      if (!self->busy_ && !self->started_) {
         beast::error_code ignored;
         self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
         self->stream_.close();
@@ -139,9 +141,6 @@ public:
 
 private:
   void read_header() {
-    if (impl_.draining) {
-      return close();
-    }
     busy_ = false;
     started_ = false;
     head_ = false;
@@ -503,15 +502,12 @@ void http_server::accept_next() {
   im.acceptor.async_accept(
     asio::make_strand(im.ioc), [this, &im](beast::error_code ec, tcp::socket socket) {
       if (ec) {
-        if (ec == asio::error::operation_aborted || im.draining) {
+        if (ec == asio::error::operation_aborted || im.accepting_stopped) {
           return;
         }
         return accept_failed(ec);
       }
       im.accept_backoff = std::chrono::milliseconds{0};
-      if (im.draining) {
-        return;
-      }
       socket.set_option(tcp::no_delay(true), ec);
       // Beyond the cap, the longest-open idle connection makes room; when every connection
       // has a request in flight, the newcomer's request is answered 503.
@@ -572,8 +568,12 @@ void http_server::shutdown() {
 }
 
 void http_server::begin_drain() {
+  impl_->draining = true;
+}
+
+void http_server::finish_drain() {
   auto* im = impl_.get();
-  im->draining = true;
+  im->accepting_stopped = true;
   asio::post(im->acceptor.get_executor(), [im] {
     beast::error_code ignored;
     im->accept_pause->cancel();

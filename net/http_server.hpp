@@ -45,9 +45,14 @@ public:
   /// Starts accepting connections.
   void start();
 
-  /// Stops accepting and closes idle keep-alive connections. Connections with a request in
-  /// flight get their answer (with `Connection: close`) and then close.
+  /// From now on every reply says `Connection: close`, so each connection closes after its
+  /// next answer; the listener stays open, so that a request arriving while the scheduler
+  /// drains is answered (503 from the routes, `GET /health` `draining`), not refused.
   void begin_drain();
+
+  /// Stops accepting and closes the connections waiting for a request; those with one under
+  /// way get their answer and then close. Called once the scheduler has drained.
+  void finish_drain();
 
   /// Destroys the acceptor and the accept-retry timer. Call after the io threads have stopped
   /// and before the io_context is destroyed.

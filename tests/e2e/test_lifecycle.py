@@ -195,6 +195,43 @@ def test_sigterm_drains_requests_in_flight_and_exits_zero(make_server, config, p
         assert all(r["status"] == "ok" for r in body["results"]), "drain finishes queued work"
 
 
+def test_while_draining_new_requests_are_answered_503_and_health_says_draining(make_server):
+    """The listener stays open while the scheduler drains: a request on a new connection, or
+    on a keep-alive one opened before, is answered (503, Retry-After), not refused, and
+    GET /health says draining, so a load balancer sees it."""
+    s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n")
+    rng = random.Random(4)
+    payload = {"items": [heavy_item(rng) for _ in range(300)]}  # 14 MB, under the 16 MiB limit
+    idle = s.connection()
+    assert s.request("GET", "/health", conn=idle)[0] == 200
+    answer = []
+    t = threading.Thread(target=lambda: answer.append(score_utf8(s, payload)))
+    t.start()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        _, _, info = s.request("GET", "/info")
+        if info["pending_requests"] >= 1:
+            break
+    s.proc.send_signal(signal.SIGTERM)
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        status, _, health = s.request("GET", "/health")
+        if status == 503:
+            break
+    assert (status, health) == (503, {"status": "draining"})
+    status, headers, body = s.score({"items": [{"reward": "lexical", "solution_str": "a",
+                                                "ground_truth": "a"}]})
+    assert status == 503 and body["error"]["code"] == "shutting_down", body
+    assert headers["retry-after"] == "1" and headers["connection"] == "close"
+    status, _, body = s.request("GET", "/health", conn=idle)
+    assert status == 503, "a keep-alive connection from before the signal is answered too"
+    t.join()
+    assert s.proc.wait(timeout=30) == 0
+    status, _, body = answer[0]
+    assert status == 200
+    assert all(r["status"] == "ok" for r in body["results"]), "the drain finished the work"
+
+
 def test_drain_deadline_fails_what_is_left_explicitly(make_server):
     s = make_server("[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n"
                     "drain_timeout_ms = 100\n")
