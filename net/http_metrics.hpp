@@ -16,7 +16,7 @@ struct http_metrics {
   /// arbiter_http_requests_total{route,code}: HTTP requests answered.
   prometheus::Family<prometheus::Counter>& requests;
   /// arbiter_rejections_total{reason}: requests refused before scoring (bad_request,
-  /// payload_too_large, not_found, method_not_allowed, queue_full, deadline_unmeetable,
+  /// payload_too_large, not_found, method_not_allowed, queue_full, too_large, deadline_unmeetable,
   /// draining, timeout).
   prometheus::Family<prometheus::Counter>& rejections;
   /// arbiter_request_items: items per /v1/score request.

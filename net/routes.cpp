@@ -611,6 +611,14 @@ void router::run(const std::string& route, steady_clock::time_point start,
                                      defer = std::move(defer)](actors::score_reply&& answer) {
     defer([this, start, route, style, encode, reply, answer = std::move(answer)] {
       if (!answer.admitted) {
+        if (answer.rejection == "too_large") {
+          // More items than the priority class ever holds: a retry cannot help.
+          http_reply r;
+          r.status = 413;
+          r.body = error_body(style, 413, "payload_too_large", answer.reason, "items");
+          refuse(route, "too_large", std::move(r), reply);
+          return;
+        }
         // Refused by admission ("queue_full", "deadline_unmeetable"), while draining, or by
         // a scheduler that failed ("internal").
         bool internal = answer.rejection == "internal";

@@ -17,8 +17,8 @@ std::chrono::seconds whole_seconds(double ms) {
 
 } // namespace
 
-constexpr auto admission_decision_names = names_of<admission_decision::reject_draining>(
-    "admitted", "queue_full", "deadline_unmeetable", "draining");
+constexpr auto admission_decision_names = names_of<admission_decision::reject_too_large>(
+    "admitted", "queue_full", "deadline_unmeetable", "draining", "too_large");
 
 const char* to_string(admission_decision d) noexcept {
   return admission_decision_names[d];
@@ -30,6 +30,13 @@ admission_result decide_admission(const admission_input& in) {
     result.decision = admission_decision::reject_draining;
     result.retry_after = std::chrono::seconds{1};
     result.reason = "the server is shutting down";
+    return result;
+  }
+  if (in.items > in.capacity && in.capacity > 0) {
+    result.decision = admission_decision::reject_too_large;
+    result.reason = "priority class '" + in.priority + "' holds at most "
+                    + std::to_string(in.capacity) + " items (its capacity), the request has "
+                    + std::to_string(in.items) + ": send it in smaller requests";
     return result;
   }
   if (in.items > in.free_capacity) {

@@ -13,12 +13,15 @@ namespace arbiter::scheduler {
 enum class admission_decision {
   /// Queue the request.
   admit,
-  /// Its priority class cannot hold all of its items.
+  /// Its priority class cannot hold all of its items now.
   reject_queue_full,
   /// The expected queue wait already exceeds its deadline.
   reject_deadline_unmeetable,
   /// The server is draining.
   reject_draining,
+  /// It has more items than its priority class holds even when empty: it never fits, so it
+  /// is not worth a retry as it is (answered 413 naming `items`).
+  reject_too_large,
 };
 
 /// The decision with what the client needs to act on it.
@@ -35,7 +38,7 @@ struct admission_result {
 };
 
 /// The metric label of a decision: "admitted", "queue_full", "deadline_unmeetable",
-/// "draining".
+/// "draining", "too_large".
 const char* to_string(admission_decision d) noexcept;
 
 /// Everything admission control looks at.
@@ -45,8 +48,9 @@ struct admission_input {
   size_t items = 0;
   /// The priority class, for messages.
   std::string priority;
-  /// How many more items the request's priority class can hold.
+  /// How many more items the request's priority class can hold, and how many it holds in all.
   size_t free_capacity = 0;
+  size_t capacity = 0;
   /// The expected time until the request's last item is answered: the work ahead of it and
   /// its own over the capacity of the sources that serve it (see
   /// `scheduler_core::expected_wait`). Unset while that capacity is not known.

@@ -63,6 +63,11 @@ public:
   /// How many more tasks `cls` may hold.
   size_t free_capacity(size_t cls) const;
 
+  /// How many tasks `cls` may hold in all (its `capacity`).
+  size_t capacity(size_t cls) const {
+    return classes_.at(cls).config.capacity;
+  }
+
   /// Queues `task` in `cls` under `capability`. Returns false, queueing nothing, when the class
   /// is full.
   [[nodiscard]] bool push(size_t cls, const std::string& capability, const queued_task& task);

@@ -185,6 +185,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     in.items = items.size() - late_items;
     in.priority = queues_.class_name(priority);
     in.free_capacity = queues_.free_capacity(priority);
+    in.capacity = queues_.capacity(priority);
     in.time_left = deadline - now;
     if (!draining_ && in.items <= in.free_capacity) {
       // The request's items by capability (most requests need one).

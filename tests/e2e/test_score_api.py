@@ -3,6 +3,7 @@ import difflib
 import json
 import random
 import threading
+import time
 
 ISSUE_EXAMPLE = {
     "items": [
@@ -229,15 +230,50 @@ def test_a_failing_item_does_not_fail_the_batch(make_server):
     assert s.stop() == 0
 
 
-def test_full_priority_class_answers_429_with_retry_after(make_server):
-    s = make_server('[[scheduler.priorities]]\nname = "normal"\ncapacity = 5\n')
-    status, headers, body = s.score({"items": [ok_item()] * 6})
-    assert status == 429
+def test_full_priority_class_answers_429_with_retry_after(make_server, provider):
+    # A judge that holds its one call for 10 s keeps 4 of 5 judge items queued.
+    p = provider("--latency-median-ms", "10000", "--latency-p99-ms", "10000")
+    s = make_server('[[scheduler.priorities]]\nname = "normal"\ncapacity = 5\n',
+                    env={"LLM_JUDGE_SERVER_URL": p.url,
+                         "ARBITER_SOURCES_LLM_JUDGE_SERVER_MAX_CONCURRENCY": "1",
+                         "ARBITER_SOURCES_LLM_JUDGE_SERVER_MAX_BATCH_ITEMS": "1"})
+    judges = [{"reward": "judge", "solution_str": f"s{k}", "ground_truth": "g"}
+              for k in range(5)]
+    def hold():
+        try:
+            s.score({"items": judges, "deadline_ms": 60000})
+        except OSError:
+            pass  # the server is killed under it at the end
+
+    held = threading.Thread(target=hold, daemon=True)
+    held.start()
+    deadline = time.time() + 10
+    while time.time() < deadline and p.stats()["in_flight"] < 1:
+        time.sleep(0.01)
+    status, headers, body = s.score({"items": [ok_item()] * 2})
+    assert status == 429, body
     assert int(headers["retry-after"]) >= 1
     assert body["error"]["code"] == "overloaded"
-    assert s.score({"items": [ok_item()] * 5})[0] == 200
+    assert "has room for 1 more items" in body["error"]["message"]
+    assert s.score({"items": [ok_item()]})[0] == 200
     _, _, text = s.request("GET", "/metrics")
     assert 'arbiter_rejections_total{reason="queue_full"} 1' in text
+    s.kill()
+
+
+def test_a_request_larger_than_its_whole_priority_class_gets_413_not_429(make_server):
+    """Six items into a class that holds five, even empty: no retry can fit it, so it is not
+    answered 429 (which the clients retry) but 413 naming items."""
+    s = make_server('[[scheduler.priorities]]\nname = "normal"\ncapacity = 5\n')
+    status, headers, body = s.score({"items": [ok_item()] * 6})
+    assert status == 413, body
+    assert "retry-after" not in headers
+    assert body["error"]["code"] == "payload_too_large"
+    assert body["error"]["field"] == "items"
+    assert "holds at most 5 items" in body["error"]["message"]
+    assert s.score({"items": [ok_item()] * 5})[0] == 200
+    _, _, text = s.request("GET", "/metrics")
+    assert 'arbiter_rejections_total{reason="too_large"} 1' in text
     assert s.stop() == 0
 
 

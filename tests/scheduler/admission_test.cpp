@@ -68,3 +68,15 @@ TEST(Admission, RefusesWhileDraining) {
   EXPECT_EQ(r.decision, admission_decision::reject_draining);
   EXPECT_STREQ(to_string(r.decision), "draining");
 }
+
+TEST(Admission, ARequestLargerThanItsWholeClassIsRefusedForGoodNotAskedToRetry) {
+  auto in = request_of(6, 5);
+  in.capacity = 5;
+  auto r = decide_admission(in);
+  EXPECT_EQ(r.decision, admission_decision::reject_too_large);
+  EXPECT_STREQ(to_string(r.decision), "too_large");
+  EXPECT_NE(r.reason.find("holds at most 5 items"), std::string::npos) << r.reason;
+  // The same count into a class that holds it, but is busy now, may be retried.
+  in.capacity = 100;
+  EXPECT_EQ(decide_admission(in).decision, admission_decision::reject_queue_full);
+}
