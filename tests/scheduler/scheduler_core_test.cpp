@@ -143,12 +143,19 @@ TEST_F(SchedulerCore, HigherPriorityClassesGoFirst) {
 
 TEST_F(SchedulerCore, RefusesARequestItsClassCannotHoldAndQueuesNothing) {
   core_.add_source("cpu", {"cpu"});
+  // More than the class ever holds: refused for good.
   auto r = core_.submit(1, 2, clock_.now() + 10s, cpu_items(101));
-  EXPECT_EQ(r.decision, admission_decision::reject_queue_full);
-  EXPECT_GE(r.retry_after, 1s);
+  EXPECT_EQ(r.decision, admission_decision::reject_too_large);
   EXPECT_TRUE(core_.idle());
   EXPECT_TRUE(core_.dispatch().empty());
-  EXPECT_TRUE(core_.submit(2, 2, clock_.now() + 10s, cpu_items(100)).admitted());
+  // The class holds 100: of 64 admitted, 4 run and 60 wait, so 41 more do not fit now.
+  ASSERT_TRUE(core_.submit(2, 2, clock_.now() + 10s, cpu_items(64)).admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  r = core_.submit(3, 2, clock_.now() + 10s, cpu_items(41));
+  EXPECT_EQ(r.decision, admission_decision::reject_queue_full);
+  EXPECT_GE(r.retry_after, 1s);
+  EXPECT_TRUE(core_.submit(4, 2, clock_.now() + 10s, cpu_items(40)).admitted());
 }
 
 TEST_F(SchedulerCore, QueuedItemsFailWhenTheDeadlinePasses) {
