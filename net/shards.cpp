@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -21,15 +22,22 @@ std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_
     return whole;
   }
   bool all_cpu = true;
+  // Groups with a model reward's member here: all their members stay on shard 0 together.
+  std::unordered_set<std::string_view> on_first;
   for (const auto& item : items) {
-    all_cpu = all_cpu && item->capability == "cpu";
+    if (item->capability != "cpu") {
+      all_cpu = false;
+      if (!item->group.empty()) {
+        on_first.insert(item->group);
+      }
+    }
   }
   std::vector<std::vector<uint32_t>> by_shard(shards);
   std::hash<std::string> hash;
   for (uint32_t i = 0; i < items.size(); ++i) {
     const auto& item = *items[i];
     size_t shard = 0;
-    if (item.capability == "cpu" && !item.group.empty()) {
+    if (item.capability == "cpu" && !item.group.empty() && on_first.count(item.group) == 0) {
       shard = hash(item.group) % shards;
     } else if (all_cpu) {
       shard = spare % shards;

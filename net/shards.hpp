@@ -18,10 +18,11 @@ struct shard_part {
 
 /// Splits a request's items over `shards` scheduler shards. A CPU reward's item (capability
 /// "cpu") with a group goes to the shard its group's name hashes to, whatever else the request
-/// holds, so a GRPO group always meets in one shard (its order and statistics stay whole). Any
-/// other item goes to shard 0, which holds the model sources, except that in a request of CPU
-/// items only, an item without a group goes to `spare`. Empty parts are left out; one part
-/// means no split.
+/// holds, so a GRPO group always meets in one shard (its order and statistics stay whole);
+/// unless the request also holds a model reward's member of that group, and then the whole
+/// group stays on shard 0 with it. Any other item goes to shard 0, which holds the model
+/// sources, except that in a request of CPU items only, an item without a group goes to
+/// `spare`. Empty parts are left out; one part means no split.
 std::vector<shard_part> plan_shards(const std::vector<shared_item>& items, size_t shards,
                                     size_t spare);
 

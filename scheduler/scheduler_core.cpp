@@ -179,6 +179,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     }
   }
   admission_result decision;
+  // Capabilities whose sources are expected to answer only after the deadline, for items
+  // that all have a fallback: their expected wait.
+  std::map<std::string, nanoseconds> too_slow;
   if (!internal && late_items < items.size()) {
     admission_input in;
     in.draining = draining_;
@@ -190,13 +193,22 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     if (!draining_ && in.items <= in.free_capacity) {
       // The request's items by capability (most requests need one).
       std::map<std::string, size_t> needs;
+      std::map<std::string, bool> all_fall_back;
       for (size_t i = 0; i < items.size(); ++i) {
         if (late[i].empty()) {
           ++needs[items[i]->capability];
+          auto [at, fresh] = all_fall_back.try_emplace(items[i]->capability, true);
+          at->second = at->second && !items[i]->fallback.empty() && fallback_;
         }
       }
       for (const auto& [capability, count] : needs) {
         auto wait = expected_wait(capability, priority, count);
+        if (wait && *wait > in.time_left && all_fall_back[capability]) {
+          // Too slow for this deadline, but each of these items has a fallback: they take it
+          // at once (below) rather than the request being refused.
+          too_slow.emplace(capability, *wait);
+          continue;
+        }
         if (wait && (!in.expected_wait || *wait > *in.expected_wait)) {
           in.expected_wait = wait;
         }
@@ -249,6 +261,17 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       item_result r;
       r.code = errc::deadline_exceeded;
       r.error = std::move(late[i]);
+      end_item(id, req, i, std::move(r), false);
+      continue;
+    }
+    if (auto slow = too_slow.find(item.capability); slow != too_slow.end()) {
+      item_result r;
+      r.code = errc::overloaded;
+      r.error = "expected to be answered in "
+                + std::to_string(std::chrono::duration_cast<milliseconds>(slow->second).count())
+                + " ms, after its deadline ("
+                + std::to_string(std::chrono::duration_cast<milliseconds>(deadline - now).count())
+                + " ms left), at the pace its sources allow";
       end_item(id, req, i, std::move(r), false);
       continue;
     }

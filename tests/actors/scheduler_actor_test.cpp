@@ -162,7 +162,7 @@ TEST_F(SchedulerActor, AWorkerThatDiesHasItsItemsRetriedOnTheOthers) {
   EXPECT_EQ(again.results[0].status, item_status::ok);
 }
 
-TEST_F(SchedulerActor, RefusesWhatItsClassCannotHoldWithRetryAfter) {
+TEST_F(SchedulerActor, RefusesWhatItsClassCanNeverHold) {
   config::scheduler_config cfg;
   cfg.priorities = {{"normal", 3, config::queue_order::fifo}};
   auto sched = start_scheduler(cfg);
@@ -170,8 +170,7 @@ TEST_F(SchedulerActor, RefusesWhatItsClassCannotHoldWithRetryAfter) {
   std::vector<score_item> items(4, lexical_item("a", "a"));
   auto reply = score(sched, items, nanoseconds{10s}, 0);
   EXPECT_FALSE(reply.admitted);
-  EXPECT_EQ(reply.rejection, "queue_full");
-  EXPECT_GE(reply.retry_after_s, 1);
+  EXPECT_EQ(reply.rejection, "too_large") << "4 items never fit a class of 3";
   EXPECT_TRUE(reply.results.empty());
 }
 

@@ -60,6 +60,11 @@ TEST(PlanShards, InAMixedRequestAGroupsCpuMembersStillGoToTheirGroupsShard) {
   auto judges = plan_shards({item("judge", "g"), item("judge", "h")}, 4, 1);
   ASSERT_EQ(judges.size(), 1u);
   EXPECT_EQ(judges[0].shard, 0u);
+  // A group with a model member in the request keeps its CPU members with it on shard 0.
+  auto both = plan_shards({item("cpu", "g"), item("judge", "g")}, 4, 1);
+  ASSERT_EQ(both.size(), 1u);
+  EXPECT_EQ(both[0].shard, 0u);
+  EXPECT_EQ(both[0].items, all_of(2));
 }
 
 TEST(PlanShards, AGroupAlwaysGoesToOneShardAndUngroupedItemsToTheSpare) {

@@ -1249,3 +1249,54 @@ TEST_F(RemoteRouting, AdmissionCountsTheCapacityOfTheSourcesUnderARewardGraph) {
   EXPECT_LE(r.retry_after, 6s);
   EXPECT_TRUE(core_.submit(3, 1, clock_.now() + 15s, {judge}).admitted());
 }
+
+TEST_F(RemoteRouting, ItemsTooSlowForTheDeadlineTakeTheirFallbackInsteadOfRefusingTheRequest) {
+  recording_fallback fallback;
+  core_.set_fallback(fallback.fn());
+  core_.add_source(endpoint("a", 60));
+  core_.add_source("cpu", {"cpu"});
+  source_spec graph;
+  graph.name = "reward-graph";
+  graph.capabilities = {"judge"};
+  graph.max_inflight = 1u << 16;
+  graph.feeds["judge"] = {"chat"};
+  core_.add_source(graph);
+  // 20 chat calls queued at 1 a second: a judge item is 20 s away.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "queued"), true)
+                .admitted());
+  core_.dispatch();
+  score_item judge;
+  judge.reward = "judge";
+  judge.kind = "judge";
+  judge.capability = "judge";
+  judge.solution_str = "x";
+  judge.ground_truth = {"y"};
+  judge.fallback = "lexical";
+  score_item cpu;
+  cpu.reward = "lexical";
+  cpu.kind = "lexical";
+  cpu.capability = "cpu";
+  cpu.solution_str = "c";
+  cpu.ground_truth = {"c"};
+  // The judge falls back at once; the CPU item, in time, is queued as usual.
+  auto r = core_.submit(2, 1, clock_.now() + 5s, {judge, cpu});
+  ASSERT_TRUE(r.admitted()) << r.reason;
+  EXPECT_EQ(fallback.asked, std::vector<std::string>{"x->lexical"});
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].items.size(), 1u);
+  EXPECT_EQ(batches[0].items[0]->solution_str, "c");
+  core_.complete(batches[0].id, outcome(attempt_outcome_kind::ok), {ok_outcome(1.0)});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& fell = done[0].results[0];
+  EXPECT_EQ(fell.status, item_status::fallback);
+  EXPECT_NE(fell.fallback_reason.find("overloaded: expected to be answered in"),
+            std::string::npos)
+    << fell.fallback_reason;
+  EXPECT_EQ(done[0].results[1].status, item_status::ok);
+  // Without a fallback on every such item, the request is refused as before.
+  judge.fallback.clear();
+  EXPECT_EQ(core_.submit(3, 1, clock_.now() + 5s, {judge, cpu}).decision,
+            admission_decision::reject_deadline_unmeetable);
+}

@@ -211,20 +211,43 @@ def test_one_aiohttp_session_per_event_loop(arbiter, make_client):
 
 def test_a_real_429_from_a_full_queue_waits_its_retry_after_then_gives_up(
         tmp_path, make_client):
-    from arbiter_testing import start_server
-    s = start_server(tmp_path, '[[scheduler.priorities]]\nname = "normal"\ncapacity = 2\n')
+    from arbiter_testing import Provider, start_server
+    # A judge that holds its one call for 20 s keeps two of three judge items' calls queued
+    # in the class (capacity 3): room for one more item.
+    p = Provider("--latency-median-ms", "20000", "--latency-p99-ms", "20000")
+    s = start_server(tmp_path, '[[scheduler.priorities]]\nname = "normal"\ncapacity = 3\n',
+                     env={"LLM_JUDGE_SERVER_URL": p.url,
+                          "ARBITER_SOURCES_LLM_JUDGE_SERVER_MAX_CONCURRENCY": "1",
+                          "ARBITER_SOURCES_LLM_JUDGE_SERVER_MAX_BATCH_ITEMS": "1"})
     try:
+        holder = make_client(s.url, retries=0, deadline_ms=60000, timeout_s=60)
+        judges = [{"reward": "judge", "solution_str": f"s{k}", "ground_truth": "g"}
+                  for k in range(3)]
+
+        def hold():
+            try:
+                holder.score(judges)
+            except Exception:
+                pass  # the server is killed under it at the end
+
+        threading.Thread(target=hold, daemon=True).start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and p.stats()["in_flight"] < 1:
+            time.sleep(0.01)
         client = make_client(s.url, retries=1)
         start = time.monotonic()
         with pytest.raises(ArbiterUnavailable) as e:
-            client.score([lexical("a", "a")] * 3)
+            client.score([lexical("a", "a")] * 2)
         assert time.monotonic() - start >= 1.0  # Arbiter says Retry-After: 1 (or more)
         assert e.value.attempts == 2
         assert "429 overloaded" in e.value.reason
-        # What fits the class is scored.
-        assert [r.score for r in client.score([lexical("a", "a")] * 2)] == [1.0, 1.0]
+        # More than the class ever holds is refused at once, not retried.
+        with pytest.raises(ArbiterRequestError) as too_many:
+            client.score([lexical("a", "a")] * 4)
+        assert too_many.value.status == 413
     finally:
         s.kill()
+        p.kill()
 
 
 @pytest.mark.parametrize("use_aiohttp", ASYNC_TRANSPORTS)
