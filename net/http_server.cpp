@@ -263,6 +263,7 @@ private:
     request.content_type = view(req[http::field::content_type]);
     request.step = view(req["X-Arbiter-Step"]);
     request.content_encoding = view(req[http::field::content_encoding]);
+    request.transfer_encoding = view(req[http::field::transfer_encoding]);
     request.body = std::move(req.body());
     // Only a request that starts work is watched for a hang-up (and counted when abandoned).
     request.ticket = impl_.routes.abandonable(request.target) ? new_ticket() : 0;

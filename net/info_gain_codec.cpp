@@ -162,7 +162,7 @@ std::string encode_info_gain_response(const info_gain_request_body& req,
     json detail = r.detail.empty() ? json(nullptr) : json::parse(r.detail, nullptr, false);
     details.push_back(detail.is_discarded() ? json(nullptr) : detail);
     json p = {{"status", to_string(r.status)},
-              {"source", r.source},
+              {"source", r.source.empty() ? json(nullptr) : json(r.source)},
               {"cached", r.cached},
               {"attempts", r.attempts},
               {"queue_ms", r.queue_ms},

@@ -140,6 +140,20 @@ bool is_identity_encoding(std::string_view encoding) {
   return encoding.empty() || iequals(encoding, "identity");
 }
 
+/// Whether a Transfer-Encoding holds no coding but `chunked` (which the parser undoes); a
+/// compressed one (`gzip, chunked`) would hand the route bytes it cannot read.
+bool only_chunked(std::string_view codings) {
+  while (!codings.empty()) {
+    auto comma = codings.find(',');
+    auto coding = trim_blanks(codings.substr(0, comma));
+    if (!coding.empty() && !iequals(coding, "chunked")) {
+      return false;
+    }
+    codings = comma == std::string_view::npos ? std::string_view{} : codings.substr(comma + 1);
+  }
+  return true;
+}
+
 /// Drops a UTF-8 byte order mark before a JSON body, which some Windows tools write: JSON
 /// parsers may ignore one (RFC 8259 §8.1), and a client cannot see it in its own text.
 void skip_byte_order_mark(std::string& body) {
@@ -240,8 +254,11 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
                         authorization.empty()
                           ? "no API key: send Authorization: Bearer KEY with a key from "
                             "server.api_keys"
-                          : "incorrect API key: the Authorization header's Bearer key is none "
-                            "of server.api_keys");
+                          : !from_query.empty()
+                            ? "incorrect API key: the api_key query parameter is none of "
+                              "server.api_keys"
+                            : "incorrect API key: the Authorization header's Bearer key is "
+                              "none of server.api_keys");
     refuse(route, "unauthorized", std::move(r), reply);
     return;
   }
@@ -269,6 +286,17 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
                                : ""),
                         "Content-Type");
     refuse(route, "unsupported_media_type", std::move(r), reply);
+    return;
+  }
+  if (spec->json_body && !only_chunked(req.transfer_encoding)) {
+    // RFC 9112 §6.1: a transfer coding the server does not understand is answered 501.
+    http_reply r;
+    r.status = 501;
+    r.body = error_body(spec->style, 501, "not_implemented",
+                        "Transfer-Encoding: " + std::string{req.transfer_encoding}
+                          + " is not supported: send the body uncompressed (chunked is fine)",
+                        "Transfer-Encoding");
+    refuse(route, "not_implemented", std::move(r), reply);
     return;
   }
   if (spec->json_body && !is_identity_encoding(req.content_encoding)) {
@@ -560,6 +588,22 @@ bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_
   job.encode = [this, decoded, tei](const std::vector<item_result>& results, const group_list&) {
     if (auto failed = failed_items_reply(results, tei ? error_style::tei : error_style::openai)) {
       return std::move(*failed);
+    }
+    if (decoded->dimensions > 0) {
+      // More values than the model gives cannot be made up (OpenAI refuses them too).
+      for (const auto& result : results) {
+        if (result.output && result.output->embedding.size() < decoded->dimensions) {
+          const auto style = tei ? error_style::tei : error_style::openai;
+          http_reply r;
+          r.status = 400;
+          r.body = error_body(style, 400, "invalid_request",
+                              "dimensions: " + std::to_string(decoded->dimensions)
+                                + " asks for more values than the model's vectors have ("
+                                + std::to_string(result.output->embedding.size()) + ")",
+                              "dimensions");
+          return r;
+        }
+      }
     }
     if (decoded->model.empty() && !results.empty()) {
       decoded->model = model_of(results.front().source);

@@ -41,8 +41,9 @@ struct http_request {
   std::string body;
   /// The `X-Arbiter-Step` header's value ("" when absent).
   std::string_view step;
-  /// The `Content-Encoding` header's value ("" when absent).
+  /// The `Content-Encoding` and `Transfer-Encoding` headers' values ("" when absent).
   std::string_view content_encoding;
+  std::string_view transfer_encoding{};
   /// The connection's name for this request (unique in the process; 0: none), by which
   /// `request_handler::abandon` says its client hung up before the answer.
   uint64_t ticket = 0;

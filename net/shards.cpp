@@ -1,5 +1,7 @@
 #include "net/shards.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -164,7 +166,7 @@ sharded_snapshot merge_snapshots(std::vector<actors::scheduler_info> shards) {
   return out;
 }
 
-actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards) {
+actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards, size_t most) {
   actors::step_accounts out;
   std::unordered_map<std::string, size_t> where;
   for (auto& accounts : shards) {
@@ -176,6 +178,13 @@ actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards) {
         scheduler::add_account(out[found->second], account);
       }
     }
+  }
+  // One order for all shards: by when each step began, the most recent `most` kept.
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.begun < b.begun;
+  });
+  if (out.size() > most) {
+    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(most));
   }
   return out;
 }

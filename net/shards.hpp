@@ -51,8 +51,10 @@ struct sharded_snapshot {
 };
 sharded_snapshot merge_snapshots(std::vector<actors::scheduler_info> shards);
 
-/// The shards' accounts of the same steps as one (see `scheduler::add_account`), in order of
-/// first appearance, shard by shard.
-actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards);
+/// The shards' accounts of the same steps as one (see `scheduler::add_account`), oldest first
+/// by when each step began in any shard, the `most` most recent kept (each shard keeps as
+/// many, so together they may hold more).
+actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards,
+                                  size_t most = 256);
 
 } // namespace arbiter::net

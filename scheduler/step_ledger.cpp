@@ -1,11 +1,22 @@
 #include "scheduler/step_ledger.hpp"
 
+#include <algorithm>
+#include <atomic>
+
 namespace arbiter::scheduler {
+
+namespace {
+
+/// Steps first seen in this process so far, by any ledger.
+std::atomic<uint64_t> steps_begun{0};
+
+} // namespace
 
 step_account& step_ledger::account(const std::string& step) {
   auto [found, fresh] = steps_.try_emplace(step);
   if (fresh) {
     found->second.step = step;
+    found->second.begun = steps_begun.fetch_add(1, std::memory_order_relaxed) + 1;
     order_.push_back(step);
     while (order_.size() > max_steps_) {
       steps_.erase(order_.front());
@@ -78,6 +89,9 @@ std::optional<step_account> step_ledger::find(const std::string& step) const {
 }
 
 void add_account(step_account& into, const step_account& from) {
+  if (from.begun != 0 && (into.begun == 0 || from.begun < into.begun)) {
+    into.begun = from.begun;
+  }
   into.items_ok += from.items_ok;
   into.items_fallback += from.items_fallback;
   into.items_failed += from.items_failed;

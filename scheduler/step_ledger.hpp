@@ -37,6 +37,9 @@ struct step_source_account {
 /// reward's model calls are counted at the sources they ran on.
 struct step_account {
   std::string step;
+  /// When the step was first seen, as a number that grows across every ledger of the process
+  /// (the scheduler shards'), so that shards' accounts can be put in one order.
+  uint64_t begun = 0;
   uint64_t items_ok = 0;
   uint64_t items_fallback = 0;
   uint64_t items_failed = 0;
@@ -55,7 +58,7 @@ struct step_account {
 };
 
 /// Adds `from`'s counts, times and per-source accounts to `into` (the same step's account kept
-/// by another scheduler shard).
+/// by another scheduler shard); `begun` becomes the earlier of the two.
 void add_account(step_account& into, const step_account& from);
 
 /// The accounts of the most recent training steps, by the step tag requests carry. Bounded:

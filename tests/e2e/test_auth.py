@@ -109,6 +109,7 @@ def test_the_trainer_routes_take_the_key_in_the_url(keyed):
     assert status == 200 and reply == 1.0, reply
     status, _, reply = keyed.request("POST", "/remote_rm?reward=exact_match&api_key=nope", body)
     assert status == 401, reply
+    assert "api_key query parameter" in json.dumps(reply), reply
     # Only there: the other routes want the header.
     status, _, reply = keyed.request("POST", f"/v1/score?api_key={KEYS[1]}", SCORING_ROUTES[0][2])
     assert status == 401, reply

@@ -459,6 +459,11 @@ def test_tei_embed_shapes(make_server, provider):
     status, _, reply = post(server, "/embed", {"inputs": [[1, 2]]})
     assert status == 400 and reply["error_type"] == "validation"
     assert reply["error"].startswith("inputs[0]")
+    # More dimensions than the model's 64 are refused, not answered with 64.
+    status, _, reply = post(server, "/embed", {"inputs": ["a b"], "dimensions": 65})
+    assert status == 400 and "dimensions: 65" in reply["error"], reply
+    status, _, reply = post(server, "/v1/embeddings", {"input": ["a b"], "dimensions": 1000})
+    assert status == 400 and reply["error"]["param"] == "dimensions", reply
 
 
 def test_base64_vectors_are_little_endian_float32(make_server, provider):

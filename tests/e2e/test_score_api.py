@@ -322,6 +322,39 @@ def test_head_gets_the_headers_only_and_keeps_the_connection_in_step(server):
     assert replies[4] == b'{"status":"ok"}', answer
 
 
+def test_a_compressed_transfer_coding_gets_501_naming_it(server):
+    import gzip
+    import socket
+    packed = gzip.compress(json.dumps(ISSUE_EXAMPLE).encode())
+    chunk = b"%x\r\n" % len(packed) + packed + b"\r\n0\r\n\r\n"
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n" + chunk)
+        answer = b""
+        while True:
+            got = sock.recv(65536)
+            if not got:
+                break
+            answer += got
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 501"), answer
+    error = json.loads(payload)["error"]
+    assert error["field"] == "Transfer-Encoding" and error["code"] == "not_implemented"
+    # Chunked alone is read as usual.
+    body = json.dumps(ISSUE_EXAMPLE).encode()
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+        answer = b""
+        while True:
+            got = sock.recv(65536)
+            if not got:
+                break
+            answer += got
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
 def test_malformed_http_gets_400_and_the_server_carries_on(server):
     import socket
     with socket.create_connection((server.host, server.port), timeout=5) as sock:

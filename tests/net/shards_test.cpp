@@ -324,5 +324,26 @@ TEST(MergeSteps, TheSameStepFromSeveralShardsIsOneAccount) {
   EXPECT_EQ(merged[1].items_ok, 1u);
 }
 
+TEST(MergeSteps, ShardsStepsComeOldestFirstAndOnlyTheMostRecentAreKept) {
+  auto step = [](std::string name, uint64_t begun) {
+    scheduler::step_account a;
+    a.step = std::move(name);
+    a.begun = begun;
+    a.items_ok = 1;
+    return a;
+  };
+  // Shard 0 saw steps 1, 3, 5 begin; shard 1 saw 2, 4 and step 3 later than shard 0 did.
+  auto merged = merge_steps({{step("s1", 1), step("s3", 3), step("s5", 5)},
+                             {step("s2", 2), step("s4", 4), step("s3", 6)}},
+                            4);
+  std::vector<std::string> names;
+  for (const auto& a : merged) {
+    names.push_back(a.step);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"s2", "s3", "s4", "s5"}));
+  EXPECT_EQ(merged[1].begun, 3u) << "a step begins where it was first seen";
+  EXPECT_EQ(merged[1].items_ok, 2u);
+}
+
 } // namespace
 } // namespace arbiter::net
