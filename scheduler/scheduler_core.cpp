@@ -160,7 +160,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // A group deadline counts from the group's first arrival: it may leave this request less
   // time than its own. A member whose group's deadline has passed fails at once (not
   // refused); the request's other items keep the earliest deadline still ahead.
-  std::vector<std::string> late(items.size());
+  std::vector<std::string> late;  // sized at the first late member: most requests have none
   size_t late_items = 0;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& item = *items[i];
@@ -170,6 +170,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     auto due = groups_.first_arrival(item.group).value_or(now)
                + std::chrono::milliseconds{item.group_deadline_ms};
     if (due <= now) {
+      late.resize(items.size());
       late[i] = "the deadline of group '" + item.group + "' ("
                 + std::to_string(item.group_deadline_ms)
                 + " ms after its first member arrived) passed before this request arrived";
@@ -195,7 +196,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       std::map<std::string, size_t> needs;
       std::map<std::string, bool> all_fall_back;
       for (size_t i = 0; i < items.size(); ++i) {
-        if (late[i].empty()) {
+        if (late.empty() || late[i].empty()) {
           ++needs[items[i]->capability];
           auto [at, fresh] = all_fall_back.try_emplace(items[i]->capability, true);
           at->second = at->second && !items[i]->fallback.empty() && fallback_;
@@ -257,7 +258,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   bool use_cache = routing_.cache_capacity > 0;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& item = *req.items[i];
-    if (!late[i].empty()) {
+    if (!late.empty() && !late[i].empty()) {
       item_result r;
       r.code = errc::deadline_exceeded;
       r.error = std::move(late[i]);
