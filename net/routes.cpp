@@ -12,6 +12,7 @@
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
 #include "actors/source_capabilities.hpp"
+#include "backends/rewards/reward_kinds.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 #include "net/shards.hpp"
@@ -653,7 +654,7 @@ void router::run(const std::string& route, steady_clock::time_point start,
   actors::reply_callback reply_to = [this, start, route, style, encode = std::move(encode),
                                      reply = std::move(reply),
                                      defer = std::move(defer)](actors::score_reply&& answer) {
-    defer([this, start, route, style, encode, reply, answer = std::move(answer)] {
+    defer([this, start, route, style, encode, reply, answer = std::move(answer)]() mutable {
       if (!answer.admitted) {
         if (answer.rejection == "too_large") {
           // More items than the priority class ever holds: a retry cannot help.
@@ -673,7 +674,18 @@ void router::run(const std::string& route, steady_clock::time_point start,
                failure_reply(style, code, answer.reason, {}, answer.retry_after_s), reply);
         return;
       }
-      http_reply r = encode(answer.results, answer.groups);
+      auto& results = answer.results;
+      for (size_t i = 0; i < results.size() && i < answer.items.size(); ++i) {
+        // A failed (or fallen back) item of a kind with fields beside its score reports them
+        // too (as a miss), so every result has the same keys.
+        if (results[i].status != item_status::ok && results[i].extra.empty()
+            && answer.items[i]) {
+          if (const auto* kind = backends::find_reward_kind(answer.items[i]->kind)) {
+            results[i].extra = kind->failed_extra;
+          }
+        }
+      }
+      http_reply r = encode(results, answer.groups);
       request_histogram_->Observe(seconds_since(start));
       respond(route, std::move(r), reply);
     });

@@ -370,7 +370,7 @@ std::string encode_score_response(const std::vector<item_result>& results,
     append_json_number(out, std::round(r.queue_ms * 1000.0) / 1000.0);
     out += ",\"run_ms\":";
     append_json_number(out, std::round(r.run_ms * 1000.0) / 1000.0);
-    if (!r.extra.empty() && r.status != item_status::failed) {
+    if (!r.extra.empty()) {
       out += ",\"extra\":";
       out += r.extra; // a JSON object the reward wrote
     }

@@ -58,6 +58,10 @@ std::vector<reward_kind> build() {
     cpu_kind("search_r1_qa_em", &cpu::score_search_r1_qa_em, search_r1_option_rules()),
   };
   for (auto& k : kinds) {
+    if (k.name == "math_dapo") {
+      // verl's math_dapo returns acc and pred; "[INVALID]" is its own pred for no answer.
+      k.failed_extra = R"({"acc":false,"pred":"[INVALID]"})";
+    }
     for (const auto& rule : k.options) {
       k.option_keys.push_back(rule.key);
     }

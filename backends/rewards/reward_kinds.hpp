@@ -55,6 +55,10 @@ struct reward_kind {
   std::vector<std::string> option_keys;
   /// The function, for `cpu` kinds.
   cpu_function score = nullptr;
+  /// For a kind that returns fields beside its score (`extra`): those fields as a failed item
+  /// reports them (a JSON object), so that every result has the same keys, as trainers that
+  /// build arrays from the first result's keys need (verl's reward_extra_info). "" = none.
+  std::string failed_extra;
 };
 
 /// Every built-in kind, in the order the docs list them.

@@ -444,3 +444,26 @@ def test_with_two_shards_a_group_stays_whole_when_a_request_mixes_in_a_model_rew
         assert body["groups"][group]["scored"] == 5, (group, body["groups"])
         status, _, body = s.score({"items": [member]})
         assert body["groups"][group]["scored"] == 6, (group, body["groups"])
+
+
+def test_a_failed_math_dapo_item_reports_acc_and_pred_as_a_miss(server):
+    """verl builds its reward_extra_info arrays from the first result's keys and reads them
+    from every other: a failed math_dapo item must carry acc and pred too."""
+    group = "dapo-%d" % random.randrange(1 << 30)
+    item = {"data_source": "math_dapo", "solution_str": "Answer: 4", "ground_truth": "4",
+            "group": group}
+    body = {"items": [item], "group_deadline_ms": 100}
+    status, _, first = server.score(body)
+    assert status == 200 and first["results"][0]["extra"]["acc"] is True, first
+    time.sleep(0.2)
+    status, _, late = server.score(body)
+    result = late["results"][0]
+    assert result["status"] == "failed" and result["error"]["code"] == "deadline_exceeded"
+    assert result["extra"] == {"acc": False, "pred": "[INVALID]"}
+    # Kinds without such fields keep none on failure.
+    status, _, plain = server.score({"items": [dict(ok_item(), group=group + "x")],
+                                     "group_deadline_ms": 100})
+    time.sleep(0.2)
+    status, _, plain = server.score({"items": [dict(ok_item(), group=group + "x")],
+                                     "group_deadline_ms": 100})
+    assert plain["results"][0]["status"] == "failed" and "extra" not in plain["results"][0]

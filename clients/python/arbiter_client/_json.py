@@ -45,12 +45,27 @@ def _number_text(value):
     return None
 
 
+def _numpy_float_text(value):
+    """str() of a numpy float scalar, or of each member of a numpy float array (nested lists
+    for more dimensions), else None: str(np.float32(0.1)) is "0.1", where `.tolist()` would
+    widen it to 0.10000000149011612 first."""
+    dtype = getattr(value, "dtype", None)
+    if getattr(dtype, "kind", None) != "f" or not hasattr(value, "ndim"):
+        return None
+    if value.ndim == 0:
+        return str(value)
+    return [_numpy_float_text(member) for member in value]
+
+
 def to_reference_value(value, path):
     """A `ground_truth` as Arbiter's /v1/score takes it: a string, or a list of strings, with
     every int or float (numpy's too, through `.tolist()` / `.item()`) turned into the text
     Python's `str()` gives it (72 -> "72", 0.5 -> "0.5", 1e16 -> "1e+16", inf -> "inf"), as
     Arbiter turns a JSON number. Anything else goes as JSON (to_json_value), and Arbiter
     refuses a boolean or None with a 400 naming the field."""
+    texts = _numpy_float_text(value)
+    if texts is not None:
+        return texts
     value = _plain(value)
     text = _number_text(value)
     if text is not None:
@@ -58,6 +73,10 @@ def to_reference_value(value, path):
     if isinstance(value, (list, tuple)):
         out = []
         for i, member in enumerate(value):
+            texts = _numpy_float_text(member)
+            if texts is not None:
+                out.append(texts)
+                continue
             member = _plain(member)
             text = _number_text(member)
             out.append(text if text is not None else to_json_value(member, f"{path}[{i}]"))

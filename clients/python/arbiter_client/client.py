@@ -174,6 +174,8 @@ class ArbiterClient:
     def _requests(self, items, step=None):
         """Yields (offset of the first item, request body) per batch_size items."""
         prepared = [self._prepare(item, i) for i, item in enumerate(items)]
+        if step is not None and not isinstance(step, (str, int)) and hasattr(step, "item"):
+            step = step.item()  # a numpy or torch integer, as trainers count steps
         if step is not None and (isinstance(step, bool) or not isinstance(step, (str, int))):
             raise TypeError(f"step: expected a string or an integer, got {type(step).__name__}")
         size = self.settings.batch_size

@@ -28,8 +28,9 @@ for every sample (verl builds its arrays from the first sample's keys): `score`,
 `pred`, as verl's own math_dapo returns them), `score` with those fields, plus the above
 under return_dict. verl's reward_extra_info gets them.
 
-Each sample goes with its GRPO group (extra_info's `uid`, else the dataset row's `split` and
-`index` that verl's preprocessing scripts set), so Arbiter scores a prompt's rollouts together.
+Each sample goes with its GRPO group (extra_info's `uid`, else the data source with the
+dataset row's `split` and `index` that verl's preprocessing scripts set), so Arbiter scores a
+prompt's rollouts together.
 
 With no `reward`, Arbiter picks the reward from `data_source` as verl's
 default_compute_score does (openai/gsm8k, lighteval/MATH, math_dapo, aime*, searchR1_*, ...;
@@ -81,20 +82,32 @@ def _setup(kwargs):
     return client, as_dict or policy == "value"
 
 
-def _group(extra_info):
+def _name_part(value):
+    """A str or int (numpy's too) as group-name text, else None."""
+    if not isinstance(value, (str, int)) and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _group(extra_info, data_source=None):
     """The GRPO group of a verl sample, so that Arbiter scores a prompt's rollouts together.
     verl does not pass the rollout `uid` to reward functions; its data preprocessing scripts put
     the dataset row's `index` (and `split`) in extra_info, which every rollout of a prompt
-    shares. A `uid` in extra_info (an agent loop or dataset may set one) wins."""
+    shares. Rows of two datasets may share a split and an index, so the data source is part of
+    the name. A `uid` in extra_info (an agent loop or dataset may set one) wins."""
     if not isinstance(extra_info, dict):
         return None
-    uid = extra_info.get("uid")
-    if isinstance(uid, (str, int)) and not isinstance(uid, bool):
+    uid = _name_part(extra_info.get("uid"))
+    if uid is not None:
         return f"uid:{uid}"
-    index = extra_info.get("index")
-    if isinstance(index, (str, int)) and not isinstance(index, bool):
-        split = extra_info.get("split")
-        return f"{split}:{index}" if isinstance(split, str) else f"index:{index}"
+    index = _name_part(extra_info.get("index"))
+    if index is not None:
+        split = _name_part(extra_info.get("split"))
+        source = _name_part(data_source)
+        prefix = f"{source}:" if source is not None else ""
+        return f"{prefix}{split}:{index}" if split is not None else f"{prefix}index:{index}"
     return None
 
 
@@ -104,7 +117,7 @@ def _item(data_source, solution_str, ground_truth, extra_info):
         item["data_source"] = data_source
     if extra_info is not None:
         item["extra_info"] = extra_info
-    group = _group(extra_info)
+    group = _group(extra_info, data_source)
     if group is not None:
         item["group"] = group
     return item

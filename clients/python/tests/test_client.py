@@ -137,6 +137,15 @@ def test_number_ground_truths_are_sent_as_the_text_str_gives(arbiter, make_clien
     assert [i["ground_truth"] for i in proxy.items()] == [
         "72", "0.5", "1e+16", "1e-05", "100.0", "-0.0", "1" + "0" * 30, "inf", "3",
         ["1", "2.5"], ["a", "7"], ["0.25"]]
+    # numpy's narrow floats go as str() writes them, not widened to a double first
+    # (np.float32(0.1).tolist() is 0.10000000149011612).
+    np = pytest.importorskip("numpy")
+    narrow = [np.float32(0.1), np.float16(0.3), np.array([0.1, 2.5], dtype=np.float32),
+              [np.float32(0.7), 3]]
+    client.score([{"reward": "exact_match", "solution_str": "x", "ground_truth": t}
+                  for t in narrow])
+    assert [i["ground_truth"] for i in proxy.items()] == [
+        "0.1", "0.3", ["0.1", "2.5"], ["0.7", "3"]]
     # What the client sends scores as the same value does when Arbiter reads a JSON number.
     for truth in [72, 0.5, 1e16, 1e-05, 12345678901234567890123]:
         assert client.score([{"reward": "lexical", "solution_str": str(truth),

@@ -131,8 +131,15 @@ def test_samples_go_with_their_grpo_group(scripted, arbiter_env):
     split and index in extra_info, which a prompt's rollouts share. A uid there wins."""
     proxy = scripted()
     arbiter_env(proxy.url, ARBITER_REWARD="lexical")
-    compute_score_batched(["x"] * 5, ["a", "a", "b", "c", "d"], ["a"] * 5,
+    import numpy as np
+    compute_score_batched(["x"] * 5 + ["gsm8k", "MATH"],
+                          ["a", "a", "b", "c", "d", "e", "f"], ["a"] * 7,
                           [{"split": "train", "index": 3}, {"split": "train", "index": 3},
-                           {"index": 4}, {"uid": "u-1", "index": 3}, {"question": "q"}])
+                           {"index": 4}, {"uid": "u-1", "index": 3}, {"question": "q"},
+                           {"split": "train", "index": np.int64(3)},
+                           {"split": "train", "index": 3}])
+    # Two datasets' rows with the same split and index are not one group; numpy ints name
+    # groups as ints do.
     assert [item.get("group") for item in proxy.items()] == [
-        "train:3", "train:3", "index:4", "uid:u-1", None]
+        "x:train:3", "x:train:3", "x:index:4", "uid:u-1", None, "gsm8k:train:3",
+        "MATH:train:3"]
