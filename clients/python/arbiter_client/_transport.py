@@ -17,6 +17,11 @@ _STALE = (ConnectionResetError, BrokenPipeError, http.client.BadStatusLine)
 
 # What a failed attempt raises: the client classifies these as connection errors.
 CONNECTION_ERRORS = (OSError, http.client.HTTPException, asyncio.TimeoutError)
+
+# Requests in flight at once from one client and event loop (aiohttp's pool; threads of the
+# standard-library path): a verl worker's chunk of single-sample calls goes out together,
+# within a process's usual 1024 open files.
+MAX_CONNECTIONS = 512
 if aiohttp is not None:
     CONNECTION_ERRORS = CONNECTION_ERRORS + (aiohttp.ClientError,)
 
@@ -112,7 +117,11 @@ class AiohttpTransport:
         if aiohttp is None:
             raise ImportError("aiohttp is not installed: pip install 'arbiter-client[aiohttp]'")
         self._url = url
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # The wait for one of the pool's connections is not the attempt's: only connecting
+        # and reading count against timeout_s, so a burst larger than the pool waits its turn
+        # instead of timing out in the client.
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout_s,
+                                              sock_read=timeout_s)
         self._lock = threading.Lock()
         # id(loop) -> (weak reference to the loop, session, its _close_when_the_loop_ends)
         self._sessions = {}
@@ -127,7 +136,8 @@ class AiohttpTransport:
             entry = self._sessions.get(id(loop))
             if entry is not None and entry[0]() is loop and not entry[1].closed:
                 return entry[1]
-            session = aiohttp.ClientSession(timeout=self._timeout)
+            session = aiohttp.ClientSession(
+                timeout=self._timeout, connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS))
             closer = _close_when_the_loop_ends(session)
             self._sessions[id(loop)] = (weakref.ref(loop), session, closer)
         await closer.__anext__()

@@ -1,8 +1,10 @@
 """ArbiterClient: POST /v1/score with retries, batching and a failure policy."""
 import asyncio
+import concurrent.futures
 import dataclasses
 import json
 import re
+import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
@@ -11,7 +13,8 @@ from typing import Any, Iterable, List, Mapping, Optional
 from . import _settings
 from ._json import to_json_value, to_reference_value
 from ._retry import RetryDecision, RetryPolicy, classify_exception, classify_response
-from ._transport import CONNECTION_ERRORS, AiohttpTransport, StdlibTransport, aiohttp
+from ._transport import (CONNECTION_ERRORS, MAX_CONNECTIONS, AiohttpTransport,
+                         StdlibTransport, aiohttp)
 from .errors import ArbiterError, ArbiterItemError, ArbiterRequestError, ArbiterUnavailable
 
 __version__ = "0.1.0"
@@ -101,11 +104,19 @@ class ArbiterClient:
         s = self.settings
         self._retry = RetryPolicy(s.retries, backoff_base_s, backoff_cap_s, max_retry_after_s,
                                   rng)
-        self._sync = StdlibTransport(s.url, s.timeout_s)
+        # Arbiter answers every item by its deadline; hanging up before that would drop its
+        # work (the server cancels a request whose client has gone) and a retry would start
+        # over, so an attempt waits at least the deadline and a margin.
+        self.attempt_timeout_s = s.timeout_s
+        if s.deadline_ms is not None:
+            self.attempt_timeout_s = max(s.timeout_s, s.deadline_ms / 1000.0 + 10.0)
+        self._threads = None
+        self._threads_lock = threading.Lock()
+        self._sync = StdlibTransport(s.url, self.attempt_timeout_s)
         if use_aiohttp and aiohttp is None:
             raise ImportError("use_aiohttp=True but aiohttp is not installed: "
                               "pip install 'arbiter-client[aiohttp]'")
-        self._async = (AiohttpTransport(s.url, s.timeout_s)
+        self._async = (AiohttpTransport(s.url, self.attempt_timeout_s)
                        if aiohttp is not None and use_aiohttp is not False else None)
         self._headers = {"Content-Type": "application/json",
                          "User-Agent": f"arbiter-client/{__version__}"}
@@ -160,7 +171,11 @@ class ArbiterClient:
         return answer if step is not None else answer["steps"]
 
     def close(self):
-        """Closes the standard-library connections."""
+        """Closes the standard-library connections (and ascore()'s threads, if it made any)."""
+        with self._threads_lock:
+            threads, self._threads = self._threads, None
+        if threads is not None:
+            threads.shutdown(wait=False)
         self._sync.close()
 
     async def aclose(self):
@@ -226,8 +241,9 @@ class ArbiterClient:
                 if self._async is not None:
                     answer = await self._async.post("/v1/score", data, self._headers)
                 else:
-                    answer = await asyncio.to_thread(self._sync.post, "/v1/score", data,
-                                                     self._headers)
+                    answer = await asyncio.get_running_loop().run_in_executor(
+                        self._thread_pool(), self._sync.post, "/v1/score", data,
+                        self._headers)
                 outcome = classify_response(*answer)
             except CONNECTION_ERRORS as exc:
                 outcome = classify_exception(exc)
@@ -236,6 +252,16 @@ class ArbiterClient:
                 return outcome.body
             await asyncio.sleep(delay)
             attempt += 1
+
+    def _thread_pool(self):
+        """The threads that carry ascore()'s requests without aiohttp: asyncio's default
+        executor has only a few (cores + 4), which would send a verl worker's chunk a few
+        requests at a time."""
+        with self._threads_lock:
+            if self._threads is None:
+                self._threads = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=MAX_CONNECTIONS, thread_name_prefix="arbiter-client")
+            return self._threads
 
     def _decide(self, attempt, outcome, offset):
         """None: done, use outcome.body; else the seconds to wait before the next attempt."""

@@ -51,7 +51,7 @@ class ScriptedServer:
     """A stand-in in front of a real Arbiter, to test the client's own retry logic: it answers
     POST requests with the scripted replies first, in order, then forwards them to `upstream`.
     A reply is a dict: `status`, `headers`, `body` (bytes, str or JSON-able) and `delay_s`
-    (wait before answering). Every request is recorded in `requests` as (monotonic time,
+    (wait before answering); or `forward: True` with `delay_s`: Arbiter's answer, late. Every request is recorded in `requests` as (monotonic time,
     headers, parsed JSON body)."""
 
     def __init__(self, upstream, script=()):
@@ -73,7 +73,8 @@ class ScriptedServer:
                     owner.requests.append((time.monotonic(), dict(self.headers),
                                            json.loads(data)))
                     reply = owner.script.pop(0) if owner.script else None
-                if reply is None:
+                if reply is None or reply.get("forward"):
+                    time.sleep((reply or {}).get("delay_s", 0))
                     status, headers, body = owner._forward(self.path, data)
                 else:
                     time.sleep(reply.get("delay_s", 0))
@@ -90,7 +91,10 @@ class ScriptedServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 512  # a burst of connections, not the default backlog of 5
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, args=(0.05,),

@@ -351,3 +351,35 @@ def test_the_api_key_is_sent_as_a_bearer_header_and_a_wrong_one_is_a_401(tmp_pat
             assert e.value.status == 401 and e.value.code == "invalid_api_key"
     finally:
         s.kill()
+
+
+@pytest.mark.parametrize("use_aiohttp", ASYNC_TRANSPORTS)
+def test_a_burst_of_concurrent_calls_is_in_flight_together(scripted, make_client, use_aiohttp):
+    """A verl worker awaits a chunk of single-sample calls at once: 150 of them, each answered
+    after 2 s, all go out together and none times out waiting for a connection (aiohttp's
+    default pool holds 100, whose wait counted against the timeout, and asyncio's default
+    threads are cores + 4)."""
+    proxy = scripted(*[{"forward": True, "delay_s": 2.0}] * 150)
+    client = make_client(proxy.url, timeout_s=3.0, retries=0, use_aiohttp=use_aiohttp)
+
+    async def burst():
+        start = time.monotonic()
+        results = await asyncio.gather(*[client.ascore([lexical(f"a{k}", f"a{k}")])
+                                         for k in range(150)])
+        took = time.monotonic() - start
+        await client.aclose()
+        return results, took
+
+    results, took = asyncio.run(burst())
+    assert [r[0].score for r in results] == [1.0] * 150
+    assert took < 10, took
+
+
+def test_an_attempt_waits_at_least_the_deadline(scripted, make_client):
+    """Arbiter answers by the request's deadline; a shorter per-attempt timeout would hang up
+    on work it was still allowed to finish (and the server drops a hung-up request)."""
+    proxy = scripted({"forward": True, "delay_s": 2.0})
+    client = make_client(proxy.url, timeout_s=1.0, retries=0, deadline_ms=3000)
+    assert client.attempt_timeout_s == 13.0
+    assert [r.score for r in client.score([lexical("a", "a")])] == [1.0]
+    assert make_client(proxy.url, timeout_s=1.0).attempt_timeout_s == 1.0
