@@ -6,6 +6,8 @@ import datetime
 import email.utils
 import json
 import random
+import socket
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -21,6 +23,8 @@ class OutcomeKind(enum.Enum):
     server_error = "server_error"          # other 5xx (Retry-After honoured when sent),
                                            # other statuses, unusable 200 bodies
     connection_error = "connection_error"  # refused, reset, timed out
+    unreachable = "unreachable"            # a name that does not resolve, a TLS failure:
+                                           # the same on every attempt, never retried
 
 
 @dataclass
@@ -91,9 +95,31 @@ def classify_response(status, headers, data, now=time.time):
     return Outcome(OutcomeKind.server_error, reason, retry_after_s=_retry_after(headers, now))
 
 
+def _causes(exc):
+    """`exc` and what it wraps (aiohttp keeps the OS error in `os_error`)."""
+    seen = []
+    while exc is not None and exc not in seen and len(seen) < 8:
+        seen.append(exc)
+        exc = getattr(exc, "os_error", None) or exc.__cause__ or exc.__context__
+    return seen
+
+
+def _unreachable(exc):
+    """A failure no retry mends: a TLS handshake or certificate failure (https to a plain
+    HTTP port, an untrusted certificate), or a host name that does not exist. A name server
+    that did not answer in time (EAI_AGAIN) may answer next time, and is retried."""
+    for cause in _causes(exc):
+        if isinstance(cause, ssl.SSLError):
+            return True
+        if isinstance(cause, socket.gaierror) and cause.errno == socket.EAI_NONAME:
+            return True
+    return False
+
+
 def classify_exception(exc):
     text = str(exc) or type(exc).__name__
-    return Outcome(OutcomeKind.connection_error, f"{type(exc).__name__}: {text}")
+    kind = OutcomeKind.unreachable if _unreachable(exc) else OutcomeKind.connection_error
+    return Outcome(kind, f"{type(exc).__name__}: {text}")
 
 
 class RetryDecision(enum.Enum):
@@ -123,7 +149,7 @@ class RetryPolicy:
             return RetryDecision.done, 0.0
         if outcome.kind is OutcomeKind.rejected:
             return RetryDecision.fail, 0.0
-        if attempt >= self.retries:
+        if attempt >= self.retries or outcome.kind is OutcomeKind.unreachable:
             return RetryDecision.give_up, 0.0
         if outcome.retry_after_s is not None:
             wait = min(outcome.retry_after_s, self.max_retry_after_s)

@@ -3,6 +3,7 @@ the defaults. A bad value is a ValueError naming the argument or the variable. A
 variable counts as unset."""
 import math
 import os
+import urllib.parse
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
@@ -26,9 +27,28 @@ class Settings:
 
 def _url(value, name):
     value = str(value).strip()
+    problem = None
     if not value.startswith(("http://", "https://")) or len(value.split("://", 1)[1]) == 0:
-        raise ValueError(f"{name}: expected an http:// or https:// URL, got {value!r}")
+        problem = "expected an http:// or https:// URL"
+    else:
+        parts = urllib.parse.urlsplit(value)
+        try:
+            parts.port  # noqa: B018 (raises for a port that is not a number in range)
+        except ValueError:
+            problem = "its port is not a number from 0 to 65535"
+        if problem is None and not parts.hostname:
+            problem = "it names no host"
+    if problem is not None:
+        raise ValueError(f"{name}: {problem}, got {value!r}")
     return value.rstrip("/")
+
+
+def _api_key(value, name):
+    value = _name(value, name)
+    if not all(" " < ch < "\x7f" for ch in value):
+        raise ValueError(f"{name}: a key is visible ASCII (no spaces, no line breaks), as an "
+                         "Authorization header carries it")
+    return value
 
 
 def _number(value, name, minimum, exclusive=False):
@@ -102,7 +122,7 @@ _FIELDS = {
     "reward": ("ARBITER_REWARD", _name, None),
     "on_failure": ("ARBITER_ON_FAILURE", _policy, "raise"),
     "failure_score": ("ARBITER_FAILURE_SCORE", _finite, 0.0),
-    "api_key": ("ARBITER_API_KEY", _name, None),
+    "api_key": ("ARBITER_API_KEY", _api_key, None),
     "batch_size": ("ARBITER_BATCH_SIZE", lambda v, n: _integer(v, n, 1), 256),
     "priority": ("ARBITER_PRIORITY", _name, None),
     "deadline_ms": ("ARBITER_DEADLINE_MS", lambda v, n: _integer(v, n, 1), None),

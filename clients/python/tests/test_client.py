@@ -313,13 +313,21 @@ def test_clients_read_their_settings_from_the_environment():
 
 
 @pytest.mark.parametrize("variable,value", [
-    ("ARBITER_URL", "localhost:8080"), ("ARBITER_TIMEOUT", "0"), ("ARBITER_TIMEOUT", "5s"),
+    ("ARBITER_URL", "localhost:8080"), ("ARBITER_URL", "http://127.0.0.1:notaport"),
+    ("ARBITER_URL", "http://:18510"), ("ARBITER_TIMEOUT", "0"), ("ARBITER_TIMEOUT", "5s"),
     ("ARBITER_RETRIES", "-1"), ("ARBITER_RETRIES", "2.5"), ("ARBITER_ON_FAILURE", "zero"),
     ("ARBITER_FAILURE_SCORE", "nan"), ("ARBITER_BATCH_SIZE", "0"),
     ("ARBITER_DEADLINE_MS", "soon")])
 def test_a_bad_variable_is_a_value_error_naming_it(variable, value):
     with pytest.raises(ValueError, match=f"^{variable}: .*{value!r}"):
         ArbiterClient(env={variable: value})
+
+
+def test_an_api_key_a_header_cannot_carry_is_refused_without_printing_it():
+    for key in ("k\r\nX-Evil: 1", "clé", "two words"):
+        with pytest.raises(ValueError, match="^ARBITER_API_KEY: a key is visible ASCII") as e:
+            ArbiterClient(env={"ARBITER_API_KEY": key})
+        assert key not in str(e.value)
 
 
 def test_a_bad_argument_is_a_value_error_naming_it():

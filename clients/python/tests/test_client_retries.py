@@ -169,3 +169,18 @@ def test_priority_and_deadline_go_in_the_body(scripted, make_client):
     make_client(proxy.url, priority="high", deadline_ms=1234).score([lexical("a", "a")])
     body = proxy.requests[0][2]
     assert body["priority"] == "high" and body["deadline_ms"] == 1234
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tls_and_unknown_host_failures_are_not_retried(arbiter, make_client, mode):
+    """https to a plain-HTTP port, or a host name that does not exist, fails the same way
+    every time: ArbiterUnavailable after one attempt, not after the backoffs."""
+    port = arbiter.url.rsplit(":", 1)[1]
+    for url in (f"https://127.0.0.1:{port}", "http://arbiter.invalid:8080"):
+        client = make_client(url, retries=3, backoff_base_s=1.0,
+                             use_aiohttp=None if mode == "sync" else mode)
+        start = time.monotonic()
+        with pytest.raises(ArbiterUnavailable) as e:
+            run(client, mode, [lexical("a", "a")])
+        assert e.value.attempts == 1, (url, e.value.reason)
+        assert time.monotonic() - start < 1.0
