@@ -239,6 +239,7 @@ def test_full_priority_class_answers_429_with_retry_after(make_server, provider)
                          "ARBITER_SOURCES_LLM_JUDGE_SERVER_MAX_BATCH_ITEMS": "1"})
     judges = [{"reward": "judge", "solution_str": f"s{k}", "ground_truth": "g"}
               for k in range(5)]
+
     def hold():
         try:
             s.score({"items": judges, "deadline_ms": 60000})
@@ -298,21 +299,27 @@ def test_expect_100_continue_is_answered(server):
     assert json.loads(payload)["scores"] == [ratio("x" * 3000, "xy")]
 
 
+def _exchange(server, raw):
+    """Sends `raw` (requests that end with Connection: close) on a connection of its own;
+    returns every byte the server writes until it closes."""
+    import socket
+    answer = b""
+    with socket.create_connection((server.host, server.port), timeout=5) as sock:
+        sock.sendall(raw)
+        while True:
+            got = sock.recv(65536)
+            if not got:
+                return answer
+            answer += got
+
+
 def test_head_gets_the_headers_only_and_keeps_the_connection_in_step(server):
     """HEAD is served as GET without a body (RFC 9110): on a keep-alive connection the next
     reply must start right after the HEAD's headers, whatever the HEAD's status."""
-    import socket
-    with socket.create_connection((server.host, server.port), timeout=5) as sock:
-        sock.sendall(b"HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n"
-                     b"HEAD /v1/score HTTP/1.1\r\nHost: t\r\n\r\n"
-                     b"HEAD /nowhere HTTP/1.1\r\nHost: t\r\n\r\n"
-                     b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-        answer = b""
-        while True:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
+    answer = _exchange(server, b"HEAD /health HTTP/1.1\r\nHost: t\r\n\r\n"
+                               b"HEAD /v1/score HTTP/1.1\r\nHost: t\r\n\r\n"
+                               b"HEAD /nowhere HTTP/1.1\r\nHost: t\r\n\r\n"
+                               b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
     replies = answer.split(b"\r\n\r\n")
     assert replies[0].startswith(b"HTTP/1.1 200"), answer
     assert b"Content-Length: 15" in replies[0]
@@ -324,35 +331,20 @@ def test_head_gets_the_headers_only_and_keeps_the_connection_in_step(server):
 
 def test_a_compressed_transfer_coding_gets_501_naming_it(server):
     import gzip
-    import socket
-    packed = gzip.compress(json.dumps(ISSUE_EXAMPLE).encode())
-    chunk = b"%x\r\n" % len(packed) + packed + b"\r\n0\r\n\r\n"
-    with socket.create_connection((server.host, server.port), timeout=5) as sock:
-        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: gzip, chunked\r\nConnection: close\r\n\r\n" + chunk)
-        answer = b""
-        while True:
-            got = sock.recv(65536)
-            if not got:
-                break
-            answer += got
+
+    def chunked(coding, body):
+        return (b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: " + coding + b"\r\nConnection: close\r\n\r\n"
+                + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
+
+    body = json.dumps(ISSUE_EXAMPLE).encode()
+    answer = _exchange(server, chunked(b"gzip, chunked", gzip.compress(body)))
     head, _, payload = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 501"), answer
     error = json.loads(payload)["error"]
     assert error["field"] == "Transfer-Encoding" and error["code"] == "not_implemented"
     # Chunked alone is read as usual.
-    body = json.dumps(ISSUE_EXAMPLE).encode()
-    with socket.create_connection((server.host, server.port), timeout=5) as sock:
-        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
-                     b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
-                     + b"%x\r\n" % len(body) + body + b"\r\n0\r\n\r\n")
-        answer = b""
-        while True:
-            got = sock.recv(65536)
-            if not got:
-                break
-            answer += got
-    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert _exchange(server, chunked(b"chunked", body)).startswith(b"HTTP/1.1 200")
 
 
 def test_malformed_http_gets_400_and_the_server_carries_on(server):

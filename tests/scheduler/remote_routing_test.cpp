@@ -1223,26 +1223,41 @@ TEST_F(RemoteRouting, LowPriorityIsServedBesideAHighBacklogAndUrgentItemsGoFirst
   EXPECT_EQ(next[0].items[0]->solution_str, "urgent0");
 }
 
-TEST_F(RemoteRouting, AdmissionCountsTheCapacityOfTheSourcesUnderARewardGraph) {
-  // Two chat endpoints of 60 calls a minute (1 a second) under a judge graph.
-  core_.add_source(endpoint("a", 60));
-  core_.add_source(endpoint("b", 60));
+namespace {
+
+/// The reward graph as a source: judge items, run as chat calls.
+source_spec judge_graph() {
   source_spec graph;
   graph.name = "reward-graph";
   graph.capabilities = {"judge"};
   graph.max_inflight = 1u << 16;
   graph.feeds["judge"] = {"chat"};
-  core_.add_source(graph);
-  // 20 chat calls queued (what 20 judge items become): 10 s of work at 2 a second.
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "queued"), true)
-                .admitted());
-  core_.dispatch();
+  return graph;
+}
+
+/// A judge reward's item (the graph's capability), as the trainer sends it.
+score_item judge_reward_item(std::string text) {
   score_item judge;
   judge.reward = "judge";
   judge.kind = "judge";
   judge.capability = "judge";
-  judge.solution_str = "x";
+  judge.solution_str = std::move(text);
   judge.ground_truth = {"y"};
+  return judge;
+}
+
+} // namespace
+
+TEST_F(RemoteRouting, AdmissionCountsTheCapacityOfTheSourcesUnderARewardGraph) {
+  // Two chat endpoints of 60 calls a minute (1 a second) under a judge graph.
+  core_.add_source(endpoint("a", 60));
+  core_.add_source(endpoint("b", 60));
+  core_.add_source(judge_graph());
+  // 20 chat calls queued (what 20 judge items become): 10 s of work at 2 a second.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "queued"), true)
+                .admitted());
+  core_.dispatch();
+  auto judge = judge_reward_item("x");
   auto r = core_.submit(2, 1, clock_.now() + 5s, {judge});
   EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
   EXPECT_GE(r.retry_after, 4s);
@@ -1255,22 +1270,12 @@ TEST_F(RemoteRouting, ItemsTooSlowForTheDeadlineTakeTheirFallbackInsteadOfRefusi
   core_.set_fallback(fallback.fn());
   core_.add_source(endpoint("a", 60));
   core_.add_source("cpu", {"cpu"});
-  source_spec graph;
-  graph.name = "reward-graph";
-  graph.capabilities = {"judge"};
-  graph.max_inflight = 1u << 16;
-  graph.feeds["judge"] = {"chat"};
-  core_.add_source(graph);
+  core_.add_source(judge_graph());
   // 20 chat calls queued at 1 a second: a judge item is 20 s away.
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "queued"), true)
                 .admitted());
   core_.dispatch();
-  score_item judge;
-  judge.reward = "judge";
-  judge.kind = "judge";
-  judge.capability = "judge";
-  judge.solution_str = "x";
-  judge.ground_truth = {"y"};
+  auto judge = judge_reward_item("x");
   judge.fallback = "lexical";
   score_item cpu;
   cpu.reward = "lexical";
