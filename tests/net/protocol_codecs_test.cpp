@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "net/info_gain_codec.hpp"
 #include "net/openai_codec.hpp"
 #include "net/trainer_codec.hpp"
 
@@ -481,4 +482,23 @@ TEST(OpenAiErrors, HaveTheShapesClientsParse) {
             nullptr);
   EXPECT_EQ(json::parse(encode_tei_error(503, "down")),
             json::parse(R"({"error":"down","error_type":"backend"})"));
+}
+
+TEST(InfoGainResponse, AFailedItemsSourceIsNullAsInScoreResults) {
+  info_gain_request_body req;
+  req.positions = {0, 1, -1};
+  req.errors = {"", "", "missing 'answers'"};
+  item_result ok;
+  ok.score = 0.25;
+  ok.status = item_status::ok;
+  ok.source = "ig_service";
+  item_result failed;
+  failed.status = item_status::failed;
+  failed.code = errc::upstream_failed;
+  failed.error = "HTTP 503";
+  auto reply = json::parse(encode_info_gain_response(req, {ok, failed}));
+  EXPECT_EQ(reply["results"][0]["source"], "ig_service");
+  EXPECT_TRUE(reply["results"][1]["source"].is_null()) << reply.dump();
+  EXPECT_TRUE(reply["results"][2].is_null());
+  EXPECT_EQ(reply["errors"][1], "upstream_failed: HTTP 503");
 }
