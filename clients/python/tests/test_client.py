@@ -391,3 +391,13 @@ def test_an_attempt_waits_at_least_the_deadline(scripted, make_client):
     assert client.attempt_timeout_s == 13.0
     assert [r.score for r in client.score([lexical("a", "a")])] == [1.0]
     assert make_client(proxy.url, timeout_s=1.0).attempt_timeout_s == 1.0
+
+
+def test_a_numpy_step_is_sent_as_its_integer(scripted, make_client):
+    np = pytest.importorskip("numpy")
+    proxy = scripted()
+    client = make_client(proxy.url)
+    client.score([lexical("a", "a")], step=np.int64(12))
+    assert proxy.requests[-1][2]["step"] == 12
+    with pytest.raises(TypeError, match="^step: "):
+        client.score([lexical("a", "a")], step=1.5)
