@@ -97,14 +97,9 @@ void add_default_embedder(config::arbiter_config& cfg) {
 } // namespace
 
 int check_config(const std::string& path) {
-  std::vector<config::config_problem> problems;
   // What serve would run, less its flags: the ARBITER_* variables over the file.
-  auto cfg = config::load_file(path, problems, config::load_checks::fields);
-  config::apply_environment(cfg, getenv_string, problems);
-  config::validate_loaded(cfg, problems);
-  if (problems.empty()) {
-    check_reward_options(cfg, problems);
-  }
+  config::arbiter_config cfg;
+  auto problems = read_configuration(path, {}, cfg);
   if (!problems.empty()) {
     std::cout << config::describe(problems);
     std::cerr << "arbiter: " << problems.size() << " problem(s) in " << path << "\n";

@@ -108,10 +108,10 @@ bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t
   return true;
 }
 
-bool load_configuration(const std::optional<std::string>& config_file,
-                        const config_overrides& flags, config::arbiter_config& cfg) {
+std::vector<config::config_problem> read_configuration(const std::optional<std::string>& file,
+                                                       const config_overrides& flags,
+                                                       config::arbiter_config& cfg) {
   std::vector<config::config_problem> problems;
-  auto file = config_file ? config_file : getenv_string("ARBITER_CONFIG");
   // The cross-field rules run on the file with the environment and flags over it, so that a
   // variable can supply what the file leaves to each machine (docs/configuration.md).
   cfg = file ? config::load_file(*file, problems, config::load_checks::fields)
@@ -124,6 +124,13 @@ bool load_configuration(const std::optional<std::string>& config_file,
   if (problems.empty()) {
     check_reward_options(cfg, problems);
   }
+  return problems;
+}
+
+bool load_configuration(const std::optional<std::string>& config_file,
+                        const config_overrides& flags, config::arbiter_config& cfg) {
+  auto file = config_file ? config_file : getenv_string("ARBITER_CONFIG");
+  auto problems = read_configuration(file, flags, cfg);
   if (!problems.empty()) {
     std::cerr << "arbiter: invalid configuration"
               << (file ? " in " + *file : std::string{" (embedded default + environment)"})

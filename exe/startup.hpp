@@ -51,6 +51,13 @@ using config_overrides =
 bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t& out,
                      std::vector<config::config_problem>& problems);
 
+/// The configuration `file` (or, when unset, the embedded default) with the environment and
+/// `flags` over it, and every problem found in it: each value's own, then the cross-field
+/// rules and the rewards' options on the result (so a variable may complete the file).
+std::vector<config::config_problem> read_configuration(const std::optional<std::string>& file,
+                                                       const config_overrides& flags,
+                                                       config::arbiter_config& cfg);
+
 /// Loads the file (or $ARBITER_CONFIG, or the embedded default), then the environment, then
 /// `flags`, and validates. Prints every problem to stderr and returns false when there is one.
 bool load_configuration(const std::optional<std::string>& file, const config_overrides& flags,

@@ -702,11 +702,7 @@ void router::submit(actors::score_request req, actors::reply_callback reply_to) 
       std::function<void()> on_refused;
       if (req.ticket != 0) {
         // A part refused: the request is refused whole, so the admitted parts' work stops.
-        on_refused = [shards = shards_, ticket = req.ticket] {
-          for (const auto& each : shards) {
-            caf::anon_send(each, actors::abandon_atom::value, ticket);
-          }
-        };
+        on_refused = [this, ticket = req.ticket] { abandon_on_every_shard(ticket); };
       }
       auto parts = split_request(std::move(req), plan, std::move(reply_to),
                                  std::move(on_refused));
@@ -730,8 +726,12 @@ void router::abandon(uint64_t ticket) {
     return;
   }
   ctx_.metrics->abandoned.Increment();
-  // Every shard: a request may have been split among them, and each ignores a ticket it
-  // does not hold (after remembering it briefly, in case its part is still on its way).
+  abandon_on_every_shard(ticket);
+}
+
+void router::abandon_on_every_shard(uint64_t ticket) const {
+  // Each shard ignores a ticket it does not hold (after remembering it briefly, in case its
+  // part is still on its way).
   for (const auto& shard : shards_) {
     caf::anon_send(shard, actors::abandon_atom::value, ticket);
   }

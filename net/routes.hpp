@@ -240,6 +240,9 @@ private:
   void submit(actors::score_request req, actors::reply_callback reply_to);
   /// Queues one submission for `shard`.
   void enqueue(size_t shard, actors::score_submission sub);
+  /// Sends `abandon_atom` for `ticket` to every shard (a request may be split among them,
+  /// and each ignores a ticket it does not hold).
+  void abandon_on_every_shard(uint64_t ticket) const;
   /// Sends what `submit` collected.
   void flush();
   /// Asks every shard `msg` and hands `done` their answers in shard order, or `failed` the

@@ -79,6 +79,21 @@ def test_environment_overrides_the_file_and_flags_override_both(make_server):
     assert s.stop() == 0
 
 
+def send_and_wait_until_pending(s, payload):
+    """Sends `payload` from a thread and returns (thread, answers: a list its answer goes
+    to) once the server holds the request."""
+    answer = []
+    t = threading.Thread(target=lambda: answer.append(score_utf8(s, payload)))
+    t.start()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        _, _, info = s.request("GET", "/info")
+        if info["pending_requests"] >= 1:
+            break
+    assert info["pending_requests"] >= 1 or answer, "the request never became pending"
+    return t, answer
+
+
 def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
     env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
@@ -204,14 +219,7 @@ def test_while_draining_new_requests_are_answered_503_and_health_says_draining(m
     payload = {"items": [heavy_item(rng) for _ in range(300)]}  # 14 MB, under the 16 MiB limit
     idle = s.connection()
     assert s.request("GET", "/health", conn=idle)[0] == 200
-    answer = []
-    t = threading.Thread(target=lambda: answer.append(score_utf8(s, payload)))
-    t.start()
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        _, _, info = s.request("GET", "/info")
-        if info["pending_requests"] >= 1:
-            break
+    t, answer = send_and_wait_until_pending(s, payload)
     s.proc.send_signal(signal.SIGTERM)
     deadline = time.time() + 10
     while time.time() < deadline:
@@ -237,14 +245,7 @@ def test_drain_deadline_fails_what_is_left_explicitly(make_server):
                     "drain_timeout_ms = 100\n")
     rng = random.Random(3)
     payload = {"items": [heavy_item(rng) for _ in range(200)]}
-    answer = []
-    t = threading.Thread(target=lambda: answer.append(score_utf8(s, payload)))
-    t.start()
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        _, _, info = s.request("GET", "/info")
-        if info["pending_requests"] >= 1:
-            break
+    t, answer = send_and_wait_until_pending(s, payload)
     started = time.time()
     s.proc.send_signal(signal.SIGTERM)
     t.join()
