@@ -193,18 +193,22 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     in.time_left = deadline - now;
     if (!draining_ && in.items <= in.free_capacity) {
       // The request's items by capability (most requests need one).
-      std::map<std::string, size_t> needs;
-      std::map<std::string, bool> all_fall_back;
+      // Per capability: its items, and whether every one of them has a fallback.
+      struct need {
+        size_t count = 0;
+        bool all_fall_back = true;
+      };
+      std::map<std::string, need> needs;
       for (size_t i = 0; i < items.size(); ++i) {
         if (late.empty() || late[i].empty()) {
-          ++needs[items[i]->capability];
-          auto [at, fresh] = all_fall_back.try_emplace(items[i]->capability, true);
-          at->second = at->second && !items[i]->fallback.empty() && fallback_;
+          auto& n = needs[items[i]->capability];
+          ++n.count;
+          n.all_fall_back = n.all_fall_back && !items[i]->fallback.empty() && fallback_;
         }
       }
-      for (const auto& [capability, count] : needs) {
-        auto wait = expected_wait(capability, priority, count);
-        if (wait && *wait > in.time_left && all_fall_back[capability]) {
+      for (const auto& [capability, n] : needs) {
+        auto wait = expected_wait(capability, priority, n.count);
+        if (wait && *wait > in.time_left && n.all_fall_back) {
           // Too slow for this deadline, but each of these items has a fallback: they take it
           // at once (below) rather than the request being refused.
           too_slow.emplace(capability, *wait);
