@@ -34,6 +34,11 @@ namespace {
 /// watched: a hang-up is noticed within twice this.
 constexpr std::chrono::milliseconds hang_up_sweep_every{50};
 
+/// A reply to a request not read to its end waits this long at most, and drops this much at
+/// most, for the client to finish sending before the connection closes (`linger`).
+constexpr std::chrono::milliseconds linger_time{2000};
+constexpr size_t linger_bytes = 64u << 20;
+
 int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
            std::chrono::steady_clock::now().time_since_epoch())
@@ -332,8 +337,11 @@ private:
     return close();
   }
 
+  /// Answers a request that was not read to its end (too large, malformed): the reply closes
+  /// the connection, after dropping what the client still sends (`linger`).
   void write_error(unsigned status, const std::string& code, const std::string& message) {
     keep_alive_ = false;
+    unread_ = true;
     http_reply r;
     r.status = status;
     r.body = encode_error(code, message);
@@ -371,10 +379,40 @@ private:
 
   void on_write(beast::error_code ec, bool keep_alive) {
     server_.replies_.fetch_add(1, std::memory_order_relaxed);
+    if (!ec && unread_) {
+      return linger();
+    }
     if (ec || !keep_alive) {
       return close();
     }
     read_header();
+  }
+
+  /// Closing a socket with bytes unread resets the connection, and a client still sending its
+  /// body (most send it whole before they read) loses the reply with it. So the send side is
+  /// shut (the client sees the reply end) and what arrives is dropped until the client closes,
+  /// for at most `linger_time` and `linger_bytes`, as web servers' lingering close does.
+  void linger() {
+    unread_ = false;
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    buffer_.consume(buffer_.size());
+    stream_.expires_after(std::min<std::chrono::milliseconds>(impl_.cfg.read_timeout,
+                                                              linger_time));
+    drop_unread(0);
+  }
+
+  void drop_unread(size_t dropped) {
+    if (dropped > linger_bytes) {
+      return close();
+    }
+    stream_.async_read_some(buffer_.prepare(64 * 1024),
+                            [self = shared_from_this(), dropped](beast::error_code ec, size_t n) {
+                              if (ec) {
+                                return self->close();
+                              }
+                              self->drop_unread(dropped + n);
+                            });
   }
 
   void close() {
@@ -406,6 +444,8 @@ private:
   bool replied_ = true;
   /// The hang-up watch saw the client go (the reply then closes the connection).
   bool hung_up_ = false;
+  /// The request being answered was not read to its end: the reply lingers (`linger`).
+  bool unread_ = false;
   /// For the server's sweep: when the request in flight was handed on (steady clock, ns), and
   /// its ticket while nobody watches its client (0: answered, or watched).
   std::atomic<int64_t> handed_on_ns_{0};

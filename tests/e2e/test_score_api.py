@@ -1,5 +1,6 @@
 """End-to-end tests of /v1/score and the other routes over real HTTP on loopback."""
 import difflib
+import http.client
 import json
 import random
 import threading
@@ -211,6 +212,26 @@ def test_oversized_batches_and_bodies_get_413(make_server):
     status, _, answer = s.score({"items": [ok_item("x" * 3000)]})
     assert status == 413 and answer["error"]["code"] == "payload_too_large"
     assert s.score({"items": [ok_item()] * 3})[0] == 200
+    assert s.stop() == 0
+
+
+def test_a_body_over_the_limit_sent_whole_still_reads_its_413(make_server):
+    """A client that sends its whole body before reading, as requests and aiohttp do, reads
+    the 413 and its message: the server drops the rest of the body rather than closing with
+    it unread (which resets the connection and loses the answer)."""
+    s = make_server("[server]\nmax_body_bytes = 2048\n")
+    body = b'{"items": [{"reward": "exact_match", "solution_str": "' + b"x" * (4 << 20) + b'"}]}'
+    for _ in range(5):
+        conn = http.client.HTTPConnection(s.host, s.port, timeout=10)
+        conn.request("POST", "/v1/score", body=body,
+                     headers={"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        answer = json.loads(reply.read())
+        conn.close()
+        assert reply.status == 413
+        assert answer["error"]["code"] == "payload_too_large"
+        assert "server.max_body_bytes" in answer["error"]["message"]
+    assert s.score({"items": [ok_item()]})[0] == 200
     assert s.stop() == 0
 
 
