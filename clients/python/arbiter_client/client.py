@@ -25,7 +25,8 @@ class ItemResult:
     """One item's answer, with the failure policy applied to `score`.
 
     `score` is Arbiter's score, or for a failed item None (policy `none`) or the failure score
-    (policy `value`); under `raise` a failed item raises instead. `failed` says the item
+    (policy `value`); under `raise` a failed item raises instead (the error's `results` hold
+    it with score None). `failed` says the item
     failed whatever the policy. The other fields are Arbiter's, as docs/api.md describes them;
     `raw` is the whole result object.
     """
@@ -54,12 +55,27 @@ class ItemResult:
 
 _ITEM_INDEX = re.compile(r"^items\[(\d+)\]")
 
+# Requests of one score() call in flight at once, when its items go in several.
+SUBREQUESTS_IN_FLIGHT = 4
+
 
 def _group_name(group):
     """The name Arbiter reports a group under: the string, or an integer's decimal text."""
     if isinstance(group, bool) or group is None:
         return None
     return str(group) if isinstance(group, (str, int)) else None
+
+
+def _halves(error, offset, body):
+    """For a request of several items that Arbiter refused as too large (413: more items than
+    server.max_batch_items or the priority class holds, or a body over server.max_body_bytes),
+    the two requests of half its items each, with their offsets; else None."""
+    items = body["items"]
+    if error.status != 413 or len(items) < 2:
+        return None
+    mid = len(items) // 2
+    return [(offset, dict(body, items=items[:mid])),
+            (offset + mid, dict(body, items=items[mid:]))]
 
 
 def _shift_index(text, offset):
@@ -134,23 +150,41 @@ class ArbiterClient:
         """Scores `items` (dicts with verl's field names: solution_str, ground_truth, and
         reward or data_source; extra_info optional), answered in order. A number in
         ground_truth is sent as the text str() gives it (72 -> "72"). Lists longer than
-        batch_size go in several requests, one after another. An item may carry a `group`
+        batch_size go in several requests, up to SUBREQUESTS_IN_FLIGHT at once; a request
+        Arbiter refuses as too large (413) is sent again in halves. An item may carry a `group`
         (a GRPO group: the rollouts of one prompt); its result's `group` then holds the group's
         statistics. `step` (a string or an integer) tags the items with the training step,
-        whose accounting step_account() returns."""
-        results = []
-        for offset, body in self._requests(items, step):
-            results += self._results(self._post_sync(body, offset), offset, body["items"])
-        return results
+        whose accounting step_account() returns.
+
+        An error raised here carries `results`: one entry per item, its ItemResult where
+        Arbiter answered it, else None, so that a failed request loses no other request's
+        scores."""
+        requests = list(self._requests(items, step))
+        if len(requests) <= 1:
+            done = [self._capture(lambda: self._batch_sync(*r)) for r in requests]
+        else:
+            pool = self._thread_pool()
+            in_flight = threading.BoundedSemaphore(SUBREQUESTS_IN_FLIGHT)
+
+            def run(request):
+                with in_flight:
+                    return self._capture(lambda: self._batch_sync(*request))
+            done = list(pool.map(run, requests))
+        return self._gathered(requests, done)
 
     async def ascore(self, items: Iterable[Mapping[str, Any]], step=None) -> List[ItemResult]:
         """score() for asyncio."""
-        results = []
-        for offset, body in self._requests(items, step):
-            answer = await self._post_async(body, offset)
-            results += self._results(answer, offset, body["items"])
-        return results
+        requests = list(self._requests(items, step))
+        in_flight = asyncio.Semaphore(SUBREQUESTS_IN_FLIGHT)
 
+        async def run(request):
+            async with in_flight:
+                try:
+                    return await self._batch_async(*request), None
+                except ArbiterError as exc:
+                    return None, exc
+        done = await asyncio.gather(*(run(r) for r in requests))
+        return self._gathered(requests, done)
     def step_account(self, step=None):
         """What Arbiter accounted for training step `step` (items by status, and per source
         its calls, tokens, cost, 429s, retries and hedges; docs/api.md, GET /v1/steps), as a
@@ -219,6 +253,55 @@ class ArbiterClient:
     def _encode(self, body):
         return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
 
+    @staticmethod
+    def _capture(call):
+        try:
+            return call(), None
+        except ArbiterError as exc:
+            return None, exc
+
+    def _batch_sync(self, offset, body):
+        """The results of one request's items; a request refused as too large goes again in
+        halves."""
+        try:
+            return self._results(self._post_sync(body, offset), offset, body["items"])
+        except ArbiterRequestError as exc:
+            halves = _halves(exc, offset, body)
+            if halves is None:
+                raise
+            return [r for half in halves for r in self._batch_sync(*half)]
+
+    async def _batch_async(self, offset, body):
+        try:
+            answer = await self._post_async(body, offset)
+            return self._results(answer, offset, body["items"])
+        except ArbiterRequestError as exc:
+            halves = _halves(exc, offset, body)
+            if halves is None:
+                raise
+            return [r for half in halves for r in await self._batch_async(*half)]
+
+    def _gathered(self, requests, done):
+        """The requests' results in item order; raises the first error (a request's, else the
+        first failed item's under on_failure=raise) with `results` attached."""
+        results = []
+        first_error = None
+        for (offset, body), (answered, error) in zip(requests, done):
+            if answered is None:
+                first_error = first_error or error
+                answered = [None] * len(body["items"])
+            results += answered
+        if first_error is None and self.settings.on_failure == "raise":
+            index = next((i for i, r in enumerate(results) if r.failed), None)
+            if index is not None:
+                failed = results[index]
+                first_error = ArbiterItemError(index, failed.error_code, failed.error_message,
+                                               failed.raw)
+        if first_error is not None:
+            first_error.results = results
+            raise first_error
+        return results
+
     def _post_sync(self, body, offset):
         data = self._encode(body)
         attempt = 0
@@ -279,23 +362,22 @@ class ArbiterClient:
     # --- results ---------------------------------------------------------------------------
 
     def _results(self, answer, offset, items):
+        """One request's results, each with the failure policy applied to its score."""
         raw = answer["results"]
         if len(raw) != len(items):
             raise ArbiterError(f"Arbiter answered {len(raw)} results for {len(items)} items")
         groups = answer.get("groups") if isinstance(answer.get("groups"), dict) else {}
-        return [self._result(r, offset + i, groups.get(_group_name(item.get("group"))))
-                for i, (r, item) in enumerate(zip(raw, items))]
+        return [self._result(r, groups.get(_group_name(item.get("group"))))
+                for r, item in zip(raw, items)]
 
-    def _result(self, r, index, group=None):
+    def _result(self, r, group=None):
         status = r.get("status")
         error = r.get("error") or {}
         failed = status == "failed" or r.get("score") is None
         score = r.get("score")
         if failed:
-            policy = self.settings.on_failure
-            if policy == "raise":
-                raise ArbiterItemError(index, error.get("code"), error.get("message"), r)
-            score = self.settings.failure_score if policy == "value" else None
+            # Under `raise`, the caller raises once every request is answered (`_gathered`).
+            score = self.settings.failure_score if self.settings.on_failure == "value" else None
         return ItemResult(
             score=None if score is None else float(score), failed=failed,
             status=status, source=r.get("source"), cached=bool(r.get("cached")),

@@ -2,7 +2,12 @@
 
 
 class ArbiterError(Exception):
-    """Base class of every error this package raises (configuration errors are ValueError)."""
+    """Base class of every error this package raises (configuration errors are ValueError).
+
+    Raised by score() or ascore(), an error carries `results`: one entry per item given, its
+    ItemResult where Arbiter answered it, else None. Elsewhere `results` is None."""
+
+    results = None
 
 
 class ArbiterRequestError(ArbiterError):

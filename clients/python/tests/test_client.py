@@ -5,8 +5,8 @@ import threading
 import time
 
 import pytest
-from client_testing import (ASYNC_TRANSPORTS, FakeArray, FakeScalar, failing_item, lexical,
-                            ratio)
+from client_testing import (ASYNC_TRANSPORTS, CPU_CONFIG, FakeArray, FakeScalar, ScriptedServer,
+                            failing_item, lexical, ratio, run_async)
 
 from arbiter_client import (ArbiterClient, ArbiterItemError, ArbiterRequestError,
                             ArbiterUnavailable)
@@ -37,13 +37,74 @@ def test_the_client_reward_applies_to_items_that_name_none(arbiter, make_client)
     assert [r.score for r in results] == [1.0, ratio("abc", "abd")]
 
 
-def test_long_lists_go_in_batch_size_requests_in_order(arbiter, make_client, scripted):
+def test_long_lists_go_in_batch_size_requests_answered_in_order(arbiter, make_client, scripted):
     proxy = scripted()
     client = make_client(proxy.url, batch_size=3)
     items = [lexical(f"text {i}", f"text {i * 7}") for i in range(8)]
     results = client.score(items)
     assert [r.score for r in results] == [ratio(f"text {i}", f"text {i * 7}") for i in range(8)]
-    assert [len(req[2]["items"]) for req in proxy.requests] == [3, 3, 2]
+    sent = sorted(req[2]["items"][0]["solution_str"] for req in proxy.requests)
+    assert sent == ["text 0", "text 3", "text 6"]
+    assert sorted(len(req[2]["items"]) for req in proxy.requests) == [2, 3, 3]
+
+
+@pytest.mark.parametrize("use_aiohttp", ASYNC_TRANSPORTS)
+def test_a_long_lists_requests_are_in_flight_together(scripted, make_client, use_aiohttp):
+    """Four requests of two items, each answered after 1.5 s, go out at once, not one after
+    another."""
+    proxy = scripted(*[{"forward": True, "delay_s": 1.5}] * 8)
+    client = make_client(proxy.url, batch_size=2, use_aiohttp=use_aiohttp)
+    items = [lexical(f"a{k}", f"a{k * 3}") for k in range(8)]
+    for results in (client.score(items), run_async(client.ascore, items)):
+        assert [r.score for r in results] == [ratio(f"a{k}", f"a{k * 3}") for k in range(8)]
+    sent = [t for t, _, _ in proxy.requests]
+    assert len(sent) == 8
+    assert max(sent[:4]) - min(sent[:4]) < 1.0, sent
+    assert max(sent[4:]) - min(sent[4:]) < 1.0, sent
+
+
+def test_a_request_refused_as_too_large_goes_again_in_halves(tmp_path, make_client):
+    """batch_size above the server's max_batch_items (3): 8 items go as 8, then 4 and 4, then
+    2 four times, and every item is answered in order. One item too large is raised."""
+    from arbiter_testing import start_server
+    s = start_server(tmp_path, CPU_CONFIG + "\n[server]\nmax_batch_items = 3\n"
+                     "max_body_bytes = 4096\n")
+    proxy = ScriptedServer(s.url)
+    try:
+        client = make_client(proxy.url, batch_size=8)
+        items = [lexical(f"b{k}", f"b{k * 5}") for k in range(8)]
+        results = client.score(items)
+        assert [r.score for r in results] == [ratio(f"b{k}", f"b{k * 5}") for k in range(8)]
+        assert sorted(len(body["items"]) for _, _, body in proxy.requests) == \
+            [2, 2, 2, 2, 4, 4, 8]
+        # One item over max_body_bytes cannot be split: it is raised.
+        with pytest.raises(ArbiterRequestError) as e:
+            client.score([lexical("c" * 5000, "c")])
+        assert e.value.status == 413 and e.value.code == "payload_too_large"
+    finally:
+        proxy.close()
+        s.kill()
+
+
+@pytest.mark.parametrize("use_aiohttp", ASYNC_TRANSPORTS)
+def test_an_error_carries_the_results_of_the_requests_that_were_answered(
+        arbiter, make_client, use_aiohttp):
+    client = make_client(arbiter.url, batch_size=2, use_aiohttp=use_aiohttp)
+    bad = {"reward": "lexical", "solution_str": "a", "ground_truth": []}
+    items = [lexical("a", "a"), lexical("b", "c"), lexical("d", "d"), bad, lexical("e", "e")]
+    for call in (client.score, lambda i: run_async(client.ascore, i)):
+        with pytest.raises(ArbiterRequestError) as e:
+            call(items)
+        assert e.value.field == "items[3].ground_truth"
+        assert [r.score if r else r for r in e.value.results] == [1.0, 0.0, None, None, 1.0]
+    # Under on_failure=raise, the failed item is raised once every request is answered.
+    items = [lexical("a", "a"), lexical("b", "b"), failing_item(), lexical("f", "f")]
+    for call in (client.score, lambda i: run_async(client.ascore, i)):
+        with pytest.raises(ArbiterItemError) as e:
+            call(items)
+        assert e.value.index == 2 and e.value.code == "reward_failed"
+        assert [r.score for r in e.value.results] == [1.0, 1.0, None, 1.0]
+        assert e.value.results[2].failed
 
 
 def test_a_400_names_the_field_by_its_index_in_the_whole_list_and_is_not_retried(
@@ -250,10 +311,12 @@ def test_a_real_429_from_a_full_queue_waits_its_retry_after_then_gives_up(
         assert time.monotonic() - start >= 1.0  # Arbiter says Retry-After: 1 (or more)
         assert e.value.attempts == 2
         assert "429 overloaded" in e.value.reason
-        # More than the class ever holds is refused at once, not retried.
-        with pytest.raises(ArbiterRequestError) as too_many:
+        # More than the class ever holds (413) goes again in halves, which meet the full
+        # class like any other request; the error says no item was answered.
+        with pytest.raises(ArbiterUnavailable) as too_many:
             client.score([lexical("a", "a")] * 4)
-        assert too_many.value.status == 413
+        assert "429 overloaded" in too_many.value.reason
+        assert too_many.value.results == [None] * 4
     finally:
         s.kill()
         p.kill()
