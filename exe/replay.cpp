@@ -1,11 +1,13 @@
 // `arbiter replay LOG...`: recomputes every reward item of replay logs from what they recorded
 // (docs/replay.md) and prints each item whose score differs from the one returned at the time.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -127,15 +129,25 @@ int replay_logs(const replay_options& options) {
   };
 
   // An item answered from the cache carries no evidence of its own: the record of the item
-  // that computed it does. Those wait until a second pass has found that record.
+  // that computed it does, the latest one before it (an entry that expired was computed again,
+  // maybe from another source's vectors). Those wait until a second pass has found it.
+  // Records are ordered by time, then by the order of the files given, then by line.
+  using place = std::tuple<std::string, size_t, uint64_t>;
+  auto place_of = [&](const std::string& file, uint64_t line_no, const replay::record& r) {
+    auto index = std::find(options.files.begin(), options.files.end(), file)
+                 - options.files.begin();
+    return place{r.time, static_cast<size_t>(index), line_no};
+  };
   struct deferred {
     std::string file;
     uint64_t line = 0;
     replay::record record;
     std::string key;
+    place at;
   };
   std::vector<deferred> from_cache;
-  std::map<std::string, std::string> wanted; // item key -> evidence, once found
+  // item key -> where each record that computed it is, with its evidence
+  std::map<std::string, std::vector<std::pair<place, std::string>>> wanted;
   bool readable = each_record(true, [&](const std::string& file, uint64_t line_no,
                                         replay::record r) {
     if (r.type == replay::record_type::call) {
@@ -153,8 +165,9 @@ int replay_logs(const replay_options& options) {
     if (r.result.cached && r.result.evidence.empty() && r.result.status == item_status::ok
         && kind != nullptr && kind->runner != backends::reward_runner::cpu) {
       auto key = replay::item_key(r.item);
-      wanted.emplace(key, std::string{});
-      from_cache.push_back({file, line_no, std::move(r), std::move(key)});
+      wanted.try_emplace(key);
+      auto at = place_of(file, line_no, r);
+      from_cache.push_back({file, line_no, std::move(r), std::move(key), std::move(at)});
       return;
     }
     count(file, line_no, r, replay::replay_item(r, catalog, limits));
@@ -163,18 +176,25 @@ int replay_logs(const replay_options& options) {
     return 2;
   }
   if (!from_cache.empty()) {
-    each_record(false, [&](const std::string&, uint64_t, replay::record r) {
+    each_record(false, [&](const std::string& file, uint64_t line_no, replay::record r) {
       if (r.type != replay::record_type::item || r.result.evidence.empty()) {
         return;
       }
       auto found = wanted.find(replay::item_key(r.item));
-      if (found != wanted.end() && found->second.empty()) {
-        found->second = std::move(r.result.evidence);
+      if (found != wanted.end()) {
+        found->second.emplace_back(place_of(file, line_no, r), std::move(r.result.evidence));
       }
     });
     for (auto& d : from_cache) {
-      const auto& evidence = wanted[d.key];
-      if (evidence.empty()) {
+      const std::string* evidence = nullptr;
+      const place* latest = nullptr;
+      for (const auto& [at, text] : wanted[d.key]) {
+        if (at < d.at && (latest == nullptr || *latest < at)) {
+          latest = &at;
+          evidence = &text;
+        }
+      }
+      if (evidence == nullptr) {
         replay::replay_result none;
         none.outcome = replay::verdict::not_replayable;
         none.reason = "answered from the cache; the record of the item that computed it is "
@@ -182,7 +202,7 @@ int replay_logs(const replay_options& options) {
         count(d.file, d.line, d.record, none);
         continue;
       }
-      d.record.result.evidence = evidence;
+      d.record.result.evidence = *evidence;
       count(d.file, d.line, d.record, replay::replay_item(d.record, catalog, limits));
     }
   }

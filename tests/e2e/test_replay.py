@@ -231,3 +231,35 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
     assert summary["by_kind"]["embedding"]["not_replayable"] == 1, summary
     assert any("no_eligible_source" in reason
                for reason in summary["not_replayable_reasons"]), summary
+
+
+def test_a_cached_item_replays_from_the_latest_record_that_computed_it(make_server, provider,
+                                                                       tmp_path):
+    """A cache entry that expired is computed again, here from another source's vectors (the
+    first source is down by then): the item cached after that is checked against the second
+    computation, not the first."""
+    began = time.monotonic()
+    first = provider("--outage", "2:3600")
+    second = provider("--embedding-dim", "8")
+    log = tmp_path / "r.jsonl"
+    s = make_server("[routing]\nhedge = false\nmax_attempts = 3\ncache_ttl_ms = 1000\n\n"
+                    + source_toml("first", first.url, "tei", ["embed"])
+                    + source_toml("second", second.url, "tei", ["embed"])
+                    + '[rewards.emb]\nkind = "embedding"\nsources = ["first", "second"]\n\n'
+                    + f'[replay]\npath = "{log}"\n')
+    item = {"reward": "emb", "solution_str": "a blue whale swims in the deep ocean",
+            "ground_truth": ["the whale lives in a cold sea"]}
+    answers = []
+    for step in ("1", "2", "3", "4"):
+        if step == "3":
+            time.sleep(max(0.0, began + 2.8 - time.monotonic()))
+        status, _, body = s.score({"step": step, "items": [item]})
+        assert status == 200, body
+        answers.append(body["results"][0])
+    assert [a["source"] for a in answers] == ["first", "first", "second", "second"], answers
+    assert [bool(a.get("cached")) for a in answers] == [False, True, False, True], answers
+    assert answers[0]["score"] != answers[2]["score"]
+    assert s.stop() == 0
+    code, summary, err = replay(str(log))
+    assert code == 0, (summary, err)
+    assert summary["items"] == 4 and summary["identical"] == 4, summary
