@@ -1,7 +1,9 @@
 #include "actors/replay_writer.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -51,21 +53,53 @@ std::string utc_now() {
   return buf;
 }
 
+/// Cuts what follows the last newline of the open log (`size` bytes): a record a crash or a
+/// full disk left half written. Every record ends with a newline, so nothing whole is lost;
+/// what comes next starts on a line of its own. Returns the new size.
+uint64_t cut_torn_line(std::FILE* f, const std::string& path, uint64_t size) {
+  const int fd = ::fileno(f);
+  uint64_t end = size;
+  char tail[4096];
+  while (end > 0) {
+    auto n = static_cast<size_t>(std::min<uint64_t>(end, sizeof tail));
+    if (::pread(fd, tail, n, static_cast<off_t>(end - n)) != static_cast<ssize_t>(n)) {
+      return size; // unreadable (a write-only file): leave it as it is
+    }
+    auto* newline = static_cast<const char*>(::memrchr(tail, '\n', n));
+    if (newline != nullptr) {
+      end -= n - static_cast<size_t>(newline - tail) - 1;
+      break;
+    }
+    end -= n;
+  }
+  if (end != size && ::ftruncate(fd, static_cast<off_t>(end)) == 0) {
+    log::warn("replay log: '", path, "' ended in a record cut short (", size - end,
+              " bytes, from a crash or a full disk); it was removed");
+    return end;
+  }
+  return size;
+}
+
 /// Opens `path` for appending and writes the `start` record; throws naming the reason.
-file_ptr open_log(const std::string& path, uint64_t& size) {
-  file_ptr f{std::fopen(path.c_str(), "ab")};
+/// Unbuffered: each request's records go in one write, and a write the disk refuses leaves
+/// nothing behind in a buffer to be written later.
+file_ptr open_log(const std::string& path, uint64_t& size, replay_metrics& metrics) {
+  file_ptr f{std::fopen(path.c_str(), "a+b")};
   if (!f) {
     throw std::runtime_error{"cannot open replay.path '" + path + "': " + std::strerror(errno)};
   }
+  std::setvbuf(f.get(), nullptr, _IONBF, 0);
   auto start = backends::replay::encode_start(version, utc_now()) + "\n";
   std::fseek(f.get(), 0, SEEK_END);
   auto at = std::ftell(f.get());
-  size = at > 0 ? static_cast<uint64_t>(at) : 0;
-  if (std::fwrite(start.data(), 1, start.size(), f.get()) != start.size()
-      || std::fflush(f.get()) != 0) {
-    throw std::runtime_error{"cannot write replay.path '" + path + "': " + std::strerror(errno)};
+  size = cut_torn_line(f.get(), path, at > 0 ? static_cast<uint64_t>(at) : 0);
+  if (std::fwrite(start.data(), 1, start.size(), f.get()) != start.size()) {
+    auto reason = std::strerror(errno);
+    ::ftruncate(::fileno(f.get()), static_cast<off_t>(size));
+    throw std::runtime_error{"cannot write replay.path '" + path + "': " + reason};
   }
   size += start.size();
+  metrics.bytes.Increment(static_cast<double>(start.size()));
   return f;
 }
 
@@ -99,11 +133,11 @@ bool same_file(std::FILE* file, const std::string& path) {
 /// Opens the log again after it was closed or could not be opened; logs why it cannot.
 void reopen(writer_state& st) {
   try {
-    st.file = open_log(st.cfg.path, st.size);
+    st.file = open_log(st.cfg.path, st.size, *st.metrics);
   } catch (const std::exception& e) {
     if (!st.warned) { // once: it is tried again at every request
       st.warned = true;
-      log::error("replay log: ", e.what(), "; records are dropped until it can be opened");
+      log::error("replay log: ", e.what(), "; records are counted as failed until it can be opened");
     }
   }
 }
@@ -150,16 +184,26 @@ void append(writer_state& st, const replay_entry& entry) {
     lines += '\n';
     ++records;
   }
-  if (st.file && std::fwrite(lines.data(), 1, lines.size(), st.file.get()) == lines.size()
-      && std::fflush(st.file.get()) == 0) {
+  if (st.file && std::fwrite(lines.data(), 1, lines.size(), st.file.get()) == lines.size()) {
     st.size += lines.size();
     st.metrics->bytes.Increment(static_cast<double>(lines.size()));
     st.written->Increment(static_cast<double>(records));
+    if (st.warned) {
+      st.warned = false;
+      log::info("replay log: writing to '", st.cfg.path, "' again");
+    }
   } else {
+    const int error = errno;
+    if (st.file) {
+      // The part the disk took would glue the next record onto half of this one.
+      ::ftruncate(::fileno(st.file.get()), static_cast<off_t>(st.size));
+      std::clearerr(st.file.get());
+    }
     st.failed->Increment(static_cast<double>(records));
     if (!st.warned) {
       st.warned = true;
-      log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(errno));
+      log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(error),
+                 "; records are counted as failed until it can");
     }
   }
   if (st.size >= st.cfg.max_file_bytes) {
@@ -242,7 +286,7 @@ std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
                                                      const replay_settings& settings,
                                                      replay_metrics& metrics) {
   uint64_t size = 0;
-  auto file = open_log(settings.path, size);
+  auto file = open_log(settings.path, size, metrics);
   auto backlog = std::make_shared<std::atomic<uint64_t>>(0);
   // The behavior may start on the writer's own thread later: it takes the file over then.
   auto actor =

@@ -34,11 +34,24 @@ struct tally {
   uint64_t not_replayable = 0;
 };
 
+/// Groups not-replayable reasons: the reason, cut at a word near 120 characters (what
+/// follows names one item: a text, an address).
+std::string reason_heading(const std::string& reason) {
+  auto cut = utf8_prefix(reason, 120);
+  if (cut.size() == reason.size()) {
+    return reason;
+  }
+  if (auto space = cut.rfind(' '); space != std::string_view::npos && space > 60) {
+    cut = cut.substr(0, space);
+  }
+  return std::string{cut} + " …";
+}
+
 } // namespace
 
 int replay_logs(const replay_options& options) {
   config::arbiter_config cfg;
-  if (!load_configuration(options.config_file, {}, cfg)) {
+  if (!load_configuration(options.config_file, {}, cfg, config_use::replay)) {
     return 2;
   }
   const backends::reward_catalog catalog{cfg};
@@ -61,8 +74,7 @@ int replay_logs(const replay_options& options) {
         break;
       case replay::verdict::not_replayable:
         ++t.not_replayable;
-        ++unreplayable_reasons[r.item.kind + ": "
-                               + std::string{utf8_prefix(result.reason, 60)}];
+        ++unreplayable_reasons[r.item.kind + ": " + reason_heading(result.reason)];
         break;
       case replay::verdict::differs: {
         ++t.differs;

@@ -110,7 +110,8 @@ bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t
 
 std::vector<config::config_problem> read_configuration(const std::optional<std::string>& file,
                                                        const config_overrides& flags,
-                                                       config::arbiter_config& cfg) {
+                                                       config::arbiter_config& cfg,
+                                                       config_use use) {
   std::vector<config::config_problem> problems;
   // The cross-field rules run on the file with the environment and flags over it, so that a
   // variable can supply what the file leaves to each machine (docs/configuration.md).
@@ -120,7 +121,17 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   if (flags) {
     flags(cfg, problems);
   }
-  config::validate_loaded(cfg, problems);
+  std::vector<config::config_problem> cross;
+  config::validate_loaded(cfg, cross);
+  for (auto& problem : cross) {
+    // `arbiter replay` reads the rewards alone: a served file's certificates, key files and
+    // listening rules belong to the machine that served it.
+    const auto& f = problem.field;
+    if (use == config_use::serve || f.rfind("rewards", 0) == 0
+        || f.rfind("data_sources", 0) == 0 || f.rfind("cpu", 0) == 0) {
+      problems.push_back(std::move(problem));
+    }
+  }
   if (problems.empty()) {
     check_reward_options(cfg, problems);
   }
@@ -128,9 +139,10 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
 }
 
 bool load_configuration(const std::optional<std::string>& config_file,
-                        const config_overrides& flags, config::arbiter_config& cfg) {
+                        const config_overrides& flags, config::arbiter_config& cfg,
+                        config_use use) {
   auto file = config_file ? config_file : getenv_string("ARBITER_CONFIG");
-  auto problems = read_configuration(file, flags, cfg);
+  auto problems = read_configuration(file, flags, cfg, use);
   if (!problems.empty()) {
     std::cerr << "arbiter: invalid configuration"
               << (file ? " in " + *file : std::string{" (embedded default + environment)"})

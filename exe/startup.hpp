@@ -51,17 +51,23 @@ using config_overrides =
 bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t& out,
                      std::vector<config::config_problem>& problems);
 
+/// What a configuration is read for: `serve` (and `check-config`) checks all of it;
+/// `replay` uses the rewards alone, so the cross-field rules of the rest (a listening address's
+/// keys, certificates) are not its concern.
+enum class config_use { serve, replay };
+
 /// The configuration `file` (or, when unset, the embedded default) with the environment and
 /// `flags` over it, and every problem found in it: each value's own, then the cross-field
 /// rules and the rewards' options on the result (so a variable may complete the file).
 std::vector<config::config_problem> read_configuration(const std::optional<std::string>& file,
                                                        const config_overrides& flags,
-                                                       config::arbiter_config& cfg);
+                                                       config::arbiter_config& cfg,
+                                                       config_use use = config_use::serve);
 
 /// Loads the file (or $ARBITER_CONFIG, or the embedded default), then the environment, then
 /// `flags`, and validates. Prints every problem to stderr and returns false when there is one.
 bool load_configuration(const std::optional<std::string>& file, const config_overrides& flags,
-                        config::arbiter_config& cfg);
+                        config::arbiter_config& cfg, config_use use = config_use::serve);
 
 /// Checks each configured reward's options as the ingress checks an item's extra_info.
 void check_reward_options(const config::arbiter_config& cfg,

@@ -44,6 +44,11 @@ public:
     append_json_integer(out_, value);
     return *this;
   }
+  object& null(std::string_view key) {
+    name(key);
+    out_ += "null";
+    return *this;
+  }
   object& boolean(std::string_view key, bool value) {
     name(key);
     out_ += value ? "true" : "false";
@@ -229,7 +234,13 @@ model_output output_from(const json& j) {
 /// How an item ended (an item record's, or a graph's answer to one of its calls).
 void write_result(std::string& out, const item_result& r) {
   object j{out};
-  j.str("status", to_string(r.status)).num("score", r.score).str("source", r.source);
+  j.str("status", to_string(r.status));
+  if (r.status == item_status::failed) {
+    j.null("score"); // what the trainer got: no score, never a silent 0
+  } else {
+    j.num("score", r.score);
+  }
+  j.str("source", r.source);
   j.strings_if("sources", r.sources);
   if (r.cached) {
     j.boolean("cached", true);
@@ -249,7 +260,8 @@ void write_result(std::string& out, const item_result& r) {
 item_result result_from(const json& j) {
   item_result r;
   r.status = parse_status(j.at("status").get<std::string>());
-  r.score = j.at("score").get<double>();
+  const auto& score = j.at("score");
+  r.score = score.is_null() && r.status == item_status::failed ? 0.0 : score.get<double>();
   r.source = j.value("source", std::string{});
   read_if(j, "sources", r.sources);
   r.cached = j.value("cached", false);

@@ -1,5 +1,6 @@
 #include "backends/replay/replayer.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -19,10 +20,11 @@ bool same_bits(double a, double b) {
   return std::memcmp(&a, &b, sizeof a) == 0 || (a == 0.0 && b == 0.0);
 }
 
+/// The shortest text that reads back as `x` (0.8, not 0.80000000000000004).
 std::string number(double x) {
   char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
+  auto end = std::to_chars(buf, buf + sizeof buf, x).ptr;
+  return {buf, end};
 }
 
 item_outcome replay_embedding(const shared_item& item, const std::string& evidence) {
@@ -49,9 +51,12 @@ item_outcome replay_graph(shared_item item, const std::string& evidence,
   for (const auto& recorded : trace.steps()) {
     ++k;
     if (step.done()) {
+      // A graph that ends early says why (an option this catalog lacks, say).
+      const auto& why = step.outcome.error;
       throw std::invalid_argument{"the graph ended after " + std::to_string(k - 1)
                                   + " steps; the log recorded "
-                                  + std::to_string(trace.steps().size())};
+                                  + std::to_string(trace.steps().size())
+                                  + (why.empty() ? std::string{} : ": " + why)};
     }
     if (step.calls.size() != recorded.calls.size()) {
       throw std::invalid_argument{"step " + std::to_string(k) + " makes "
@@ -104,6 +109,10 @@ replay_result replay_item(const record& r, const reward_catalog& catalog,
     }
     if (recorded.status == item_status::fallback) {
       out.recomputed = cpu::evaluate_fallback(*item, limits);
+    } else if (kind == nullptr) {
+      throw std::invalid_argument{"reward kind '" + item->kind
+                                  + "' is not one this binary knows (a log from another "
+                                    "version?)"};
     } else if (kind != nullptr && kind->runner == reward_runner::cpu
                && (recorded.status == item_status::ok || recorded.code == errc::reward_failed)) {
       out.recomputed = cpu::evaluate(*item, limits);

@@ -5,7 +5,10 @@
 // be opened again they are written to a new file — without shifting the rotated files again.
 #include "actors/replay_writer.hpp"
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -201,4 +204,84 @@ TEST_F(ReplayWriter, ALogMovedAwayIsOpenedAgainAtItsPath) {
   ASSERT_TRUE(recorder->flush(60s));
   EXPECT_EQ(lines_of(dir / "moved.jsonl").size(), 1u + 5u);
   EXPECT_EQ(lines_of(dir / "r.jsonl").size(), 1u + 5u) << "a new file with its start line";
+}
+
+namespace {
+
+/// While alive, files this process writes may not grow past `bytes` (the disk refuses the rest,
+/// as a full one does: a short write, then EFBIG).
+class file_size_limit {
+public:
+  explicit file_size_limit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    previous_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lower = saved_;
+    lower.rlim_cur = bytes;
+    ::setrlimit(RLIMIT_FSIZE, &lower);
+  }
+  ~file_size_limit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_);
+  }
+  file_size_limit(const file_size_limit&) = delete;
+  file_size_limit& operator=(const file_size_limit&) = delete;
+
+private:
+  rlimit saved_{};
+  void (*previous_)(int) = nullptr;
+};
+
+/// Every line of `file` is a whole record.
+void expect_whole_records(const fs::path& file) {
+  for (const auto& line : lines_of(file)) {
+    EXPECT_NO_THROW(backends::replay::decode(line)) << line.substr(0, 80);
+  }
+}
+
+} // namespace
+
+TEST_F(ReplayWriter, ARequestTheDiskRefusesLeavesNoHalfRecordBehind) {
+  replay_settings c;
+  c.path = (dir / "r.jsonl").string();
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  make_request(5, 10, items, results);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(60s));
+  {
+    file_size_limit full{fs::file_size(dir / "r.jsonl") + 6000};
+    make_request(20, 1000, items, results); // about 25 KB: the disk takes 6 KB of it
+    recorder->record(false, items, results);
+    make_request(3, 10, items, results); // fits in what is left
+    recorder->record(false, items, results);
+    ASSERT_TRUE(recorder->flush(60s));
+  }
+  EXPECT_EQ(counter(registry, R"(arbiter_replay_records_total{result="failed"})"), 20.0);
+  EXPECT_EQ(counter(registry, R"(arbiter_replay_records_total{result="written"})"), 8.0);
+  EXPECT_EQ(lines_of(dir / "r.jsonl").size(), 1u + 5u + 3u);
+  expect_whole_records(dir / "r.jsonl");
+  EXPECT_EQ(counter(registry, "\narbiter_replay_bytes_total"),
+            static_cast<double>(fs::file_size(dir / "r.jsonl")))
+    << "the start line counts too";
+}
+
+TEST_F(ReplayWriter, ALogThatEndsInARecordCutShortIsMendedBeforeItsNextStart) {
+  std::vector<shared_item> items;
+  std::vector<item_result> results;
+  make_request(2, 10, items, results);
+  const auto whole = backends::replay::encode(*items[0], results[0], false, "2026-01-01T00:00:00Z");
+  {
+    std::ofstream out{dir / "r.jsonl", std::ios::binary};
+    out << whole << "\n" << whole.substr(0, whole.size() / 2); // a crash mid-record
+  }
+  replay_settings c;
+  c.path = (dir / "r.jsonl").string();
+  auto recorder = spawn_replay_writer(sys, c, metrics);
+  recorder->record(false, items, results);
+  ASSERT_TRUE(recorder->flush(60s));
+  auto lines = lines_of(dir / "r.jsonl");
+  ASSERT_EQ(lines.size(), 1u + 1u + 2u) << "the whole record, a start line, the request";
+  EXPECT_EQ(lines[0], whole);
+  expect_whole_records(dir / "r.jsonl");
 }

@@ -374,6 +374,39 @@ TEST(Replay, ItemsWithNothingRecordedAreNotReplayableAndSayWhy) {
   EXPECT_EQ(got.outcome, verdict::not_replayable) << "a CPU item that never ran";
 }
 
+TEST(Replay, WhatThisBinaryOrCatalogLacksIsNamed) {
+  reward_catalog catalog{config::arbiter_config{}};
+  // A kind from another version: it differs (exit 1), naming the kind.
+  auto item = reward_item("lexical", "a", {"a"});
+  auto r = round_trip(item, scored(cpu::evaluate(item, limits), "cpu"));
+  r.item.kind = "newkind";
+  auto got = replay_item(r, catalog, limits);
+  EXPECT_EQ(got.outcome, verdict::differs);
+  EXPECT_NE(got.reason.find("'newkind' is not one this binary knows"), std::string::npos)
+    << got.reason;
+
+  // em_info_gain naming an info_gain reward this catalog lacks: the graph's own reason.
+  auto em = reward_item("em_info_gain",
+                        "<|im_start|>user\nQuestion: What is the capital?\n<|im_end|>\n"
+                        "<|im_start|>assistant\n<information>Paris is it.</information>"
+                        "<answer>Paris</answer>",
+                        {"Paris"});
+  auto nested = run_graph(em, catalog, [](const score_item&) {
+    item_result delta;
+    delta.status = item_status::ok;
+    delta.score = 0.25;
+    delta.source = "reward_graph";
+    delta.detail = R"({"delta":0.25})";
+    return delta;
+  });
+  ASSERT_EQ(nested.code, errc::none) << nested.error;
+  auto missing = round_trip(em, scored(nested, "llm"));
+  missing.item.options = R"({"info_gain_reward":"ig_hard"})";
+  got = replay_item(missing, catalog, limits);
+  EXPECT_EQ(got.outcome, verdict::differs);
+  EXPECT_NE(got.reason.find("ig_hard"), std::string::npos) << got.reason;
+}
+
 TEST(ReplayLog, AnItemKeyNamesWhatDecidesItsScore) {
   auto a = reward_item("embedding", "blue whale", {"whale", "fox"});
   auto b = a;

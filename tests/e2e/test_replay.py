@@ -145,6 +145,13 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     assert summary["identical"] == summary["items"] == len(lines) - len(calls) - 1
     code, step_only, _ = replay("--config", str(cfg_path), "--step", "8", str(log))
     assert code == 0 and step_only["items"] == 11, step_only
+    # The served machine's own rules (keys for a public address, a key file there) do not
+    # stop replaying elsewhere with the same file: only its rewards are used.
+    served = tmp_path / "production.toml"
+    served.write_text(cfg_path.read_text() + '\n[server]\nhost = "0.0.0.0"\n'
+                      'api_key_file = "/run/secrets/not-on-this-machine"\n')
+    code, summary, err = replay("--config", str(served), "--step", "8", str(log))
+    assert code == 0 and summary["identical"] == 11, (summary, err)
 
     # Step 8 alone: its cached embedding items lack the records that computed them.
     alone = tmp_path / "step8.jsonl"
@@ -224,6 +231,10 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
     assert body["results"][0]["error"]["code"] == "upstream_failed", body
     assert body["results"][3]["error"]["code"] == "no_eligible_source", body
     assert s.stop() == 0
+    # A failure is logged as the trainer got it: no score, never a 0.
+    failed = [r for r in records(log)
+              if r["type"] != "start" and r["result"]["status"] == "failed"]
+    assert len(failed) >= 4 and all(r["result"]["score"] is None for r in failed), failed
     code, summary, err = replay(str(log))
     assert code == 0, (summary, err)
     assert summary["by_kind"]["judge"] == {"items": 3, "identical": 3, "differs": 0,
