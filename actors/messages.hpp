@@ -60,6 +60,9 @@ struct score_request {
   /// The ingress's name for it (0: none), by which `abandon_atom` drops its remaining work
   /// when the client hangs up.
   uint64_t ticket = 0;
+  /// For a reward graph's model calls: the scheduler's batch whose items made them (0: none).
+  /// When that batch is given up, these calls end in the same turn (`follow_caller`).
+  uint64_t caller = 0;
 };
 
 /// The scheduler's answer: either every item's result, or a refusal.

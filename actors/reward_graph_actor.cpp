@@ -117,6 +117,7 @@ void send_calls(graph_actor* self, uint64_t id, std::vector<score_item> items) {
   req.deadline = j.deadline - std::min<nanoseconds>(call_deadline_margin, left / 10);
   req.items = share_items(std::move(items));
   req.internal = true;
+  req.caller = j.batch;
   req.ticket = new_ticket();
   j.calls = req.ticket;
   auto hdl = caf::actor_cast<caf::actor>(self);

@@ -168,6 +168,9 @@ void submit(scheduler_actor* self, score_request req, reply_callback reply_to) {
     reply_to(std::move(reply));
     return;
   }
+  if (req.caller != 0) {
+    s.core->follow_caller(id, req.caller);
+  }
   s.replies.emplace(id, scheduler_state::awaiting{std::move(reply_to), req.ticket});
   if (req.ticket != 0) {
     if (s.early_abandons.erase(req.ticket) > 0) {

@@ -479,6 +479,25 @@ void scheduler_core::give_up_if_unneeded(batch_id id) {
   auto source = found->second.source;
   take_batch(id, cancelled);
   cancelled_.push_back({id, source});
+  // The model calls of a graph given up end with it, before a free slot could send them.
+  auto [first, last] = callees_.equal_range(id);
+  std::vector<request_id> callees;
+  for (auto it = first; it != last; ++it) {
+    callees.push_back(it->second);
+  }
+  callees_.erase(id);
+  for (auto callee : callees) {
+    drop(callee, "the reward graph that made this call was given up (its client hung up)");
+  }
+}
+
+void scheduler_core::follow_caller(request_id callee, batch_id caller) {
+  auto found = requests_.find(callee);
+  if (found == requests_.end() || caller == 0) {
+    return;
+  }
+  found->second.caller = caller;
+  callees_.emplace(caller, callee);
 }
 
 void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outcomes) {
@@ -732,6 +751,11 @@ void scheduler_core::expire_stragglers() {
 }
 
 void scheduler_core::cancel(request_id id, const std::string& reason) {
+  drop(id, reason);
+  flush();
+}
+
+void scheduler_core::drop(request_id id, const std::string& reason) {
   auto found = requests_.find(id);
   if (found == requests_.end()) {
     return;
@@ -763,7 +787,6 @@ void scheduler_core::cancel(request_id id, const std::string& reason) {
   for (auto b : running) {
     give_up_if_unneeded(b);
   }
-  flush();
 }
 
 void scheduler_core::on_timer() {

@@ -168,6 +168,11 @@ public:
   /// ignored.
   void cancel(request_id id, const std::string& reason);
 
+  /// Request `callee` holds the model calls of the work in batch `caller` (a reward graph's):
+  /// when `caller` is given up (its client hung up), `callee` is cancelled in the same turn,
+  /// so that none of its queued calls is sent while the graph's own word is on its way.
+  void follow_caller(request_id callee, batch_id caller);
+
   /// Fails what has run out of time: items past their request's deadline and, once the drain
   /// deadline has passed, everything. Call it at `next_wakeup()`, then `dispatch`.
   void on_timer();
@@ -210,6 +215,8 @@ private:
     size_t priority = 0;
     /// A reward graph's model calls (see `submit`).
     bool internal = false;
+    /// The batch whose work made these calls (`follow_caller`; 0: none).
+    batch_id caller = 0;
     time_point deadline;
     time_point admitted;
     std::vector<shared_item> items;
@@ -328,6 +335,8 @@ private:
   /// Gives up batch `id` (taken, and handed to `take_cancelled` for its source) unless one of
   /// its items still waits for it; nothing when it is no longer in flight.
   void give_up_if_unneeded(batch_id id);
+  /// `cancel` without finishing the requests it ended (the caller flushes).
+  void drop(request_id id, const std::string& reason);
   /// Ends every item of `id` that has not ended, with `code`.
   void fail_remaining(request_id id, errc code, const std::string& reason);
   /// Finishes the requests whose last item ended.
@@ -366,6 +375,8 @@ private:
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;
+  /// Internal requests by the batch whose work made them (`follow_caller`).
+  std::unordered_multimap<batch_id, request_id> callees_;
   std::vector<retry_entry> retries_;
   std::unordered_map<std::string, flight> flights_;
   std::set<std::string> remote_capabilities_;

@@ -200,6 +200,15 @@ void scheduler_core::finish(request_id id) {
     return;
   }
   schedule_histogram_->Observe(seconds_between(found->second.admitted, clock_.now()));
+  if (auto caller = found->second.caller; caller != 0) {
+    auto [first, last] = callees_.equal_range(caller);
+    for (auto it = first; it != last; ++it) {
+      if (it->second == id) {
+        callees_.erase(it);
+        break;
+      }
+    }
+  }
   deadlines_.erase({found->second.deadline, id});
   std::vector<group_summary> groups;
   if (!found->second.internal) {

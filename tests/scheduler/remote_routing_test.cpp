@@ -177,6 +177,49 @@ TEST_F(RemoteRouting, AnAbandonedRequestSendsNothingMoreAndACallCarryingOnlyItIs
     << metrics_text();
 }
 
+TEST_F(RemoteRouting, AGraphGivenUpTakesItsQueuedModelCallsWithItBeforeAnyIsSent) {
+  // A judge item runs as a graph (capability "graph"); its model calls are an internal
+  // request whose caller is the graph's batch. The endpoint takes one call at a time.
+  auto graph = endpoint("reward-graph");
+  graph.capabilities = {"graph"};
+  graph.remote = false;
+  core_.add_source(std::move(graph));
+  auto spec = endpoint("a");
+  spec.max_inflight = 1;
+  core_.add_source(std::move(spec));
+  auto judge = judge_item("the answer");
+  judge.capability = "graph";
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, std::vector<score_item>{judge}).admitted());
+  auto graphs = core_.dispatch();
+  ASSERT_EQ(graphs.size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 9s, judge_items(4, "call"), true).admitted());
+  core_.follow_caller(2, graphs[0].id);
+  auto calls = core_.dispatch();
+  ASSERT_EQ(calls.size(), 1u) << "one call at a time";
+
+  core_.cancel(1, "the client hung up");
+  // The graph and its call in flight are given up together; the three queued calls are
+  // never sent, although the endpoint's slot is free again.
+  auto cancelled = core_.take_cancelled();
+  std::set<batch_id> ids;
+  for (const auto& c : cancelled) {
+    ids.insert(c.id);
+  }
+  EXPECT_EQ(ids, (std::set<batch_id>{graphs[0].id, calls[0].id}));
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  for (const auto& f : done) {
+    for (const auto& r : f.results) {
+      EXPECT_EQ(r.code, errc::client_closed);
+    }
+  }
+  EXPECT_TRUE(core_.idle());
+  // The graph's own word comes later, for a request already ended: ignored.
+  core_.cancel(2, "the graph gave up its calls");
+  EXPECT_TRUE(core_.take_finished().empty());
+}
+
 TEST_F(RemoteRouting, CallsSentAgainAfterAHangUpGoBackToTheirPlaceInTheQueue) {
   auto spec = endpoint("a");
   spec.max_inflight = 1;
