@@ -73,6 +73,7 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
   if (report.latency.count() == 0) {
     report.latency = nanoseconds{1};
   }
+  report.resent = r.resent;
   if (r.error == backends::http_error::cancelled) {
     report.cancelled = true;
     report.kind = attempt_outcome_kind::connect_failure;

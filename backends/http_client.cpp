@@ -290,6 +290,7 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
       return;
     }
     j->finished = true;
+    result.resent = j->retried;
     active.erase(j->id);
     j->conn.reset();
     auto done = std::move(j->done);

@@ -98,6 +98,10 @@ struct http_result {
   std::string body;
   /// Whether the response came over a connection that had already served a response.
   bool reused_connection = false;
+  /// Whether the request went twice: a reused connection failed before any byte of an answer
+  /// (most likely closed by the server while idle), so it was sent again on a fresh one. The
+  /// server may have received the first too: it counts as an attempt of its own.
+  bool resent = false;
 
   /// The value of the first header called `lower_case_name`, or nullptr.
   const std::string* header(std::string_view lower_case_name) const;

@@ -419,6 +419,14 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
   metrics_.source_attempts
     .Add({{"source", name}, {"outcome", report.cancelled ? "cancelled" : to_string(report.kind)}})
     .Increment();
+  if (report.resent) {
+    // The request went out once more than the scheduler sent it (a stale connection's resend).
+    metrics_.source_attempts.Add({{"source", name}, {"outcome", "connect_failure"}}).Increment();
+    for_each_step(batch.steps, [&](const std::string& step) {
+      steps_.call(step, name, false);
+      steps_.call_ended(step, name, true, false, 0.0);
+    });
+  }
   if (!report.cancelled) {
     metrics_.source_latency.Add({{"source", name}}, latency_buckets())
       .Observe(std::chrono::duration<double>(report.latency).count());

@@ -75,6 +75,9 @@ struct attempt_report {
   /// The scheduler stopped waiting for it: a straggler past the source's latency tail
   /// (`kind` is `timeout`). It counts against the source's health, not against its load.
   bool abandoned = false;
+  /// The HTTP request was sent twice (`http_result::resent`): a failed attempt
+  /// (`connect_failure`) came before this one, and the provider may have seen both.
+  bool resent = false;
 };
 
 /// What one item asks of a source's token bucket: its prompt estimate (scaled by each source's

@@ -121,3 +121,25 @@ def test_generation_calls_tokens_are_accounted_like_chat_calls(make_server, prov
     assert llm["completion_tokens"] == stats["completion_tokens_total"], (llm, stats)
     assert llm["cost"] == pytest.approx((stats["prompt_tokens_total"] * 1.0
                                          + stats["completion_tokens_total"] * 4.0) / 1e6)
+
+
+def test_a_request_resent_after_a_connection_reset_is_counted_as_a_call(make_server, provider):
+    """A reused connection that fails before any answer byte is sent once more on a fresh one
+    (the server most likely closed it while idle). The provider may have read the first, as
+    this one does before it resets: both are calls, in the step and in the attempts."""
+    p = provider("--error-rate-reset", "0.3", "--latency-median-ms", "5", "--seed", "12")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n"
+                    "max_attempts = 10\nretry_budget_min = 1000\n\n"
+                    + source_toml("a", p.url, timeout_ms=800))
+    for i in range(20):
+        status, _, body = s.score({"step": "resets", "items": judge_items(1, f"r{i}")})
+        assert status == 200 and body["results"][0]["status"] == "ok", body
+    stats = p.stats()
+    assert stats["requests_total"] > 20, stats  # some resets happened
+    _, _, account = s.request("GET", "/v1/steps/resets")
+    assert account["sources"]["a"]["calls"] == stats["requests_total"], (account, stats)
+    _, _, metrics = s.request("GET", "/metrics")
+    attempts = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith('arbiter_source_attempts_total{') and 'source="a"' in line)
+    assert attempts == stats["requests_total"], [l for l in metrics.splitlines()
+                                                 if "attempts_total" in l]
