@@ -10,11 +10,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string_view>
 #include <utility>
+
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "backends/rewards/reward_kinds.hpp"
 #include "config/config_fields.hpp"
@@ -110,6 +117,64 @@ bool is_builtin_kind(const std::string& kind) {
   return backends::find_reward_kind(kind) != nullptr;
 }
 
+size_t problems_about(std::string_view prefix, const std::vector<config_problem>& problems) {
+  return static_cast<size_t>(
+    std::count_if(problems.begin(), problems.end(), [prefix](const config_problem& p) {
+      return p.field.compare(0, prefix.size(), prefix) == 0;
+    }));
+}
+
+/// "2021-01-01 00:00:00 UTC" for an ASN.1 time.
+std::string time_text(const ASN1_TIME* t) {
+  std::tm tm{};
+  if (ASN1_TIME_to_tm(t, &tm) != 1) {
+    return "an unreadable date";
+  }
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return buf;
+}
+
+/// The cluster's certificate and key, as the TLS layer will load them at the first
+/// connection (where a mistake aborts the process, or fails every handshake): each must be
+/// PEM, the key must be the certificate's, and the certificate must be valid now.
+void check_certificate_and_key(const std::string& certificate, const std::string& key,
+                               std::vector<config_problem>& problems) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> cert_file{BIO_new_file(certificate.c_str(), "r"),
+                                                      &BIO_free};
+  std::unique_ptr<X509, decltype(&X509_free)> cert{
+    cert_file ? PEM_read_bio_X509(cert_file.get(), nullptr, nullptr, nullptr) : nullptr,
+    &X509_free};
+  if (!cert) {
+    problems.push_back({"cluster.certificate",
+                        "not a PEM certificate: " + detail::quoted(certificate)});
+  }
+  std::unique_ptr<BIO, decltype(&BIO_free)> key_file{BIO_new_file(key.c_str(), "r"), &BIO_free};
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> pkey{
+    key_file ? PEM_read_bio_PrivateKey(key_file.get(), nullptr, nullptr, nullptr) : nullptr,
+    &EVP_PKEY_free};
+  if (!pkey) {
+    problems.push_back({"cluster.key", "not a PEM private key (or one with a passphrase): "
+                                         + detail::quoted(key)});
+  }
+  if (!cert || !pkey) {
+    return;
+  }
+  if (X509_check_private_key(cert.get(), pkey.get()) != 1) {
+    problems.push_back({"cluster.key", "does not match cluster.certificate ("
+                                         + detail::quoted(key) + " is another certificate's key)"});
+  }
+  if (X509_cmp_current_time(X509_get0_notAfter(cert.get())) <= 0) {
+    problems.push_back({"cluster.certificate",
+                        "expired on " + time_text(X509_get0_notAfter(cert.get()))
+                          + ": every handshake would fail"});
+  } else if (X509_cmp_current_time(X509_get0_notBefore(cert.get())) >= 0) {
+    problems.push_back({"cluster.certificate",
+                        "not valid before " + time_text(X509_get0_notBefore(cert.get()))
+                          + ": every handshake would fail until then"});
+  }
+}
+
 } // namespace
 
 void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) {
@@ -160,6 +225,9 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     } else if (!path->empty() && !std::ifstream{*path}.good()) {
       problems.push_back({field, "cannot read " + detail::quoted(*path)});
     }
+  }
+  if (any_tls && problems_about("cluster.", problems) == 0) {
+    check_certificate_and_key(cl.certificate, cl.key, problems);
   }
   if (cl.enabled && !any_tls && !is_loopback_host(cl.host)) {
     problems.push_back({"cluster.certificate",

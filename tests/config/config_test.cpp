@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -844,6 +849,77 @@ TEST(Docs, DescribeEveryFieldOfTheArrayElements) {
 }
 
 } // namespace
+
+namespace {
+
+/// A self-signed EC certificate valid from `from` to `to` seconds from now, and its key,
+/// written as PEM to `dir`/NAME.crt and NAME.key.
+void make_identity(const std::string& dir, const std::string& name, long from, long to) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  ASSERT_NE(key, nullptr);
+  X509* cert = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), from);
+  X509_gmtime_adj(X509_getm_notAfter(cert), to);
+  X509_set_pubkey(cert, key);
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(name.c_str()), -1, -1, 0);
+  X509_set_issuer_name(cert, X509_get_subject_name(cert));
+  ASSERT_GT(X509_sign(cert, key, EVP_sha256()), 0);
+  BIO* out = BIO_new_file((dir + "/" + name + ".crt").c_str(), "w");
+  PEM_write_bio_X509(out, cert);
+  BIO_free(out);
+  out = BIO_new_file((dir + "/" + name + ".key").c_str(), "w");
+  PEM_write_bio_PrivateKey(out, key, nullptr, nullptr, 0, nullptr, nullptr);
+  BIO_free(out);
+  X509_free(cert);
+  EVP_PKEY_free(key);
+}
+
+std::vector<config_problem> cluster_problems(const std::string& dir, const std::string& cert,
+                                             const std::string& key) {
+  std::vector<config_problem> problems;
+  load_string("[cluster]\ncertificate = \"" + dir + "/" + cert + "\"\nkey = \"" + dir + "/"
+                + key + "\"\nca = \"" + dir + "/good.crt\"\n",
+              "tls.toml", problems);
+  return problems;
+}
+
+} // namespace
+
+TEST(Validate, TheClustersCertificateAndKeyAreCheckedBeforeTheFirstConnectionNeedsThem) {
+  // The TLS layer loads them only at the first connection, where a key that is not the
+  // certificate's aborts the process and an expired certificate fails every handshake.
+  const std::string dir = ::testing::TempDir() + "arbiter-tls-"
+                          + std::to_string(::testing::UnitTest::GetInstance()->random_seed());
+  std::filesystem::create_directories(dir);
+  make_identity(dir, "good", -60, 86400);
+  make_identity(dir, "other", -60, 86400);
+  make_identity(dir, "expired", -2 * 86400, -86400);
+  make_identity(dir, "future", 86400, 2 * 86400);
+  std::ofstream{dir + "/junk.crt"} << "not a certificate\n";
+
+  EXPECT_TRUE(cluster_problems(dir, "good.crt", "good.key").empty());
+
+  auto problems = cluster_problems(dir, "good.crt", "other.key");
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.key"});
+  EXPECT_NE(reason_for(problems, "cluster.key").find("does not match cluster.certificate"),
+            std::string::npos) << describe(problems);
+
+  problems = cluster_problems(dir, "expired.crt", "expired.key");
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.certificate"});
+  EXPECT_EQ(reason_for(problems, "cluster.certificate").rfind("expired on ", 0), 0u)
+    << describe(problems);
+
+  problems = cluster_problems(dir, "future.crt", "future.key");
+  EXPECT_EQ(reason_for(problems, "cluster.certificate").rfind("not valid before ", 0), 0u)
+    << describe(problems);
+
+  problems = cluster_problems(dir, "junk.crt", "good.crt");
+  EXPECT_EQ(fields_of(problems), (std::vector<std::string>{"cluster.certificate", "cluster.key"}))
+    << describe(problems);
+  std::filesystem::remove_all(dir);
+}
 
 TEST(Validate, ClusterPortIsLoopbackOnlyWithoutCertificates) {
   std::vector<config_problem> problems;
