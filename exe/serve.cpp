@@ -170,6 +170,7 @@ int serve(const serve_options& options) {
   std::unique_ptr<net::http_server> server;
   boost::asio::io_context ioc;
   caf::actor_system sys{caf_cfg};
+  stop_deadline stopping{std::chrono::seconds{5}};
 
   auto fallback = [limits = backends::cpu_limits{cfg.cpu.max_lexical_chars}](
                     const score_item& item) {
@@ -363,6 +364,7 @@ int serve(const serve_options& options) {
   }
   stop_actors();
   log::info("drained; exiting");
+  stopping.exit_code(0);
   return 0;
 }
 

@@ -138,6 +138,15 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   return problems;
 }
 
+stop_deadline::~stop_deadline() {
+  std::thread([limit = limit_, rc = rc_] {
+    std::this_thread::sleep_for(limit);
+    log::warn("the actor system did not stop within ", limit.count(),
+              " s (a cluster connection stuck in its TLS handshake?); exiting");
+    std::_Exit(rc);
+  }).detach();
+}
+
 bool load_configuration(const std::optional<std::string>& config_file,
                         const config_overrides& flags, config::arbiter_config& cfg,
                         config_use use) {

@@ -4,6 +4,7 @@
 // spawning the worker actors a configuration asks for (CPU workers, local model workers,
 // remote-API clients) together with the specs they are registered under.
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -19,6 +20,28 @@
 #include "net/routes.hpp"
 
 namespace arbiter::exe {
+
+/// Bounds how long the actor system may take to stop once everything was drained and written.
+/// CAF's middleman joins its I/O thread on stop, and a cluster peer stuck in its TLS handshake
+/// (a port scanner, a frozen coordinator) keeps that thread busy until the peer gives up, so a
+/// SIGTERM would hang. Declared after the actor system, so that it is destroyed first: its
+/// destructor starts a watch that ends the process with `exit_code` after `limit`.
+class stop_deadline {
+public:
+  explicit stop_deadline(std::chrono::seconds limit) : limit_(limit) {}
+  stop_deadline(const stop_deadline&) = delete;
+  stop_deadline& operator=(const stop_deadline&) = delete;
+  ~stop_deadline();
+
+  /// What the process exits with if the watch ends it (1 until set).
+  void exit_code(int rc) noexcept {
+    rc_ = rc;
+  }
+
+private:
+  std::chrono::seconds limit_;
+  int rc_ = 1;
+};
 
 std::optional<std::string> getenv_string(const std::string& name);
 

@@ -61,6 +61,7 @@ int worker(const worker_options& options) {
   actors::configure_cluster(caf_cfg, cluster);
   boost::asio::io_context ioc;
   caf::actor_system sys{caf_cfg};
+  stop_deadline stopping{std::chrono::seconds{5}};
 
   // The node's model-worker metrics are served on its status port, when it has one; the
   // coordinator's /info and /metrics show its sources.
@@ -140,6 +141,7 @@ int worker(const worker_options& options) {
     status_server->shutdown();
   }
   log::info("worker node stopped");
+  stopping.exit_code(rc);
   return rc;
 }
 

@@ -274,6 +274,23 @@ def test_tls_cluster_takes_its_nodes_and_refuses_strangers(make_server, nodes, c
     assert not any("lost the coordinator" in line for line in good.log), good.log
 
 
+def test_a_peer_stuck_in_its_handshake_does_not_hold_the_coordinator_past_sigterm(
+        make_server, cas):
+    """A TCP connection to the TLS cluster port that never says a word (a port scanner, a
+    frozen peer) keeps CAF's I/O thread busy, and its stop waits for it: the coordinator
+    still exits soon after draining, with status 0."""
+    ours, _ = cas
+    port = free_port()
+    server = make_server("[cpu]\nworkers = 1\n" + tls_toml(ours, "coordinator"),
+                         args=("--cluster-port", str(port)))
+    with socket.create_connection(("127.0.0.1", port)) as silent:
+        time.sleep(0.5)
+        assert server.request("GET", "/health")[0] == 200
+        began = time.monotonic()
+        assert server.stop(timeout=20) == 0
+        assert time.monotonic() - began < 12
+
+
 def test_an_open_cluster_port_is_refused_by_config(make_server, tmp_path, cas):
     ours, _ = cas
     cases = [
