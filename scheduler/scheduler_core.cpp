@@ -110,6 +110,7 @@ source_id scheduler_core::add_source(source_spec spec) {
 }
 
 void scheduler_core::remove_source(source_id id, const std::string& reason) {
+  breaker_shown_.erase(id);
   // What the lost source held goes back through the retry path as a failed attempt: retried
   // on another source while attempts and time are left. Its batches are forgotten, so a late
   // answer from it (a node that comes back) finds nothing and is ignored.
@@ -446,9 +447,17 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
     // Local workers have a fixed limit and no breaker: nothing changes there per batch.
     auto info = sources_.describe(batch.source);
     metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
-    metrics_.source_breaker.Add({{"source", name}}).Set(breaker_gauge(info.breaker));
+    show_breaker(batch.source, info.breaker);
   }
   return batch;
+}
+
+void scheduler_core::show_breaker(source_id id, breaker_state state) {
+  auto [shown, added] = breaker_shown_.try_emplace(id, state);
+  if (added || shown->second != state) {
+    shown->second = state;
+    metrics_.source_breaker.Add({{"source", sources_.name(id)}}).Set(breaker_gauge(state));
+  }
 }
 
 void scheduler_core::detach(item_ref ref, batch_id batch, bool item_done) {
@@ -800,6 +809,12 @@ void scheduler_core::drop(request_id id, const std::string& reason) {
 void scheduler_core::on_timer() {
   expire_stragglers();
   auto now = clock_.now();
+  // An ejection that ended with no call to say so: the gauge follows the breaker's clock.
+  sources_.each_with_breaker([&](source_id id) {
+    if (auto state = sources_.breaker_of(id, now)) {
+      show_breaker(id, *state);
+    }
+  });
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     auto [deadline, id] = *deadlines_.begin();
     const auto& req = requests_.at(id);
@@ -837,6 +852,9 @@ std::optional<time_point> scheduler_core::next_wakeup() const {
   }
   if (pacing_wakeup_) {
     consider(*pacing_wakeup_);
+  }
+  if (auto at = sources_.next_breaker_change(clock_.now())) {
+    consider(*at);
   }
   // Retries that are due wait for a slot (a completion wakes the scheduler) or for pacing
   // (`pacing_wakeup_`).

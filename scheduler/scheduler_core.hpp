@@ -335,6 +335,8 @@ private:
   /// Gives up batch `id` (taken, and handed to `take_cancelled` for its source) unless one of
   /// its items still waits for it; nothing when it is no longer in flight.
   void give_up_if_unneeded(batch_id id);
+  /// Sets the source's breaker gauge when its state is not the one shown.
+  void show_breaker(source_id id, breaker_state state);
   /// `cancel` without finishing the requests it ended (the caller flushes).
   void drop(request_id id, const std::string& reason);
   /// Ends every item of `id` that has not ended, with `code`.
@@ -375,6 +377,8 @@ private:
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;
+  /// The breaker state each source's gauge shows (`show_breaker`).
+  std::unordered_map<source_id, breaker_state> breaker_shown_;
   /// Internal requests by the batch whose work made them (`follow_caller`).
   std::unordered_multimap<batch_id, request_id> callees_;
   std::vector<retry_entry> retries_;

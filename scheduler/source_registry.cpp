@@ -589,6 +589,37 @@ source_info source_registry::describe(source_id id) {
   }
 }
 
+std::optional<time_point> source_registry::next_breaker_change(time_point now) const {
+  std::optional<time_point> next;
+  for (const auto& s : sources_) {
+    if (s->breaker && s->breaker->state(now) == breaker_state::open) {
+      auto at = s->breaker->open_until();
+      if (!next || at < *next) {
+        next = at;
+      }
+    }
+  }
+  return next;
+}
+
+std::optional<breaker_state> source_registry::breaker_of(source_id id, time_point now) const {
+  auto* sp = find(id);
+  if (sp == nullptr || !sp->breaker) {
+    return std::nullopt;
+  }
+  return sp->breaker->state(now);
+}
+
+std::vector<source_id> source_registry::with_breaker() const {
+  std::vector<source_id> ids;
+  for (const auto& s : sources_) {
+    if (s->breaker) {
+      ids.push_back(s->info.id);
+    }
+  }
+  return ids;
+}
+
 source_registry::state* source_registry::find(source_id id) const {
   for (const auto& s : sources_) {
     if (s->info.id == id) {

@@ -271,10 +271,24 @@ public:
   /// One source as /info shows it (default-constructed when unknown).
   source_info describe(source_id id);
 
+  /// The earliest time an open breaker turns half-open (its ejection ends); empty when none
+  /// is open at `now`.
+  std::optional<time_point> next_breaker_change(time_point now) const;
+  /// The state of the source's breaker at `now`; empty when it has none.
+  std::optional<breaker_state> breaker_of(source_id id, time_point now) const;
+  /// Calls `f(id)` for each source with a breaker.
+  template <class F>
+  void each_with_breaker(F&& f) const {
+    for (auto id : with_breaker()) {
+      f(id);
+    }
+  }
+
 private:
   struct state;
 
   state* find(source_id id) const;
+  std::vector<source_id> with_breaker() const;
 
   const time_source& clock_;
   std::vector<std::unique_ptr<state>> sources_;

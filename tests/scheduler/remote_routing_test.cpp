@@ -948,6 +948,28 @@ TEST_F(RemoteRouting, ItemsFailAtOnceWhenEverySourceIsEjectedPastTheirDeadline) 
   ASSERT_FALSE(probe.empty()) << "half-open: a probe goes out";
 }
 
+TEST_F(RemoteRouting, TheBreakerGaugeTurnsHalfOpenWhenTheEjectionEndsWithNoCallToSaySo) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 2s, judge_items(5, "x")).admitted());
+  for (auto& b : core_.dispatch()) {
+    fail(b, attempt_outcome_kind::connect_failure);
+  }
+  const std::string gauge = "arbiter_source_breaker_state{source=\"a\"} ";
+  EXPECT_NE(metrics_text().find(gauge + "2"), std::string::npos) << metrics_text();
+  core_.take_finished();
+  // Idle (the items ended at their deadline): nothing is sent, yet the scheduler wakes when
+  // the ejection ends, 5 s after it began, and says so.
+  const auto opened = clock_.now();
+  for (int wakeups = 0; wakeups < 100 && core_.next_wakeup(); ++wakeups) {
+    clock_.advance(*core_.next_wakeup() - clock_.now());
+    core_.on_timer();
+    core_.dispatch(); // nothing: the items ended at their deadline
+  }
+  EXPECT_FALSE(core_.next_wakeup().has_value());
+  EXPECT_EQ(clock_.now() - opened, 5s);
+  EXPECT_NE(metrics_text().find(gauge + "1"), std::string::npos) << metrics_text();
+}
+
 TEST_F(RemoteRouting, ABusySourceBesideAnEjectedOneKeepsItemsWaiting) {
   core_.add_source(endpoint("down"));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "a")).admitted());
