@@ -322,6 +322,10 @@ private:
   /// Queues item `ref` again in its class, where its first arrival puts it (a FIFO class keeps
   /// it ahead of later items).
   void requeue(item_ref ref);
+  /// Hands the calls `from` runs in (a leader that ended for its own request's reasons) to
+  /// `to`, its follower, which waits for their answer instead of making its own call.
+  /// Returns whether there was a call to hand over.
+  bool hand_over_calls(item_ref from, item_ref to);
   /// Ends item `index` of `req` with `result`; a request whose last item this was is
   /// finished by the next `flush`. `shareable`: followers of the item's flight may take the
   /// same result (false when the item ended for reasons of its own request).

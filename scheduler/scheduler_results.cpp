@@ -119,6 +119,31 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
   }
 }
 
+bool scheduler_core::hand_over_calls(item_ref from, item_ref to) {
+  auto old = requests_.find(from.first);
+  auto next = requests_.find(to.first);
+  if (old == requests_.end() || next == requests_.end()) {
+    return false;
+  }
+  auto& slots = old->second.running_in[from.second];
+  bool handed = false;
+  for (auto b : slots) {
+    auto batch = batches_.find(b);
+    if (b == 0 || batch == batches_.end()) {
+      continue;
+    }
+    std::replace(batch->second.items.begin(), batch->second.items.end(), from, to);
+    handed = true;
+  }
+  if (!handed) {
+    return false;
+  }
+  next->second.running_in[to.second] = slots;
+  next->second.states[to.second] = item_state::running;
+  slots = {0, 0};
+  return true;
+}
+
 void scheduler_core::settle_flight(const std::string& key, item_ref leader,
                                    const item_result& result, bool shareable) {
   if (shareable && result.status == item_status::ok && routing_.cache_capacity > 0) {
@@ -145,7 +170,10 @@ void scheduler_core::settle_flight(const std::string& key, item_ref leader,
       next.leader = {rid, index};
       next.followers.assign(followers.begin() + static_cast<std::ptrdiff_t>(k) + 1,
                             followers.end());
-      requeue({rid, index});
+      // The call in flight goes on for it: the provider is already working on it.
+      if (!hand_over_calls(leader, {rid, index})) {
+        requeue({rid, index});
+      }
       return;
     }
     item_result copy = result;
