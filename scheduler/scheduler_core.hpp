@@ -313,11 +313,15 @@ private:
   void expire_stragglers();
   /// Remembers the earliest time a source that was waiting could take work.
   void note_wait(const pick_result& pick, const std::string& capability);
-  /// When `pick` found every source serving `capability` ejected until after the deadline of
-  /// the head of `cls`'s queue for it, fails that item with upstream_failed and returns true.
+  /// When `pick` found every source serving `capability` ejected, or holding back after a
+  /// 429, until after the deadline of the head of `cls`'s queue for it, fails that item with
+  /// upstream_failed and returns true.
   bool fail_ejected(size_t cls, const std::string& capability, const pick_result& pick);
-  /// Why an item fails when every source serving `capability` is ejected until `until`.
-  std::string ejected_reason(const std::string& capability, time_point until,
+  /// Whether no source can take an item before `deadline`: each is ejected, or holds back
+  /// after a 429, until past it.
+  static bool waits_past(const pick_result& pick, time_point deadline);
+  /// Why an item fails when `waits_past`.
+  std::string ejected_reason(const std::string& capability, const pick_result& pick,
                              const std::string& last_failure);
   /// Queues item `ref` again in its class, where its first arrival puts it (a FIFO class keeps
   /// it ahead of later items).

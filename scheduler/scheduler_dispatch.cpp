@@ -69,13 +69,12 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
     auto demand = demand_of(entry.item);
     auto pick = sources_.pick(item.capability, demand, entry.avoid);
     if (!pick.source) {
-      if (!pick.busy && pick.waiting_on == wait_cause::breaker && pick.retry_at
-          && req->second.deadline < *pick.retry_at) {
+      if (waits_past(pick, req->second.deadline)) {
         auto& r = req->second;
         auto index = entry.item.second;
         item_result result = r.results[index];
         result.code = errc::upstream_failed;
-        result.error = ejected_reason(item.capability, *pick.retry_at, r.last_failure[index]);
+        result.error = ejected_reason(item.capability, pick, r.last_failure[index]);
         end_item(entry.item.first, r, index, std::move(result));
         flush();
         continue;
@@ -270,14 +269,25 @@ void scheduler_core::dispatch_capability(const std::string& capability,
   }
 }
 
-std::string scheduler_core::ejected_reason(const std::string& capability, time_point until,
+bool scheduler_core::waits_past(const pick_result& pick, time_point deadline) {
+  return !pick.busy && pick.retry_at && *pick.retry_at > deadline
+         && (pick.waiting_on == wait_cause::breaker || pick.waiting_on == wait_cause::backoff);
+}
+
+std::string scheduler_core::ejected_reason(const std::string& capability,
+                                           const pick_result& pick,
                                            const std::string& last_failure) {
-  std::string reason = "every source serving '" + capability
-                       + "' is ejected (circuit breaker open) for another "
-                       + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), until)))
-                       + " ms, past this item's deadline";
-  if (!last_failure.empty()) {
-    reason += "; last attempt: " + last_failure;
+  const bool limited = pick.waiting_on == wait_cause::backoff;
+  std::string reason =
+    "every source serving '" + capability + "' is "
+    + (limited ? "rate-limited (a 429's Retry-After)" : "ejected (circuit breaker open)")
+    + " for another "
+    + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), *pick.retry_at)))
+    + " ms, past this item's deadline";
+  if (!last_failure.empty() || limited) {
+    if (!last_failure.empty()) {
+      reason += "; last attempt: " + last_failure;
+    }
     return reason;
   }
   // An item that never got an attempt: why its sources were ejected, as /info says.
@@ -295,15 +305,13 @@ std::string scheduler_core::ejected_reason(const std::string& capability, time_p
 
 bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
                                   const pick_result& pick) {
-  if (pick.busy || pick.waiting_on != wait_cause::breaker || !pick.retry_at) {
-    return false;
-  }
   const auto* head = queues_.peek(cls, capability);
-  if (head == nullptr || head->deadline >= *pick.retry_at) {
+  if (head == nullptr || !waits_past(pick, head->deadline)) {
     return false;
   }
-  // Every source that serves the capability is ejected past this item's deadline: waiting
-  // cannot help, so it fails now (and its reward's fallback, if any, answers at once).
+  // Every source that serves the capability is ejected, or holds back after a 429, past this
+  // item's deadline: waiting cannot help, so it fails now (and its reward's fallback, if any,
+  // answers at once).
   auto task = *queues_.pop(cls, capability);
   auto req = requests_.find(task.request);
   if (req == requests_.end()) {
@@ -313,7 +321,7 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
   item_result result = r.results[task.index];
   result.queue_ms = ms_between(r.enqueued[task.index], clock_.now());
   result.code = errc::upstream_failed;
-  result.error = ejected_reason(capability, *pick.retry_at, r.last_failure[task.index]);
+  result.error = ejected_reason(capability, pick, r.last_failure[task.index]);
   end_item(task.request, r, task.index, std::move(result));
   flush();
   return true;

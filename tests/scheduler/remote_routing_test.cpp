@@ -966,6 +966,33 @@ TEST_F(RemoteRouting, TheBreakerGaugeTurnsHalfOpenWhenTheEjectionEndsWithNoCallT
   EXPECT_NE(metrics_text().find(gauge + "1"), std::string::npos) << metrics_text();
 }
 
+TEST_F(RemoteRouting, ItemsQueuedBehindARetryAfterPastTheirDeadlineFailAtOnce) {
+  // A limit nobody configured: the only source answers 429 with Retry-After 60 s, and the
+  // request's deadline is 30 s away. Waiting cannot help any of its items.
+  auto spec = endpoint("a");
+  spec.max_inflight = 1;
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 30s, judge_items(5, "x")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  auto limited = outcome(attempt_outcome_kind::rate_limited);
+  limited.retry_after = 60s;
+  core_.complete(first[0].id, limited, {});
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "all five end now, not at the deadline";
+  for (size_t i = 1; i < 5; ++i) {
+    const auto& r = done[0].results[i];
+    EXPECT_EQ(r.code, errc::upstream_failed) << i;
+    EXPECT_NE(r.error.find("is rate-limited (a 429's Retry-After) for another"),
+              std::string::npos) << r.error;
+  }
+  // A request whose deadline outlives the Retry-After waits for it.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 90s, judge_items(1, "late")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  EXPECT_TRUE(core_.take_finished().empty());
+}
+
 TEST_F(RemoteRouting, ABusySourceBesideAnEjectedOneKeepsItemsWaiting) {
   core_.add_source(endpoint("down"));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "a")).admitted());
