@@ -13,6 +13,10 @@ namespace arbiter::scheduler {
 
 namespace {
 
+/// How long admitted items wait for a capability whose last source was lost (a worker node
+/// restarting, a coordinator that paused past the heartbeat timeout) before they fail.
+constexpr nanoseconds lost_capability_grace = std::chrono::seconds{10};
+
 /// Calls `f` once for each distinct non-empty step among a batch's items' steps.
 template <class F>
 void for_each_step(const std::vector<std::string>& steps, F&& f) {
@@ -97,6 +101,9 @@ source_id scheduler_core::add_source(std::string name, std::vector<std::string> 
 }
 
 source_id scheduler_core::add_source(source_spec spec) {
+  for (const auto& capability : spec.capabilities) {
+    orphaned_.erase(capability); // its items waiting for a source have one again
+  }
   if (spec.remote) {
     remote_capabilities_.insert(spec.capabilities.begin(), spec.capabilities.end());
   }
@@ -126,9 +133,15 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
   for (auto bid : lost) {
     complete(bid, report, {});
   }
+  auto capabilities = sources_.describe(id).capabilities;
   sources_.remove(id);
-  // A retry that waits for a capability no source serves any more would wait for its
-  // deadline: it fails now, with the reason.
+  // A capability left with no source: its items, queued or waiting to be retried, wait up to
+  // `lost_capability_grace` for one to join (a node restarting), then fail together.
+  for (const auto& capability : capabilities) {
+    if (!sources_.serves(capability)) {
+      orphaned_.try_emplace(capability, lost_capability{clock_.now(), reason});
+    }
+  }
   std::vector<retry_entry> waiting;
   for (auto& entry : retries_) {
     auto req = requests_.find(entry.item.first);
@@ -137,7 +150,8 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
     }
     auto& r = req->second;
     auto index = entry.item.second;
-    if (sources_.serves(r.items[index]->capability)) {
+    if (sources_.serves(r.items[index]->capability)
+        || orphaned_.count(r.items[index]->capability) > 0) {
       waiting.push_back(entry);
       continue;
     }
@@ -281,7 +295,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       end_item(id, req, i, std::move(r), false);
       continue;
     }
-    if (!sources_.serves(item.capability)) {
+    // A capability that lost its last source a moment ago (a node restarting) is waited for,
+    // as its admitted items are (`remove_source`).
+    if (!sources_.serves(item.capability) && orphaned_.count(item.capability) == 0) {
       item_result r;
       r.code = errc::no_eligible_source;
       r.error = "no source serves '" + item.capability + "' (needed by reward '" + item.reward
@@ -806,9 +822,56 @@ void scheduler_core::drop(request_id id, const std::string& reason) {
   }
 }
 
+void scheduler_core::fail_orphaned(const std::string& capability, const lost_capability& lost) {
+  auto error = "every source serving '" + capability + "' was lost "
+               + std::to_string(static_cast<int64_t>(ms_between(lost.since, clock_.now())))
+               + " ms ago and none has joined since (the last one: " + lost.reason + ")";
+  auto fail = [&](request_id id, uint32_t index) {
+    auto req = requests_.find(id);
+    if (req == requests_.end()) {
+      return;
+    }
+    auto& r = req->second;
+    item_result result = r.results[index];
+    result.queue_ms = ms_between(r.enqueued[index], clock_.now());
+    result.code = errc::worker_failed;
+    result.error = r.last_failure[index].empty() ? error
+                                                 : error + "; last attempt: "
+                                                     + r.last_failure[index];
+    end_item(id, r, index, std::move(result));
+  };
+  for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
+    while (auto task = queues_.pop(cls, capability)) {
+      fail(task->request, task->index);
+    }
+    note_depth(cls);
+  }
+  std::vector<retry_entry> waiting;
+  for (auto& entry : retries_) {
+    auto req = requests_.find(entry.item.first);
+    if (req != requests_.end() && req->second.states[entry.item.second] == item_state::retrying
+        && req->second.items[entry.item.second]->capability == capability) {
+      fail(entry.item.first, entry.item.second);
+    } else {
+      waiting.push_back(entry);
+    }
+  }
+  retries_ = std::move(waiting);
+  flush();
+}
+
 void scheduler_core::on_timer() {
   expire_stragglers();
   auto now = clock_.now();
+  for (auto it = orphaned_.begin(); it != orphaned_.end();) {
+    if (now - it->second.since < lost_capability_grace) {
+      ++it;
+      continue;
+    }
+    auto [capability, lost] = *it;
+    it = orphaned_.erase(it);
+    fail_orphaned(capability, lost);
+  }
   // An ejection that ended with no call to say so: the gauge follows the breaker's clock.
   sources_.each_with_breaker([&](source_id id) {
     if (auto state = sources_.breaker_of(id, now)) {
@@ -855,6 +918,9 @@ std::optional<time_point> scheduler_core::next_wakeup() const {
   }
   if (auto at = sources_.next_breaker_change(clock_.now())) {
     consider(*at);
+  }
+  for (const auto& [capability, lost] : orphaned_) {
+    consider(lost.since + lost_capability_grace);
   }
   // Retries that are due wait for a slot (a completion wakes the scheduler) or for pacing
   // (`pacing_wakeup_`).

@@ -123,7 +123,8 @@ public:
   /// Removes a source (a worker that stopped, a node that was lost). Its in-flight items count
   /// a failed attempt (`connect_failure`, `reason`) and are retried on other sources while
   /// attempts and time are left; a late answer from it is ignored. Items left with no source
-  /// serving their capability fail with `worker_failed` and the reason.
+  /// serving their capability, queued or in flight, wait up to 10 s for one to join (a node
+  /// restarting), then fail together with `worker_failed` and the reason.
   void remove_source(source_id id, const std::string& reason);
 
   /// Admits or refuses a request. On admission the core owns the items and will finish the
@@ -258,6 +259,13 @@ private:
     bool hedge = false;
   };
 
+  /// When and why a capability's last source was lost: its items wait a while for one to
+  /// join (`remove_source`), then fail (`fail_orphaned`).
+  struct lost_capability {
+    time_point since;
+    std::string reason;
+  };
+
   struct retry_entry {
     time_point ready_at;
     item_ref item;
@@ -343,6 +351,9 @@ private:
   /// Gives up batch `id` (taken, and handed to `take_cancelled` for its source) unless one of
   /// its items still waits for it; nothing when it is no longer in flight.
   void give_up_if_unneeded(batch_id id);
+  /// Fails every item of `capability` still queued or waiting to be retried (its last source
+  /// was lost and none joined in time).
+  void fail_orphaned(const std::string& capability, const lost_capability& lost);
   /// Sets the source's breaker gauge when its state is not the one shown.
   void show_breaker(source_id id, breaker_state state);
   /// `cancel` without finishing the requests it ended (the caller flushes).
@@ -385,6 +396,8 @@ private:
   std::unordered_map<request_id, pending_request> requests_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;
+  /// Capabilities whose last source was lost (`lost_capability`).
+  std::unordered_map<std::string, lost_capability> orphaned_;
   /// The breaker state each source's gauge shows (`show_breaker`).
   std::unordered_map<source_id, breaker_state> breaker_shown_;
   /// Internal requests by the batch whose work made them (`follow_caller`).

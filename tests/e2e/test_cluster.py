@@ -440,6 +440,45 @@ def test_a_coordinator_without_cpu_workers_leaves_cpu_rewards_to_nodes(make_serv
     assert {r["source"] for r in body["results"]} == {"only/cpu"}
 
 
+def test_the_only_node_restarted_mid_request_loses_no_item(make_server, nodes):
+    """The coordinator has no CPU workers; the one node that has them is killed with a request
+    half done and started again: its items in flight and those queued behind them wait for it
+    (up to 10 s) rather than failing, as does a request that arrives meanwhile, and the
+    requests end all scored."""
+    port = free_port()
+    server = make_server("[cpu]\nenabled = false\n", args=("--cluster-port", str(port)))
+    first = nodes.start(port, "only", workers=1)
+    deadline = time.time() + 10
+    while time.time() < deadline and cluster_nodes(server).get("only", {}).get("state") != "up":
+        time.sleep(0.05)
+    answer = []
+    request = threading.Thread(target=lambda: answer.append(server.request(
+        "POST", "/v1/score", {"items": lexical_items(400, 3000), "deadline_ms": 60000})))
+    request.start()
+    deadline = time.time() + 10
+    while time.time() < deadline and "arbiter_requests_pending 1" not in server.request(
+            "GET", "/metrics")[2]:
+        time.sleep(0.02)
+    assert request.is_alive(), "the request ended before the fault"
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    time.sleep(1.0)
+    meanwhile = []
+    later = threading.Thread(target=lambda: meanwhile.append(server.request(
+        "POST", "/v1/score", {"items": lexical_items(20, 50)})))
+    later.start()
+    nodes.start(port, "only", workers=1)
+    later.join(60)
+    assert meanwhile[0][0] == 200
+    assert all(r["status"] == "ok" for r in meanwhile[0][2]["results"]), meanwhile[0][2]
+    request.join(60)
+    status, _, body = answer[0]
+    assert status == 200, body
+    bad = [r for r in body["results"] if r["status"] != "ok"]
+    assert not bad, (len(bad), [r["error"] for r in bad[:2]],
+                     {r["source"] for r in body["results"]})
+
+
 def test_a_node_status_port_answers_health_and_metrics(make_server, nodes, tmp_path):
     """`worker --status-port`: /health is 200 while joined and 503 while the coordinator is
     away; /metrics has the node's own metrics; nothing else is served."""
