@@ -56,9 +56,17 @@ const reward_entry* reward_catalog::find(std::string_view name) const {
 }
 
 const reward_entry* reward_catalog::for_data_source(std::string_view data_source) const {
+  // A name matches itself; a key ending in '*' matches every name that starts with the rest.
   const std::string* best = nullptr;
   size_t best_length = 0;
-  for (const auto& [prefix, reward] : data_sources_) {
+  for (const auto& [key, reward] : data_sources_) {
+    if (key.empty() || key.back() != '*') {
+      if (key == data_source) {
+        return find(reward);
+      }
+      continue;
+    }
+    auto prefix = std::string_view{key}.substr(0, key.size() - 1);
     if (data_source.substr(0, prefix.size()) == prefix && prefix.size() >= best_length) {
       best = &reward;
       best_length = prefix.size();

@@ -360,22 +360,32 @@ struct arbiter_config {
   /// Configured rewards, by name. The built-in kinds are always available under their own
   /// names (`lexical`, `embedding`, ...); entries here add names or override those.
   std::map<std::string, reward_config> rewards;
-  /// `data_source` prefix -> reward name, used when an item names no `reward`. The longest
-  /// matching prefix wins. The default serves the seeds' names and every name verl's
-  /// `default_compute_score` maps to a rule reward Arbiter ports (docs/rewards.md).
+  /// `data_source` -> reward name, used when an item names no `reward`. A name matches
+  /// itself exactly; a key ending in `*` matches every name it begins, the longest such key
+  /// first. The default serves the seeds' prefixes and exactly the names verl's
+  /// `default_compute_score` sends to a rule reward Arbiter ports (docs/rewards.md), so a name
+  /// verl refuses is refused here too, not scored by the wrong rule.
   std::map<std::string, std::string> data_sources = {
-      {"lexical", "lexical"},
-      {"exact_match", "exact_match"},
-      {"embedding_remote", "embedding"},
-      {"llm_judge_remote", "judge"},
-      {"info_gain", "info_gain"},
+      {"lexical*", "lexical"},
+      {"exact_match*", "exact_match"},
+      {"embedding_remote*", "embedding"},
+      {"llm_judge_remote*", "judge"},
+      {"info_gain*", "info_gain"},
       {"openai/gsm8k", "gsm8k"},
       {"lighteval/MATH", "math"},
       {"DigitalLearningGmbH/MATH-lighteval", "math"},
       {"HuggingFaceH4/MATH-500", "math"},
-      {"math", "math_dapo"}, // math, math_dapo, math_dapo_reasoning
-      {"aime", "math_dapo"},
-      {"searchR1_", "search_r1_qa_em"},
+      {"math", "math_dapo"},
+      {"math_dapo", "math_dapo"},
+      {"math_dapo_reasoning", "math_dapo"},
+      {"aime*", "math_dapo"}, // verl: data_source.startswith("aime")
+      {"searchR1_nq", "search_r1_qa_em"},
+      {"searchR1_triviaqa", "search_r1_qa_em"},
+      {"searchR1_popqa", "search_r1_qa_em"},
+      {"searchR1_hotpotqa", "search_r1_qa_em"},
+      {"searchR1_2wikimultihopqa", "search_r1_qa_em"},
+      {"searchR1_musique", "search_r1_qa_em"},
+      {"searchR1_bamboogle", "search_r1_qa_em"},
   };
 };
 

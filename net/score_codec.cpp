@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "backends/rewards/reward_kinds.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "net/json_reading.hpp"
 #include "net/number_text.hpp"
@@ -137,9 +138,14 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
       }
       err = {refusal::invalid, prefix + ".data_source",
              prefix + ".data_source: '" + item.data_source
-               + "' is not served (no [data_sources] prefix matches it; served: " + served
+               + "' is not served (no [data_sources] entry matches it; served: " + served
                + "); name a reward instead"};
       return false;
+    }
+    if (const auto* kind = backends::find_reward_kind(reward->kind);
+        kind != nullptr && kind->verl_rule) {
+      // As verl's default_compute_score: the row's extra_info does not reach the function.
+      item.extra_info.clear();
     }
   }
   return bind_reward(item, *reward, prefix, err);

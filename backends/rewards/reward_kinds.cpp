@@ -58,6 +58,8 @@ std::vector<reward_kind> build() {
     cpu_kind("search_r1_qa_em", &cpu::score_search_r1_qa_em, search_r1_option_rules()),
   };
   for (auto& k : kinds) {
+    k.verl_rule = k.name == "gsm8k" || k.name == "math" || k.name == "math_dapo"
+                  || k.name == "search_r1_qa_em";
     if (k.name == "math_dapo") {
       // verl's math_dapo returns acc and pred; "[INVALID]" is its own pred for no answer.
       k.failed_extra = R"({"acc":false,"pred":"[INVALID]"})";

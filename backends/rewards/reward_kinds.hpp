@@ -59,6 +59,10 @@ struct reward_kind {
   /// reports them (a JSON object), so that every result has the same keys, as trainers that
   /// build arrays from the first result's keys need (verl's reward_extra_info). "" = none.
   std::string failed_extra;
+  /// One of verl's rule rewards: verl's `default_compute_score` calls it with its defaults
+  /// whatever the row's extra_info holds, so an item that reaches it through its
+  /// `data_source` takes no options from extra_info (options come from the config alone).
+  bool verl_rule = false;
 };
 
 /// Every built-in kind, in the order the docs list them.

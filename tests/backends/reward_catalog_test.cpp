@@ -18,19 +18,29 @@ TEST(RewardCatalog, OffersBuiltinsUnderTheirOwnNames) {
   ASSERT_NE(catalog.for_data_source("llm_judge_remote_math"), nullptr);
   EXPECT_EQ(catalog.for_data_source("llm_judge_remote_math")->name, "judge");
   EXPECT_EQ(catalog.for_data_source("embedding_remote_qa")->name, "embedding");
+  // verl's names exactly (aime* as verl's startswith): what verl refuses is refused here.
+  EXPECT_EQ(catalog.for_data_source("math")->name, "math_dapo");
+  EXPECT_EQ(catalog.for_data_source("aime2025")->name, "math_dapo");
+  EXPECT_EQ(catalog.for_data_source("searchR1_nq")->name, "search_r1_qa_em");
+  EXPECT_EQ(catalog.for_data_source("lighteval/MATH")->name, "math");
+  for (const char* refused : {"mathvista", "math_reward", "lighteval/MATH-Hard", "searchR1_other",
+                              "openai/gsm8k_v2", "openai/gsm8k "}) {
+    EXPECT_EQ(catalog.for_data_source(refused), nullptr) << refused;
+  }
 }
 
-TEST(RewardCatalog, ConfiguredNamesAndLongestPrefixWin) {
+TEST(RewardCatalog, ConfiguredNamesExactFirstThenTheLongestPrefix) {
   auto cfg = config::embedded_default();
   config::reward_config squad;
   squad.name = "squad_em";
   squad.kind = "exact_match";
   cfg.rewards["squad_em"] = squad;
-  cfg.data_sources = {{"squad", "lexical"}, {"squad_v2", "squad_em"}};
+  cfg.data_sources = {{"squad*", "lexical"}, {"squad_v2*", "squad_em"}, {"squad_v1", "judge"}};
   reward_catalog catalog{cfg};
   ASSERT_NE(catalog.for_data_source("squad_v2_dev"), nullptr);
   EXPECT_EQ(catalog.for_data_source("squad_v2_dev")->name, "squad_em");
-  EXPECT_EQ(catalog.for_data_source("squad_v1")->name, "lexical");
+  EXPECT_EQ(catalog.for_data_source("squad_v1")->name, "judge");
+  EXPECT_EQ(catalog.for_data_source("squad_v1_dev")->name, "lexical");
   EXPECT_EQ(catalog.for_data_source("gsm8k"), nullptr);
   EXPECT_EQ(catalog.rewards().size(), 11u) << "ten built-in kinds and squad_em";
 }

@@ -137,3 +137,36 @@ def test_search_r1_ground_truth_shapes(server, truth):
          "ground_truth": truth}]})
     assert status == 200, body
     assert body["scores"] == [1.0]
+
+
+def test_picked_by_data_source_the_rows_extra_info_is_ignored_as_verl_does(server):
+    """verl's default_compute_score calls the rule with its defaults whatever the row holds:
+    a row field that happens to be an option's name changes nothing (verl 0.9.1's results)."""
+    rows = [
+        ({"data_source": "openai/gsm8k", "solution_str": "#### 72", "ground_truth": "72",
+          "extra_info": {"score": 0.35, "split": "train", "index": 3}}, 1.0),
+        ({"data_source": "openai/gsm8k", "solution_str": "the answer is 72",
+          "ground_truth": "72", "extra_info": {"method": "flexible"}}, 0.0),
+        ({"data_source": "openai/gsm8k", "solution_str": "#### 72", "ground_truth": "72",
+          "extra_info": {"method": "cot"}}, 1.0),  # a value verl never reads: no 400
+        ({"data_source": "math_dapo", "solution_str": "Answer: 5", "ground_truth": "5",
+          "extra_info": {"strict_box_verify": True}}, 1.0),
+        ({"data_source": "searchR1_nq", "solution_str": "<answer>x</answer>",
+          "ground_truth": {"target": ["y"]}, "extra_info": {"format_score": 0.2}}, 0.0),
+    ]
+    status, _, body = server.score({"items": [item for item, _ in rows]})
+    assert status == 200, body
+    assert body["scores"] == [want for _, want in rows]
+    # Named, the reward takes its options from extra_info, as documented.
+    item = dict(rows[0][0], reward="gsm8k")
+    assert server.score({"items": [item]})[2]["scores"] == [0.35]
+
+
+@pytest.mark.parametrize("name", ["mathvista", "math_reward", "lighteval/MATH-Hard",
+                                  "HuggingFaceH4/MATH-500-extra", "openai/gsm8k_v2",
+                                  "openai/gsm8k ", "searchR1_other"])
+def test_a_data_source_verl_refuses_is_refused_not_scored_by_a_neighbours_rule(server, name):
+    status, _, body = server.score({"items": [
+        {"data_source": name, "solution_str": "Answer: 5", "ground_truth": "5"}]})
+    assert status == 400, body
+    assert body["error"]["field"] == "items[0].data_source"

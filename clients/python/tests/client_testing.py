@@ -22,8 +22,8 @@ CPU_CONFIG = f"""
 max_lexical_chars = {MAX_LEXICAL_CHARS}
 
 [data_sources]
-lexical = "lexical"
-gsm8k = "exact_match"
+"lexical*" = "lexical"
+"gsm8k*" = "exact_match"
 """
 
 
