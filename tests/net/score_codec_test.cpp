@@ -31,7 +31,7 @@ protected:
     squad.name = "squad_em";
     squad.kind = "exact_match";
     cfg.rewards["squad_em"] = squad;
-    cfg.data_sources["squad"] = "squad_em";
+    cfg.data_sources["squad*"] = "squad_em";
     return cfg;
   }
 
