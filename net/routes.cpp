@@ -975,7 +975,11 @@ json step_json(const scheduler::step_account& a) {
                      {"completion_tokens", s.completion_tokens},
                      {"cost", s.cost},
                      {"run_ms", s.run_ms}};
-    calls += s.calls;
+    // Model calls only: a CPU worker's or a reward graph's batches run no model.
+    const std::string_view n = name;
+    const bool local_work = n == "reward-graph" || n == "cpu"
+                            || (n.size() > 4 && n.substr(n.size() - 4) == "/cpu");
+    calls += local_work ? 0 : s.calls;
     hedges += s.hedges;
     limited += s.rate_limited;
     retries += s.retries;

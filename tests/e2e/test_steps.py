@@ -138,6 +138,9 @@ def test_a_request_resent_after_a_connection_reset_is_counted_as_a_call(make_ser
     assert stats["requests_total"] > 20, stats  # some resets happened
     _, _, account = s.request("GET", "/v1/steps/resets")
     assert account["sources"]["a"]["calls"] == stats["requests_total"], (account, stats)
+    # The totals count model calls: the judge graphs' own batches are listed, not added.
+    assert account["sources"]["reward-graph"]["calls"] == 20
+    assert account["totals"]["calls"] == stats["requests_total"], account
     _, _, metrics = s.request("GET", "/metrics")
     attempts = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                    if line.startswith('arbiter_source_attempts_total{') and 'source="a"' in line)
