@@ -90,6 +90,8 @@ struct gateway_state {
   cluster_metrics* metrics = nullptr;
   /// By node name; lost nodes stay until their name joins again.
   std::map<std::string, node_entry> nodes;
+  /// The coordinator's `cluster.timeout_ms`: silence past it loses a node.
+  std::chrono::milliseconds timeout{0};
   static inline const char* name = "arbiter.cluster_gateway";
 };
 
@@ -126,9 +128,10 @@ void count(gateway_state& s, const char* event = nullptr) {
 }
 
 caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler,
-                      cluster_metrics* metrics) {
+                      cluster_metrics* metrics, std::chrono::milliseconds timeout) {
   self->state.scheduler = std::move(scheduler);
   self->state.metrics = metrics;
+  self->state.timeout = timeout;
   count(self->state);
   self->set_down_handler([self](const caf::down_msg& down) {
     for (auto& [name, node] : self->state.nodes) {
@@ -159,6 +162,17 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
                                "node '" + hello.name + "' runs arbiter " + hello.version
                                  + ", the coordinator " + arbiter::version
                                  + "; run the same version on every member");
+      }
+      if (auto limit = self->state.timeout.count();
+          hello.heartbeat_ms > 0 && limit > 0 && hello.heartbeat_ms >= limit) {
+        // It would be taken for lost between its beats, and join again, over and over.
+        count(self->state, "refused");
+        return caf::make_error(caf::sec::invalid_argument,
+                               "node '" + hello.name + "' sends a heartbeat every "
+                                 + std::to_string(hello.heartbeat_ms)
+                                 + " ms, not within the coordinator's cluster.timeout_ms ("
+                                 + std::to_string(limit) + "); set the node's "
+                                 + "cluster.heartbeat_ms below it");
       }
       auto it = nodes.find(hello.name);
       if (it != nodes.end() && it->second.up && it->second.actor != node.address()) {
@@ -251,8 +265,8 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
 } // namespace
 
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
-                                 cluster_metrics& metrics) {
-  return sys.spawn(gateway, std::move(scheduler), &metrics);
+                                 cluster_metrics& metrics, std::chrono::milliseconds timeout) {
+  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout);
 }
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,

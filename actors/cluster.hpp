@@ -71,11 +71,15 @@ struct node_hello {
   std::string host;
   uint32_t pid = 0;
   std::string version;
+  /// How often the node sends a heartbeat (its `cluster.heartbeat_ms`): the coordinator
+  /// refuses a node that would go silent longer than its own `cluster.timeout_ms`.
+  int64_t heartbeat_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
-  return f(caf::meta::type_name("node_hello"), x.name, x.host, x.pid, x.version);
+  return f(caf::meta::type_name("node_hello"), x.name, x.host, x.pid, x.version,
+           x.heartbeat_ms);
 }
 
 /// One node as the coordinator's `/info` shows it.
@@ -113,7 +117,7 @@ struct cluster_metrics {
 /// node's actor: when that goes (the connection is lost) the node shows as lost; the
 /// scheduler watches the workers themselves.
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
-                                 cluster_metrics& metrics);
+                                 cluster_metrics& metrics, std::chrono::milliseconds timeout);
 
 /// A worker actor and the spec it is registered under (serve registers its own, a node passes
 /// its to the gateway).

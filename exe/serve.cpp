@@ -191,7 +191,7 @@ int serve(const serve_options& options) {
                                        fallback, recorder);
   caf::actor gateway;
   if (cfg.cluster.enabled) {
-    gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics);
+    gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics, cfg.cluster.timeout);
     auto published = actors::publish_cluster(sys, gateway, cfg.cluster.host, cfg.cluster.port,
                                               cluster);
     if (!published) {

@@ -81,6 +81,7 @@ int worker(const worker_options& options) {
   hello.host = host;
   hello.pid = static_cast<uint32_t>(getpid());
   hello.version = arbiter::version;
+  hello.heartbeat_ms = cfg.cluster.heartbeat.count();
   hello.name = options.name.empty() ? std::string{host} + "-" + std::to_string(hello.pid)
                                     : options.name;
   std::atomic<bool> joined{false};

@@ -35,7 +35,7 @@ protected:
     cfg.priorities = {{"normal", 1000, config::queue_order::fifo}};
     cfg.default_priority = "normal";
     sched_ = spawn_scheduler(*sys_, cfg, metrics_);
-    gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_);
+    gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_, 3000ms);
   }
 
   ~ClusterGateway() override {
@@ -46,10 +46,10 @@ protected:
 
   /// Sends `(node_join_atom, hello, node)`; returns the error text, empty when taken.
   std::string join(const std::string& name, const caf::actor& node,
-                   const std::string& version = arbiter::version) {
+                   const std::string& version = arbiter::version, int64_t heartbeat_ms = 1000) {
     caf::scoped_actor self{*sys_};
     std::string out;
-    node_hello hello{name, "host-1", 42, version};
+    node_hello hello{name, "host-1", 42, version, heartbeat_ms};
     self->request(gateway_, 5s, node_join_atom::value, hello, node)
       .receive([](caf::ok_atom) {}, [&](caf::error& e) { out = sys_->render(e); });
     return out;
@@ -163,4 +163,18 @@ TEST_F(ClusterGateway, ANodeWhoseActorGoesIsShownLostAndItsNameCanJoinAgain) {
   EXPECT_NE(text.find("arbiter_cluster_node_events_total{event=\"lost\"} 1"),
             std::string::npos) << text;
   caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(ClusterGateway, RefusesANodeWhoseHeartbeatIsNotWithinTheCoordinatorsTimeout) {
+  // The coordinator loses a node after 3 s of silence: one that beats every 8 s would be
+  // lost and join again for ever.
+  auto node = sys_->spawn(idle);
+  auto refused = join("slow-beat", node, arbiter::version, 8000);
+  EXPECT_NE(refused.find("sends a heartbeat every 8000 ms, not within the coordinator's "
+                         "cluster.timeout_ms (3000)"),
+            std::string::npos)
+    << refused;
+  EXPECT_TRUE(nodes().empty());
+  EXPECT_EQ(join("slow-beat", node, arbiter::version, 2000), "");
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
 }
