@@ -295,7 +295,8 @@ int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t po
       log::warn("cannot join ", where, settings.tls() ? " (TLS)" : "", ": ",
                 sys.render(gateway.error()),
                 handshake ? " (closed during the handshake: a certificate the other end's CA "
-                            "did not sign, or TLS configured on one end only)"
+                            "did not sign, one expired or not yet valid on either end, or TLS "
+                            "configured on one end only; check-config checks this node's own)"
                           : "",
                 "; trying again in ", backoff.count(), " ms");
     }
