@@ -75,7 +75,8 @@ def test_single_item_requests_spread_and_every_one_is_answered_and_accounted(mak
     status, _, account = s.request("GET", f"/v1/steps/{step}")
     assert status == 200, account
     assert account["items"] == {"total": 300, "ok": 300, "fallback": 0, "failed": 0}
-    assert account["sources"]["cpu"]["calls"] == account["totals"]["calls"] > 0
+    assert account["sources"]["cpu"]["calls"] > 0
+    assert account["totals"]["calls"] == 0  # CPU workers' batches are no model calls
     status, _, listing = s.request("GET", "/v1/steps")
     assert [x["step"] for x in listing["steps"]].count(step) == 1
     status, _, info = s.request("GET", "/info")
