@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -50,6 +51,17 @@ std::string reason_heading(const std::string& reason) {
 } // namespace
 
 int replay_logs(const replay_options& options) {
+  for (size_t i = 0; i < options.files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code missing; // a file that cannot be read is reported when it is opened
+      if (std::filesystem::equivalent(options.files[i], options.files[j], missing)) {
+        // Its items would be counted, and their cached twins found, twice.
+        std::cerr << "arbiter replay: '" << options.files[i] << "' is given twice ('"
+                  << options.files[j] << "')\n";
+        return 2;
+      }
+    }
+  }
   config::arbiter_config cfg;
   if (!load_configuration(options.config_file, {}, cfg, config_use::replay)) {
     return 2;
@@ -163,7 +175,9 @@ int replay_logs(const replay_options& options) {
   bool readable = each_record(true, [&](const std::string& file, uint64_t line_no,
                                         replay::record r) {
     if (r.type == replay::record_type::call) {
-      ++calls;
+      if (!options.step || r.item.step == *options.step) {
+        ++calls;
+      }
       return;
     }
     if (r.type != replay::record_type::item) {

@@ -145,6 +145,10 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     assert summary["identical"] == summary["items"] == len(lines) - len(calls) - 1
     code, step_only, _ = replay("--config", str(cfg_path), "--step", "8", str(log))
     assert code == 0 and step_only["items"] == 11, step_only
+    assert step_only["calls"] == sum(1 for c in calls if c.get("step") == "8"), step_only
+    # A file given twice would count its items twice: refused.
+    code, _, err = replay("--config", str(cfg_path), str(log), str(log))
+    assert code == 2 and "is given twice" in err, err
     # The served machine's own rules (keys for a public address, a key file there) do not
     # stop replaying elsewhere with the same file: only its rewards are used.
     served = tmp_path / "production.toml"
