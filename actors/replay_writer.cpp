@@ -107,7 +107,7 @@ struct writer_state {
   replay_settings cfg;
   file_ptr file;
   uint64_t size = 0;
-  std::shared_ptr<std::atomic<uint64_t>> backlog;
+  std::shared_ptr<replay_counts> counts;
   replay_metrics* metrics = nullptr;
   prometheus::Counter* written = nullptr;
   prometheus::Counter* failed = nullptr;
@@ -176,9 +176,15 @@ void append(writer_state& st, const replay_entry& entry) {
   if (!st.file) {
     reopen(st); // closed, or it could not be opened: try again, shifting nothing
   }
-  // One buffer and one write per request.
+  // One buffer and one write per request, after a `gap` line for requests dropped since.
   std::string lines;
   uint64_t records = 0;
+  const uint64_t gap = st.counts->unlogged.exchange(0, std::memory_order_relaxed);
+  if (gap > 0) {
+    lines = backends::replay::encode_gap(gap, time) + "\n";
+  } else if (entry.items.empty()) {
+    return;
+  }
   for (size_t i = 0; i < entry.items.size() && i < entry.results.size(); ++i) {
     lines += backends::replay::encode(*entry.items[i], entry.results[i], entry.internal, time);
     lines += '\n';
@@ -200,6 +206,8 @@ void append(writer_state& st, const replay_entry& entry) {
       std::clearerr(st.file.get());
     }
     st.failed->Increment(static_cast<double>(records));
+    // Missing from the log: the next `gap` record says so.
+    st.counts->unlogged.fetch_add(gap + records, std::memory_order_relaxed);
     if (!st.warned) {
       st.warned = true;
       log::error("replay log: cannot write '", st.cfg.path, "': ", std::strerror(error),
@@ -212,13 +220,13 @@ void append(writer_state& st, const replay_entry& entry) {
 }
 
 caf::behavior writer(writer_actor* self, replay_settings cfg, std::FILE* file,
-                     uint64_t size, std::shared_ptr<std::atomic<uint64_t>> backlog,
+                     uint64_t size, std::shared_ptr<replay_counts> counts,
                      replay_metrics* metrics) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
   st.file.reset(file);
   st.size = size;
-  st.backlog = std::move(backlog);
+  st.counts = std::move(counts);
   st.metrics = metrics;
   st.written = &metrics->records.Add({{"result", "written"}});
   st.failed = &metrics->records.Add({{"result", "failed"}});
@@ -226,9 +234,12 @@ caf::behavior writer(writer_actor* self, replay_settings cfg, std::FILE* file,
     [self](replay_atom, const replay_entry& entry) {
       auto& s = self->state;
       append(s, entry);
-      s.backlog->fetch_sub(entry.items.size(), std::memory_order_relaxed);
+      s.counts->backlog.fetch_sub(entry.items.size(), std::memory_order_relaxed);
     },
-    [](flush_atom) { return caf::ok_atom::value; },
+    [self](flush_atom) {
+      append(self->state, replay_entry{}); // says what was dropped since the last record
+      return caf::ok_atom::value;
+    },
   };
 }
 
@@ -243,11 +254,10 @@ replay_metrics::replay_metrics(metrics_registry& registry)
 }
 
 replay_recorder::replay_recorder(caf::actor writer, uint64_t max_backlog,
-                                 std::shared_ptr<std::atomic<uint64_t>> backlog,
-                                 replay_metrics& metrics)
+                                 std::shared_ptr<replay_counts> counts, replay_metrics& metrics)
   : writer_(std::move(writer)),
     max_backlog_(max_backlog),
-    backlog_(std::move(backlog)),
+    counts_(std::move(counts)),
     dropped_(metrics.records.Add({{"result", "dropped"}})) {
 }
 
@@ -256,12 +266,13 @@ void replay_recorder::record(bool internal, const std::vector<shared_item>& item
   auto n = items.size();
   // Dropped only while the writer is behind: a request larger than the limit still goes to
   // an idle writer.
-  auto behind = backlog_->load(std::memory_order_relaxed);
+  auto behind = counts_->backlog.load(std::memory_order_relaxed);
   if (behind > 0 && behind + n > max_backlog_) {
     dropped_.Increment(static_cast<double>(n));
+    counts_->unlogged.fetch_add(n, std::memory_order_relaxed);
     return;
   }
-  backlog_->fetch_add(n, std::memory_order_relaxed);
+  counts_->backlog.fetch_add(n, std::memory_order_relaxed);
   caf::anon_send(writer_, replay_atom::value, replay_entry{internal, items, results});
 }
 
@@ -287,12 +298,12 @@ std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
                                                      replay_metrics& metrics) {
   uint64_t size = 0;
   auto file = open_log(settings.path, size, metrics);
-  auto backlog = std::make_shared<std::atomic<uint64_t>>(0);
+  auto counts = std::make_shared<replay_counts>();
   // The behavior may start on the writer's own thread later: it takes the file over then.
   auto actor =
-    sys.spawn<caf::detached>(writer, settings, file.release(), size, backlog, &metrics);
+    sys.spawn<caf::detached>(writer, settings, file.release(), size, counts, &metrics);
   return std::make_shared<replay_recorder>(std::move(actor), settings.max_backlog,
-                                           std::move(backlog), metrics);
+                                           std::move(counts), metrics);
 }
 
 } // namespace arbiter::actors

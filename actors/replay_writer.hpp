@@ -40,12 +40,20 @@ struct replay_entry {
   std::vector<item_result> results;
 };
 
+/// What the recorder and the writer share: the records handed on and not yet written, and
+/// those dropped since the writer last said so in the log (a `gap` record).
+struct replay_counts {
+  std::atomic<uint64_t> backlog{0};
+  std::atomic<uint64_t> unlogged{0};
+};
+
 /// What the scheduler holds: sends finished requests to the writer, or drops them whole
-/// (counted) when the writer is behind and they would put it past `max_backlog` records.
+/// (counted, and marked in the log by the writer's next `gap` record) when the writer is
+/// behind and they would put it past `max_backlog` records.
 class replay_recorder {
 public:
   replay_recorder(caf::actor writer, uint64_t max_backlog,
-                  std::shared_ptr<std::atomic<uint64_t>> backlog, replay_metrics& metrics);
+                  std::shared_ptr<replay_counts> counts, replay_metrics& metrics);
 
   /// Hands one finished request on (copies its results; the items are shared).
   void record(bool internal, const std::vector<shared_item>& items,
@@ -58,7 +66,7 @@ public:
 private:
   caf::actor writer_;
   uint64_t max_backlog_;
-  std::shared_ptr<std::atomic<uint64_t>> backlog_;
+  std::shared_ptr<replay_counts> counts_;
   prometheus::Counter& dropped_;
 };
 

@@ -74,6 +74,7 @@ int replay_logs(const replay_options& options) {
   json differences = json::array();
   uint64_t calls = 0;
   uint64_t unreadable = 0;
+  uint64_t dropped = 0;
   uint64_t skipped_steps = 0;
 
   auto count = [&](const std::string& file, uint64_t line_no, const replay::record& r,
@@ -180,6 +181,10 @@ int replay_logs(const replay_options& options) {
       }
       return;
     }
+    if (r.type == replay::record_type::gap) {
+      dropped += r.dropped; // of any step: a gap record cannot say whose they were
+      return;
+    }
     if (r.type != replay::record_type::item) {
       return;
     }
@@ -254,6 +259,7 @@ int replay_logs(const replay_options& options) {
                       {"not_replayable", total.not_replayable},
                       {"calls", calls},
                       {"unreadable_lines", unreadable},
+                      {"dropped_records", dropped},
                       {"by_kind", by_kind},
                       {"not_replayable_reasons", unreplayable_reasons},
                       {"differences", differences}}
@@ -288,7 +294,12 @@ int replay_logs(const replay_options& options) {
                   static_cast<unsigned long long>(unreadable));
     }
   }
-  return total.differs > 0 || unreadable > 0 ? 1 : 0;
+  if (dropped > 0) {
+    std::cerr << "arbiter replay: the log is incomplete: " << dropped
+              << " records never reached it (the writer was replay.max_backlog behind, or the "
+                 "disk refused them; see its gap records)\n";
+  }
+  return total.differs > 0 || unreadable > 0 || dropped > 0 ? 1 : 0;
 }
 
 } // namespace arbiter::exe

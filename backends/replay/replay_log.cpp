@@ -368,6 +368,11 @@ std::string encode_start(std::string_view version, std::string_view time) {
   object{line}.str("type", "start").str("time", time).str("version", version).close();
   return line;
 }
+std::string encode_gap(uint64_t dropped, std::string_view time) {
+  std::string line;
+  object{line}.str("type", "gap").str("time", time).integer("dropped", dropped).close();
+  return line;
+}
 record decode(std::string_view line) {
   return parsing("replay record", [&] {
     auto j = json::parse(line);
@@ -376,6 +381,12 @@ record decode(std::string_view line) {
     if (type == "start") {
       r.type = record_type::start;
       r.time = j.value("time", std::string{});
+      return r;
+    }
+    if (type == "gap") {
+      r.type = record_type::gap;
+      r.time = j.value("time", std::string{});
+      r.dropped = j.at("dropped").get<uint64_t>();
       return r;
     }
     if (type != "item" && type != "call") {

@@ -23,6 +23,9 @@ enum class record_type : uint8_t {
   call,
   /// Written when the log is opened: the server's version and time. Carries nothing to replay.
   start,
+  /// Records that never reached the log (the writer was `max_backlog` behind, or the disk
+  /// refused them), written before the next ones: `dropped` says how many.
+  gap,
 };
 
 /// One record.
@@ -34,6 +37,8 @@ struct record {
   bool internal = false;
   score_item item;
   item_result result;
+  /// A `gap` record's count of the records missing before it.
+  uint64_t dropped = 0;
 };
 
 /// The line (no newline) for `item`, ended with `result`, at `time`: a `call` record when the
@@ -43,6 +48,9 @@ std::string encode(const score_item& item, const item_result& result, bool inter
 
 /// The `start` line for a log opened at `time` by `version`.
 std::string encode_start(std::string_view version, std::string_view time);
+
+/// The `gap` line: `dropped` records are missing before it.
+std::string encode_gap(uint64_t dropped, std::string_view time);
 
 /// Parses one line. Throws std::invalid_argument naming what is wrong.
 record decode(std::string_view line);

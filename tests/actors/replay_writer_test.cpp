@@ -141,7 +141,20 @@ TEST_F(ReplayWriter, ABacklogPastItsLimitDropsAndCounts) {
   auto dropped = counter(registry, R"(arbiter_replay_records_total{result="dropped"})");
   EXPECT_EQ(written + dropped, 5000.0);
   EXPECT_GT(dropped, 0.0);
-  EXPECT_EQ(static_cast<double>(lines_of(dir / "r.jsonl").size()), written + 1);
+  // The log says what it lacks: gap records before the records that follow a drop, and one
+  // at the flush for drops after the last request.
+  auto lines = lines_of(dir / "r.jsonl");
+  double gaps = 0;
+  double said = 0;
+  for (const auto& line : lines) {
+    auto r = backends::replay::decode(line);
+    if (r.type == backends::replay::record_type::gap) {
+      ++gaps;
+      said += static_cast<double>(r.dropped);
+    }
+  }
+  EXPECT_EQ(said, dropped);
+  EXPECT_EQ(static_cast<double>(lines.size()), written + gaps + 1);
 }
 
 TEST_F(ReplayWriter, ARequestLargerThanTheLimitIsWrittenWhenNothingIsPending) {
@@ -185,7 +198,9 @@ TEST_F(ReplayWriter, AVanishedFolderCountsFailuresThenWritesAgain) {
   ASSERT_TRUE(recorder->flush(60s));
   auto lines = lines_of(dir / "logs" / "r.jsonl");
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines.size(), 1u + 20u) << "reopened: a start line and both requests";
+  EXPECT_EQ(lines.size(), 1u + 1u + 20u)
+    << "reopened: a start line, a gap for the 10 lost, and both requests";
+  EXPECT_EQ(backends::replay::decode(lines.at(1)).dropped, 10u);
   EXPECT_FALSE(fs::exists(dir / "logs" / "r.jsonl.1")) << "nothing was shifted on reopening";
 }
 
@@ -259,7 +274,9 @@ TEST_F(ReplayWriter, ARequestTheDiskRefusesLeavesNoHalfRecordBehind) {
   }
   EXPECT_EQ(counter(registry, R"(arbiter_replay_records_total{result="failed"})"), 20.0);
   EXPECT_EQ(counter(registry, R"(arbiter_replay_records_total{result="written"})"), 8.0);
-  EXPECT_EQ(lines_of(dir / "r.jsonl").size(), 1u + 5u + 3u);
+  auto lines = lines_of(dir / "r.jsonl");
+  ASSERT_EQ(lines.size(), 1u + 5u + 1u + 3u) << "a gap record says the 20 refused are missing";
+  EXPECT_EQ(backends::replay::decode(lines.at(6)).dropped, 20u);
   expect_whole_records(dir / "r.jsonl");
   EXPECT_EQ(counter(registry, "\narbiter_replay_bytes_total"),
             static_cast<double>(fs::file_size(dir / "r.jsonl")))

@@ -180,6 +180,13 @@ TEST(ReplayLog, PromptHashesSeparateTheirParts) {
   EXPECT_EQ(prompt_hash(a), prompt_hash(a));
 }
 
+TEST(ReplayLog, AGapRecordSaysHowManyRecordsAreMissing) {
+  auto r = decode(encode_gap(42, "2026-01-01T00:00:00.000Z"));
+  EXPECT_EQ(r.type, record_type::gap);
+  EXPECT_EQ(r.dropped, 42u);
+  EXPECT_EQ(r.time, "2026-01-01T00:00:00.000Z");
+}
+
 TEST(ReplayLog, BadLinesAreRefusedWithTheReason) {
   EXPECT_THROW(decode("not json"), std::invalid_argument);
   EXPECT_THROW(decode(R"({"type":"other"})"), std::invalid_argument);

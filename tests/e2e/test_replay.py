@@ -246,6 +246,14 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
     assert summary["by_kind"]["embedding"]["not_replayable"] == 1, summary
     assert any("no_eligible_source" in reason
                for reason in summary["not_replayable_reasons"]), summary
+    # Records the server could not log (the writer behind, the disk full) leave a gap record:
+    # replay says the log is incomplete rather than 100 % identical.
+    with open(log, "a") as f:
+        f.write(json.dumps({"type": "gap", "time": "2026-01-01T00:00:00.000Z",
+                            "dropped": 7}) + "\n")
+    code, summary, err = replay(str(log))
+    assert code == 1 and summary["dropped_records"] == 7, (summary, err)
+    assert "the log is incomplete: 7 records never reached it" in err
 
 
 def test_a_cached_item_replays_from_the_latest_record_that_computed_it(make_server, provider,
