@@ -262,7 +262,7 @@ def test_a_cached_item_replays_from_the_latest_record_that_computed_it(make_serv
     first source is down by then): the item cached after that is checked against the second
     computation, not the first."""
     began = time.monotonic()
-    first = provider("--outage", "2:3600")
+    first = provider("--outage", "5:3600")
     second = provider("--embedding-dim", "8")
     log = tmp_path / "r.jsonl"
     s = make_server("[routing]\nhedge = false\nmax_attempts = 3\ncache_ttl_ms = 1000\n\n"
@@ -275,7 +275,7 @@ def test_a_cached_item_replays_from_the_latest_record_that_computed_it(make_serv
     answers = []
     for step in ("1", "2", "3", "4"):
         if step == "3":
-            time.sleep(max(0.0, began + 2.8 - time.monotonic()))
+            time.sleep(max(0.0, began + 5.8 - time.monotonic()))
         status, _, body = s.score({"step": step, "items": [item]})
         assert status == 200, body
         answers.append(body["results"][0])
