@@ -11,6 +11,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
+#include "actors/reward_graph_actor.hpp"
 #include "actors/source_capabilities.hpp"
 #include "backends/rewards/reward_kinds.hpp"
 #include "arbiter/version.hpp"
@@ -977,7 +978,7 @@ json step_json(const scheduler::step_account& a) {
                      {"run_ms", s.run_ms}};
     // Model calls only: a CPU worker's or a reward graph's batches run no model.
     const std::string_view n = name;
-    const bool local_work = n == "reward-graph" || n == "cpu"
+    const bool local_work = n == actors::reward_graph_source || n == "cpu"
                             || (n.size() > 4 && n.substr(n.size() - 4) == "/cpu");
     calls += local_work ? 0 : s.calls;
     hedges += s.hedges;

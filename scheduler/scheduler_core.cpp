@@ -873,11 +873,9 @@ void scheduler_core::on_timer() {
     fail_orphaned(capability, lost);
   }
   // An ejection that ended with no call to say so: the gauge follows the breaker's clock.
-  sources_.each_with_breaker([&](source_id id) {
-    if (auto state = sources_.breaker_of(id, now)) {
-      show_breaker(id, *state);
-    }
-  });
+  for (auto [id, state] : sources_.breakers(now)) {
+    show_breaker(id, state);
+  }
   while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
     auto [deadline, id] = *deadlines_.begin();
     const auto& req = requests_.at(id);

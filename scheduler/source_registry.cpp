@@ -602,22 +602,15 @@ std::optional<time_point> source_registry::next_breaker_change(time_point now) c
   return next;
 }
 
-std::optional<breaker_state> source_registry::breaker_of(source_id id, time_point now) const {
-  auto* sp = find(id);
-  if (sp == nullptr || !sp->breaker) {
-    return std::nullopt;
-  }
-  return sp->breaker->state(now);
-}
-
-std::vector<source_id> source_registry::with_breaker() const {
-  std::vector<source_id> ids;
+std::vector<std::pair<source_id, breaker_state>>
+source_registry::breakers(time_point now) const {
+  std::vector<std::pair<source_id, breaker_state>> out;
   for (const auto& s : sources_) {
     if (s->breaker) {
-      ids.push_back(s->info.id);
+      out.emplace_back(s->info.id, s->breaker->state(now));
     }
   }
-  return ids;
+  return out;
 }
 
 source_registry::state* source_registry::find(source_id id) const {

@@ -274,21 +274,13 @@ public:
   /// The earliest time an open breaker turns half-open (its ejection ends); empty when none
   /// is open at `now`.
   std::optional<time_point> next_breaker_change(time_point now) const;
-  /// The state of the source's breaker at `now`; empty when it has none.
-  std::optional<breaker_state> breaker_of(source_id id, time_point now) const;
-  /// Calls `f(id)` for each source with a breaker.
-  template <class F>
-  void each_with_breaker(F&& f) const {
-    for (auto id : with_breaker()) {
-      f(id);
-    }
-  }
+  /// Each source with a breaker, and its breaker's state at `now`.
+  std::vector<std::pair<source_id, breaker_state>> breakers(time_point now) const;
 
 private:
   struct state;
 
   state* find(source_id id) const;
-  std::vector<source_id> with_breaker() const;
 
   const time_source& clock_;
   std::vector<std::unique_ptr<state>> sources_;

@@ -95,6 +95,29 @@ item_outcome run_graph(const score_item& item, const reward_catalog& catalog, An
 
 } // namespace
 
+namespace {
+
+/// An em_info_gain rollout with its information and answer.
+score_item em_rollout() {
+  return reward_item("em_info_gain",
+                     "<|im_start|>user\nQuestion: What is the capital?\n<|im_end|>\n"
+                     "<|im_start|>assistant\n<information>Paris is it.</information>"
+                     "<answer>Paris</answer>",
+                     {"Paris"});
+}
+
+/// The nested info_gain item's answer: ΔIG `delta`.
+item_result delta_answer(double delta) {
+  item_result r;
+  r.status = item_status::ok;
+  r.score = delta;
+  r.source = "reward_graph";
+  r.detail = nlohmann::json{{"delta", delta}}.dump();
+  return r;
+}
+
+} // namespace
+
 TEST(ReplayLog, AnItemRecordReadsBackAsWritten) {
   auto item = reward_item("math_dapo", "Answer: 3", {"3", "three"}, R"({"strict_box_verify":true})");
   item.data_source = "math_dapo";
@@ -336,19 +359,10 @@ TEST(Replay, InfoGainAndEmInfoGainRecomputeFromSamplesAndEntailments) {
   tampered.result.evidence = j.dump();
   EXPECT_EQ(replay_item(tampered, catalog, limits).outcome, verdict::differs);
 
-  auto em = reward_item("em_info_gain",
-                        "<|im_start|>user\nQuestion: What is the capital?\n<|im_end|>\n"
-                        "<|im_start|>assistant\n<information>Paris is it.</information>"
-                        "<answer>Paris</answer>",
-                        {"Paris"});
+  auto em = em_rollout();
   auto nested = run_graph(em, catalog, [](const score_item& call) {
     EXPECT_EQ(call.kind, "info_gain");
-    item_result delta;
-    delta.status = item_status::ok;
-    delta.score = 0.3125;
-    delta.source = "reward_graph";
-    delta.detail = R"({"delta":0.3125})";
-    return delta;
+    return delta_answer(0.3125);
   });
   ASSERT_EQ(nested.code, errc::none) << nested.error;
   auto em_got = replay_item(round_trip(em, scored(nested, "llm")), catalog, limits);
@@ -393,19 +407,8 @@ TEST(Replay, WhatThisBinaryOrCatalogLacksIsNamed) {
     << got.reason;
 
   // em_info_gain naming an info_gain reward this catalog lacks: the graph's own reason.
-  auto em = reward_item("em_info_gain",
-                        "<|im_start|>user\nQuestion: What is the capital?\n<|im_end|>\n"
-                        "<|im_start|>assistant\n<information>Paris is it.</information>"
-                        "<answer>Paris</answer>",
-                        {"Paris"});
-  auto nested = run_graph(em, catalog, [](const score_item&) {
-    item_result delta;
-    delta.status = item_status::ok;
-    delta.score = 0.25;
-    delta.source = "reward_graph";
-    delta.detail = R"({"delta":0.25})";
-    return delta;
-  });
+  auto em = em_rollout();
+  auto nested = run_graph(em, catalog, [](const score_item&) { return delta_answer(0.25); });
   ASSERT_EQ(nested.code, errc::none) << nested.error;
   auto missing = round_trip(em, scored(nested, "llm"));
   missing.item.options = R"({"info_gain_reward":"ig_hard"})";

@@ -468,7 +468,10 @@ def test_the_only_node_restarted_mid_request_loses_no_item(cluster, provider):
     assert p.stats()["in_flight"] >= 1, "no call reached the provider"
     first.send_signal(signal.SIGKILL)
     first.wait()
-    time.sleep(0.5)
+    deadline = time.time() + 10
+    while time.time() < deadline and cluster_nodes(server)["node-j"]["state"] != "lost":
+        time.sleep(0.02)
+    assert cluster_nodes(server)["node-j"]["state"] == "lost"
     later = threading.Thread(target=send, args=(judges(2, "later"), meanwhile))
     later.start()
     node("node-j", env=env)
