@@ -22,6 +22,8 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backends/rewards/reward_kinds.hpp"
 #include "config/config_fields.hpp"
@@ -175,6 +177,30 @@ void check_certificate_and_key(const std::string& certificate, const std::string
   }
 }
 
+/// Why the server could not append to `path` (creating it when missing), or "" when it could:
+/// checked without creating or opening the file, so `check-config` changes nothing.
+std::string why_not_appendable(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return "is a folder";
+    }
+    return ::access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
+  }
+  if (errno != ENOENT) {
+    return std::strerror(errno);
+  }
+  const auto slash = path.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return "its folder " + detail::quoted(folder) + " does not exist";
+  }
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return "cannot create it in " + detail::quoted(folder) + ": " + std::strerror(errno);
+  }
+  return "";
+}
+
 } // namespace
 
 void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) {
@@ -234,6 +260,14 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                         "required when cluster.host is not a loopback address (got " +
                             detail::quoted(cl.host) +
                             "): without certificates anyone who reaches the port could join"});
+  }
+
+  // The replay log: the server refuses to start when it cannot append to it.
+  if (!cfg.replay.path.empty()) {
+    if (auto why = why_not_appendable(cfg.replay.path); !why.empty()) {
+      problems.push_back({"replay.path", "cannot append to " + detail::quoted(cfg.replay.path)
+                                           + ": " + why});
+    }
   }
 
   // The ingress's keys.
@@ -438,7 +472,7 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
   // Data sources.
   for (const auto& [prefix, reward] : cfg.data_sources) {
     if (prefix.empty()) {
-      problems.push_back({"data_sources", "a prefix must not be empty"});
+      problems.push_back({"data_sources", "a name must not be empty (\"*\" matches every name)"});
     }
     if (!is_builtin_kind(reward) && cfg.rewards.count(reward) == 0) {
       problems.push_back({"data_sources." + prefix,

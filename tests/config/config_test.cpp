@@ -610,6 +610,8 @@ TEST(Validate, CatchesProblemsInConfigsBuiltInCode) {
       "server.read_timeout_ms",
   };
   EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "data_sources"),
+            "a name must not be empty (\"*\" matches every name)");
 }
 
 TEST(Environment, OverridesWinOverFileValues) {
@@ -961,6 +963,31 @@ TEST(Validate, ClusterCertificatesGoTogetherAndMustBeReadable) {
   problems.clear();
   load_string("[cluster]\nheartbeat_ms = 500\ntimeout_ms = 500\n", "timeout.toml", problems);
   EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.timeout_ms"});
+}
+
+TEST(Validate, TheReplayLogMustBeAppendableButIsNotCreated) {
+  std::vector<config_problem> problems;
+  load_string("[replay]\npath = \"/nonexistent/dir/replay.jsonl\"\n", "gone.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"replay.path"});
+  EXPECT_EQ(reason_for(problems, "replay.path"),
+            "cannot append to \"/nonexistent/dir/replay.jsonl\": its folder \"/nonexistent/dir/\" "
+            "does not exist");
+
+  problems.clear();
+  load_string("[replay]\npath = \"" ARBITER_SOURCE_DIR "\"\n", "folder.toml", problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"replay.path"});
+  EXPECT_NE(reason_for(problems, "replay.path").find("is a folder"), std::string::npos);
+
+  // A new file in a folder that exists is fine, and checking it creates nothing.
+  const auto folder = std::filesystem::temp_directory_path() / "arbiter-replay-check";
+  std::filesystem::create_directories(folder);
+  const auto file = folder / "new.jsonl";
+  std::filesystem::remove(file);
+  problems.clear();
+  load_string("[replay]\npath = \"" + file.string() + "\"\n", "new.toml", problems);
+  EXPECT_TRUE(problems.empty()) << describe(problems);
+  EXPECT_FALSE(std::filesystem::exists(file));
+  std::filesystem::remove_all(folder);
 }
 
 TEST(LoadConfig, SchedulerPolicyMustBeKnown) {
