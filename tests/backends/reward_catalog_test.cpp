@@ -43,6 +43,13 @@ TEST(RewardCatalog, ConfiguredNamesExactFirstThenTheLongestPrefix) {
   EXPECT_EQ(catalog.for_data_source("squad_v1_dev")->name, "lexical");
   EXPECT_EQ(catalog.for_data_source("gsm8k"), nullptr);
   EXPECT_EQ(catalog.rewards().size(), 11u) << "ten built-in kinds and squad_em";
+
+  // "*" alone is a catch-all, below every longer key.
+  cfg.data_sources["*"] = "exact_match";
+  reward_catalog with_default{cfg};
+  EXPECT_EQ(with_default.for_data_source("gsm8k")->name, "exact_match");
+  EXPECT_EQ(with_default.for_data_source("")->name, "exact_match");
+  EXPECT_EQ(with_default.for_data_source("squad_v1_dev")->name, "lexical");
 }
 
 TEST(RewardCatalog, RewardsWithSourcesGetARouteSuffixAndFallbacksDefaultByKind) {
