@@ -261,6 +261,17 @@ public:
       }
     }
     weight_ = opts.weight;
+    if (!rollout.answer) {
+      // As qa_em.py: a rollout with no <answer> anywhere (the prompt's example included)
+      // scores 0, its information unweighed, so no ΔIG is asked for.
+      item_outcome out;
+      out.score = 0.0;
+      out.detail = json{{"em", 0.0},
+                        {"information_blocks", rollout.information.size()},
+                        {"answer", nullptr}}
+                     .dump();
+      return outcome_step(std::move(out));
+    }
     if (rollout.information.empty() || opts.validation || opts.weight == 0.0) {
       item_outcome out;
       out.score = exact_;

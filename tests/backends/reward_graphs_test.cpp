@@ -181,6 +181,23 @@ TEST_F(RewardGraphs, EmInfoGainIsExactMatchAloneWithoutInformation) {
   EXPECT_EQ(nlohmann::json::parse(step.outcome.detail)["information_blocks"], 0);
 }
 
+TEST_F(RewardGraphs, EmInfoGainScoresZeroWithNoAnswerAnywhereAndAsksNoDelta) {
+  // qa_em.py: `if answer is None: all_score = 0`, whatever the information.
+  auto graph = make_reward_graph(
+    make_item("em_info_gain",
+              "Question: capital of France?\n<information>Paris is the capital.</information>"
+              "I think it is Paris.",
+              {"Paris"}),
+    catalog_);
+  auto step = graph->start();
+  ASSERT_TRUE(step.done()) << "no nested info_gain item";
+  EXPECT_EQ(step.outcome.code, errc::none);
+  EXPECT_DOUBLE_EQ(step.outcome.score, 0.0);
+  auto detail = nlohmann::json::parse(step.outcome.detail);
+  EXPECT_EQ(detail["information_blocks"], 1);
+  EXPECT_TRUE(detail["answer"].is_null());
+}
+
 TEST_F(RewardGraphs, EmInfoGainAsksANestedInfoGainItemAndWeighsItsDelta) {
   auto graph = make_reward_graph(
     make_item("em_info_gain",

@@ -215,13 +215,17 @@ def test_em_info_gain_adds_the_weighted_delta_when_the_rollout_searched(make_ser
                "<information>" + context + "</information><answer> Paris </answer>")
     no_search = ("<|im_start|>user\nQuestion: " + question
                  + "\n<|im_end|>\n<|im_start|>assistant\n<answer>Lyon</answer>")
+    # Searched, but never answered: 0, as qa_em.py's `answer is None`.
+    unanswered = rollout.replace("<answer> Paris </answer>", "It is Paris.")
     status, _, body = s.score({"items": [
         {"reward": "em_info_gain", "solution_str": rollout, "ground_truth": ["Paris"],
          "extra_info": {"num_samples": 3}},
-        {"reward": "em_info_gain", "solution_str": no_search, "ground_truth": ["Paris"]}]})
+        {"reward": "em_info_gain", "solution_str": no_search, "ground_truth": ["Paris"]},
+        {"reward": "em_info_gain", "solution_str": unanswered, "ground_truth": ["Paris"]}]})
     assert status == 200, body
-    searched, plain = body["results"]
+    searched, plain, silent = body["results"]
     assert plain["status"] == "ok" and plain["score"] == 0.0
+    assert silent["status"] == "ok" and silent["score"] == 0.0, silent
     status, _, ig = s.request("POST", "/compute_info_gain", {
         "items": [{"question": question, "context": context, "answers": ["Paris"]}],
         "options": {"num_samples": 3}})
