@@ -1,4 +1,4 @@
-// Judge-score extraction: the last "REWARD: x" (any case, markdown stars, '=' or brackets)
+// Judge-score extraction: the last "REWARD: x" (any case, markdown, '=', brackets or quotes)
 // outside <think> blocks, as the seeds' judge scripts read it (remote_codec.hpp).
 #include "backends/remote/remote_codec.hpp"
 
@@ -14,19 +14,53 @@ namespace {
 
 using namespace detail;
 
-/// Where a score starts after "REWARD" ends at `pos`: optional '*' / whitespace, ':' or '=',
-/// optional '*' / whitespace / '['; then the number, or nullopt.
+/// The length of what may stand between "REWARD" and its separator at `pos` (0 when
+/// nothing): a markdown star, an ASCII space, or the quote that closes a JSON key.
+size_t label_padding(std::string_view text, size_t pos) {
+  const char ch = text[pos];
+  return ch == '*' || ch == '"' || ch == '\'' || is_ascii_space(ch) ? 1 : 0;
+}
+
+/// The length of the separator at `pos`: ':', '=' or the full-width colon U+FF1A of Chinese
+/// text; 0 when none.
+size_t separator(std::string_view text, size_t pos) {
+  if (text[pos] == ':' || text[pos] == '=') {
+    return 1;
+  }
+  return text.substr(pos, 3) == "\xEF\xBC\x9A" ? 3 : 0;
+}
+
+/// The length of what may stand between the separator and the number at `pos` (0 when
+/// nothing): whitespace (ASCII, the no-break space U+00A0, the ideographic space U+3000), or
+/// what a judge wraps a number in: markdown stars or code, brackets, quotes, TeX `$` and
+/// `\boxed{`.
+size_t number_padding(std::string_view text, size_t pos) {
+  constexpr std::string_view one_byte = "*[(`\"'$";
+  if (is_ascii_space(text[pos]) || one_byte.find(text[pos]) != std::string_view::npos) {
+    return 1;
+  }
+  for (std::string_view wide : {std::string_view{"\xC2\xA0"}, std::string_view{"\xE3\x80\x80"},
+                                std::string_view{"\\boxed{"}}) {
+    if (text.substr(pos, wide.size()) == wide) {
+      return wide.size();
+    }
+  }
+  return 0;
+}
+
+/// Where a score starts after "REWARD" ends at `pos`: optional padding (`label_padding`), a
+/// separator, optional padding (`number_padding`); then the number, or nullopt.
 std::optional<double> score_after(std::string_view text, size_t pos) {
-  while (pos < text.size() && (text[pos] == '*' || is_ascii_space(text[pos]))) {
+  while (pos < text.size() && label_padding(text, pos) > 0) {
     ++pos;
   }
-  if (pos >= text.size() || (text[pos] != ':' && text[pos] != '=')) {
+  const size_t sep = pos < text.size() ? separator(text, pos) : 0;
+  if (sep == 0) {
     return std::nullopt;
   }
-  ++pos;
-  while (pos < text.size()
-         && (text[pos] == '*' || text[pos] == '[' || is_ascii_space(text[pos]))) {
-    ++pos;
+  pos += sep;
+  for (size_t skip = 0; pos < text.size() && (skip = number_padding(text, pos)) > 0;) {
+    pos += skip;
   }
   // [+-]? (digits [. digits*]? | . digits) ([eE] [+-]? digits)?
   size_t start = pos;

@@ -1166,6 +1166,27 @@ TEST(RemoteCodec, ExtractJudgeScoreVariants) {
   EXPECT_EQ(extract_judge_score("REWARD: 1e-999"), 0.0);
 }
 
+TEST(RemoteCodec, ExtractJudgeScoreReadsTheWrappingsJudgesWriteAroundTheNumber) {
+  // Each of these failed its vote; the seed read every one.
+  EXPECT_EQ(extract_judge_score("REWARD: `0.9`"), 0.9);
+  EXPECT_EQ(extract_judge_score("REWARD: \"0.9\""), 0.9);
+  EXPECT_EQ(extract_judge_score("REWARD: (0.9)"), 0.9);
+  EXPECT_EQ(extract_judge_score("REWARD: $0.9$"), 0.9);
+  EXPECT_EQ(extract_judge_score("REWARD: \\boxed{0.9}"), 0.9);
+  EXPECT_EQ(extract_judge_score("REWARD: $\\boxed{0.9}$"), 0.9);
+  EXPECT_EQ(extract_judge_score(R"({"reward": 0.8, "reason": "close"})"), 0.8);
+  EXPECT_EQ(extract_judge_score(R"({'REWARD': '0.8'})"), 0.8);
+  EXPECT_EQ(extract_judge_score("REWARD\xEF\xBC\x9A" "0.8"), 0.8) << "full-width colon";
+  EXPECT_EQ(extract_judge_score("REWARD\xEF\xBC\x9A\xE3\x80\x80" "0.6"), 0.6)
+    << "and an ideographic space";
+  EXPECT_EQ(extract_judge_score("REWARD:\xC2\xA0" "0.7"), 0.7) << "no-break space";
+  // A restated format line still gives no number.
+  EXPECT_EQ(extract_judge_score("Answer as REWARD: (a number between 0 and 1)"), std::nullopt);
+  EXPECT_EQ(extract_judge_score("REWARD: \"<score>\""), std::nullopt);
+  EXPECT_EQ(extract_judge_score("REWARD: \\boxed{}"), std::nullopt);
+  EXPECT_EQ(extract_judge_score("REWARD\xEF\xBC\x9Ahigh"), std::nullopt);
+}
+
 TEST(RemoteCodec, ExtractJudgeScoreTakesTheLastOccurrence) {
   EXPECT_EQ(extract_judge_score("REWARD: 0.1\nOn reflection,\nREWARD: 0.9"), 0.9);
   // A later "reward" without a number does not hide an earlier score.
@@ -1234,9 +1255,11 @@ TEST(RemoteCodec, ExtractJudgeScoreReadsRealisticJudgeReplies) {
             0.65);  // "评分：正确\nREWARD: 0.65 ✅"
   EXPECT_EQ(extract_judge_score("\xe2\x80\x94 REWARD: 0.3 \xe2\x80\x94"), 0.3);  // — ... —
   EXPECT_EQ(extract_judge_score("\xc3\xa9REWARD: 0.3"), 0.3);  // a non-ASCII letter before it
-  // Only ASCII punctuation and whitespace may sit between the label and the number.
-  EXPECT_EQ(extract_judge_score("REWARD\xef\xbc\x9a" "0.5"), std::nullopt);  // fullwidth colon
-  EXPECT_EQ(extract_judge_score("REWARD:\xc2\xa0" "0.5"), std::nullopt);     // no-break space
+  // Between the label and the number, Unicode spaces as the seed's `\s` reads them, and a
+  // full-width colon; other non-ASCII characters stop the score.
+  EXPECT_EQ(extract_judge_score("REWARD\xef\xbc\x9a" "0.5"), 0.5);  // fullwidth colon
+  EXPECT_EQ(extract_judge_score("REWARD:\xc2\xa0" "0.5"), 0.5);     // no-break space
+  EXPECT_EQ(extract_judge_score("REWARD:\xe2\x80\x94" "0.5"), std::nullopt);  // an em dash
   // Missing scores.
   EXPECT_EQ(extract_judge_score("The candidate is correct."), std::nullopt);
   EXPECT_EQ(extract_judge_score("REWARD: N/A"), std::nullopt);
