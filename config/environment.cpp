@@ -52,6 +52,8 @@ struct source_shorthand {
   std::vector<const char*> timeout_s;
   std::vector<const char*> model;
   const char* batch_size;
+  /// The model the script sends when none of `model` is set (nullptr: none).
+  const char* default_model = nullptr;
 };
 
 const std::vector<source_shorthand>& shorthands() {
@@ -63,7 +65,8 @@ const std::vector<source_shorthand>& shorthands() {
       {"LLM_JUDGE_SERVER_URL", "llm_judge_server", "openai", "chat",
        {"LLM_JUDGE_SERVER_API_KEY", "LLM_JUDGE_API_KEY"},
        {"LLM_JUDGE_SERVER_TIMEOUT", "LLM_JUDGE_TIMEOUT"},
-       {"LLM_JUDGE_MODEL", "LLM_JUDGE_MODEL_NAME"}, nullptr},
+       {"LLM_JUDGE_MODEL", "LLM_JUDGE_MODEL_NAME"}, nullptr,
+       "Qwen/Qwen3-32B"},  // llm_judge_remote.py's DEFAULT_MODEL_NAME
       {"IG_SERVICE_URL", "ig_service", "ig_service", "ig",
        {"IG_SERVICE_API_KEY", "IG_API_KEY"},
        {"IG_SERVICE_TIMEOUT", "IG_TIMEOUT"},
@@ -108,6 +111,8 @@ void apply_source_shorthands(
     }
     if (auto model = first(sh.model)) {
       src.model = model->second;
+    } else if (sh.default_model != nullptr) {
+      src.model = sh.default_model;
     }
     if (auto t = first(sh.timeout_s)) {
       const auto seconds = parse_env_number(t->second);

@@ -122,6 +122,11 @@ void put_model(json& body, const model_call& c, const endpoint_options& opts) {
   }
 }
 
+/// Whether a model's name says it is a Qwen, as the seed judge tests it ("qwen" in any case).
+bool names_qwen(const std::string& model) {
+  return ascii_lower(model).find("qwen") != std::string::npos;
+}
+
 prepared_call prepare_chat(const endpoint_options& opts, const score_item& item) {
   const auto& c = call_of(item);
   json body = json::object();
@@ -161,6 +166,12 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
     body["seed"] = *c.seed;
   }
   auto thinking = c.enable_thinking ? c.enable_thinking : opts.enable_thinking;
+  if (!thinking && c.messages.empty() && names_qwen(c.model.empty() ? opts.model : c.model)) {
+    // A reward's prompt (a judge's), not a client's conversation: the seed judge's rule, which
+    // turns a Qwen model's thinking off unless asked (its replies would spend max_tokens
+    // thinking and end with no score).
+    thinking = false;
+  }
   if (thinking && !opts.use_completions) {
     body["chat_template_kwargs"] = {{"enable_thinking", *thinking}};
   }

@@ -412,6 +412,37 @@ TEST(RemoteCodec, ChatRequestLeavesUnsetOptionsOut) {
   EXPECT_EQ(body["max_tokens"], 1024);
 }
 
+TEST(RemoteCodec, AQwenJudgesThinkingIsOffUnlessAskedAsTheSeedJudgeSends) {
+  // The seed judge sends enable_thinking false whenever its model names a Qwen.
+  endpoint_options opts;
+  opts.model = "Qwen/Qwen3-32B";
+  auto body = json::parse(prepare_call(api_kind::openai, opts, one_chat_item()).body);
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", false}}));
+  model_call c = prompt_call("Grade it.", 1);
+  c.model = "qwen3-8b-judge";
+  body =
+    json::parse(prepare_call(api_kind::openai, endpoint_options{}, {call_item("chat", c)}).body);
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", false}}));
+  // Asked for, by the call or the source: as asked.
+  c.enable_thinking = true;
+  body = json::parse(prepare_call(api_kind::openai, opts, {call_item("chat", c)}).body);
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", true}}));
+  opts.enable_thinking = true;
+  body = json::parse(prepare_call(api_kind::openai, opts, one_chat_item()).body);
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", true}}));
+  // Another model, or a client's own conversation (the pass-through route): nothing added.
+  opts = endpoint_options{};
+  opts.model = "gpt-4o-mini";
+  body = json::parse(prepare_call(api_kind::openai, opts, one_chat_item()).body);
+  EXPECT_FALSE(body.contains("chat_template_kwargs"));
+  model_call conversation;
+  conversation.messages = R"([{"role":"user","content":"hi"}])";
+  opts.model = "Qwen/Qwen3-32B";
+  body = json::parse(
+    prepare_call(api_kind::openai, opts, {call_item("chat", conversation)}).body);
+  EXPECT_FALSE(body.contains("chat_template_kwargs"));
+}
+
 TEST(RemoteCodec, ChatViaCompletionsSendsAPromptAndNoChatTemplate) {
   endpoint_options opts;
   opts.model = "m";

@@ -724,6 +724,28 @@ name = "low"
   EXPECT_EQ(cfg.sources[0].requests_per_minute, 600u) << "a refused value changes nothing";
 }
 
+TEST(Environment, TheJudgeShorthandSendsTheSeedsModelUnlessOneIsNamed) {
+  // llm_judge_remote.py sends model "Qwen/Qwen3-32B" (and, for a Qwen, thinking off).
+  arbiter_config cfg = embedded_default();
+  std::vector<config_problem> problems;
+  apply_source_shorthands(cfg, fake_env({{"LLM_JUDGE_SERVER_URL", "http://judge:8000"},
+                                         {"EMBEDDING_SERVER_URL", "http://embed:8000"}}),
+                          problems);
+  ASSERT_TRUE(problems.empty()) << describe(problems);
+  ASSERT_EQ(cfg.sources.size(), 2u);
+  EXPECT_EQ(cfg.sources[0].name, "embedding_server");
+  EXPECT_EQ(cfg.sources[0].model, "") << "the embedding script names none";
+  EXPECT_EQ(cfg.sources[1].name, "llm_judge_server");
+  EXPECT_EQ(cfg.sources[1].model, "Qwen/Qwen3-32B");
+
+  cfg = embedded_default();
+  apply_source_shorthands(cfg, fake_env({{"LLM_JUDGE_SERVER_URL", "http://judge:8000"},
+                                         {"LLM_JUDGE_MODEL", "judge-70b"}}),
+                          problems);
+  ASSERT_EQ(cfg.sources.size(), 1u);
+  EXPECT_EQ(cfg.sources[0].model, "judge-70b");
+}
+
 TEST(Environment, UnsetVariablesChangeNothing) {
   arbiter_config cfg = embedded_default();
   std::vector<config_problem> problems;
