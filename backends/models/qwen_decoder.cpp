@@ -372,10 +372,14 @@ std::vector<generation> qwen_decoder::generate(const std::vector<std::vector<int
 
 namespace {
 
+/// Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
+constexpr double greedy_below_temperature = 1e-5;
+
 /// The next token of each of a request's rows, picked as its options say.
 torch::Tensor pick_tokens(const torch::Tensor& logits, const sampling_options& options,
                           at::Generator& gen) {
-  if (options.temperature <= 0.0) {
+  if (options.temperature < greedy_below_temperature) {
+    // Dividing by a temperature this small overflows the logits (NaN after softmax).
     return logits.argmax(-1);
   }
   auto scaled = logits / options.temperature;
@@ -389,6 +393,7 @@ torch::Tensor pick_tokens(const torch::Tensor& logits, const sampling_options& o
     // Keep the smallest prefix whose mass reaches top_p (the first token always).
     auto before = probs.cumsum(-1) - probs;
     auto drop_sorted = before >= options.top_p;
+    drop_sorted.select(1, 0).fill_(false);  // top_p = 0 keeps it too
     auto drop = torch::zeros_like(drop_sorted).scatter(1, std::get<1>(sorted), drop_sorted);
     scaled = scaled.masked_fill(drop, -std::numeric_limits<float>::infinity());
   }

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,12 @@ namespace arbiter::backends::models {
 namespace {
 
 using json = nlohmann::json;
+
+/// An error's message without the C++ backtrace libtorch appends to it.
+std::string without_backtrace(const char* what) {
+  std::string_view text{what};
+  return std::string{text.substr(0, text.find("\nException raised from"))};
+}
 
 /// ChatML, as Qwen's template writes it, with the generation prompt.
 std::string render_chatml(const model_call& call) {
@@ -203,16 +210,28 @@ std::vector<text_generator::completion> text_generator::complete_all(
     for (size_t k = start; k < end; ++k) {
       pass.push_back(requests[ready[k]]);
     }
-    try {
-      auto generations = model_->generate(pass);
-      for (size_t k = start; k < end; ++k) {
-        const size_t i = ready[k];
-        out[i].output = finish(*calls[i].call, calls[i].chat, requests[i].prompt.size(),
-                               generations[k - start]);
+    auto run = [&](size_t from, size_t to, const std::vector<generation_request>& these) {
+      try {
+        auto generations = model_->generate(these);
+        for (size_t k = from; k < to; ++k) {
+          const size_t i = ready[k];
+          out[i].output = finish(*calls[i].call, calls[i].chat, requests[i].prompt.size(),
+                                 generations[k - from]);
+        }
+        return true;
+      } catch (const std::exception& e) {
+        for (size_t k = from; k < to; ++k) {
+          out[ready[k]].error = without_backtrace(e.what());
+        }
+        return false;
       }
-    } catch (const std::exception& e) {
+    };
+    if (!run(start, end, pass) && end - start > 1) {
+      // One call's failure is its own: the others run again, each alone.
       for (size_t k = start; k < end; ++k) {
-        out[ready[k]].error = e.what();
+        out[ready[k]].output.reset();
+        out[ready[k]].error.clear();
+        run(k, k + 1, {requests[ready[k]]});
       }
     }
     ++passes;

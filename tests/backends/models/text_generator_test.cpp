@@ -90,6 +90,32 @@ TEST(TextGenerator, ACallThatCannotRunFailsAlone) {
   EXPECT_THROW(gen->complete(too_long, false), std::invalid_argument);
 }
 
+TEST(TextGenerator, TopPZeroAndATemperatureNearZeroAreGreedyAndHarmNoNeighbour) {
+  // top_p 0 dropped every token and a temperature of 1e-40 overflowed the logits: the
+  // sampler threw, and every call decoded in the same pass failed with it.
+  auto gen = text_generator::load(folder, test_support::test_options());
+  auto all = calls();
+  model_call greedy = all[1];
+  greedy.temperature = 0.0;
+  greedy.n = 1;
+  model_call no_mass = greedy;
+  no_mass.temperature = 0.9;
+  no_mass.top_p = 0.0;
+  model_call frozen = greedy;
+  frozen.temperature = 1e-40;
+  std::vector<text_generator::call_ref> refs = {
+    {&all[0], false}, {&no_mass, false}, {&frozen, false}, {&all[3], false}};
+  auto got = gen->complete_all(refs);
+  ASSERT_EQ(got.size(), 4u);
+  const auto alone = gen->complete(greedy, false);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].output) << i << ": " << got[i].error;
+  }
+  expect_same(*got[1].output, alone);
+  expect_same(*got[2].output, alone);
+  expect_same(*got[3].output, gen->complete(all[3], false));
+}
+
 TEST(TextGenerator, AChatWithAPartItCannotReadFailsNamingItInsteadOfDroppingIt) {
   auto gen = text_generator::load(folder, test_support::test_options());
   model_call text_parts;
