@@ -10,6 +10,7 @@
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/remote_source_actor.hpp"
 #include "actors/source_capabilities.hpp"
+#include "backends/models/devices.hpp"
 #include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
 #include "backends/models/text_generator.hpp"
@@ -207,6 +208,14 @@ bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cf
       log::error("model '", m.name, "': device \"cuda\" but no GPU is visible");
       return false;
     }
+    if (m.device.rfind("cuda:", 0) == 0) {
+      const int visible = backends::models::cuda_device_count();
+      if (std::atoi(m.device.c_str() + 5) >= visible) {
+        log::error("model '", m.name, "': device \"", m.device, "\" but ", visible,
+                   visible == 1 ? " GPU is" : " GPUs are", " visible");
+        return false;
+      }
+    }
     for (const auto& device : devices) {
       caf::actor worker;
       net::local_model_info shown;
@@ -241,7 +250,8 @@ bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cf
                                                   metrics, m.name);
         }
       } catch (const std::exception& e) {
-        log::error("model '", m.name, "' on ", device, ": ", e.what());
+        log::error("model '", m.name, "' on ", device, ": ",
+                   backends::models::without_backtrace(e.what()));
         return false;
       }
       shown.name = m.name;

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -323,6 +325,11 @@ std::vector<std::vector<float>> bert_embedder::embed(
 
 int cuda_device_count() {
   return torch::cuda::is_available() ? static_cast<int>(torch::cuda::device_count()) : 0;
+}
+
+std::string without_backtrace(const char* what) {
+  std::string_view text{what};
+  return std::string{text.substr(0, text.find("\nException raised from"))};
 }
 
 } // namespace arbiter::backends::models

@@ -3,10 +3,10 @@
 #include <fstream>
 #include <random>
 #include <stdexcept>
-#include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "backends/models/devices.hpp"
 #include "backends/rewards/text_similarity.hpp"
 #include "backends/tokenizers/tokenizer.hpp"
 
@@ -15,12 +15,6 @@ namespace arbiter::backends::models {
 namespace {
 
 using json = nlohmann::json;
-
-/// An error's message without the C++ backtrace libtorch appends to it.
-std::string without_backtrace(const char* what) {
-  std::string_view text{what};
-  return std::string{text.substr(0, text.find("\nException raised from"))};
-}
 
 /// ChatML, as Qwen's template writes it, with the generation prompt.
 std::string render_chatml(const model_call& call) {

@@ -7,11 +7,12 @@ import json
 import math
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from arbiter_testing import minilm_dir
+from arbiter_testing import ARBITER_BIN, minilm_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "backends" / "models" / "fixtures" / "minilm_reference.json"
@@ -85,6 +86,19 @@ def test_a_configured_model_and_its_errors(make_server, tmp_path):
     with pytest.raises(RuntimeError) as e:
         make_server(f'[[models]]\nname = "x"\npath = "{broken}"\n')
     assert "exit 2" in str(e.value)
+
+
+def test_a_gpu_index_past_those_visible_is_one_line_naming_it(tmp_path):
+    # It used to be libtorch's "no NVIDIA driver" and a 30-frame C++ backtrace.
+    cfg = tmp_path / "gpu.toml"
+    cfg.write_text(f'[[models]]\nname = "minilm"\npath = "{MODEL}"\ndevice = "cuda:99"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
+    env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
+    run = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == 2, run.stderr
+    assert 'device "cuda:99" but ' in run.stderr and " visible" in run.stderr, run.stderr
+    assert "frame #" not in run.stderr and "Exception raised from" not in run.stderr
 
 
 def test_config_check_names_bad_model_fields(tmp_path):
