@@ -110,9 +110,10 @@ source_id scheduler_core::add_source(source_spec spec) {
   auto name = spec.name;
   auto id = sources_.add(std::move(spec));
   auto info = sources_.describe(id);
-  metrics_.source_inflight.Add({{"source", name}}).Set(0);
-  metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
-  metrics_.source_breaker.Add({{"source", name}}).Set(0);
+  metrics_.source_added(name);
+  metrics_.of_source(metrics_.source_inflight, name).Set(0);
+  metrics_.of_source(metrics_.source_limit, name).Set(info.max_inflight);
+  metrics_.of_source(metrics_.source_breaker, name).Set(0);
   return id;
 }
 
@@ -134,6 +135,7 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
     complete(bid, report, {});
   }
   auto capabilities = sources_.describe(id).capabilities;
+  metrics_.source_removed(sources_.name(id));
   sources_.remove(id);
   // A capability left with no source: its items, queued or waiting to be retried, wait up to
   // `lost_capability_grace` for one to join (a node restarting), then fail together.
@@ -414,10 +416,10 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     }
   }
   sources_.acquire(source, tokens, batch.items.size());
-  metrics_.source_inflight.Add({{"source", record.source_name}}).Increment();
+  metrics_.of_source(metrics_.source_inflight, record.source_name).Increment();
   metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
   if (hedge) {
-    metrics_.source_hedges.Add({{"source", record.source_name}}).Increment();
+    metrics_.of_source(metrics_.source_hedges, record.source_name).Increment();
   }
   batches_.emplace(batch.id, std::move(record));
   out.push_back(std::move(batch));
@@ -432,23 +434,25 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
   auto batch = std::move(node.mapped());
   sources_.release(batch.source, report, routing_.auth_ejection, batch.items.size());
   const auto& name = batch.source_name;
-  metrics_.source_inflight.Add({{"source", name}}).Decrement();
-  metrics_.source_attempts
-    .Add({{"source", name}, {"outcome", report.cancelled ? "cancelled" : to_string(report.kind)}})
+  metrics_.of_source(metrics_.source_inflight, name).Decrement();
+  metrics_
+    .of_source(metrics_.source_attempts, name,
+               {{"outcome", report.cancelled ? "cancelled" : to_string(report.kind)}})
     .Increment();
   if (report.resent) {
     // The request went out once more than the scheduler sent it (a stale connection's resend).
-    metrics_.source_attempts.Add({{"source", name}, {"outcome", "connect_failure"}}).Increment();
+    metrics_.of_source(metrics_.source_attempts, name, {{"outcome", "connect_failure"}})
+      .Increment();
     for_each_step(batch.steps, [&](const std::string& step) {
       steps_.call(step, name, false);
       steps_.call_ended(step, name, true, false, 0.0);
     });
   }
   if (!report.cancelled) {
-    metrics_.source_latency.Add({{"source", name}}, latency_buckets())
+    metrics_.of_source(metrics_.source_latency, name, {}, latency_buckets())
       .Observe(std::chrono::duration<double>(report.latency).count());
     if (report.kind == attempt_outcome_kind::rate_limited) {
-      metrics_.source_rate_limited.Add({{"source", name}}).Increment();
+      metrics_.of_source(metrics_.source_rate_limited, name).Increment();
     }
   }
   if (!report.cancelled) {
@@ -462,7 +466,7 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
   if (sources_.remote(batch.source)) {
     // Local workers have a fixed limit and no breaker: nothing changes there per batch.
     auto info = sources_.describe(batch.source);
-    metrics_.source_limit.Add({{"source", name}}).Set(info.max_inflight);
+    metrics_.of_source(metrics_.source_limit, name).Set(info.max_inflight);
     show_breaker(batch.source, info.breaker);
   }
   return batch;
@@ -472,7 +476,7 @@ void scheduler_core::show_breaker(source_id id, breaker_state state) {
   auto [shown, added] = breaker_shown_.try_emplace(id, state);
   if (added || shown->second != state) {
     shown->second = state;
-    metrics_.source_breaker.Add({{"source", sources_.name(id)}}).Set(breaker_gauge(state));
+    metrics_.of_source(metrics_.source_breaker, sources_.name(id)).Set(breaker_gauge(state));
   }
 }
 
@@ -577,11 +581,11 @@ void scheduler_core::complete(batch_id id, attempt_report report,
     }
     if (prompt + completion > 0) {
       const auto& name = batch.source_name;
-      metrics_.source_tokens.Add({{"source", name}, {"kind", "prompt"}})
+      metrics_.of_source(metrics_.source_tokens, name, {{"kind", "prompt"}})
         .Increment(static_cast<double>(prompt));
-      metrics_.source_tokens.Add({{"source", name}, {"kind", "completion"}})
+      metrics_.of_source(metrics_.source_tokens, name, {{"kind", "completion"}})
         .Increment(static_cast<double>(completion));
-      metrics_.source_cost.Add({{"source", name}})
+      metrics_.of_source(metrics_.source_cost, name)
         .Increment(sources_.cost(batch.source, prompt, completion));
     }
   }
@@ -653,8 +657,9 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
                                                                         : other_sources::none;
   auto d = retry_policy_.decide(report.kind, req.failures[index], req.deadline - now, others,
                                 report.retry_after);
-  metrics_.source_retries
-    .Add({{"source", batch.source_name}, {"decision", to_string(d.kind)}, {"reason", d.reason}})
+  metrics_
+    .of_source(metrics_.source_retries, batch.source_name,
+               {{"decision", to_string(d.kind)}, {"reason", d.reason}})
     .Increment();
   std::string failure = "source '" + batch.source_name + "' answered "
                         + to_string(report.kind)

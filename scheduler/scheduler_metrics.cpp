@@ -82,4 +82,37 @@ prometheus::Histogram& scheduler_metrics::stage(const std::string& name) {
   return stage_duration.Add({{"stage", name}}, latency_buckets());
 }
 
+void scheduler_metrics::source_added(const std::string& source) {
+  std::lock_guard lock{mutex_};
+  by_source_[source].live += 1;
+}
+
+void scheduler_metrics::source_removed(const std::string& source) {
+  std::vector<std::pair<const void*, std::function<void()>>> gone;
+  {
+    std::lock_guard lock{mutex_};
+    auto found = by_source_.find(source);
+    if (found == by_source_.end() || found->second.live == 0 || --found->second.live > 0) {
+      return;
+    }
+    gone = std::move(found->second.series);
+    by_source_.erase(found);
+  }
+  for (auto& [series, remove] : gone) {
+    remove();
+  }
+}
+
+void scheduler_metrics::remember(const std::string& source, const void* series,
+                                 std::function<void()> remove) {
+  std::lock_guard lock{mutex_};
+  auto& known = by_source_[source].series;
+  for (const auto& entry : known) {
+    if (entry.first == series) {
+      return;
+    }
+  }
+  known.emplace_back(series, std::move(remove));
+}
+
 } // namespace arbiter::scheduler

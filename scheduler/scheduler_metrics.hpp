@@ -1,6 +1,11 @@
 #pragma once
 
+#include <cstddef>
+#include <functional>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/metrics.hpp"
@@ -69,6 +74,34 @@ struct scheduler_metrics {
   prometheus::Gauge& depth_of(const std::string& priority);
   prometheus::Histogram& wait_of(const std::string& priority);
   prometheus::Histogram& stage(const std::string& name);
+
+  /// `family`'s series for `source` (with `labels` besides; `args`: a histogram's buckets),
+  /// remembered so that it goes when no scheduler shard has a source of that name any more.
+  template <typename T, typename... Args>
+  T& of_source(prometheus::Family<T>& family, const std::string& source,
+               prometheus::Labels labels = {}, Args&&... args) {
+    labels.emplace("source", source);
+    T& series = family.Add(labels, std::forward<Args>(args)...);
+    remember(source, &series, [&family, &series] { family.Remove(&series); });
+    return series;
+  }
+  /// A shard added a source of this name.
+  void source_added(const std::string& source);
+  /// A shard removed one (a node that left): with the last of that name go its series, so a
+  /// cluster whose nodes come and go under new names (pods) keeps /metrics bounded. A source
+  /// that comes back starts its counters from zero.
+  void source_removed(const std::string& source);
+
+private:
+  void remember(const std::string& source, const void* series, std::function<void()> remove);
+
+  struct source_series {
+    /// Sources of the name in the shards.
+    size_t live = 0;
+    std::vector<std::pair<const void*, std::function<void()>>> series;
+  };
+  std::mutex mutex_;
+  std::unordered_map<std::string, source_series> by_source_;
 };
 
 } // namespace arbiter::scheduler

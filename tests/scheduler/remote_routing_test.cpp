@@ -966,6 +966,27 @@ TEST_F(RemoteRouting, TheBreakerGaugeTurnsHalfOpenWhenTheEjectionEndsWithNoCallT
   EXPECT_NE(metrics_text().find(gauge + "1"), std::string::npos) << metrics_text();
 }
 
+TEST_F(RemoteRouting, ASourceThatGoesTakesItsSeriesWithItAndComesBackFromZero) {
+  // Cluster nodes come and go under new names (pods): each name's series used to stay in
+  // /metrics for good, the gauges frozen at their last values.
+  auto node = core_.add_source(endpoint("pod-1/judge"));
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(4, "x")).admitted());
+  for (auto& b : core_.dispatch()) {
+    ok(b, 1.0);
+  }
+  core_.take_finished();
+  EXPECT_NE(metrics_text().find("source=\"pod-1/judge\""), std::string::npos) << metrics_text();
+  core_.remove_source(node, "node 'pod-1' left");
+  const auto text = metrics_text();
+  EXPECT_EQ(text.find("pod-1"), std::string::npos) << text;
+  EXPECT_NE(text.find("arbiter_source_breaker_state{source=\"a\"}"), std::string::npos) << text;
+  // Back under the same name: its series begin again.
+  core_.add_source(endpoint("pod-1/judge"));
+  EXPECT_NE(metrics_text().find("arbiter_source_concurrency_limit{source=\"pod-1/judge\"}"),
+            std::string::npos);
+}
+
 TEST_F(RemoteRouting, ItemsQueuedBehindARetryAfterPastTheirDeadlineFailAtOnce) {
   // A limit nobody configured: the only source answers 429 with Retry-After 60 s, and the
   // request's deadline is 30 s away. Waiting cannot help any of its items.
