@@ -504,15 +504,21 @@ void rate_limiter::on_headers(const rate_limit_headers& headers) {
   tokens_.correct(headers.limit_tokens, headers.remaining_tokens, headers.reset_tokens);
 }
 
-void rate_limiter::on_rate_limited(std::optional<nanoseconds> retry_after) {
-  ++consecutive_rate_limited_;
+void rate_limiter::on_rate_limited(std::optional<nanoseconds> retry_after,
+                                   std::optional<time_point> sent) {
+  const auto now = clock_.now();
+  if (consecutive_rate_limited_ == 0 || !sent || *sent >= last_rate_limited_) {
+    // A call sent after the last 429: the endpoint is still over its limit a round later.
+    ++consecutive_rate_limited_;
+    last_rate_limited_ = now;
+  }
   nanoseconds delay{0};
   if (retry_after && *retry_after > nanoseconds{0}) {
     delay = std::min(*retry_after, max_retry_after_);
   } else {
     delay = backoff_.ceiling(consecutive_rate_limited_ - 1);
   }
-  blocked_until_ = std::max(blocked_until_, clock_.now() + delay);
+  blocked_until_ = std::max(blocked_until_, now + delay);
 }
 
 void rate_limiter::on_success() noexcept {

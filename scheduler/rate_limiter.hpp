@@ -165,8 +165,12 @@ public:
 
   /// Records a 429 from the endpoint and blocks it: until now + `retry_after` (cut to
   /// `max_retry_after`) when the server sent a positive one, else for the exponential backoff
-  /// of this run of consecutive 429s. A later block never shortens an earlier one.
-  void on_rate_limited(std::optional<nanoseconds> retry_after);
+  /// of this run of consecutive 429s. A later block never shortens an earlier one. A 429 for
+  /// a call `sent` before the last 429 arrived belongs to the same burst (calls that were in
+  /// flight together): it blocks again from now, but does not lengthen the backoff; unknown
+  /// (nullopt), it counts.
+  void on_rate_limited(std::optional<nanoseconds> retry_after,
+                       std::optional<time_point> sent = std::nullopt);
 
   /// Records a response that was not a 429: the next header-less 429 starts the exponential
   /// backoff from `backoff_base` again.
@@ -241,6 +245,8 @@ private:
   time_point last_refill_;
   time_point blocked_until_{};
   uint32_t consecutive_rate_limited_ = 0;
+  /// When the last 429 that lengthened the backoff arrived.
+  time_point last_rate_limited_{};
 };
 
 } // namespace arbiter::scheduler

@@ -280,7 +280,8 @@ std::string scheduler_core::ejected_reason(const std::string& capability,
   const bool limited = pick.waiting_on == wait_cause::backoff;
   std::string reason =
     "every source serving '" + capability + "' is "
-    + (limited ? "rate-limited (a 429's Retry-After)" : "ejected (circuit breaker open)")
+    + (limited ? "rate-limited (a 429's Retry-After, or the backoff after 429s)"
+               : "ejected (circuit breaker open)")
     + " for another "
     + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), *pick.retry_at)))
     + " ms, past this item's deadline";

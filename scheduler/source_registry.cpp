@@ -367,7 +367,7 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
       s->concurrency->open_up();
     }
     if (report.kind == attempt_outcome_kind::rate_limited) {
-      s->limiter->on_rate_limited(report.retry_after);
+      s->limiter->on_rate_limited(report.retry_after, now - report.latency);
     } else {
       s->limiter->on_success();
     }

@@ -350,6 +350,28 @@ TEST(RateLimiter, RateLimitsWithoutHeaderBackOffExponentiallyAndResetAfterSucces
   EXPECT_EQ(limiter.blocked_until(), clock.now() + 500ms);
 }
 
+TEST(RateLimiter, A429BurstOfCallsInFlightTogetherLengthensTheBackoffOnce) {
+  // 40 calls sent together, all answered 429 without Retry-After: one round over the limit,
+  // not 40. Each used to double the backoff, to its 8 s cap at the fifth.
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 0), clock};
+  const auto sent = clock.now();
+  clock.advance(300ms);
+  for (int i = 0; i < 40; ++i) {
+    limiter.on_rate_limited(std::nullopt, sent);
+    clock.advance(1ms);
+  }
+  EXPECT_EQ(limiter.consecutive_rate_limited(), 1u);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() - 1ms + 500ms) << "blocked from the last";
+  // A call sent after that burst and refused too: the next round, twice as long.
+  clock.advance(600ms);
+  const auto resent = clock.now();
+  clock.advance(300ms);
+  limiter.on_rate_limited(std::nullopt, resent);
+  EXPECT_EQ(limiter.consecutive_rate_limited(), 2u);
+  EXPECT_EQ(limiter.blocked_until(), clock.now() + 1s);
+}
+
 TEST(RateLimiter, ZeroRetryAfterFallsBackToBackoff) {
   manual_time_source clock;
   rate_limiter limiter{limits(60, 0), clock};
