@@ -361,11 +361,22 @@ void rate_limiter::bucket::correct(std::optional<uint64_t> limit,
       return;
     }
     configured = static_cast<double>(*limit);
+    learned = true;
     set_limit(configured);
     level = remaining ? static_cast<double>(*remaining) : capacity;
   }
   if (limit && *limit > 0) {
-    set_limit(std::min(configured, static_cast<double>(*limit)));
+    const auto reported = static_cast<double>(*limit);
+    if (learned) {
+      configured = reported;
+    }
+    const double in_force = std::min(configured, reported);
+    if (in_force != per_minute) {
+      // A new limit: the burst the endpoint enforces with it is learned again (below), so a
+      // burst learned under a looser limit does not outlive it.
+      observed_capacity = 0.0;
+    }
+    set_limit(in_force);
     level = std::min(level, capacity);
   }
   if (remaining && reset) {

@@ -149,7 +149,9 @@ public:
   acquire_decision peek_paced(uint64_t tokens);
 
   /// Corrects the buckets from a response's `x-ratelimit-*` headers (those of a 429 too). A
-  /// reported limit replaces the configured one when lower (never raises above it); a
+  /// reported limit replaces the configured one when lower (never raises above it), and a
+  /// limit learned from headers follows them up and down (a provider that raised its limit
+  /// mid-run); a
   /// reported remaining count, or a reset time later than the bucket's own refill would
   /// allow, lowers the bucket's level. Headers never raise a level: in-flight requests the
   /// provider had not counted yet would make that optimistic. A bucket turned off by
@@ -159,8 +161,8 @@ public:
   /// The burst the endpoint really enforces is learned too: for a token bucket, what remains
   /// plus what refills until the reset (remaining + limit/60 s × reset) is what the bucket
   /// holds when full. A per-minute limit is often enforced over a second (600 RPM as 10 per
-  /// second): the largest such capacity seen becomes the bucket's size when it is smaller
-  /// than the configured burst.
+  /// second): the largest such capacity seen since the limit last changed becomes the
+  /// bucket's size when it is smaller than the configured burst.
   void on_headers(const rate_limit_headers& headers);
 
   /// Records a 429 from the endpoint and blocks it: until now + `retry_after` (cut to
@@ -207,15 +209,20 @@ private:
   struct bucket {
     /// The per-minute limit in force; sets the refill rate.
     double per_minute = 0.0;
-    /// What the configuration allows; a header can lower `per_minute` below it.
+    /// What the configuration allows; a header can lower `per_minute` below it. Or, when
+    /// `learned`, the limit the endpoint's headers last reported.
     double configured = 0.0;
+    /// `configured` came from the endpoint's headers, not the configuration: the next
+    /// reported limit replaces it, up or down.
+    bool learned = false;
     /// The share of a minute's allowance the bucket holds (burst / 1 min, at most 1).
     double burst_fraction = 1.0;
     /// The most the bucket holds: per_minute × burst_fraction (at least `floor`).
     double capacity = 0.0;
     double floor = 0.0;
     double level = 0.0;
-    /// The largest full-bucket size the endpoint's headers implied (0: none seen yet).
+    /// The largest full-bucket size the endpoint's headers implied since the limit in force
+    /// last changed (0: none seen yet).
     double observed_capacity = 0.0;
 
     bool limited() const noexcept {

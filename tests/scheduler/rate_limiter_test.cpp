@@ -429,6 +429,49 @@ TEST(RateLimiter, LearnsTheBurstAPerMinuteLimitIsEnforcedOver) {
   EXPECT_DOUBLE_EQ(limiter.request_capacity(), 10.0);
 }
 
+TEST(RateLimiter, ALimitLearnedFromHeadersFollowsThemUpAndDownAConfiguredOneIsACap) {
+  // The first limit a header reported used to become a cap for good: a provider that raised
+  // 600 RPM to 6000 was still paced at 10 a second an hour later.
+  manual_time_source clock;
+  rate_limiter learned{limits(0, 0), clock};
+  rate_limiter capped{limits(1200, 0), clock};
+  rate_limit_headers h;
+  h.limit_requests = 600;
+  learned.on_headers(h);
+  capped.on_headers(h);
+  EXPECT_DOUBLE_EQ(learned.requests_per_minute(), 600.0);
+  EXPECT_DOUBLE_EQ(capped.requests_per_minute(), 600.0);
+  h.limit_requests = 6000;
+  learned.on_headers(h);
+  capped.on_headers(h);
+  EXPECT_DOUBLE_EQ(learned.requests_per_minute(), 6000.0);
+  EXPECT_DOUBLE_EQ(capped.requests_per_minute(), 1200.0) << "the configuration's cap";
+  h.limit_requests = 300;
+  learned.on_headers(h);
+  EXPECT_DOUBLE_EQ(learned.requests_per_minute(), 300.0);
+}
+
+TEST(RateLimiter, ABurstLearnedUnderALooserLimitDoesNotOutliveIt) {
+  // 6000 RPM enforced per second (a 100-request bucket), then 600 RPM per second: the bucket
+  // holds 10, not the 100 it learned before, so a quiet spell does not end in 90 429s.
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 0), clock};
+  rate_limit_headers h;
+  h.limit_requests = 6000;
+  h.remaining_requests = 99;
+  h.reset_requests = 10ms;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.request_capacity(), 100.0);
+  h.limit_requests = 600;
+  h.remaining_requests = 9;
+  h.reset_requests = 100ms;
+  limiter.on_headers(h);
+  EXPECT_DOUBLE_EQ(limiter.requests_per_minute(), 600.0);
+  EXPECT_DOUBLE_EQ(limiter.request_capacity(), 10.0);
+  clock.advance(60s);
+  EXPECT_EQ(drain(limiter), 10);
+}
+
 TEST(RateLimiter, TheLearnedBurstLowersAConfiguredOneOnly) {
   manual_time_source clock;
   auto cfg = limits(600, 0); // a full minute's burst: 600
