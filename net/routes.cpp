@@ -1013,24 +1013,25 @@ json step_json(const scheduler::step_account& a) {
 
 void router::steps(std::string step, reply_fn reply) {
   const std::string route = step.empty() ? "/v1/steps" : "/v1/steps/";
+  // One step is looked up among all shards' recent steps (`find_step`): asked alone, a shard
+  // that still holds a step others have dropped would answer a part of it.
   ask_shards<actors::step_accounts>(
-    std::make_tuple(actors::steps_atom::value, step),
+    std::make_tuple(actors::steps_atom::value, std::string{}),
     [this, route, step, reply](std::vector<actors::step_accounts> shards) {
-      auto accounts = merge_steps(std::move(shards));
       http_reply r;
       if (step.empty()) {
         json list = json::array();
-        for (const auto& a : accounts) {
+        for (const auto& a : merge_steps(std::move(shards))) {
           list.push_back(step_json(a));
         }
         r.body = json_text(json{{"steps", list}});
-      } else if (accounts.empty()) {
+      } else if (auto account = find_step(std::move(shards), step)) {
+        r.body = json_text(step_json(*account));
+      } else {
         r.status = 404;
         r.body = encode_error("not_found", "no step '" + step
                                              + "' among the recent ones (GET /v1/steps "
                                                "lists them)");
-      } else {
-        r.body = json_text(step_json(accounts.front()));
       }
       respond(route, std::move(r), reply);
     },

@@ -189,4 +189,14 @@ actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards, siz
   return out;
 }
 
+std::optional<scheduler::step_account> find_step(std::vector<actors::step_accounts> shards,
+                                                 const std::string& step, size_t most) {
+  for (auto& account : merge_steps(std::move(shards), most)) {
+    if (account.step == step) {
+      return std::move(account);
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace arbiter::net

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <optional>
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -56,5 +58,11 @@ sharded_snapshot merge_snapshots(std::vector<actors::scheduler_info> shards);
 /// many, so together they may hold more).
 actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards,
                                   size_t most = 256);
+
+/// `step`'s account among the shards' `most` most recent steps (`merge_steps`), or nullopt.
+/// A step past them is not answered from a shard that still holds it: another shard may have
+/// dropped its part already, and the sum would be short.
+std::optional<scheduler::step_account> find_step(std::vector<actors::step_accounts> shards,
+                                                 const std::string& step, size_t most = 256);
 
 } // namespace arbiter::net

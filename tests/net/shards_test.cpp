@@ -345,5 +345,24 @@ TEST(MergeSteps, ShardsStepsComeOldestFirstAndOnlyTheMostRecentAreKept) {
   EXPECT_EQ(merged[1].items_ok, 2u);
 }
 
+TEST(MergeSteps, AStepPastTheMostRecentIsNotFoundThoughAShardStillHoldsAPartOfIt) {
+  auto step = [](std::string name, uint64_t begun) {
+    scheduler::step_account a;
+    a.step = std::move(name);
+    a.begun = begun;
+    a.items_ok = 1;
+    return a;
+  };
+  // Shard 1 has dropped "old" for newer steps; shard 0 still holds its half.
+  std::vector<actors::step_accounts> shards = {{step("old", 1)},
+                                               {step("n2", 2), step("n3", 3), step("n4", 4)}};
+  EXPECT_FALSE(find_step(shards, "old", 3)) << "it used to be answered, short by half";
+  auto n2 = find_step(shards, "n2", 3);
+  ASSERT_TRUE(n2);
+  EXPECT_EQ(n2->items_ok, 1u);
+  EXPECT_FALSE(find_step(shards, "nope", 3));
+  EXPECT_TRUE(find_step(shards, "old", 4)) << "among the 4 most recent it is whole";
+}
+
 } // namespace
 } // namespace arbiter::net
