@@ -105,6 +105,10 @@ limit_change adaptive_concurrency::increase_step() {
   }
   ++good_samples_;
   uint32_t window = slow_start_ ? 1 : config_.growth_window > 0 ? config_.growth_window : limit_;
+  if (!slow_start_ && limit_ + 1 == cut_from_) {
+    // Back to where the endpoint refused: hold below it a while before trying again.
+    window *= std::max<uint32_t>(config_.regrowth_rounds, 1);
+  }
   if (good_samples_ < window) {
     return limit_change::unchanged;
   }
@@ -128,6 +132,7 @@ limit_change adaptive_concurrency::decrease(nanoseconds latency, time_point now)
   if (cut >= limit_) {
     return limit_change::unchanged;
   }
+  cut_from_ = limit_;
   limit_ = cut;
   ++decreases_;
   return limit_change::decreased;

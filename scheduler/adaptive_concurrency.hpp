@@ -52,6 +52,11 @@ struct adaptive_concurrency_config {
   /// round) until the first cut, then the window above applies. For endpoints whose limits
   /// nobody configured: they start small and ramp up instead of taking a blast.
   bool slow_start = false;
+  /// After a cut, the step back up to the limit that was cut takes this many windows instead
+  /// of one. A provider that caps its calls in flight answers the call past its cap with a
+  /// 429 whose Retry-After holds the whole endpoint back; probing it every round kept it at
+  /// half its capacity. 1: no such plateau.
+  uint32_t regrowth_rounds = 8;
 };
 
 /// An AIMD concurrency limit for one source: how many requests may be out to it at once.
@@ -59,7 +64,8 @@ struct adaptive_concurrency_config {
 /// cut); each window of `ok` samples whose latency stays within
 /// `growth_tolerance` × the baseline adds one; an `overloaded` sample, or an `ok` one slower
 /// than `blowup_tolerance` × the baseline, multiplies it by `backoff_ratio` (rounded down). It
-/// stays within [min_limit, max_limit].
+/// stays within [min_limit, max_limit]. Growing back to the limit last cut takes
+/// `regrowth_rounds` windows.
 ///
 /// One cut per round: a sample whose request started (now − latency) before the last cut was
 /// sent under the old limit and does not cut again, so a burst of 429s from one round costs
@@ -125,6 +131,8 @@ private:
   /// When the limit was last cut (meaningful once `has_cut_`).
   time_point last_cut_{};
   bool has_cut_ = false;
+  /// The limit the last cut was made from (0: none yet).
+  uint32_t cut_from_ = 0;
   bool slow_start_ = false;
   uint64_t increases_ = 0;
   uint64_t decreases_ = 0;

@@ -112,6 +112,31 @@ TEST(AdaptiveConcurrency, BurstOfOverloadsFromOneRoundCutsOnce) {
   EXPECT_EQ(ac.limit(), 3u); // floor(5 × 0.7)
 }
 
+TEST(AdaptiveConcurrency, TheStepBackToTheLimitLastCutTakesLonger) {
+  // A provider that holds 4 calls in flight and answers the fifth 429 (Retry-After 1 s,
+  // which holds the whole endpoint): probing 5 every round kept it at half its capacity.
+  manual_time_source clock;
+  auto c = small_config();
+  c.initial_limit = 5;
+  adaptive_concurrency ac(c);
+  clock.advance(1s);
+  ASSERT_EQ(ac.on_sample(50ms, sample_kind::overloaded, clock.now()), limit_change::decreased);
+  ASSERT_EQ(ac.limit(), 3u);
+  auto good_until_change = [&] {
+    int samples = 0;
+    while (ac.on_sample(50ms, sample_kind::ok, clock.now()) != limit_change::increased) {
+      ++samples;
+    }
+    return samples + 1;
+  };
+  EXPECT_EQ(good_until_change(), 3) << "3 to 4: one window, as ever";
+  EXPECT_EQ(ac.limit(), 4u);
+  EXPECT_EQ(good_until_change(), 4 * 8) << "4 to 5, where it was refused: 8 windows";
+  EXPECT_EQ(ac.limit(), 5u);
+  EXPECT_EQ(good_until_change(), 5) << "past it (the provider took more): one window again";
+  EXPECT_EQ(ac.limit(), 6u);
+}
+
 TEST(AdaptiveConcurrency, CutsOnLatencyBlowUp) {
   manual_time_source clock;
   auto c = small_config();
