@@ -445,6 +445,13 @@ item_outcome parse_generate(const json& doc, const score_item& item, std::string
         ++tokens;
       }
     }
+    if (tokens == 0 && values != nullptr && text->get_ref<const std::string&>().empty()) {
+      // The server does return logprobs, but none for this text: an empty sample whose stop
+      // token went unreported. Its probability is unknown, and ΔIG weighs every sample by it.
+      reject(where + " has an empty token_logprobs list (a sample of no tokens, without the "
+                     "log-probability of the token that stopped it)",
+             body);
+    }
     if (tokens == 0) {
       reject(where + " has no token_logprobs (does the server return logprobs?)", body);
     }

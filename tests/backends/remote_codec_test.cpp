@@ -669,6 +669,10 @@ TEST(RemoteCodec, GenerateUnusableBodiesThrowBadReply) {
                         "logprobs?)"));
   EXPECT_THAT(parse(json::array({good, completion_choice(1, "b", {nullptr, nullptr})})),
               HasSubstr("completion choice 1 has no token_logprobs"));
+  // An empty text with an empty list: the server sends logprobs, but not the stop token's.
+  EXPECT_THAT(parse(json::array({good, completion_choice(1, "", json::array())})),
+              HasSubstr("completion choice 1 has an empty token_logprobs list (a sample of no "
+                        "tokens"));
   json no_logprobs = {{"index", 1}, {"text", "b"}, {"logprobs", nullptr}};
   EXPECT_THAT(parse(json::array({good, no_logprobs})),
               HasSubstr("completion choice 1 has no token_logprobs"));
