@@ -1,10 +1,9 @@
 #pragma once
 
-#include <optional>
-
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "actors/messages.hpp"

@@ -151,9 +151,8 @@ public:
   /// Corrects the buckets from a response's `x-ratelimit-*` headers (those of a 429 too). A
   /// reported limit replaces the configured one when lower (never raises above it), and a
   /// limit learned from headers follows them up and down (a provider that raised its limit
-  /// mid-run); a
-  /// reported remaining count, or a reset time later than the bucket's own refill would
-  /// allow, lowers the bucket's level. Headers never raise a level: in-flight requests the
+  /// mid-run); a reported remaining count, or a reset time later than the bucket's own
+  /// refill would allow, lowers the bucket's level. Headers never raise a level: in-flight requests the
   /// provider had not counted yet would make that optimistic. A bucket turned off by
   /// configuration adopts a limit the endpoint reports (and its remaining count), so an
   /// endpoint whose limits nobody configured is paced from its own headers.
