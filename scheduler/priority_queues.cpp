@@ -25,9 +25,10 @@ size_t priority_queues::free_capacity(size_t cls) const {
   return c.size >= c.config.capacity ? 0 : c.config.capacity - c.size;
 }
 
-bool priority_queues::push(size_t cls, const std::string& capability, const queued_task& task) {
+bool priority_queues::push(size_t cls, const std::string& capability, const queued_task& task,
+                           bool beyond_capacity) {
   auto& c = classes_.at(cls);
-  if (c.size >= c.config.capacity) {
+  if (c.size >= c.config.capacity && !beyond_capacity) {
     return false;
   }
   auto own = c.config.order == config::queue_order::edf ? task.deadline : task.enqueued;

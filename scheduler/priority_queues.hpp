@@ -69,8 +69,9 @@ public:
   }
 
   /// Queues `task` in `cls` under `capability`. Returns false, queueing nothing, when the class
-  /// is full.
-  [[nodiscard]] bool push(size_t cls, const std::string& capability, const queued_task& task);
+  /// is full, unless `beyond_capacity` (work an admitted item has already been let in for).
+  [[nodiscard]] bool push(size_t cls, const std::string& capability, const queued_task& task,
+                          bool beyond_capacity = false);
 
   /// Removes and returns the next task of `cls` needing `capability`.
   std::optional<queued_task> pop(size_t cls, const std::string& capability);

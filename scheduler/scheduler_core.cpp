@@ -350,8 +350,11 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     }
     queued_task task{next_task_++, id, i, deadline, now, req.order_at[i]};
     req.tasks[i] = task.id;
-    // Admission checked the capacity, so the push cannot fail.
-    if (!queues_.push(priority, item.capability, task)) {
+    // Admission checked the capacity, so the push cannot fail. A reward graph's model calls
+    // (internal) pass no admission: their item was admitted, and left the class's queue when
+    // it went to the graph, so new requests may have filled its room since. They are that
+    // item's own work, and go in beyond the capacity rather than fail it.
+    if (!queues_.push(priority, item.capability, task, internal)) {
       item_result r;
       r.code = errc::overloaded;
       r.error = "priority class '" + queues_.class_name(priority) + "' is full";

@@ -657,6 +657,35 @@ TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
             std::string::npos);
 }
 
+TEST_F(SchedulerCore, AGraphsModelCallsGoInThoughNewRequestsFilledTheClassSince) {
+  // A judge item leaves the class's queue when it goes to the reward graph; requests admitted
+  // meanwhile may fill the class. Its chat calls (an internal request) used to fail the item
+  // "overloaded: priority class 'normal' is full" in a 200, with its deadline far off.
+  core_.add_source("cpu", {"cpu"});
+  auto chat = core_.add_source("chat-source", {"chat"});
+  std::vector<score_item> flood;
+  for (int i = 0; i < 100; ++i) {
+    flood.push_back(cpu_item("flood " + std::to_string(i)));
+  }
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, flood).admitted());
+  EXPECT_FALSE(core_.submit(2, 1, clock_.now() + 60s, cpu_items(1)).admitted())
+    << "the class is full to clients";
+  score_item call = cpu_item("judge call");
+  call.capability = "chat";
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 60s, {call}, /*internal=*/true).admitted());
+  EXPECT_TRUE(core_.take_finished().empty()) << "nothing failed";
+  for (const auto& batch : core_.dispatch()) {
+    if (batch.source == chat) {
+      answer(batch, 0.75);
+    }
+  }
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 3u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok) << done[0].results[0].error;
+  EXPECT_EQ(done[0].results[0].score, 0.75);
+}
+
 TEST_F(SchedulerCore, WithRecordingOnBatchesAskForEvidenceAndFinishedRequestsCarryTheirItems) {
   core_.add_source("cpu", {"cpu"});
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, cpu_items(2)).admitted());
