@@ -507,7 +507,11 @@ bool router::decode_get_reward(std::string_view body, std::string_view target,
     job.counted_items = job.items.size();
   }
   job.priority = codec_.default_priority;
-  job.deadline = codec_.default_deadline;
+  auto deadline = codec_.default_deadline;
+  if (!read_trainer_query(target, codec_, job.priority, deadline, err)) {
+    return false;
+  }
+  job.deadline = deadline;
   // OpenRLHF sends empty lists to every URL but the first.
   job.answer_empty_at_once = true;
   std::vector<std::string> groups;
@@ -532,7 +536,11 @@ bool router::decode_remote_rm(std::string_view body, std::string_view target, sc
   }
   job.counted_items = 1;
   job.priority = codec_.default_priority;
-  job.deadline = codec_.default_deadline;
+  auto deadline = codec_.default_deadline;
+  if (!read_trainer_query(target, codec_, job.priority, deadline, err)) {
+    return false;
+  }
+  job.deadline = deadline;
   job.items.push_back(std::move(item));
   job.encode = [this](const std::vector<item_result>& results, const group_list&) {
     return trainer_failure_or(results,

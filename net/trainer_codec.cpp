@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
@@ -209,6 +212,58 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
     return value;
   }
   return std::nullopt;
+}
+
+bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
+                        std::chrono::milliseconds& deadline, codec_error& err) {
+  auto q = target.find('?');
+  auto rest = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
+  while (!rest.empty()) {
+    auto amp = rest.find('&');
+    auto pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
+    if (pair.empty()) {
+      continue;
+    }
+    auto eq = pair.find('=');
+    const std::string name = percent_decode(pair.substr(0, eq), true);
+    const std::string value =
+      eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1), true);
+    if (name == "reward" || name == "api_key") {
+      continue;
+    }
+    if (name == "priority") {
+      auto found = std::find(ctx.priorities.begin(), ctx.priorities.end(), value);
+      if (found == ctx.priorities.end()) {
+        std::string known;
+        for (const auto& p : ctx.priorities) {
+          known += (known.empty() ? "" : ", ") + p;
+        }
+        err = {refusal::invalid, "priority",
+               "priority: unknown class '" + value + "' (one of: " + known + ")"};
+        return false;
+      }
+      priority = static_cast<size_t>(found - ctx.priorities.begin());
+    } else if (name == "deadline_ms") {
+      int64_t ms = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || ms <= 0
+          || ms > ctx.max_deadline.count()) {
+        err = {refusal::invalid, "deadline_ms",
+               "deadline_ms: must be an integer between 1 and "
+                 + std::to_string(ctx.max_deadline.count())
+                 + " (scheduler.max_deadline_ms), got '" + value + "'"};
+        return false;
+      }
+      deadline = std::chrono::milliseconds{ms};
+    } else {
+      err = {refusal::invalid, name,
+             "unknown query parameter '" + name
+               + "' (this route takes reward, priority, deadline_ms and api_key)"};
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string response_of(std::string_view query, std::string_view prompt) {

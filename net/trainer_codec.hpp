@@ -5,6 +5,7 @@
 // the URL (`?reward=NAME`) or `[protocols] reward`, and failures follow `[protocols]
 // on_failure`.
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,14 @@ std::string percent_decode(std::string_view raw, bool plus_is_space);
 /// The value of query parameter `name` in `target` ("/path?a=1&b=2"), percent-decoded, or
 /// nullopt when absent.
 std::optional<std::string> query_parameter(std::string_view target, std::string_view name);
+
+/// What the zero-code trainer routes (`/get_reward`, `/remote_rm`) take from their URL
+/// besides `reward` and `api_key`: `priority` (a class name) and `deadline_ms`, so a job on a
+/// shared server can be given its class and deadline in the URL the trainer is configured
+/// with. Unset, they keep the server's defaults (`priority`, `deadline` as given). Any other
+/// parameter is refused, naming it, as a misspelt field of `/v1/score` is.
+bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
+                        std::chrono::milliseconds& deadline, codec_error& err);
 
 /// The response text of an OpenRLHF query: `query` without its `prompt` prefix (or after the
 /// prompt's first occurrence, when the prompt was truncated on the left of the query), with

@@ -168,6 +168,31 @@ def test_get_reward_failure_policies(make_server, provider):
     assert reply["extra_logs"]["arbiter_failed"] == [1.0, 1.0]
 
 
+def test_the_trainer_routes_take_a_priority_and_a_deadline_from_the_url(make_server, provider):
+    # A job on a shared server can only be given its class and deadline in the URL its
+    # trainer is configured with; such parameters used to be ignored without a word.
+    slow = provider("--latency-median-ms", "1500", "--latency-p99-ms", "1600")
+    server = make_server('[rewards.strict]\nkind = "judge"\nfallback = "none"\n'
+                         + source_toml("slow", slow))
+    body = {"query": [PROMPT + "4"], "prompts": [PROMPT], "labels": ["4"]}
+    status, _, reply = post(server, "/get_reward?reward=strict&priority=high", body)
+    assert status == 200, reply
+    # 300 ms against a judge that takes 1.5 s: refused at admission, or failed at the deadline.
+    status, _, reply = post(server, "/get_reward?reward=strict&priority=high&deadline_ms=300",
+                            body)
+    assert status != 200 and "deadline" in reply["error"]["message"], reply
+    slime = {"response": "4", "label": "4"}
+    status, _, reply = post(server, "/remote_rm?reward=strict&deadline_ms=300", slime)
+    assert status != 200 and "deadline" in reply["error"]["message"], reply
+    for query, field in [("priority=urgent", "priority"), ("deadline_ms=soon", "deadline_ms"),
+                         ("deadline_ms=0", "deadline_ms"), ("prio=high", "prio")]:
+        for path, payload in [("/get_reward", body), ("/remote_rm", slime)]:
+            status, _, reply = post(server, f"{path}?reward=strict&{query}", payload)
+            assert status == 400 and reply["error"]["field"] == field, (path, query, reply)
+    assert "one of: high, normal, low" in post(
+        server, "/remote_rm?reward=strict&priority=urgent", slime)[2]["error"]["message"]
+
+
 # ---- slime ---------------------------------------------------------------------------------
 
 def test_remote_rm_answers_a_bare_number(make_server):
