@@ -23,6 +23,7 @@ class Settings:
     batch_size: int             # items per request
     priority: Optional[str]     # the request's `priority`; None: the server's default
     deadline_ms: Optional[int]  # the request's `deadline_ms`; None: the server's default
+    job: Optional[str] = None   # prefixes group names and step tags ("JOB/..."): see client.py
 
 
 def _url(value, name):
@@ -126,6 +127,7 @@ _FIELDS = {
     "batch_size": ("ARBITER_BATCH_SIZE", lambda v, n: _integer(v, n, 1), 256),
     "priority": ("ARBITER_PRIORITY", _name, None),
     "deadline_ms": ("ARBITER_DEADLINE_MS", lambda v, n: _integer(v, n, 1), None),
+    "job": ("ARBITER_JOB", _name, None),
 }
 
 

@@ -103,6 +103,11 @@ class ArbiterClient:
     | batch_size | ARBITER_BATCH_SIZE | 256 (items per request) |
     | priority | ARBITER_PRIORITY | the server's default class |
     | deadline_ms | ARBITER_DEADLINE_MS | the server's default deadline |
+    | job | ARBITER_JOB | none (else "JOB/" before every group name and step tag) |
+
+    `job` keeps the group names and step tags of jobs that share one server apart: they are
+    global there, and two jobs on one dataset name their groups alike (verl by the row's
+    index, TRL by the prompt). step_account(step) looks the step up in the job.
 
     `use_aiohttp`: None uses aiohttp for the async methods when it is importable, False always
     uses the standard library (each attempt in a worker thread), True requires aiohttp.
@@ -111,12 +116,12 @@ class ArbiterClient:
 
     def __init__(self, url=None, *, timeout_s=None, retries=None, reward=None, on_failure=None,
                  failure_score=None, api_key=None, batch_size=None, priority=None,
-                 deadline_ms=None, use_aiohttp=None, env=None, backoff_base_s=0.5,
+                 deadline_ms=None, job=None, use_aiohttp=None, env=None, backoff_base_s=0.5,
                  backoff_cap_s=8.0, max_retry_after_s=60.0, rng=None):
         self.settings = _settings.resolve(
             env, url=url, timeout_s=timeout_s, retries=retries, reward=reward,
             on_failure=on_failure, failure_score=failure_score, api_key=api_key,
-            batch_size=batch_size, priority=priority, deadline_ms=deadline_ms)
+            batch_size=batch_size, priority=priority, deadline_ms=deadline_ms, job=job)
         s = self.settings
         self._retry = RetryPolicy(s.retries, backoff_base_s, backoff_cap_s, max_retry_after_s,
                                   rng)
@@ -191,6 +196,7 @@ class ArbiterClient:
         dict, or None when the step is not among the recent ones. With no step: the list of
         the recent steps' accounts. For a trainer's logger (verl's reward_extra_info, TRL's
         logs); blocking."""
+        step = self._job_name(step)
         path = "/v1/steps" if step is None else \
             "/v1/steps/" + urllib.parse.quote(str(step), safe="")
         try:
@@ -227,6 +233,7 @@ class ArbiterClient:
             step = step.item()  # a numpy or torch integer, as trainers count steps
         if step is not None and (isinstance(step, bool) or not isinstance(step, (str, int))):
             raise TypeError(f"step: expected a string or an integer, got {type(step).__name__}")
+        step = self._job_name(step)
         size = self.settings.batch_size
         for offset in range(0, len(prepared), size):
             body = {"items": prepared[offset:offset + size]}
@@ -248,7 +255,15 @@ class ArbiterClient:
                              else to_json_value(value, path))
         if "reward" not in out and self.settings.reward is not None:
             out["reward"] = self.settings.reward
+        if isinstance(out.get("group"), (str, int)) and not isinstance(out["group"], bool):
+            out["group"] = self._job_name(out["group"])
         return out
+
+    def _job_name(self, name):
+        """A group name or step tag in this client's job (`job`: "JOB/name"), or as it is."""
+        if name is None or self.settings.job is None:
+            return name
+        return f"{self.settings.job}/{name}"
 
     def _encode(self, body):
         return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -17,6 +17,7 @@ Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (d
 the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
 that row's reward; `value` returns the failure score, which TRL cannot tell from a real one.
 """
+import hashlib
 import itertools
 
 from ._adapters import completion_text, prompt_text
@@ -64,13 +65,14 @@ def _items(prompts, completions, columns, ground_truth_columns):
         if rows is not None:
             extra[name] = rows
     # GRPO's group: the rollouts of one prompt (TRL repeats it num_generations times), named by
-    # the prompt's first index in this call, and the call, so later steps start new groups.
+    # the prompt's text (a hash of it) and the call, so later steps start new groups. Under
+    # DDP a group's rollouts may be spread over the ranks, which call in step: each rank names
+    # it alike, so they are one group, and two prompts are never one.
     call = next(_calls)
-    first_index = {}
     items = []
     for i in range(n):
         info = {"question": prompt_text(prompts[i])}
-        group = first_index.setdefault(info["question"], i)
+        group = hashlib.sha256(info["question"].encode("utf-8")).hexdigest()[:16]
         for name, rows in extra.items():
             if name != "data_source" and is_json_value(rows[i]):
                 info[name] = rows[i]

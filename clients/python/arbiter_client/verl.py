@@ -20,6 +20,7 @@ from the ARBITER_* environment variables (see ArbiterClient):
 | failure_score | ARBITER_FAILURE_SCORE | the score of a failed item under value |
 | return_dict | ARBITER_RETURN_DICT | return a dict (below) instead of a float |
 | deadline_ms, priority | ARBITER_DEADLINE_MS, ARBITER_PRIORITY | passed to /v1/score |
+| job | ARBITER_JOB | this job's name before its group names and steps (a shared server) |
 
 The return value is a float, or a dict: with return_dict or on_failure=value, the same keys
 for every sample (verl builds its arrays from the first sample's keys): `score`,
@@ -51,7 +52,7 @@ _CLIENT_OPTIONS = {"service_url": "url", "url": "url", "reward": "reward",
                    "timeout_s": "timeout_s", "retries": "retries", "on_failure": "on_failure",
                    "failure_score": "failure_score", "api_key": "api_key",
                    "batch_size": "batch_size", "priority": "priority",
-                   "deadline_ms": "deadline_ms"}
+                   "deadline_ms": "deadline_ms", "job": "job"}
 
 
 def _setup(kwargs):

@@ -75,6 +75,49 @@ def test_completions_of_one_prompt_go_as_one_group_new_for_each_call(scripted, m
                                 "std": 0.0, "zero_std": True}
 
 
+def test_ranks_name_a_prompts_group_alike_and_two_prompts_never_alike(scripted, make_func,
+                                                                      monkeypatch):
+    """Under DDP each rank scores its share of the rollouts, in step. A group used to be named
+    by the prompt's index in the rank's batch: rank 0's and rank 1's first prompts, different,
+    were one group, and one prompt spread over both ranks was two."""
+    import itertools
+
+    import arbiter_client.trl as trl
+    proxy = scripted()
+    f = make_func(reward="exact_match", url=proxy.url)
+    monkeypatch.setattr(trl, "_calls", itertools.count(5))
+    f(prompts=["Q: a?", "Q: a?"], completions=["x", "y"], ground_truth=["x", "x"],
+      **trl_kwargs(2))
+    monkeypatch.setattr(trl, "_calls", itertools.count(5))  # the other rank, same call
+    f(prompts=["Q: b?", "Q: a?"], completions=["z", "x"], ground_truth=["z", "x"],
+      **trl_kwargs(2))
+    rank0 = [item["group"] for item in proxy.items(0)]
+    rank1 = [item["group"] for item in proxy.items(1)]
+    assert rank0[0] == rank0[1] == rank1[1], "one prompt, one group, over both ranks"
+    assert rank1[0] != rank0[0], "two prompts at the same index, two groups"
+    assert all(g.startswith("trl:5:") for g in rank0 + rank1)
+
+
+def test_a_job_keeps_its_groups_and_steps_apart_from_another_jobs(scripted, make_func,
+                                                                  arbiter, make_client):
+    """Group names and step tags are global on the server; two jobs on one dataset name them
+    alike. `job` (ARBITER_JOB) puts each job's in its own namespace."""
+    proxy = scripted()
+    a = make_func(reward="exact_match", url=proxy.url, job="run-a")
+    b = make_func(reward="exact_match", url=proxy.url, env={"ARBITER_JOB": "run-b"})
+    for f in (a, b):
+        f(prompts=["Q: a?", "Q: a?"], completions=["x", "y"], ground_truth=["x", "x"],
+          **trl_kwargs(2))
+    body_a, body_b = proxy.requests[0][2], proxy.requests[1][2]
+    assert body_a["step"] == "run-a/3" and body_b["step"] == "run-b/3"
+    assert body_a["items"][0]["group"].startswith("run-a/trl:")
+    assert body_b["items"][0]["group"].startswith("run-b/trl:")
+    # The recording stand-in forwards POSTs only: ask the server with a client of each job.
+    account = make_client(arbiter.url, job="run-a").step_account(3)
+    assert account["step"] == "run-a/3" and account["items"]["total"] == 2, "its own, not both"
+    assert make_client(arbiter.url, job="run-b").step_account(3)["step"] == "run-b/3"
+
+
 def test_conversational_data(scripted, make_func):
     proxy = scripted()
     f = make_func(reward="exact_match", url=proxy.url, name="em")
