@@ -324,14 +324,16 @@ TEST(MergeSteps, TheSameStepFromSeveralShardsIsOneAccount) {
   EXPECT_EQ(merged[1].items_ok, 1u);
 }
 
+/// A step that began at `begun` with one item scored.
+scheduler::step_account step(std::string name, uint64_t begun) {
+  scheduler::step_account a;
+  a.step = std::move(name);
+  a.begun = begun;
+  a.items_ok = 1;
+  return a;
+}
+
 TEST(MergeSteps, ShardsStepsComeOldestFirstAndOnlyTheMostRecentAreKept) {
-  auto step = [](std::string name, uint64_t begun) {
-    scheduler::step_account a;
-    a.step = std::move(name);
-    a.begun = begun;
-    a.items_ok = 1;
-    return a;
-  };
   // Shard 0 saw steps 1, 3, 5 begin; shard 1 saw 2, 4 and step 3 later than shard 0 did.
   auto merged = merge_steps({{step("s1", 1), step("s3", 3), step("s5", 5)},
                              {step("s2", 2), step("s4", 4), step("s3", 6)}},
@@ -346,13 +348,6 @@ TEST(MergeSteps, ShardsStepsComeOldestFirstAndOnlyTheMostRecentAreKept) {
 }
 
 TEST(MergeSteps, AStepPastTheMostRecentIsNotFoundThoughAShardStillHoldsAPartOfIt) {
-  auto step = [](std::string name, uint64_t begun) {
-    scheduler::step_account a;
-    a.step = std::move(name);
-    a.begun = begun;
-    a.items_ok = 1;
-    return a;
-  };
   // Shard 1 has dropped "old" for newer steps; shard 0 still holds its half.
   std::vector<actors::step_accounts> shards = {{step("old", 1)},
                                                {step("n2", 2), step("n3", 3), step("n4", 4)}};
