@@ -188,12 +188,26 @@ bool read_items(ondemand::value value, const codec_context& ctx, score_request_b
 bool read_priority(ondemand::value value, const codec_context& ctx, score_request_body& out,
                    codec_error& err) {
   std::string name;
-  if (!read_string(value, name, "priority", err)) {
+  return read_string(value, name, "priority", err) && priority_named(name, ctx, out.priority, err);
+}
+
+bool read_deadline(ondemand::value value, const codec_context& ctx, score_request_body& out,
+                   codec_error& err) {
+  int64_t ms = 0;
+  if (value.get_int64().get(ms)) {
+    err = {refusal::invalid, "deadline_ms", "deadline_ms: expected an integer number of milliseconds"};
     return false;
   }
+  return deadline_within(ms, ctx, out.deadline, err);
+}
+
+} // namespace
+
+bool priority_named(const std::string& name, const codec_context& ctx, size_t& out,
+                    codec_error& err) {
   for (size_t i = 0; i < ctx.priorities.size(); ++i) {
     if (ctx.priorities[i] == name) {
-      out.priority = i;
+      out = i;
       return true;
     }
   }
@@ -205,24 +219,17 @@ bool read_priority(ondemand::value value, const codec_context& ctx, score_reques
   return false;
 }
 
-bool read_deadline(ondemand::value value, const codec_context& ctx, score_request_body& out,
-                   codec_error& err) {
-  int64_t ms = 0;
-  if (value.get_int64().get(ms)) {
-    err = {refusal::invalid, "deadline_ms", "deadline_ms: expected an integer number of milliseconds"};
-    return false;
-  }
+bool deadline_within(int64_t ms, const codec_context& ctx, std::chrono::milliseconds& out,
+                     codec_error& err) {
   if (ms <= 0 || ms > ctx.max_deadline.count()) {
     err = {refusal::invalid, "deadline_ms",
            "deadline_ms: must be between 1 and " + std::to_string(ctx.max_deadline.count())
              + " (scheduler.max_deadline_ms), got " + std::to_string(ms)};
     return false;
   }
-  out.deadline = std::chrono::milliseconds{ms};
+  out = std::chrono::milliseconds{ms};
   return true;
 }
-
-} // namespace
 
 bool bind_reward(score_item& item, const backends::reward_entry& reward,
                  const std::string& prefix, codec_error& err) {

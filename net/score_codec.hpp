@@ -49,6 +49,16 @@ struct codec_error {
   }
 };
 
+/// The index of priority class `name` in `ctx`, or false with a 400 on `priority` listing the
+/// classes.
+bool priority_named(const std::string& name, const codec_context& ctx, size_t& out,
+                    codec_error& err);
+
+/// `ms` as a request's deadline, or false with a 400 on `deadline_ms` when it is not in
+/// 1..`max_deadline`.
+bool deadline_within(int64_t ms, const codec_context& ctx, std::chrono::milliseconds& out,
+                     codec_error& err);
+
 /// Makes `item` one for `reward` (kind, capability, options, fallback, routing) and checks the
 /// options its `extra_info` overrides; a bad one fails with 400 naming
 /// `PREFIX.extra_info.KEY`.

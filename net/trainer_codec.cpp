@@ -193,29 +193,12 @@ std::string percent_decode(std::string_view raw, bool plus_is_space) {
   return value;
 }
 
-std::optional<std::string> query_parameter(std::string_view target, std::string_view name) {
-  auto q = target.find('?');
-  if (q == std::string_view::npos) {
-    return std::nullopt;
-  }
-  auto rest = target.substr(q + 1);
-  while (!rest.empty()) {
-    auto amp = rest.find('&');
-    auto pair = rest.substr(0, amp);
-    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
-    auto eq = pair.find('=');
-    if (pair.substr(0, eq) != name) {
-      continue;
-    }
-    auto raw = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    std::string value = percent_decode(raw, true);
-    return value;
-  }
-  return std::nullopt;
-}
+namespace {
 
-bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
-                        std::chrono::milliseconds& deadline, codec_error& err) {
+/// Calls `f(name, value)` for each parameter of `target`'s query, both percent-decoded, until
+/// `f` returns false; false when it did.
+template <class F>
+bool each_query_parameter(std::string_view target, F&& f) {
   auto q = target.find('?');
   auto rest = q == std::string_view::npos ? std::string_view{} : target.substr(q + 1);
   while (!rest.empty()) {
@@ -226,44 +209,52 @@ bool read_trainer_query(std::string_view target, const codec_context& ctx, size_
       continue;
     }
     auto eq = pair.find('=');
-    const std::string name = percent_decode(pair.substr(0, eq), true);
-    const std::string value =
-      eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1), true);
-    if (name == "reward" || name == "api_key") {
-      continue;
-    }
-    if (name == "priority") {
-      auto found = std::find(ctx.priorities.begin(), ctx.priorities.end(), value);
-      if (found == ctx.priorities.end()) {
-        std::string known;
-        for (const auto& p : ctx.priorities) {
-          known += (known.empty() ? "" : ", ") + p;
-        }
-        err = {refusal::invalid, "priority",
-               "priority: unknown class '" + value + "' (one of: " + known + ")"};
-        return false;
-      }
-      priority = static_cast<size_t>(found - ctx.priorities.begin());
-    } else if (name == "deadline_ms") {
-      int64_t ms = 0;
-      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-      if (value.empty() || ec != std::errc{} || end != value.data() + value.size() || ms <= 0
-          || ms > ctx.max_deadline.count()) {
-        err = {refusal::invalid, "deadline_ms",
-               "deadline_ms: must be an integer between 1 and "
-                 + std::to_string(ctx.max_deadline.count())
-                 + " (scheduler.max_deadline_ms), got '" + value + "'"};
-        return false;
-      }
-      deadline = std::chrono::milliseconds{ms};
-    } else {
-      err = {refusal::invalid, name,
-             "unknown query parameter '" + name
-               + "' (this route takes reward, priority, deadline_ms and api_key)"};
+    auto raw = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
+    if (!f(percent_decode(pair.substr(0, eq), true), percent_decode(raw, true))) {
       return false;
     }
   }
   return true;
+}
+
+} // namespace
+
+std::optional<std::string> query_parameter(std::string_view target, std::string_view name) {
+  std::optional<std::string> found;
+  each_query_parameter(target, [&](const std::string& key, std::string value) {
+    if (key != name) {
+      return true;
+    }
+    found = std::move(value);
+    return false;
+  });
+  return found;
+}
+
+bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
+                        std::chrono::milliseconds& deadline, codec_error& err) {
+  return each_query_parameter(target, [&](const std::string& name, const std::string& value) {
+    if (name == "reward" || name == "api_key") {
+      return true;
+    }
+    if (name == "priority") {
+      return priority_named(value, ctx, priority, err);
+    }
+    if (name == "deadline_ms") {
+      int64_t ms = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+      if (value.empty() || ec != std::errc{} || end != value.data() + value.size()) {
+        err = {refusal::invalid, "deadline_ms",
+               "deadline_ms: expected an integer number of milliseconds, got '" + value + "'"};
+        return false;
+      }
+      return deadline_within(ms, ctx, deadline, err);
+    }
+    err = {refusal::invalid, name,
+           "unknown query parameter '" + name
+             + "' (this route takes reward, priority, deadline_ms and api_key)"};
+    return false;
+  });
 }
 
 std::string response_of(std::string_view query, std::string_view prompt) {
