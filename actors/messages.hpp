@@ -28,9 +28,8 @@ using tick_atom = caf::atom_constant<caf::atom("tick")>;
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
 /// anyone -> scheduler: describe queues and sources; answered with a `scheduler_info`.
 using info_atom = caf::atom_constant<caf::atom("info")>;
-/// anyone -> scheduler: `(steps_atom, STEP)` is answered with the `step_accounts` of that
-/// training step (none when it is not among the recent ones), or of every recent step when
-/// STEP is empty.
+/// anyone -> scheduler: answered with the `step_accounts` of every recent training step
+/// (one step is looked up among all shards' recent ones: `net::find_step`).
 using steps_atom = caf::atom_constant<caf::atom("steps")>;
 /// main -> scheduler: register a worker actor as a source; answered with its source id.
 using add_source_atom = caf::atom_constant<caf::atom("addsource")>;

@@ -310,16 +310,9 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       return caf::delegated<caf::ok_atom>{};
     },
     [self](info_atom) -> scheduler_info { return self->state.core->snapshot(); },
-    [self](steps_atom, const std::string& step) -> step_accounts {
-      const auto& ledger = self->state.core->steps();
-      step_accounts out;
-      if (step.empty()) {
-        auto recent = ledger.recent();
-        out.assign(recent.begin(), recent.end());
-      } else if (auto found = ledger.find(step)) {
-        out.push_back(std::move(*found));
-      }
-      return out;
+    [self](steps_atom) -> step_accounts {
+      auto recent = self->state.core->steps().recent();
+      return step_accounts(recent.begin(), recent.end());
     },
   };
 }

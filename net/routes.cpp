@@ -1024,7 +1024,7 @@ void router::steps(std::string step, reply_fn reply) {
   // One step is looked up among all shards' recent steps (`find_step`): asked alone, a shard
   // that still holds a step others have dropped would answer a part of it.
   ask_shards<actors::step_accounts>(
-    std::make_tuple(actors::steps_atom::value, std::string{}),
+    std::make_tuple(actors::steps_atom::value),
     [this, route, step, reply](std::vector<actors::step_accounts> shards) {
       http_reply r;
       if (step.empty()) {
