@@ -4,10 +4,10 @@
 #include "actors/scheduler_actor.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -38,21 +38,35 @@ score_item lexical_item(std::string text, std::string reference) {
 /// What a holding worker saw: the batches it was given and the ones it was told to drop.
 struct holding_log {
   std::mutex mutex;
+  std::condition_variable changed;
   std::vector<scheduler::batch_id> given;
   std::vector<scheduler::batch_id> cancelled;
+
+  /// Waits up to 5 s until `done()` holds (read under the lock); whether it did.
+  template <class Pred>
+  bool wait_for(Pred done) {
+    std::unique_lock<std::mutex> lock{mutex};
+    return changed.wait_for(lock, std::chrono::seconds{5}, done);
+  }
 };
 
 /// A worker that keeps every batch without answering (a slow model), and notes cancels.
 caf::behavior holding_worker(caf::event_based_actor* self, std::shared_ptr<holding_log> log) {
   return {
     [self, log](work_atom, const work_batch& batch) {
-      std::lock_guard<std::mutex> guard{log->mutex};
-      log->given.push_back(batch.id);
+      {
+        std::lock_guard<std::mutex> guard{log->mutex};
+        log->given.push_back(batch.id);
+      }
+      log->changed.notify_all();
       return self->make_response_promise<work_result>();
     },
     [log](cancel_atom, scheduler::batch_id id) {
-      std::lock_guard<std::mutex> guard{log->mutex};
-      log->cancelled.push_back(id);
+      {
+        std::lock_guard<std::mutex> guard{log->mutex};
+        log->cancelled.push_back(id);
+      }
+      log->changed.notify_all();
     },
   };
 }
@@ -230,9 +244,7 @@ TEST_F(SchedulerActor, AnAbandonedTicketEndsItsRequestClientClosedAndCancelsItsB
 
   // In flight at the worker when its client goes.
   auto first = submit(42, 3);
-  for (int i = 0; i < 500 && given().empty(); ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  log->wait_for([&] { return !log->given.empty(); });
   ASSERT_EQ(given().size(), 1u);
   caf::anon_send(sched, abandon_atom::value, uint64_t{42});
   ASSERT_EQ(first.wait_for(10s), std::future_status::ready);
@@ -242,13 +254,7 @@ TEST_F(SchedulerActor, AnAbandonedTicketEndsItsRequestClientClosedAndCancelsItsB
   for (const auto& r : reply.results) {
     EXPECT_EQ(r.code, errc::client_closed);
   }
-  for (int i = 0; i < 500; ++i) {
-    std::lock_guard<std::mutex> guard{log->mutex};
-    if (!log->cancelled.empty()) {
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  log->wait_for([&] { return !log->cancelled.empty(); });
   {
     std::lock_guard<std::mutex> guard{log->mutex};
     EXPECT_EQ(log->cancelled, log->given) << "the batch carried only its items";
@@ -269,9 +275,7 @@ TEST_F(SchedulerActor, AnAbandonedTicketEndsItsRequestClientClosedAndCancelsItsB
   // A ticket nobody holds is harmless, and the scheduler goes on scoring.
   caf::anon_send(sched, abandon_atom::value, uint64_t{99});
   auto third = submit(44, 1);
-  for (int i = 0; i < 500 && given().size() < 2; ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  log->wait_for([&] { return log->given.size() >= 2; });
   EXPECT_EQ(given().size(), 2u);
   EXPECT_EQ(third.wait_for(10ms), std::future_status::timeout) << "held by the worker";
 }
