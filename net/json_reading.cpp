@@ -163,7 +163,7 @@ bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
 }
 
 bool read_references(ondemand::value value, std::vector<std::string>& out,
-                     const std::string& field, bool allow_empty, codec_error& err) {
+                     const std::string& field, codec_error& err) {
   ondemand::json_type type;
   if (!read_type(value, type, field, err)) {
     return false;
@@ -183,7 +183,7 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     auto read = [&](std::string_view key, ondemand::value& inner) {
       if (key == "target") {
         has_target = true;
-        if (!read_references(inner, out, field + ".target", allow_empty, err)) {
+        if (!read_references(inner, out, field + ".target", err)) {
           return false;
         }
       }
@@ -205,19 +205,10 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     err = {refusal::invalid, field, field + ": expected a string, a number, a list of them or {\"target\": ...}"};
     return false;
   }
-  size_t count = 0;
-  bool ok = read_elements(
-    list, field, err,
-    [&](ondemand::value v, const std::string& sub) {
-      out.emplace_back();
-      return read_reference(v, out.back(), sub, err);
-    },
-    &count);
-  if (ok && count == 0 && !allow_empty) {
-    err = {refusal::invalid, field, field + ": must not be an empty list"};
-    return false;
-  }
-  return ok;
+  return read_elements(list, field, err, [&](ondemand::value v, const std::string& sub) {
+    out.emplace_back();
+    return read_reference(v, out.back(), sub, err);
+  });
 }
 
 } // namespace arbiter::net

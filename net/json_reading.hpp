@@ -90,10 +90,10 @@ bool read_string(ondemand::value value, std::string& out, const std::string& fie
                  codec_error& err);
 
 /// Calls `read(element, "FIELD[i]")` for each element of `list` in order, until one returns
-/// false; a malformed element is refused naming it. `count` gets the number of elements read.
+/// false; a malformed element is refused naming it.
 template <typename Read>
 bool read_elements(ondemand::array list, const std::string& field, codec_error& err,
-                   Read&& read, size_t* count = nullptr) {
+                   Read&& read) {
   size_t i = 0;
   for (auto element : list) {
     auto sub = field + "[" + std::to_string(i++) + "]";
@@ -105,9 +105,6 @@ bool read_elements(ondemand::array list, const std::string& field, codec_error& 
     if (!read(value, sub)) {
       return false;
     }
-  }
-  if (count != nullptr) {
-    *count = i;
   }
   return true;
 }
@@ -131,8 +128,9 @@ bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
 /// Reads references into `out` (appended): one (`read_reference`), a list of them, each named
 /// `FIELD[i]` when refused, or verl's search-R1 object `{"target": ONE_OR_A_LIST, ...}` (its
 /// other keys ignored). Anything else is refused with `FIELD: expected a string, a number, a
-/// list of them or {"target": ...}`; an empty list too unless `allow_empty`.
+/// list of them or {"target": ...}`. An empty list is read (each reward decides what no
+/// reference means: search-R1 scores it, most fail the item).
 bool read_references(ondemand::value value, std::vector<std::string>& out,
-                     const std::string& field, bool allow_empty, codec_error& err);
+                     const std::string& field, codec_error& err);
 
 } // namespace arbiter::net

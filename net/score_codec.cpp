@@ -66,7 +66,7 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
     } else if (key == "ground_truth") {
       has_ground_truth = true;
       item.ground_truth.clear();
-      if (!read_references(value, item.ground_truth, name, /*allow_empty=*/false, err)) {
+      if (!read_references(value, item.ground_truth, name, err)) {
         return false;
       }
     } else if (key == "reward") {

@@ -465,7 +465,7 @@ bool decode_slime_request(std::string_view body, const backends::reward_entry& r
       // null: no reference (rewards that need one fail the item).
       out.ground_truth.clear();
       if (!is_null(value)
-          && !read_references(value, out.ground_truth, "label", /*allow_empty=*/true, err)) {
+          && !read_references(value, out.ground_truth, "label", err)) {
         return false;
       }
     }

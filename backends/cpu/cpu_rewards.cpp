@@ -108,10 +108,10 @@ item_outcome evaluate(const score_item& item, const cpu_limits& limits) {
   auto start = std::chrono::steady_clock::now();
   const auto* kind = find_reward_kind(item.kind);
   item_outcome out;
-  if (item.ground_truth.empty()) {
-    out = failure("ground_truth is empty");
-  } else if (kind == nullptr || kind->score == nullptr) {
+  if (kind == nullptr || kind->score == nullptr) {
     out = failure("kind '" + item.kind + "' is not a CPU reward");
+  } else if (item.ground_truth.empty() && !kind->scores_no_reference) {
+    out = failure("ground_truth is empty");
   } else {
     try {
       out = kind->score(item, limits);

@@ -60,6 +60,7 @@ std::vector<reward_kind> build() {
   for (auto& k : kinds) {
     k.verl_rule = k.name == "gsm8k" || k.name == "math" || k.name == "math_dapo"
                   || k.name == "search_r1_qa_em";
+    k.scores_no_reference = k.name == "search_r1_qa_em";
     if (k.name == "math_dapo") {
       // verl's math_dapo returns acc and pred; "[INVALID]" is its own pred for no answer.
       k.failed_extra = R"({"acc":false,"pred":"[INVALID]"})";

@@ -63,6 +63,10 @@ struct reward_kind {
   /// whatever the row's extra_info holds, so an item that reaches it through its
   /// `data_source` takes no options from extra_info (options come from the config alone).
   bool verl_rule = false;
+  /// Scores an item with no reference, as verl does: search-R1's `{"target": []}` matches
+  /// nothing (format_score, or 0 with no answer). Other kinds fail such an item
+  /// (`ground_truth is empty`, or their own message).
+  bool scores_no_reference = false;
 };
 
 /// Every built-in kind, in the order the docs list them.

@@ -271,5 +271,30 @@ TEST(VerlRules, EvaluateCarriesMathDapoExtraAndOptions) {
   EXPECT_TRUE(out.extra.empty());
 }
 
+TEST(VerlRules, SearchR1ScoresNoTargetsAsVerlDoesAndOtherKindsFailTheItem) {
+  // A search-R1 row whose golden answers are empty ({"target": []}): verl's em_check matches
+  // nothing, so the rollout gets format_score, or 0 with no <answer>.
+  arbiter::backends::cpu_limits cfg;
+  score_item item;
+  item.kind = "search_r1_qa_em";
+  item.solution_str = "<answer>Paris</answer>";
+  item.extra_info = R"({"format_score": 0.2})";
+  auto out = evaluate(item, cfg);
+  EXPECT_EQ(out.code, errc::none) << out.error;
+  EXPECT_EQ(out.score, 0.2);
+  item.solution_str = "no answer tag";
+  out = evaluate(item, cfg);
+  EXPECT_EQ(out.code, errc::none) << out.error;
+  EXPECT_EQ(out.score, 0.0);
+  // The others have nothing to compare with: the item fails, saying so.
+  for (const auto* kind : {"lexical", "exact_match", "gsm8k", "math", "math_dapo"}) {
+    item.kind = kind;
+    item.extra_info.clear();
+    out = evaluate(item, cfg);
+    EXPECT_EQ(out.code, errc::reward_failed) << kind;
+    EXPECT_EQ(out.error, "ground_truth is empty") << kind;
+  }
+}
+
 } // namespace
 } // namespace arbiter::backends::cpu

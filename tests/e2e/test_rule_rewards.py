@@ -139,6 +139,32 @@ def test_search_r1_ground_truth_shapes(server, truth):
     assert body["scores"] == [1.0]
 
 
+def test_no_reference_scores_search_r1_as_verl_does_and_fails_only_its_item(server, monkeypatch):
+    """A search-R1 row with no golden answer ({"target": []}, a numpy array in verl's parquet
+    rows) scores as verl's em_check does: no match. It was a 400 for the whole batch."""
+    import numpy as np
+    from arbiter_client import verl as verl_adapter
+    monkeypatch.setenv("ARBITER_URL", server.url)
+    scores = verl_adapter.compute_score_batched(
+        data_sources=["searchR1_nq"] * 3,
+        solution_strs=["<answer>paris</answer>", "<answer>paris</answer>", "no answer"],
+        ground_truths=[{"target": np.array(["Paris"], dtype=object)},
+                       {"target": np.array([], dtype=object)}, {"target": []}])
+    assert scores == [1.0, 0.0, 0.0]
+    status, _, body = server.score({"items": [
+        {"data_source": "searchR1_nq", "solution_str": "<answer>x</answer>",
+         "ground_truth": {"target": []}},
+        {"reward": "search_r1_qa_em", "solution_str": "<answer>x</answer>",
+         "ground_truth": [], "extra_info": {"format_score": 0.2}},
+        {"reward": "lexical", "solution_str": "a", "ground_truth": []},
+        {"reward": "lexical", "solution_str": "a", "ground_truth": "a"}]})
+    assert status == 200, body
+    assert body["scores"][:2] == [0.0, 0.2] and body["scores"][3] == 1.0
+    failed = body["results"][2]
+    assert failed["status"] == "failed", failed
+    assert failed["error"]["message"] == "ground_truth is empty", failed
+
+
 def test_picked_by_data_source_the_rows_extra_info_is_ignored_as_verl_does(server):
     """verl's default_compute_score calls the rule with its defaults whatever the row holds:
     a row field that happens to be an option's name changes nothing (verl 0.9.1's results)."""
