@@ -234,7 +234,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
   };
 }
 
-/// Waits up to `d` for SIGINT or SIGTERM (blocked in every thread); true when one came.
+/// Waits up to `d` for SIGINT, SIGTERM or SIGHUP (blocked in every thread); true when one came.
 bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds d) {
   timespec ts{};
   ts.tv_sec = static_cast<time_t>(d.count() / 1000);
@@ -281,6 +281,7 @@ int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t po
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   const std::chrono::milliseconds first_backoff{250};
   const std::chrono::milliseconds max_backoff{8000};
   auto backoff = first_backoff;

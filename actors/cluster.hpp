@@ -128,11 +128,11 @@ struct spawned_source {
   caf::actor worker;
 };
 
-/// Runs a worker node until SIGINT/SIGTERM: joins the coordinator at host:port, registers
-/// `sources`, and sends a heartbeat message every `settings.heartbeat`. When the coordinator
-/// cannot be reached or is lost (a restart) it joins again after a wait that doubles from
-/// 250 ms to 8 s. The workers stay up across rejoins. Returns the process exit code, 0.
-/// `joined`, when given, is true while the node is joined (for its /health).
+/// Runs a worker node until SIGINT/SIGTERM/SIGHUP: joins the coordinator at host:port,
+/// registers `sources`, and sends a heartbeat message every `settings.heartbeat`. When the
+/// coordinator cannot be reached or is lost (a restart) it joins again after a wait that
+/// doubles from 250 ms to 8 s. The workers stay up across rejoins. Returns the process exit
+/// code, 0. `joined`, when given, is true while the node is joined (for its /health).
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                     const node_hello& hello, const std::vector<spawned_source>& sources,
                     const cluster_settings& settings, std::atomic<bool>* joined = nullptr);

@@ -245,7 +245,12 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       return;
     }
     auto id = found->second;
-    log::warn("source ", id, " went down: ", self->system().render(down.reason));
+    // A worker stopped on purpose (the server's shutdown) is no news to warn about.
+    if (down.reason == caf::exit_reason::user_shutdown) {
+      log::debug("source ", id, " stopped");
+    } else {
+      log::warn("source ", id, " went down: ", self->system().render(down.reason));
+    }
     s.core->remove_source(id, "the worker stopped: " + self->system().render(down.reason));
     s.workers.erase(id);
     s.source_of.erase(found);

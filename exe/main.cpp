@@ -1,5 +1,6 @@
 // The `arbiter` command: `serve` runs the reward-serving scheduler, `worker` a worker node,
 // `check-config` validates a configuration file, `replay` recomputes rewards from a replay log.
+#include <csignal>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,12 @@
 #include "exe/serve.hpp"
 
 int main(int argc, char** argv) {
+  // A log reader that went away (`| tee` ended by the same Ctrl-C, a supervisor's pipe) must
+  // not kill a draining server with SIGPIPE, nor a file-size limit (`ulimit -f`, systemd's
+  // LimitFSIZE=) kill it with SIGXFSZ at the replay log: the write fails with EPIPE or EFBIG
+  // instead, and the log line is lost or the replay record counted as failed.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"Arbiter: a reward-serving scheduler for RL post-training.\n"
                "Trainers POST items to /v1/score; Arbiter queues them by priority and "
                "deadline and scores them on its workers.",
@@ -21,7 +28,8 @@ int main(int argc, char** argv) {
 
   arbiter::exe::serve_options options;
   auto* serve = app.add_subcommand(
-    "serve", "Run the server until SIGINT/SIGTERM, then drain and exit 0.\n"
+    "serve", "Run the server until SIGINT/SIGTERM/SIGHUP, then drain and exit 0 (a second "
+             "signal during the drain exits at once, with 128 + its number).\n"
              "Without --config it runs on the embedded default configuration "
              "(127.0.0.1:8080, CPU rewards lexical and exact_match). Precedence: flags > "
              "ARBITER_* environment variables > --config file (or $ARBITER_CONFIG) > "
@@ -51,7 +59,7 @@ int main(int argc, char** argv) {
   auto* worker = app.add_subcommand(
     "worker", "Run a worker node: join the coordinator (`arbiter serve` with the cluster on) "
               "and serve with the workers its configuration asks for ([cpu], [[models]], "
-              "[[sources]]) until SIGINT/SIGTERM; when the coordinator cannot be reached or "
+              "[[sources]]) until SIGINT/SIGTERM/SIGHUP; when the coordinator cannot be reached or "
               "goes away, join again with backoff (250 ms doubling to 8 s). Certificates and "
               "heartbeat come from [cluster]. See docs/deployment.md.");
   worker->add_option("--join", join, "the coordinator's cluster address, HOST:PORT")->required();

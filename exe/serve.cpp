@@ -301,12 +301,22 @@ int serve(const serve_options& options) {
     return 1;
   }
 
+  // SIGHUP (the terminal or ssh session went) drains as SIGTERM does. A second signal during
+  // the drain ends the process at once: the operator's "stop now".
   std::promise<int> stop_signal;
-  boost::asio::signal_set signals{ioc, SIGINT, SIGTERM};
+  boost::asio::signal_set signals{ioc, SIGINT, SIGTERM, SIGHUP};
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
-    if (!ec) {
-      stop_signal.set_value(signo);
+    if (ec) {
+      return;
     }
+    stop_signal.set_value(signo);
+    signals.async_wait([](const boost::system::error_code& again, int second) {
+      if (!again) {
+        log::warn("received ", signal_name(second),
+                  " during the drain: exiting now; unanswered requests are dropped");
+        std::_Exit(128 + second);
+      }
+    });
   });
   server->start();
   memory_returner returner{ioc, *server};
@@ -320,13 +330,14 @@ int serve(const serve_options& options) {
   for (uint32_t i = 0; i < threads.io; ++i) {
     io_threads.emplace_back([&ioc] { ioc.run(); });
   }
-  std::cout << "listening on http://" << cfg.server.host << ":" << server->port() << std::endl;
+  std::cout << "listening on http://" << url_host(cfg.server.host) << ":" << server->port()
+            << std::endl;
   log::info("arbiter ", arbiter::version, ": ", spawned.size(), " worker actors, ", threads.io,
             " io threads, ", threads.caf, " scheduler threads, ", shards.size(),
             shards.size() == 1 ? " scheduler shard" : " scheduler shards");
 
   int signo = stop_signal.get_future().get();
-  log::info("received ", signo == SIGINT ? "SIGINT" : "SIGTERM", ": draining (up to ",
+  log::info("received ", signal_name(signo), ": draining (up to ",
             cfg.scheduler.drain_timeout.count(), " ms)");
   routes->begin_drain();
   server->begin_drain();

@@ -1,6 +1,7 @@
 #include "exe/startup.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -25,6 +26,26 @@ std::optional<std::string> getenv_string(const std::string& name) {
     return std::string{v};
   }
   return std::nullopt;
+}
+
+std::string url_host(const std::string& host) {
+  if (host.find(':') != std::string::npos && host.front() != '[') {
+    return "[" + host + "]";
+  }
+  return host;
+}
+
+std::string signal_name(int signo) {
+  switch (signo) {
+  case SIGINT:
+    return "SIGINT";
+  case SIGTERM:
+    return "SIGTERM";
+  case SIGHUP:
+    return "SIGHUP";
+  default:
+    return "signal " + std::to_string(signo);
+  }
 }
 
 uint32_t or_cores(uint32_t n) {

@@ -45,6 +45,12 @@ private:
 
 std::optional<std::string> getenv_string(const std::string& name);
 
+/// `host` as it goes in a URL: an IPv6 address in brackets (`[::1]`), anything else as it is.
+std::string url_host(const std::string& host);
+
+/// "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
+std::string signal_name(int signo);
+
 /// `n`, or the number of cores when 0.
 uint32_t or_cores(uint32_t n);
 

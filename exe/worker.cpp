@@ -46,12 +46,13 @@ int worker(const worker_options& options) {
   if (!load_configuration(options.config_file, flags, cfg)) {
     return 2;
   }
-  // SIGINT/SIGTERM are blocked in every thread (CAF's and Asio's start after this) and waited
-  // for by run_worker_node.
+  // SIGINT/SIGTERM/SIGHUP are blocked in every thread (CAF's and Asio's start after this) and
+  // waited for by run_worker_node.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const auto cluster = actors::cluster_settings::from(cfg.cluster);
@@ -111,7 +112,7 @@ int worker(const worker_options& options) {
       return 1;
     }
     status_server->start();
-    log::info("node status: http://", cfg.server.host, ":", status_server->port(),
+    log::info("node status: http://", url_host(cfg.server.host), ":", status_server->port(),
               "/health and /metrics");
   }
   auto keep_running = boost::asio::make_work_guard(ioc);

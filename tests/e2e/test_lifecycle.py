@@ -1,8 +1,11 @@
 """Start-up, command line, configuration precedence, deadlines and draining."""
+import http.client
 import json
 import os
 import random
+import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -263,12 +266,95 @@ def test_drain_deadline_fails_what_is_left_explicitly(make_server):
         pass
 
 
+def test_sighup_drains_even_with_its_log_pipe_gone_and_a_second_signal_exits_at_once(
+        tmp_path, provider):
+    """SIGHUP (a closed terminal or ssh session) drains as SIGTERM does, and a log reader
+    that went first (`| tee` ended by the same Ctrl-C) does not kill the server with SIGPIPE
+    at its next line. A second signal during a drain is the operator's "stop now"."""
+    from arbiter_testing import source_toml, start_server
+    config = "[cpu]\nworkers = 1\n[scheduler]\ndispatch_batch_items = 1\n"
+    s = start_server(tmp_path, config, stderr=subprocess.PIPE)
+    try:
+        payload = {"items": [heavy_item(random.Random(5)) for _ in range(100)]}
+        t, answer = send_and_wait_until_pending(s, payload)
+        s.proc.stderr.close()
+        s.proc.send_signal(signal.SIGHUP)
+        t.join()
+        assert s.proc.wait(timeout=30) == 0
+        status, _, body = answer[0]
+        assert status == 200 and all(r["status"] == "ok" for r in body["results"])
+    finally:
+        s.kill()
+
+    # A provider 30 s slow holds a judge item; the drain would wait up to 60 s for it.
+    slow = provider("--latency-median-ms", "30000", "--latency-p99-ms", "30001")
+    log = open(tmp_path / "stderr.log", "w+")
+    s = start_server(tmp_path, "[scheduler]\ndrain_timeout_ms = 60000\n"
+                     + source_toml("judge", slow.url), stderr=log)
+    try:
+        item = {"reward": "judge", "solution_str": "4", "ground_truth": "4",
+                "extra_info": {"problem": "2 + 2?"}}
+        answer = []
+
+        def ask():
+            try:
+                answer.append(s.score({"items": [item], "deadline_ms": 60000}))
+            except OSError as e:  # the forced exit drops the request
+                answer.append(e)
+
+        t = threading.Thread(target=ask)
+        t.start()
+        deadline = time.time() + 10
+        while time.time() < deadline and not slow.stats()["in_flight"]:
+            time.sleep(0.01)
+        s.proc.send_signal(signal.SIGTERM)
+        deadline = time.time() + 10
+        while time.time() < deadline and s.request("GET", "/health")[0] != 503:
+            pass
+        started = time.time()
+        s.proc.send_signal(signal.SIGINT)
+        assert s.proc.wait(timeout=10) == 128 + signal.SIGINT
+        assert time.time() - started < 5
+        log.seek(0)
+        text = log.read()
+        assert "received SIGTERM: draining" in text, text
+        assert "received SIGINT during the drain: exiting now" in text, text
+        t.join()
+    finally:
+        s.kill()
+
+
 def test_first_stdout_line_names_the_address(make_server):
     s = make_server()
     status, _, body = s.request("GET", "/health")
     assert (status, body) == (200, {"status": "ok"})
     assert s.host == "127.0.0.1" and s.port > 0
     assert s.stop() == 0
+
+
+def test_an_ipv6_address_is_written_in_brackets_in_the_first_line():
+    with socket.socket(socket.AF_INET6) as probe:
+        try:
+            probe.bind(("::1", 0))
+        except OSError:
+            pytest.skip("no IPv6 loopback here")
+    proc = subprocess.Popen([ARBITER_BIN, "serve", "--port", "0", "--host", "::1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline().strip()
+        assert re.fullmatch(r"listening on http://\[::1\]:\d+", line), line
+        port = int(line.rsplit(":", 1)[1])
+        conn = http.client.HTTPConnection("::1", port, timeout=5)
+        conn.request("GET", "/health")
+        assert conn.getresponse().status == 200
+        conn.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
 
 
 def test_threads_and_shards_default_by_the_cores_and_follow_the_configuration(tmp_path):
