@@ -58,16 +58,25 @@ public:
     auto options = merged_options(item());
     auto opts = parse_judge_options(options);
     auto references = rewards::filter_references(item().ground_truth, options);
-    if (references.empty()) {
+    const bool reference_free = !rewards::uses_reference(opts.prompt_template);
+    if (references.empty() && !reference_free) {
       return outcome_step(
         failure(errc::reward_failed, "judge needs at least one reference in ground_truth"));
     }
     auto problem = option_string(options, {"problem", "question"});
-    std::vector<score_item> calls;
+    // A template that shows no reference is asked once, whatever the references.
+    std::vector<std::string_view> shown;
     for (auto r : references) {
+      shown.emplace_back(item().ground_truth[r]);
+    }
+    if (reference_free) {
+      shown.assign(1, std::string_view{});
+    }
+    std::vector<score_item> calls;
+    for (auto reference : shown) {
       model_call call;
-      call.prompt = rewards::render_judge_prompt(opts.prompt_template, problem,
-                                                 item().ground_truth[r], item().solution_str);
+      call.prompt = rewards::render_judge_prompt(opts.prompt_template, problem, reference,
+                                                 item().solution_str);
       call.model = opts.model;
       call.temperature = opts.temperature;
       call.top_p = opts.top_p;
@@ -94,7 +103,22 @@ protected:
       uint32_t scored = 0;
       std::string problem;
       for (const auto& text : answer.output->texts) {
-        auto score = remote::extract_judge_score(text.text);
+        bool at_end = false;
+        auto score = remote::extract_judge_score(text.text, &at_end);
+        if (text.finish_reason == "content_filter") {
+          if (problem.empty()) {
+            problem = "judge reply was withheld by the provider's content filter";
+          }
+          continue;
+        }
+        if (score && at_end && text.finish_reason == "length") {
+          // Cut at max_tokens inside its number: the digits after the cut are unknown.
+          if (problem.empty()) {
+            problem = "judge reply was cut at max_tokens inside its REWARD score: "
+                      + quote_opening(text.text, reply_quote_bytes);
+          }
+          continue;
+        }
         if (!score) {
           if (problem.empty()) {
             problem = "judge reply has no REWARD score: "

@@ -50,7 +50,7 @@ size_t number_padding(std::string_view text, size_t pos) {
 
 /// Where a score starts after "REWARD" ends at `pos`: optional padding (`label_padding`), a
 /// separator, optional padding (`number_padding`); then the number, or nullopt.
-std::optional<double> score_after(std::string_view text, size_t pos) {
+std::optional<double> score_after(std::string_view text, size_t pos, bool* at_end) {
   while (pos < text.size() && label_padding(text, pos) > 0) {
     ++pos;
   }
@@ -110,6 +110,9 @@ std::optional<double> score_after(std::string_view text, size_t pos) {
   } else if (ec != std::errc{} || end != text.data() + pos) {
     return std::nullopt;
   }
+  if (at_end != nullptr) {
+    *at_end = pos == text.size();
+  }
   return negative ? -value : value;
 }
 
@@ -144,7 +147,7 @@ std::string strip_think(std::string_view reply) {
 
 } // namespace
 
-std::optional<double> extract_judge_score(std::string_view reply) {
+std::optional<double> extract_judge_score(std::string_view reply, bool* at_end) {
   constexpr std::string_view label = "reward";
   auto text = strip_think(reply);
   auto low = ascii_lower(text);
@@ -153,7 +156,7 @@ std::optional<double> extract_judge_score(std::string_view reply) {
     if (pos > 0 && is_ascii_letter(text[pos - 1])) {
       continue;
     }
-    if (auto score = score_after(text, pos + label.size())) {
+    if (auto score = score_after(text, pos + label.size(), at_end)) {
       return score;
     }
   }

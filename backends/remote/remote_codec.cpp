@@ -377,6 +377,15 @@ item_outcome parse_chat(const json& doc, const endpoint_options& opts, const sco
       field = "content";
     }
     auto content = holder->find(field);
+    if ((content == holder->end() || content->is_null())
+        && finish_reason_of(choice) == "content_filter") {
+      // Filtered choice by choice (Azure): a property of this text, not of the source. The
+      // choice stays, empty: a judge leaves it out of its votes, a client sees the finish.
+      generated_text text;
+      text.finish_reason = "content_filter";
+      output->texts.push_back(std::move(text));
+      continue;
+    }
     if (content == holder->end()) {
       reject("chat reply's " + where + " has no " + field, body);
     }

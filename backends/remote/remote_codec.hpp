@@ -158,7 +158,9 @@ std::string error_message(std::string_view body) noexcept;
 /// '[', and a decimal number (sign, fraction and exponent allowed; no inf, nan or hex).
 /// Whatever follows the number is ignored: "REWARD: 0.85/1" is 0.85 and "REWARD: 8/10" is 8
 /// (the caller's range check refuses it rather than this function guessing a scale). The
-/// number is returned as written, in range or not: the caller checks the range.
-std::optional<double> extract_judge_score(std::string_view reply);
+/// number is returned as written, in range or not: the caller checks the range. `at_end`, when
+/// given, says whether the number runs to the reply's last character (a reply cut at
+/// max_tokens there may have lost digits: "REWARD: 0.8" of "REWARD: 0.875").
+std::optional<double> extract_judge_score(std::string_view reply, bool* at_end = nullptr);
 
 } // namespace arbiter::backends::remote

@@ -109,6 +109,10 @@ std::string resolve_judge_template(std::string_view prompt_template) {
       "{REFERENCE_SOLUTION} or {CANDIDATE_SOLUTION}");
 }
 
+bool uses_reference(std::string_view resolved_template) {
+  return resolved_template.find(reference_placeholder) != std::string_view::npos;
+}
+
 std::string render_judge_prompt(std::string_view tmpl, std::string_view problem,
                                 std::string_view reference, std::string_view candidate) {
   const std::pair<std::string_view, std::string_view> fills[] = {

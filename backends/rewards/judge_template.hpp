@@ -17,6 +17,9 @@ std::optional<std::string_view> named_judge_template(std::string_view name);
 /// misspelt name: "detialed").
 std::string resolve_judge_template(std::string_view prompt_template);
 
+/// Whether a (resolved) template shows the judge a reference: `{REFERENCE_SOLUTION}`.
+bool uses_reference(std::string_view resolved_template);
+
 /// `tmpl` with every {PROBLEM}, {REFERENCE_SOLUTION} and {CANDIDATE_SOLUTION} replaced by the
 /// trimmed (Python `str.strip()`) values, in one left-to-right pass: text inside the values is
 /// never substituted again, and other braces are left as they are.

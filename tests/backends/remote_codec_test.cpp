@@ -543,6 +543,27 @@ TEST(RemoteCodec, ChatNullContentIsAnItemFailure) {
   EXPECT_EQ(partial[0].error, "judge reply has no content in choices[1] (finish_reason length)");
 }
 
+TEST(RemoteCodec, AChoiceTheContentFilterWithheldIsAnEmptyTextNotAFailure) {
+  // Azure filters choice by choice: content null or absent, finish_reason content_filter. The
+  // other choices keep their texts; nothing is a bad reply (which would count against the
+  // source).
+  endpoint_options opts;
+  auto votes = one_chat_item(3);
+  auto call = prepare_call(api_kind::openai, opts, votes);
+  auto out = parse_reply(
+    api_kind::openai, opts, call, votes,
+    R"({"choices":[{"index":0,"message":{"content":"REWARD: 1"},"finish_reason":"stop"},)"
+    R"({"index":1,"message":{"role":"assistant","content":null},"finish_reason":"content_filter"},)"
+    R"({"index":2,"message":{"role":"assistant"},"finish_reason":"content_filter"}]})");
+  ASSERT_EQ(out[0].code, errc::none) << out[0].error;
+  ASSERT_EQ(out[0].output->texts.size(), 3u);
+  EXPECT_EQ(out[0].output->texts[0].text, "REWARD: 1");
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(out[0].output->texts[i].text, "");
+    EXPECT_EQ(out[0].output->texts[i].finish_reason, "content_filter");
+  }
+}
+
 TEST(RemoteCodec, ChatUnusableBodiesThrowBadReply) {
   endpoint_options opts;
   auto items = one_chat_item(2);

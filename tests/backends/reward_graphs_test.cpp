@@ -101,6 +101,59 @@ TEST_F(RewardGraphs, JudgeAsksOneChatPerReferenceAndKeepsTheBestMeanOfVotes) {
   EXPECT_FALSE(graph->all_cached());
 }
 
+TEST_F(RewardGraphs, JudgeVotesCutInsideTheirScoreOrFilteredAreLeftOut) {
+  auto with_finish = [](std::vector<std::pair<std::string, std::string>> texts) {
+    auto output = std::make_shared<model_output>();
+    for (auto& [text, finish] : texts) {
+      generated_text t;
+      t.text = text;
+      t.finish_reason = finish;
+      output->texts.push_back(std::move(t));
+    }
+    return answered("judge-a", std::move(output));
+  };
+  auto graph = make_reward_graph(make_item("judge", "x", {"a"}, R"({"n": 4})"), catalog_);
+  ASSERT_EQ(graph->start().calls.size(), 1u);
+  // Cut at max_tokens right after "REWARD: 0." (of 0.875): not a 0. A cut later in the reply,
+  // after the number, keeps its vote; a choice the content filter withheld has none.
+  auto step = graph->advance({with_finish({{"REWARD: 0.", "length"},
+                                           {"REWARD: 0.5 because the", "length"},
+                                           {"REWARD: 1", "stop"},
+                                           {"", "content_filter"}})});
+  ASSERT_TRUE(step.done());
+  EXPECT_EQ(step.outcome.code, errc::none) << step.outcome.error;
+  EXPECT_DOUBLE_EQ(step.outcome.score, 0.75);
+  graph = make_reward_graph(make_item("judge", "x", {"a"}), catalog_);
+  graph->start();
+  step = graph->advance({with_finish({{"Looks right. REWARD: 0", "length"}})});
+  ASSERT_TRUE(step.done());
+  EXPECT_EQ(step.outcome.code, errc::reward_failed);
+  EXPECT_EQ(step.outcome.error,
+            "judge reply was cut at max_tokens inside its REWARD score: "
+            "\"Looks right. REWARD: 0\"");
+  graph = make_reward_graph(make_item("judge", "x", {"a"}), catalog_);
+  graph->start();
+  step = graph->advance({with_finish({{"", "content_filter"}})});
+  EXPECT_EQ(step.outcome.code, errc::reward_failed);
+  EXPECT_EQ(step.outcome.error, "judge reply was withheld by the provider's content filter");
+}
+
+TEST_F(RewardGraphs, AJudgeTemplateWithoutTheReferenceIsAskedOnceAndNeedsNone) {
+  const std::string free = R"({"prompt_template": "Rate {CANDIDATE_SOLUTION}. REWARD: 0 to 1"})";
+  auto graph = make_reward_graph(make_item("judge", "x", {}, free), catalog_);
+  auto step = graph->start();
+  ASSERT_FALSE(step.done()) << step.outcome.error;
+  ASSERT_EQ(step.calls.size(), 1u);
+  EXPECT_EQ(step.calls[0].call->prompt, "Rate x. REWARD: 0 to 1");
+  graph = make_reward_graph(make_item("judge", "x", {"a", "b", "c"}, free), catalog_);
+  EXPECT_EQ(graph->start().calls.size(), 1u) << "the same prompt three times would cost 3x";
+  // The default template shows the reference: with none, the item fails.
+  graph = make_reward_graph(make_item("judge", "x", {}), catalog_);
+  step = graph->start();
+  ASSERT_TRUE(step.done());
+  EXPECT_EQ(step.outcome.error, "judge needs at least one reference in ground_truth");
+}
+
 TEST_F(RewardGraphs, AFailedCallFailsTheItemNamingTheCall) {
   auto graph = make_reward_graph(make_item("judge", "x", {"a", "b"}), catalog_);
   ASSERT_EQ(graph->start().calls.size(), 2u);
