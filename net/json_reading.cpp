@@ -157,10 +157,6 @@ bool read_reference(ondemand::value value, std::string& out, const std::string& 
   return true;
 }
 
-bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
-                         const std::string& field, codec_error& err) {
-  return read_text_list(value, out, field, "strings or numbers", err, read_reference);
-}
 
 bool read_references(ondemand::value value, std::vector<std::string>& out,
                      const std::string& field, codec_error& err) {

@@ -120,11 +120,6 @@ bool read_string_list(ondemand::value value, std::vector<std::string>& out,
 bool read_reference(ondemand::value value, std::string& out, const std::string& field,
                     codec_error& err);
 
-/// Reads a list of references into `out` (appended), each named `FIELD[i]` when refused;
-/// else `FIELD: expected a list of strings or numbers`.
-bool read_reference_list(ondemand::value value, std::vector<std::string>& out,
-                         const std::string& field, codec_error& err);
-
 /// Reads references into `out` (appended): one (`read_reference`), a list of them, each named
 /// `FIELD[i]` when refused, or verl's search-R1 object `{"target": ONE_OR_A_LIST, ...}` (its
 /// other keys ignored). Anything else is refused with `FIELD: expected a string, a number, a

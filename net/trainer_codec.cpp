@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -21,9 +22,15 @@ using json = nlohmann::json;
 
 /// End-of-sequence markers a decoded query may end with (Qwen/ChatML, GPT-2 family, Llama 2,
 /// Llama 3, DeepSeek).
-constexpr std::array<std::string_view, 6> end_markers = {
+constexpr std::array<std::string_view, 9> end_markers = {
     "<|im_end|>", "<|endoftext|>", "</s>", "<|eot_id|>", "<|end_of_text|>",
-    "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>"};
+    "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+    "<end_of_turn>", "<eos>",  // Gemma
+    "<|end|>"};                // Phi-3
+
+/// Placeholders a VLM processor repeats once per image or video patch in the query, where the
+/// prompt has one.
+constexpr std::array<std::string_view, 2> patch_pads = {"<|image_pad|>", "<|video_pad|>"};
 
 bool is_space(char c) noexcept {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
@@ -210,7 +217,10 @@ bool each_query_parameter(std::string_view target, F&& f) {
     }
     auto eq = pair.find('=');
     auto raw = eq == std::string_view::npos ? std::string_view{} : pair.substr(eq + 1);
-    if (!f(percent_decode(pair.substr(0, eq), true), percent_decode(raw, true))) {
+    auto key = percent_decode(pair.substr(0, eq), true);
+    // A key is never a space, and base64 keys hold '+' (`openssl rand -base64`): in api_key a
+    // '+' is itself.
+    if (!f(key, percent_decode(raw, key != "api_key"))) {
       return false;
     }
   }
@@ -257,13 +267,90 @@ bool read_trainer_query(std::string_view target, const codec_context& ctx, size_
   });
 }
 
+namespace {
+
+/// `text` with each run of one patch placeholder written once.
+std::string collapse_patch_pads(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::string_view last;
+  size_t i = 0;
+  while (i < text.size()) {
+    bool pad = false;
+    for (auto p : patch_pads) {
+      if (text.substr(i, p.size()) == p) {
+        if (last != p) {
+          out.append(p);
+        }
+        last = p;
+        i += p.size();
+        pad = true;
+        break;
+      }
+    }
+    if (!pad) {
+      out += text[i++];
+      last = {};
+    }
+  }
+  return out;
+}
+
+/// The length of the longest tail of `prompt` that `text` starts with (the prefix function of
+/// `text`'s head, a separator, and `prompt`).
+size_t prompt_tail_in_head(std::string_view prompt, std::string_view text) {
+  auto head = text.substr(0, prompt.size());
+  std::string s;
+  s.reserve(head.size() + 1 + prompt.size());
+  s.append(head).push_back('\0');
+  s.append(prompt);
+  std::vector<size_t> pi(s.size(), 0);
+  for (size_t i = 1; i < s.size(); ++i) {
+    size_t k = pi[i - 1];
+    while (k > 0 && s[i] != s[k]) {
+      k = pi[k - 1];
+    }
+    if (s[i] == s[k]) {
+      ++k;
+    }
+    pi[i] = k;
+  }
+  return std::min(pi.back(), head.size());
+}
+
+/// A tail this long of the prompt at the query's start is the prompt, cut on the left.
+constexpr size_t min_prompt_tail = 32;
+/// Bytes the query may start with before that tail: a token decoded alone from the middle of
+/// a character (U+FFFD) or a word.
+constexpr size_t max_cut_token_bytes = 8;
+
+} // namespace
+
 std::string response_of(std::string_view query, std::string_view prompt) {
+  std::string collapsed_query;
+  std::string collapsed_prompt;
+  if (prompt.find("_pad|>") != std::string_view::npos) {
+    collapsed_query = collapse_patch_pads(query);
+    collapsed_prompt = collapse_patch_pads(prompt);
+    query = collapsed_query;
+    prompt = collapsed_prompt;
+  }
   std::string_view response = query;
   if (!prompt.empty()) {
     if (query.substr(0, prompt.size()) == prompt) {
       response = query.substr(prompt.size());
     } else if (auto at = query.find(prompt); at != std::string_view::npos) {
       response = query.substr(at + prompt.size());
+    } else {
+      // Truncated on the left (OpenRLHF keeps the prompt's last max_prompt_length tokens):
+      // the query starts with a tail of the prompt.
+      for (size_t skip = 0; skip <= max_cut_token_bytes && skip < query.size(); ++skip) {
+        auto tail = prompt_tail_in_head(prompt, query.substr(skip));
+        if (tail >= min_prompt_tail) {
+          response = query.substr(skip + tail);
+          break;
+        }
+      }
     }
   }
   for (bool again = true; again;) {
@@ -293,7 +380,9 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
   }
   std::vector<std::string> queries;
   std::vector<std::string> prompts;
-  std::vector<std::string> labels;
+  // Each sample's references: none for a null or "" label (OpenRLHF sends "" without
+  // --data.label_key), one for a string or a number, several for a list.
+  std::vector<std::vector<std::string>> labels;
   bool has_query = false;
   bool has_prompts = false;
   bool has_labels = false;
@@ -312,10 +401,28 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
         return false;
       }
     } else if (key == "labels") {
-      // Each label is one reference: a string, or a number as Python's str() writes it.
       labels.clear();
       has_labels = !is_null(value);
-      if (has_labels && !read_reference_list(value, labels, "labels", err)) {
+      ondemand::array list;
+      if (has_labels && value.get_array().get(list)) {
+        err = {refusal::invalid, "labels", "labels: expected a list"};
+        return false;
+      }
+      if (has_labels
+          && !read_elements(list, "labels", err, [&](ondemand::value label,
+                                                     const std::string& sub) {
+               labels.emplace_back();
+               if (is_null(label)) {
+                 return true;
+               }
+               if (!read_references(label, labels.back(), sub, err)) {
+                 return false;
+               }
+               if (labels.back().size() == 1 && labels.back()[0].empty()) {
+                 labels.back().clear();
+               }
+               return true;
+             })) {
         return false;
       }
     }
@@ -330,16 +437,17 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
              + " items in one request (server.max_batch_items)"};
     return false;
   }
-  auto same_length = [&](bool present, const std::vector<std::string>& list, const char* key) {
-    if (present && list.size() != queries.size()) {
+  auto same_length = [&](bool present, size_t size, const char* key) {
+    if (present && size != queries.size()) {
       err = {refusal::invalid, key,
-             std::string{key} + ": has " + std::to_string(list.size()) + " entries for "
+             std::string{key} + ": has " + std::to_string(size) + " entries for "
                + std::to_string(queries.size()) + " queries"};
       return false;
     }
     return true;
   };
-  if (!same_length(has_prompts, prompts, "prompts") || !same_length(has_labels, labels, "labels")) {
+  if (!same_length(has_prompts, prompts.size(), "prompts")
+      || !same_length(has_labels, labels.size(), "labels")) {
     return false;
   }
   out.clear();
@@ -348,7 +456,9 @@ bool decode_openrlhf_request(std::string_view body, const backends::reward_entry
     score_item item;
     const std::string prompt = prompts.empty() ? std::string{} : prompts[i];
     item.solution_str = response_of(queries[i], prompt);
-    item.ground_truth.push_back(labels.empty() ? std::string{} : labels[i]);
+    if (!labels.empty()) {
+      item.ground_truth = std::move(labels[i]);
+    }
     item.data_source = "openrlhf";
     item.extra_info = extra_info_for(prompt, prompt);
     item.group = prompt_group(prompt);

@@ -41,16 +41,21 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
 bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
                         std::chrono::milliseconds& deadline, codec_error& err);
 
-/// The response text of an OpenRLHF query: `query` without its `prompt` prefix (or after the
-/// prompt's first occurrence, when the prompt was truncated on the left of the query), with
-/// trailing end-of-sequence markers (`<|im_end|>`, `<|endoftext|>`, `</s>`, `<|eot_id|>`,
-/// `<|end▁of▁sentence|>` in its full-width form) and the whitespace around them removed.
+/// The response text of an OpenRLHF query: `query` without its `prompt` prefix, or after the
+/// prompt's first occurrence, or, when the trainer cut the prompt on the left (its last
+/// max_prompt_length tokens), after the longest tail of the prompt (32 bytes at least) the
+/// query starts with, perhaps after up to 8 bytes of a token decoded alone. Runs of a VLM's
+/// `<|image_pad|>` / `<|video_pad|>` count as one. Trailing end-of-sequence markers
+/// (`<|im_end|>`, `<|endoftext|>`, `</s>`, `<|eot_id|>`, `<|end_of_text|>`,
+/// `<|end▁of▁sentence|>` in its full-width form, Gemma's `<end_of_turn>` and `<eos>`, Phi-3's
+/// `<|end|>`) and the whitespace around them are removed.
 std::string response_of(std::string_view query, std::string_view prompt);
 
 /// Decodes `{"query": [...], "prompts": [...], "labels": [...]}` (`prompts` and `labels`
 /// optional or null; empty lists allowed) into items for `reward`: `solution_str` is
-/// `response_of(query, prompt)`, `ground_truth` the label (a string, or a number as Python's
-/// `str()` writes it, see number_text.hpp), `extra_info` carries the prompt as `prompt`
+/// `response_of(query, prompt)`, `ground_truth` the label's references (a string, or a number
+/// as Python's `str()` writes it, see number_text.hpp; a list of them; none for a null or ""
+/// label, OpenRLHF's "no label"), `extra_info` carries the prompt as `prompt`
 /// and `question`, and the item's GRPO group is named by the prompt (`prompt:` and its 64-bit
 /// FNV-1a hash; none for an empty prompt), so that a prompt's samples are scheduled together.
 bool decode_openrlhf_request(std::string_view body, const backends::reward_entry& reward,

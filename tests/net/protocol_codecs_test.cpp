@@ -68,6 +68,35 @@ TEST(ResponseOf, StripsThePromptAndTrailingEndMarkers) {
             "ok");
   // A marker inside the text stays.
   EXPECT_EQ(response_of("p a </s> b", "p"), "a </s> b");
+  // Gemma's and Phi-3's markers.
+  EXPECT_EQ(response_of("p 4<end_of_turn>\n<eos>", "p"), "4");
+  EXPECT_EQ(response_of("p 4<|end|>", "p"), "4");
+}
+
+TEST(ResponseOf, APromptCutOnTheLeftIsFoundByItsTail) {
+  // OpenRLHF keeps a long prompt's last max_prompt_length tokens: the query starts inside the
+  // prompt, so the prompt is neither its prefix nor inside it.
+  const std::string prompt = "<|im_start|>user\nA long problem statement, then the question: "
+                             "what is 2 + 2?<|im_end|>\n<|im_start|>assistant\n";
+  const std::string tail = prompt.substr(20);
+  EXPECT_EQ(response_of(tail + "4<|im_end|>", prompt), "4");
+  // The first token decoded alone may be a piece of a character or of a word.
+  EXPECT_EQ(response_of("\xEF\xBF\xBD" + tail + "4", prompt), "4");
+  EXPECT_EQ(response_of("ng" + tail + "4", prompt), "4");
+  // A short accidental overlap is not a prompt: "<|im" is 4 bytes.
+  EXPECT_EQ(response_of("<|im free text", "x<|im"), "<|im free text");
+}
+
+TEST(ResponseOf, AVlmsRepeatedPatchPadsCountAsThePromptsOne) {
+  const std::string prompt = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>"
+                             "What is shown?<|im_end|>\n<|im_start|>assistant\n";
+  std::string query = prompt;
+  std::string pads;
+  for (int i = 0; i < 64; ++i) {
+    pads += "<|image_pad|>";
+  }
+  query.replace(query.find("<|image_pad|>"), 13, pads);
+  EXPECT_EQ(response_of(query + "A cat.<|im_end|>", prompt), "A cat.");
 }
 
 TEST(QueryParameter, FindsAndDecodesOneParameter) {
@@ -97,13 +126,23 @@ TEST_F(TrainerCodec, OpenRlhfItemsCarryResponseLabelAndPrompt) {
   EXPECT_EQ(items[0].group.rfind("prompt:", 0), 0u);
   EXPECT_EQ(items[0].group.size(), 7u + 16u);
   EXPECT_NE(items[0].group, items[1].group);
-  // labels and prompts may be left out, or null.
+  // labels and prompts may be left out, or null: no reference.
   ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"]})", reward("lexical"), ctx_, items, err));
-  EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
+  EXPECT_TRUE(items[0].ground_truth.empty());
   EXPECT_EQ(items[0].group, "") << "no prompt, no group";
   ASSERT_TRUE(decode_openrlhf_request(R"({"query":["x"],"prompts":null,"labels":null})",
                                       reward("lexical"), ctx_, items, err));
-  EXPECT_EQ(items[0].ground_truth, std::vector<std::string>{""});
+  EXPECT_TRUE(items[0].ground_truth.empty());
+  // OpenRLHF without --data.label_key sends "" for each sample: no reference either (it was
+  // one empty reference, and every sample silently scored 0). A label may be null, or a list
+  // (an NQ-style answer list).
+  ASSERT_TRUE(decode_openrlhf_request(
+    R"({"query":["a","b","c"],"labels":["", null, ["Paris", 1, "Paris, France"]]})",
+    reward("lexical"), ctx_, items, err))
+    << err.message;
+  EXPECT_TRUE(items[0].ground_truth.empty());
+  EXPECT_TRUE(items[1].ground_truth.empty());
+  EXPECT_EQ(items[2].ground_truth, (std::vector<std::string>{"Paris", "1", "Paris, France"}));
   // Numeric labels (a GSM8K answer column), as Python's str() writes them.
   ASSERT_TRUE(decode_openrlhf_request(
     R"({"query":["a","b","c"],"labels":[72, 0.5, 18446744073709551616]})", reward("lexical"),
@@ -125,7 +164,7 @@ TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
                                         {R"({"query":["a"],"prompts":"a"})", "prompts", 400},
                                         {R"({"query":["a"],"labels":["a","b"]})", "labels", 400},
                                         {R"({"query":["a"],"labels":[true]})", "labels[0]", 400},
-                                        {R"({"query":["a"],"labels":[null]})", "labels[0]", 400},
+                                        {R"({"query":["a"],"labels":[[true]]})", "labels[0][0]", 400},
                                         {R"({"query":["a"],"labels":"a"})", "labels", 400},
                                         {R"({"query":["a"]} [])", "body", 400},
                                         {R"({"query":["a"],"query":["b"]})", "query", 400},
