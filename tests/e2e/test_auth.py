@@ -10,7 +10,8 @@ import pytest
 from arbiter_testing import ARBITER_BIN, start_server
 from test_local_models import MODEL, TINY_LM, TINY_NLI, generator_config, nli_config
 
-KEYS = ["sk-arbiter-alpha-0123456789", "sk-arbiter-beta-9876543210"]
+# The third as `openssl rand -base64` writes keys: '+', '/' and '='.
+KEYS = ["sk-arbiter-alpha-0123456789", "sk-arbiter-beta-9876543210", "Zm9v+YmFy/cXV4eno="]
 
 QUESTION = {"question": "What is the capital of France",
             "context": "Paris is the capital of France.", "answers": ["Paris"]}
@@ -107,6 +108,11 @@ def test_the_trainer_routes_take_the_key_in_the_url(keyed):
     status, _, reply = keyed.request("POST", f"/remote_rm?reward=exact_match&api_key={KEYS[1]}",
                                      body)
     assert status == 200 and reply == 1.0, reply
+    # A '+' in the key is itself (no key holds a space), written as it is or as %2B.
+    for written in (KEYS[2], KEYS[2].replace("+", "%2B").replace("/", "%2F")):
+        status, _, reply = keyed.request(
+            "POST", f"/remote_rm?reward=exact_match&api_key={written}", body)
+        assert status == 200 and reply == 1.0, (written, reply)
     status, _, reply = keyed.request("POST", "/remote_rm?reward=exact_match&api_key=nope", body)
     assert status == 401, reply
     assert "api_key query parameter" in json.dumps(reply), reply
