@@ -13,6 +13,13 @@ it, else ARBITER_REWARD (unset: Arbiter maps the item's data_source, which slime
 send, so set one); the URL is `args.arbiter_url`, else ARBITER_URL. Other options:
 the ARBITER_* variables (see ArbiterClient).
 
+What slime passes, and what comes back (rewards in the samples' order, one request per call):
+`rm` gets a Sample (-> a float), or a list of them (-> a list of floats) when a
+--custom-generate-function-path returns several samples for one rollout and --group-rm is off
+(slime's batched_async_rm then calls the --custom-rm-path function with the list). `batched_rm`
+gets the group: a list of Samples, whose entries are lists of Samples for a generate function
+that returns lists; such an entry gets a list of floats.
+
 Failed items: `raise` (default) raises ArbiterItemError and the rollout fails; `value` returns
 ARBITER_FAILURE_SCORE; `none` is refused (slime needs a number).
 """
@@ -50,19 +57,46 @@ def _item(sample, where="sample"):
             "group": group}
 
 
-async def rm(args, sample, **kwargs):
-    """slime's custom reward function: one sample, one float."""
+def _leaves(node, where, out):
+    """Appends (sample, its name) for every Sample in `node`: a Sample or a list of nodes."""
+    if isinstance(node, (list, tuple)):
+        for i, child in enumerate(node):
+            _leaves(child, f"{where}[{i}]", out)
+    else:
+        out.append((node, where))
+    return out
+
+
+def _shaped(node, scores):
+    """The scores (an iterator, in _leaves' order) in the shape of `node`."""
+    if isinstance(node, (list, tuple)):
+        return [_shaped(child, scores) for child in node]
+    return next(scores)
+
+
+async def _score(args, samples, where, group=None):
+    """Every Sample in `samples` (a Sample, or nested lists of them) scored in one request;
+    the scores in the same shape. `group`: one GRPO group for all of them (else each sample's
+    prompt names its group)."""
     client = _client(args)
-    results = await client.ascore([_item(sample)])
-    return results[0].score
+    items = [_item(s, w) for s, w in _leaves(samples, where, [])]
+    if group is not None:
+        for item in items:
+            item["group"] = group
+    results = await client.ascore(items) if items else []
+    return _shaped(samples, iter([r.score for r in results]))
+
+
+async def rm(args, sample, **kwargs):
+    """slime's custom reward function: one sample, one float; a list of samples (slime's
+    batched_async_rm passes one for a generate function that returns a list), their floats in
+    order."""
+    return await _score(args, sample, "samples" if isinstance(sample, (list, tuple))
+                        else "sample")
 
 
 async def batched_rm(args, samples, **kwargs):
     """slime's group reward function (--group-rm): the group in one request, floats in
-    order."""
-    client = _client(args)
-    items = [_item(s, f"samples[{i}]") for i, s in enumerate(samples)]
-    group = f"slime:{uuid.uuid4().hex}"  # the call is the group
-    for item in items:
-        item["group"] = group
-    return [r.score for r in await client.ascore(items)]
+    order; an entry that is a list of samples (a generate function that returns lists) gets
+    a list of floats."""
+    return await _score(args, samples, "samples", group=f"slime:{uuid.uuid4().hex}")

@@ -16,6 +16,9 @@ returns what that step's rewards took (calls, tokens, cost, 429s) for the traine
 Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (default) stops
 the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
 that row's reward; `value` returns the failure score, which TRL cannot tell from a real one.
+A row whose ground truth is None (a dataset row with no answer) is sent with no reference
+(`[]`): its item fails alone (`ground_truth is empty`) under that policy, as Arbiter would
+refuse a null for the whole request.
 """
 import hashlib
 import itertools
@@ -76,7 +79,8 @@ def _items(prompts, completions, columns, ground_truth_columns):
         for name, rows in extra.items():
             if name != "data_source" and is_json_value(rows[i]):
                 info[name] = rows[i]
-        item = {"solution_str": completion_text(completions[i]), "ground_truth": truths[i],
+        truth = [] if truths[i] is None else truths[i]  # no reference, not a 400 for the call
+        item = {"solution_str": completion_text(completions[i]), "ground_truth": truth,
                 "extra_info": info, "group": f"trl:{call}:{group}"}
         if "data_source" in extra and isinstance(extra["data_source"][i], str):
             item["data_source"] = extra["data_source"][i]

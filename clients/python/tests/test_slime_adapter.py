@@ -70,3 +70,38 @@ def test_failure_policies(arbiter, arbiter_env):
     arbiter_env("http://127.0.0.1:9", ARBITER_ON_FAILURE="none")
     with pytest.raises(ValueError, match="slime"):
         run_async(rm, args, bad)
+
+
+def test_rm_takes_the_list_slimes_fan_out_passes(scripted, arbiter_env):
+    """A --custom-generate-function-path that returns list[Sample] (slime's agent docs), with no
+    --group-rm: slime's generate_and_rm calls batched_async_rm(args, samples), which calls the
+    --custom-rm-path function with the list and zips the rewards back onto it in order."""
+    proxy = scripted()
+    arbiter_env(proxy.url, ARBITER_REWARD="exact_match")
+    segments = [sample("Q: a?", "4", "4"), sample("Q: a?", "5", "4"),
+                sample("Q: b?", "x", "x")]
+    assert run_async(rm, SimpleNamespace(), segments) == [1.0, 0.0, 1.0]
+    assert len(proxy.requests) == 1, "the list in one request"
+    groups = [i["group"] for i in proxy.items()]
+    assert groups[0] == groups[1] != groups[2], "each sample's group is its prompt's"
+    assert run_async(rm, SimpleNamespace(), []) == [], "every sample already had a reward"
+    assert len(proxy.requests) == 1, "nothing to send"
+    with pytest.raises(ValueError, match=r"^samples\[1\]\.label is None"):
+        run_async(rm, SimpleNamespace(), [sample("p", "r", "x"), sample("p", "r", None)])
+
+
+def test_batched_rm_takes_a_group_whose_rollouts_are_lists(scripted, arbiter_env):
+    """Under --group-rm, slime's generate_and_rm_group gathers what generate_and_rm returned
+    per rollout: a Sample, or a list of them for a generate function that fans out. Such an
+    entry gets a list of rewards, in order."""
+    proxy = scripted()
+    arbiter_env(proxy.url, ARBITER_REWARD="exact_match")
+    group = [[sample("Q?", "4", "4"), sample("Q?", "3", "4")], sample("Q?", "4", "4"),
+             [sample("Q?", "5", "4")], []]
+    assert run_async(batched_rm, SimpleNamespace(), group) == [[1.0, 0.0], 1.0, [0.0], []]
+    items = proxy.items()
+    assert len(proxy.requests) == 1 and len(items) == 4
+    assert [i["solution_str"] for i in items] == ["4", "3", "4", "5"]
+    assert len({i["group"] for i in items}) == 1, "the call is the group"
+    with pytest.raises(ValueError, match=r"^samples\[0\]\[1\]\.label is None"):
+        run_async(batched_rm, SimpleNamespace(), [[sample("p", "r", "x"), sample("p", "r", None)]])

@@ -209,3 +209,38 @@ def test_each_call_carries_trls_global_step_and_its_account_can_be_read(arbiter,
         assert any(a["step"] == str(state.global_step) for a in client.step_account())
     finally:
         client.close()
+
+
+def test_a_row_with_no_ground_truth_fails_alone(scripted, make_func):
+    """Arbiter refuses a null ground_truth with a 400 for the whole request; a dataset row with
+    no answer goes with no reference, and fails alone under the failure policy."""
+    proxy = scripted()
+    prompts, completions = ["a?", "b?", "c?"], ["4", "4", "5"]
+    truths = ["4", None, "4"]
+    none = make_func(reward="exact_match", url=proxy.url, on_failure="none")
+    assert none(prompts, completions, ground_truth=truths, **trl_kwargs(3)) == [1.0, None, 0.0]
+    assert [i["ground_truth"] for i in proxy.items()] == ["4", [], "4"]
+    value = make_func(reward="exact_match", url=proxy.url, on_failure="value",
+                      failure_score=-1)
+    assert value(prompts, completions, ground_truth=truths) == [1.0, -1.0, 0.0]
+    from arbiter_client import ArbiterItemError
+    with pytest.raises(ArbiterItemError) as raised:
+        make_func(reward="exact_match", url=proxy.url)(prompts, completions,
+                                                       ground_truth=truths)
+    assert raised.value.index == 1 and raised.value.code == "reward_failed"
+    assert "ground_truth is empty" in raised.value.message
+    assert [r.score if r else r for r in raised.value.results] == [1.0, None, 0.0]
+
+
+def test_a_row_with_no_ground_truth_fails_alone_async(scripted):
+    proxy = scripted()
+    f = make_async_reward_func(reward="exact_match", url=proxy.url, on_failure="none")
+
+    async def main(truths):
+        try:
+            return await f(["a?", "b?", "c?"], ["4", "4", "4"], ground_truth=truths)
+        finally:
+            await f.client.aclose()
+
+    assert asyncio.run(main([None, "4", "5"])) == [None, 1.0, 0.0]
+    f.client.close()
