@@ -93,6 +93,15 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
   };
   report.headers = scheduler::parse_rate_limit_headers(lookup);
   report.kind = scheduler::classify_http_status(r.status);
+  if (r.status == 429 && r.body.find("insufficient_quota") != std::string::npos) {
+    // OpenAI's billing ran out: no wait helps. The source is ejected (auth_ejection_ms) with
+    // the provider's message, as for a revoked key; the items go elsewhere or fail saying so.
+    report.kind = attempt_outcome_kind::unauthorized;
+  } else if (r.status == 429 && r.body.find("Request too large") != std::string::npos) {
+    // One request past the whole per-minute token limit (OpenAI's "Request too large ... on
+    // tokens per min"): it never fits, so it fails its items now instead of holding the rate.
+    report.kind = attempt_outcome_kind::bad_request;
+  }
   if (report.kind != attempt_outcome_kind::ok) {
     if (report.kind == attempt_outcome_kind::rate_limited
         || report.kind == attempt_outcome_kind::server_error) {

@@ -28,6 +28,8 @@ attempt_outcome_kind classify_http_status(int status) noexcept {
     case 408:
       return attempt_outcome_kind::timeout;
     case 409:
+    // TEI's backend failed (e.g. CUDA out of memory): the replica is sick, not the request.
+    case 424:
       return attempt_outcome_kind::server_error;
     case 429:
       return attempt_outcome_kind::rate_limited;

@@ -7,6 +7,7 @@ import json
 import math
 import struct
 import threading
+import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,9 +33,15 @@ def post(server, path, body):
 
 class RejectingProvider:
     """An OpenAI/TEI stand-in that refuses every call as malformed (400), as a provider does
-    with a body it cannot take: Arbiter's item fails with upstream_rejected."""
+    with a body it cannot take: Arbiter's item fails with upstream_rejected. `status` and
+    `error` make it answer another refusal; `calls` counts the calls."""
 
-    def __init__(self):
+    def __init__(self, status=400, error=None):
+        error = error or {"message": "max_tokens is too large", "type": "invalid_request_error",
+                          "param": None, "code": "invalid_request"}
+        self.calls = 0
+        outer = self
+
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
@@ -43,10 +50,9 @@ class RejectingProvider:
 
             def do_POST(self):
                 self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                body = json.dumps({"error": {"message": "max_tokens is too large",
-                                             "type": "invalid_request_error", "param": None,
-                                             "code": "invalid_request"}}).encode()
-                self.send_response(400)
+                outer.calls += 1
+                body = json.dumps({"error": error}).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -67,6 +73,35 @@ def rejecting():
     p = RejectingProvider()
     yield p
     p.close()
+
+
+@pytest.mark.parametrize("error,code,reason", [
+    # OpenAI's billing ran out: a 429 no wait helps. The source is ejected, saying why.
+    ({"message": "You exceeded your current quota, please check your plan and billing details.",
+      "type": "insufficient_quota", "param": None, "code": "insufficient_quota"},
+     "upstream_rejected", "exceeded your current quota"),
+    # One request past the whole tokens-per-minute limit: it never fits.
+    ({"message": "Request too large for gpt-4o in organization org-x on tokens per min (TPM): "
+                 "Limit 30000, Requested 54000.", "type": "tokens", "param": None,
+      "code": "rate_limit_exceeded"}, "upstream_rejected", "Request too large")],
+    ids=["insufficient_quota", "request_too_large"])
+def test_a_429_that_no_wait_helps_fails_at_once_with_the_providers_reason(make_server, error,
+                                                                          code, reason):
+    p = RejectingProvider(429, error)
+    try:
+        server = make_server(source_toml("paid", p))
+        item = {"reward": "judge", "solution_str": "4", "ground_truth": "4",
+                "extra_info": {"problem": "2 + 2?"}}
+        started = time.monotonic()
+        status, _, body = server.score({"items": [item], "deadline_ms": 30000})
+        assert time.monotonic() - started < 10, "it waited as for a rate limit"
+        assert status == 200, body
+        result = body["results"][0]
+        assert result["status"] == "failed" and result["error"]["code"] == code, result
+        assert reason in result["error"]["message"], result
+        assert p.calls <= 3, p.calls
+    finally:
+        p.close()
 
 
 def provider_vector(p, text):

@@ -72,6 +72,7 @@ TEST(RetryPolicy, ClassifiesHttpStatuses) {
     {404, attempt_outcome_kind::not_found},
     {408, attempt_outcome_kind::timeout},
     {409, attempt_outcome_kind::server_error},
+    {424, attempt_outcome_kind::server_error},  // TEI: its backend failed
     {429, attempt_outcome_kind::rate_limited},
     {500, attempt_outcome_kind::server_error},
     {502, attempt_outcome_kind::server_error},
