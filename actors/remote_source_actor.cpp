@@ -258,15 +258,21 @@ std::string base_url(const config::source_config& cfg) {
 }
 
 std::string resolve_api_key(const config::source_config& cfg) {
-  if (!cfg.api_key.empty()) {
-    return cfg.api_key;
-  }
-  if (!cfg.api_key_env.empty()) {
+  std::string key = cfg.api_key;
+  if (key.empty() && !cfg.api_key_env.empty()) {
     if (const char* v = std::getenv(cfg.api_key_env.c_str())) {
-      return v;
+      key = v;
     }
   }
-  return {};
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!key.empty() && blank(key.back())) {
+    key.pop_back();
+  }
+  size_t first = 0;
+  while (first < key.size() && blank(key[first])) {
+    ++first;
+  }
+  return key.substr(first);
 }
 
 scheduler::source_spec remote_source_spec(const config::source_config& cfg,

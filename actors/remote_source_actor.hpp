@@ -31,7 +31,9 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
 uint32_t default_max_batch_items(const std::vector<std::string>& capabilities);
 
 /// The API key of `cfg`: `api_key`, else the value of the variable `api_key_env` (empty when
-/// neither is set).
+/// neither is set), without the blanks and line breaks around it (a Kubernetes Secret made
+/// with --from-file ends in a newline, which went into the header as a bare LF, reset the
+/// connection and escaped redaction).
 std::string resolve_api_key(const config::source_config& cfg);
 
 /// The base URL `cfg`'s calls go to: its `url`, less a trailing `/v1` for an `openai` source,

@@ -71,3 +71,17 @@ TEST(SourceCapabilities, AnOpenAiUrlEndingInV1IsCalledWithoutIt) {
   EXPECT_EQ(base("tei", "http://h/v1"), "http://h/v1") << "TEI's paths do not begin with /v1";
   EXPECT_EQ(base("ig_service", "http://h/v1"), "http://h/v1");
 }
+
+TEST(SourceCapabilities, AnApiKeyLosesTheBlanksAndLineBreaksAroundIt) {
+  config::source_config s;
+  s.api_key = "  sk-abc\n";
+  EXPECT_EQ(resolve_api_key(s), "sk-abc");
+  s.api_key.clear();
+  s.api_key_env = "ARBITER_TEST_SOURCE_KEY";
+  setenv("ARBITER_TEST_SOURCE_KEY", "hunter2hunter2\r\n", 1);
+  EXPECT_EQ(resolve_api_key(s), "hunter2hunter2") << "a Secret made with --from-file";
+  setenv("ARBITER_TEST_SOURCE_KEY", "\n", 1);
+  EXPECT_EQ(resolve_api_key(s), "");
+  unsetenv("ARBITER_TEST_SOURCE_KEY");
+  EXPECT_EQ(resolve_api_key(s), "");
+}
