@@ -287,6 +287,11 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   bool chat = serves(spec.capabilities, capability::chat);
   spec.max_batch_items =
     cfg.max_batch_items > 0 ? cfg.max_batch_items : default_max_batch_items(spec.capabilities);
+  if (serves(spec.capabilities, capability::embed)) {
+    // TEI's --max-client-batch-size (32) counts input texts, and an embedding item sends its
+    // candidate and each reference: the cap is on texts.
+    spec.max_batch_inputs = spec.max_batch_items;
+  }
   spec.batch_wait = cfg.batch_wait;
   spec.max_inflight = std::max<uint32_t>(cfg.max_concurrency, 1);
   spec.adaptive = true;

@@ -656,6 +656,18 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
   if (counts_as_attempt(report.kind)) {
     req.failures[index] += 1;
   }
+  if (report.kind == attempt_outcome_kind::bad_request && batch.items.size() > 1) {
+    // A refused call that carried several items may be one item's doing (an empty text, one
+    // over the model's length) or the call's size (TEI's --max-client-batch-size): each item
+    // goes again alone, using up no attempt, and a refusal then is its own.
+    req.last_failure[index] = "source '" + batch.source_name + "' refused a call of "
+                              + std::to_string(batch.items.size()) + " items ("
+                              + report.detail + "); sent again alone";
+    req.last_outcome[index] = report.kind;
+    req.states[index] = item_state::retrying;
+    retries_.push_back({now, ref, std::nullopt});
+    return;
+  }
   auto others = sources_.has_alternative(item.capability, batch.source) ? other_sources::available
                                                                         : other_sources::none;
   auto d = retry_policy_.decide(report.kind, req.failures[index], req.deadline - now, others,

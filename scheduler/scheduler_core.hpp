@@ -305,6 +305,9 @@ private:
   const std::string& batch_capability(const inflight_batch& batch) const;
   /// What item `ref` asks of a source's token bucket.
   token_demand demand_of(item_ref ref) const;
+  /// The input texts an item adds to a call (an embedding item: its candidate and each
+  /// reference; anything else: 1), against a source's `max_batch_inputs`.
+  uint64_t inputs_of(item_ref ref) const;
   /// The expected time until `items` more items of `capability` at class `cls` are answered:
   /// what waits ahead of them and they themselves over the sources' capacity, plus a latency.
   /// For a reward graph, the longest of its model calls' capabilities. Nullopt while the

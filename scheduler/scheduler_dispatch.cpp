@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/capability.hpp"
+
 namespace arbiter::scheduler {
 
 namespace {
@@ -105,6 +107,18 @@ const std::string& scheduler_core::batch_capability(const inflight_batch& batch)
     }
   }
   return none;
+}
+
+uint64_t scheduler_core::inputs_of(item_ref ref) const {
+  const auto& item = *requests_.at(ref.first).items[ref.second];
+  // An embedding item sends its candidate and each reference (a pass-through call, its text).
+  // The capability may be a routing key narrowed by a suffix ("embed@model:ID").
+  const std::string_view embed = name_of(capability::embed);
+  const std::string_view key = item.capability;
+  if (key.substr(0, key.find('@')) == embed && !item.call) {
+    return 1 + item.ground_truth.size();
+  }
+  return 1;
 }
 
 token_demand scheduler_core::demand_of(item_ref ref) const {
@@ -248,8 +262,10 @@ void scheduler_core::dispatch_capability(const std::string& capability,
     }
     bool count_tokens = sources_.paces_tokens(source);
     double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
+    const uint32_t max_inputs = sources_.max_batch_inputs(source);
     std::vector<item_ref> items;
     uint64_t tokens = 0;
+    uint64_t inputs = 0;
     while (items.size() < limit) {
       const auto* next = queues_.peek(cls, capability);
       if (next == nullptr) {
@@ -260,8 +276,13 @@ void scheduler_core::dispatch_capability(const std::string& capability,
       if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
         break;
       }
+      uint64_t n = max_inputs > 0 ? inputs_of(ref) : 0;
+      if (!items.empty() && max_inputs > 0 && inputs + n > max_inputs) {
+        break;
+      }
       queues_.pop(cls, capability);
       tokens += t;
+      inputs += n;
       items.push_back(ref);
     }
     fair_.charge(capability, cls, items.size());

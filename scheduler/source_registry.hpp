@@ -26,6 +26,9 @@ struct source_spec {
   std::vector<std::string> capabilities;
   /// Items per batch (a chat endpoint takes one prompt per call: 1).
   uint32_t max_batch_items = 32;
+  /// Most input texts one call carries (0: no cap): an embedding item sends its candidate and
+  /// each reference, and TEI refuses a call over its --max-client-batch-size (32) inputs.
+  uint32_t max_batch_inputs = 0;
   /// While the source has a batch in flight, a batch that is not full waits until its oldest
   /// item has queued this long, so that items arriving one by one share calls (0: never
   /// waits). An idle source gets work at once, unless `wait_when_idle`.
@@ -243,6 +246,9 @@ public:
 
   /// Items per batch for `id` (1 when unknown).
   uint32_t max_batch_items(source_id id) const;
+
+  /// Input texts per call for `id` (0: no cap).
+  uint32_t max_batch_inputs(source_id id) const;
 
   /// How long a partial batch may wait for more items while `id` is busy, whether it is
   /// busy (has a batch in flight), and whether the wait applies while it is idle too.

@@ -338,6 +338,103 @@ TEST_F(RemoteRouting, A5xxIsRetriedElsewhereAndTheItemSaysWhere) {
   EXPECT_NE(metrics_text().find("decision=\"retry_elsewhere\""), std::string::npos);
 }
 
+namespace {
+
+score_item embedding_item(std::string text, size_t references) {
+  score_item item;
+  item.reward = "embedding";
+  item.kind = "embedding";
+  item.capability = "embed";
+  item.solution_str = std::move(text);
+  for (size_t r = 0; r < references; ++r) {
+    item.ground_truth.push_back("reference " + std::to_string(r));
+  }
+  return item;
+}
+
+source_spec tei(std::string name, uint32_t max_inputs) {
+  auto s = endpoint(std::move(name));
+  s.capabilities = {"embed"};
+  s.max_batch_items = max_inputs;
+  s.max_batch_inputs = max_inputs;
+  return s;
+}
+
+} // namespace
+
+TEST_F(RemoteRouting, AnEmbeddingCallCarriesNoMoreTextsThanTheSourceTakes) {
+  // TEI takes 32 inputs a call by default, and an embedding item sends 1 + its references:
+  // 17 items of one reference each were 34 texts, refused whole.
+  core_.add_source(tei("tei", 8));
+  std::vector<score_item> items;
+  for (size_t i = 0; i < 5; ++i) {
+    items.push_back(embedding_item("answer " + std::to_string(i), 3));  // 4 texts each
+  }
+  items.push_back(embedding_item("many references", 12));  // 13 texts: more than a call takes
+  items.push_back(embedding_item("last", 1));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, std::move(items)).admitted());
+  std::vector<size_t> sizes;
+  for (int round = 0; round < 10; ++round) {
+    auto sent = core_.dispatch();
+    if (sent.empty()) {
+      break;
+    }
+    for (const auto& b : sent) {
+      sizes.push_back(b.items.size());
+      ok(b, 0.5);
+    }
+  }
+  // 4+4, 4+4, 4 (the next would be 17), 13 alone (it cannot be split), 2.
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 2, 1, 1, 1}));
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results.size(), 7u);
+}
+
+TEST_F(RemoteRouting, ARefusedCallOfSeveralItemsSendsEachAgainAloneAndOnlyTheCulpritFails) {
+  // One empty rollout among ten: TEI refuses the call ("inputs cannot be empty"), and the
+  // other nine items were failed with it.
+  core_.add_source(tei("tei", 32));
+  std::vector<score_item> items;
+  for (size_t i = 0; i < 4; ++i) {
+    items.push_back(embedding_item(i == 2 ? "" : "answer " + std::to_string(i), 1));
+  }
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, std::move(items)).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_EQ(sent[0].items.size(), 4u);
+  attempt_report refused = outcome(attempt_outcome_kind::bad_request);
+  refused.detail = "HTTP 400: Input validation error: `inputs` cannot be empty";
+  core_.complete(sent[0].id, refused, {});
+  std::vector<dispatch_batch> alone;
+  for (int round = 0; round < 10 && alone.size() < 4; ++round) {
+    for (auto& b : core_.dispatch()) {
+      alone.push_back(b);
+    }
+  }
+  ASSERT_EQ(alone.size(), 4u) << "each item again, alone";
+  for (const auto& b : alone) {
+    ASSERT_EQ(b.items.size(), 1u);
+    if (b.items[0]->solution_str.empty()) {
+      core_.complete(b.id, refused, {});
+    } else {
+      ok(b, 0.5);
+    }
+  }
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& results = done[0].results;
+  for (size_t i = 0; i < 4; ++i) {
+    if (i == 2) {
+      EXPECT_EQ(results[i].code, errc::upstream_rejected);
+      EXPECT_NE(results[i].error.find("cannot be empty"), std::string::npos) << results[i].error;
+      EXPECT_EQ(results[i].attempts, 2u);
+    } else {
+      EXPECT_EQ(results[i].status, item_status::ok) << i << ": " << results[i].error;
+    }
+  }
+}
+
 TEST_F(RemoteRouting, WithOneSourceA5xxIsRetriedThereAfterABackoff) {
   core_.add_source(endpoint("a"));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
