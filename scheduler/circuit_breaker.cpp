@@ -85,7 +85,8 @@ void circuit_breaker::on_success(time_point now) {
   // Open: a late answer to a request sent before the ejection changes nothing.
 }
 
-void circuit_breaker::on_failure(time_point now, bool in_a_row) {
+void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view cause) {
+  const std::string last = cause.empty() ? std::string{} : ", the last: " + std::string{cause};
   advance(now);
   if (state_ == breaker_state::half_open) {
     // Keeps the first cause ("a probe failed after: 401 Unauthorized") through repeated probes.
@@ -102,7 +103,7 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row) {
   record(now, true);
   if (in_a_row && config_.consecutive_failures > 0
       && consecutive_failures_ >= config_.consecutive_failures) {
-    trip(now, std::to_string(consecutive_failures_) + " consecutive failures");
+    trip(now, std::to_string(consecutive_failures_) + " consecutive failures" + last);
     return;
   }
   if (config_.failure_ratio <= 0.0 || config_.failure_ratio > 1.0) {
@@ -119,7 +120,7 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row) {
     char text[128];
     std::snprintf(text, sizeof text, "failure ratio %.2f over %llu calls (threshold %.2f)", ratio,
                   static_cast<unsigned long long>(calls), config_.failure_ratio);
-    trip(now, text);
+    trip(now, text + last);
   }
 }
 

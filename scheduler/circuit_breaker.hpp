@@ -96,7 +96,9 @@ public:
   /// connection errors; not the caller's bad input). `in_a_row` false: it counts towards the
   /// failure ratio only, not the consecutive streak (stragglers the caller gave up on, which
   /// expire together and say nothing about the calls around them).
-  void on_failure(time_point now, bool in_a_row = true);
+  /// `cause` (the failure's detail, e.g. "HTTP 500: ...") ends the reason the breaker gives
+  /// when this failure trips it, as "5 consecutive failures, the last: CAUSE".
+  void on_failure(time_point now, bool in_a_row = true, std::string_view cause = {});
 
   /// Gives back a probe slot whose request ended without an outcome (cancelled, e.g. a hedge
   /// that lost). Does nothing outside half-open.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "common/enum_names.hpp"
+#include "common/log.hpp"
 #include "common/token_estimate.hpp"
 
 namespace arbiter::scheduler {
@@ -373,16 +374,30 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
     }
   }
   if (s->breaker) {
+    // An ejection and a recovery are each one log line: an operator's first sign of a
+    // provider failing (items' errors reach only their trainers).
+    const auto ejections_before = s->breaker->ejections();
+    const bool was_closed = s->breaker->state(now) == breaker_state::closed;
     if (ejects_source(report.kind)) {
       s->breaker->eject(now, report.detail, eject_for);
     } else if (counts_against_source(report.kind)) {
       // A straggler given up on counts towards the failure ratio, not the streak: the calls
       // sent in one burst expire together.
-      s->breaker->on_failure(now, !report.abandoned);
+      s->breaker->on_failure(now, !report.abandoned,
+                             report.detail.empty() ? std::string_view{to_string(report.kind)}
+                                                   : std::string_view{report.detail});
     } else if (report.kind == attempt_outcome_kind::ok) {
       s->breaker->on_success(now);
     } else {
       s->breaker->on_cancelled(now);
+    }
+    if (s->breaker->ejections() > ejections_before) {
+      log::warn("source '", s->spec.name, "' ejected for ",
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                  s->breaker->open_until() - now).count(),
+                " ms: ", s->breaker->reason());
+    } else if (!was_closed && s->breaker->state(now) == breaker_state::closed) {
+      log::info("source '", s->spec.name, "' is back: a probe succeeded");
     }
   }
   if (s->concurrency) {
@@ -499,6 +514,11 @@ size_t source_registry::count(const std::string& capability) const {
 uint32_t source_registry::max_batch_items(source_id id) const {
   auto* s = find(id);
   return s == nullptr ? 1 : s->spec.max_batch_items;
+}
+
+uint32_t source_registry::max_batch_inputs(source_id id) const {
+  auto* s = find(id);
+  return s == nullptr ? 0 : s->spec.max_batch_inputs;
 }
 
 nanoseconds source_registry::batch_wait(source_id id) const {

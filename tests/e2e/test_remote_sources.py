@@ -135,6 +135,34 @@ def test_once_every_source_is_ejected_requests_fall_back_at_once(make_server, pr
     assert elapsed < 2, f"{elapsed:.1f} s: waited for the deadline instead of falling back"
 
 
+def test_an_ejection_is_logged_once_with_its_cause_and_info_keeps_it(tmp_path, provider):
+    """A provider answering 500 to everything logged nothing at all, and /info said only
+    "5 consecutive failures"."""
+    from arbiter_testing import start_server
+    failing = provider("--error-rate-500", "1")
+    log = open(tmp_path / "stderr.log", "w+")
+    s = start_server(tmp_path, config(source_toml("flaky", failing, caps=("embed",)),
+                                      routing="max_attempts = 1\nretry_budget_min = 0\n"),
+                     stderr=log)
+    try:
+        for i in range(8):
+            status, _, _ = s.score({"items": [{"reward": "embedding", "solution_str": f"a {i}",
+                                               "ground_truth": "b"}], "deadline_ms": 3000})
+            assert status == 200
+        _, _, info = s.request("GET", "/info")
+        source = next(x for x in info["sources"] if x["name"] == "flaky")
+        assert source["breaker"] == "open", source
+        assert source["breaker_reason"].startswith("5 consecutive failures, the last: HTTP 500"), \
+            source
+        assert s.stop() == 0
+    finally:
+        s.kill()
+    log.seek(0)
+    ejected = [line for line in log if "source 'flaky' ejected for" in line]
+    assert len(ejected) == 1, ejected
+    assert "5 consecutive failures, the last: HTTP 500" in ejected[0], ejected
+
+
 def test_pacing_keeps_a_provider_under_its_limit(make_server, provider):
     # 600 RPM enforced per second: 10 calls per second.
     p = provider("--rpm", "600", "--burst-seconds", "1", "--latency-median-ms", "20",

@@ -61,6 +61,18 @@ TEST(CircuitBreaker, OpensOnConsecutiveFailures) {
   EXPECT_EQ(b.ejections(), 1u);
 }
 
+TEST(CircuitBreaker, TheReasonEndsWithTheLastFailuresCause) {
+  // "5 consecutive failures" alone left an operator guessing: DNS, 500s, a sick replica?
+  manual_time_source clock;
+  circuit_breaker b(streak_config());
+  b.on_failure(clock.now(), true, "HTTP 500: boom");
+  b.on_failure(clock.now(), true, "HTTP 500: boom");
+  b.on_failure(clock.now(), true, "connect_failure: cannot resolve no-such-host.invalid");
+  EXPECT_EQ(b.reason(),
+            "3 consecutive failures, the last: connect_failure: cannot resolve "
+            "no-such-host.invalid");
+}
+
 TEST(CircuitBreaker, OpensOnFailureRatioOverMinimumVolume) {
   manual_time_source clock;
   circuit_breaker_config c;
