@@ -11,6 +11,7 @@
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/remote_source_actor.hpp"
 #include "actors/source_capabilities.hpp"
+#include "backends/http_client.hpp"
 #include "backends/models/devices.hpp"
 #include "backends/models/text_classifier.hpp"
 #include "backends/models/text_embedder.hpp"
@@ -156,6 +157,16 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   }
   if (problems.empty()) {
     check_reward_options(cfg, problems);
+  }
+  if (problems.empty() && use == config_use::serve) {
+    // As the source's HTTP client will read it, so that check-config and start-up refuse what
+    // would fail every call (and a URL with credentials is refused, not logged).
+    for (size_t i = 0; i < cfg.sources.size(); ++i) {
+      auto parsed = backends::parse_url(actors::base_url(cfg.sources[i]));
+      if (!parsed.endpoint) {
+        problems.push_back({"sources[" + std::to_string(i) + "].url", parsed.error});
+      }
+    }
   }
   return problems;
 }

@@ -59,6 +59,25 @@ def test_check_config_names_every_problem(tmp_path):
     assert "scheduler.default_priority:" in result.stdout
 
 
+def test_a_source_url_its_client_would_refuse_is_refused_without_echoing_credentials(
+        tmp_path):
+    # check-config said ok, serve logged the URL with its password, and every call failed
+    # with bad_url at run time.
+    for url, why in [("http://user:SECRET123@127.0.0.1:9/v1", "user info is not supported"),
+                     ("http://127.0.0.1:9/v1?api-key=SECRET123", "query strings")]:
+        cfg = tmp_path / "src.toml"
+        cfg.write_text(f'[[sources]]\nname = "a"\nkind = "openai"\nurl = "{url}"\n'
+                       'capabilities = ["chat"]\n')
+        result = run("check-config", str(cfg))
+        assert result.returncode == 1, result.stdout
+        assert "sources[0].url:" in result.stdout and why in result.stdout, result.stdout
+        assert "SECRET123" not in result.stdout + result.stderr
+        served = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
+                                capture_output=True, text=True, timeout=30)
+        assert served.returncode == 2, served.stderr
+        assert "SECRET123" not in served.stdout + served.stderr, served.stderr
+
+
 def test_serve_refuses_a_bad_configuration(tmp_path, make_server):
     bad = tmp_path / "bad.toml"
     bad.write_text('[server]\nport = "eighty"\n')
