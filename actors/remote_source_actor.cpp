@@ -107,7 +107,8 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
         || report.kind == attempt_outcome_kind::server_error) {
       report.retry_after = scheduler::retry_after_from_headers(lookup);
     }
-    report.detail = "HTTP " + std::to_string(r.status) + ": " + remote::error_message(r.body);
+    report.detail =
+      "HTTP " + std::to_string(r.status) + ": " + remote::error_message(r.body, st.api_key);
     return out;
   }
   try {

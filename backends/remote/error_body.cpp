@@ -85,7 +85,7 @@ std::string message_of(const json& doc) {
 
 } // namespace
 
-std::string error_message(std::string_view body) noexcept {
+std::string error_message(std::string_view body, std::string_view known_secret) noexcept {
   try {
     auto first = std::find_if(body.begin(), body.end(), [](char c) { return !is_ascii_space(c); });
     if (first == body.end()) {
@@ -95,10 +95,11 @@ std::string error_message(std::string_view body) noexcept {
     if (!doc.is_discarded()) {
       auto message = message_of(doc);
       if (!message.empty()) {
-        return redacted_excerpt(message, error_message_bytes);
+        return redacted_excerpt(message, error_message_bytes, known_secret);
       }
     }
-    return redacted_excerpt(printable_prefix(body, scanned_body_bytes), error_body_bytes);
+    return redacted_excerpt(printable_prefix(body, scanned_body_bytes), error_body_bytes,
+                            known_secret);
   } catch (...) {
     return {};
   }

@@ -148,7 +148,8 @@ std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts
 /// printable ASCII replaced by '?'), or "(empty body)". A message taken from JSON is cut to
 /// 200 bytes on a UTF-8 boundary. Credential-like text is redacted first (redaction.hpp).
 /// Never throws.
-std::string error_message(std::string_view body) noexcept;
+/// `known_secret` (the source's own key) is redacted before the cut, as the patterns are.
+std::string error_message(std::string_view body, std::string_view known_secret = {}) noexcept;
 
 /// The judge score in a model reply, or nullopt when there is none. First strips every
 /// <think>...</think> block; an unclosed <think> drops the rest of the reply, and a

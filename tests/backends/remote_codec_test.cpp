@@ -1186,6 +1186,17 @@ TEST(RemoteCodec, ErrorMessageReadsEveryProviderShape) {
   EXPECT_EQ(error_message(R"({"detail":["plain"]})"), "plain");
 }
 
+TEST(RemoteCodec, ErrorMessageRedactsTheSourcesOwnKeyBeforeTheCut) {
+  // A short key with no pattern of its own, straddling the 200-byte cut: redacted after the
+  // cut, its first four characters were left ("... key: hunt...").
+  const std::string key = "hunter2hunter2";
+  const std::string message = std::string(192, 'x') + " key: " + key + " is wrong";
+  auto body = json{{"error", {{"message", message}}}}.dump();
+  auto out = error_message(body, key);
+  EXPECT_EQ(out.find("hunt"), std::string::npos) << out;
+  EXPECT_NE(out.find(" key: ["), std::string::npos) << out;
+}
+
 TEST(RemoteCodec, ErrorMessageFallsBackToThePrintableBody) {
   EXPECT_EQ(error_message(""), "(empty body)");
   EXPECT_EQ(error_message(" \n"), "(empty body)");
