@@ -161,6 +161,7 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   st.options.top_p = cfg.top_p;
   st.options.use_completions = cfg.use_completions;
   st.options.enable_thinking = cfg.enable_thinking;
+  st.options.reasoning_model = cfg.reasoning_model;
   backends::http_client_options http;
   http.max_connections = std::max<uint32_t>(cfg.max_concurrency, 1);
   http.connect_timeout = cfg.connect_timeout;

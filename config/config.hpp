@@ -212,6 +212,10 @@ struct source_config {
   double temperature = 0.7;
   double top_p = 0.8;
   std::optional<bool> enable_thinking;
+  /// An OpenAI reasoning model (o1, o3, o4-mini, gpt-5): chat calls send
+  /// `max_completion_tokens` and no temperature or top_p, which such models refuse. Unset:
+  /// decided by the model's name.
+  std::optional<bool> reasoning_model;
   bool use_completions = false;
   /// What a million prompt (input) and completion (output) tokens cost here, in the unit you
   /// choose (USD, say): the step accounts' and `arbiter_source_cost_total`'s cost.

@@ -620,6 +620,7 @@ const std::vector<element_field<source_config>>& source_fields() {
     number_field_of<S>("temperature", 0.0, 2.0, [](S& s, double v) { s.temperature = v; }),
     number_field_of<S>("top_p", 0.0, 1.0, [](S& s, double v) { s.top_p = v; }),
     bool_field_of<S>("enable_thinking", [](S& s, double v) { s.enable_thinking = v != 0.0; }),
+    bool_field_of<S>("reasoning_model", [](S& s, double v) { s.reasoning_model = v != 0.0; }),
     bool_field_of<S>("use_completions", [](S& s, double v) { s.use_completions = v != 0.0; }),
     number_field_of<S>("input_cost_per_million", 0.0, 1e9,
                        [](S& s, double v) { s.input_cost_per_million = v; }),

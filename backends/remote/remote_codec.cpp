@@ -127,6 +127,22 @@ bool names_qwen(const std::string& model) {
   return ascii_lower(model).find("qwen") != std::string::npos;
 }
 
+} // namespace
+
+bool is_reasoning_model(std::string_view model) {
+  auto name = ascii_lower(model.substr(model.rfind('/') == std::string_view::npos
+                                         ? 0
+                                         : model.rfind('/') + 1));
+  for (std::string_view series : {"o1", "o3", "o4"}) {
+    if (name.rfind(series, 0) == 0 && (name.size() == 2 || name[2] == '-')) {
+      return true;
+    }
+  }
+  return name.rfind("gpt-5", 0) == 0 && name.find("chat") == std::string::npos;
+}
+
+namespace {
+
 prepared_call prepare_chat(const endpoint_options& opts, const score_item& item) {
   const auto& c = call_of(item);
   json body = json::object();
@@ -155,9 +171,16 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
     body["messages"] = json::array();
     body["messages"].push_back(std::move(message));
   }
-  body["temperature"] = c.temperature.value_or(opts.temperature);
-  body["top_p"] = c.top_p.value_or(opts.top_p);
-  body["max_tokens"] = max_tokens;
+  const auto& model = c.model.empty() ? opts.model : c.model;
+  if (opts.reasoning_model.value_or(is_reasoning_model(model)) && !opts.use_completions) {
+    // o1/o3/o4-mini/gpt-5 refuse max_tokens ("use max_completion_tokens") and any sampling
+    // but their own.
+    body["max_completion_tokens"] = max_tokens;
+  } else {
+    body["temperature"] = c.temperature.value_or(opts.temperature);
+    body["top_p"] = c.top_p.value_or(opts.top_p);
+    body["max_tokens"] = max_tokens;
+  }
   body["n"] = c.n;
   if (const auto& stop = c.stop.empty() ? opts.stop : c.stop; !stop.empty()) {
     body["stop"] = stop;

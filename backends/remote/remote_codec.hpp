@@ -50,6 +50,9 @@ struct endpoint_options {
   /// When set, chat calls carry "chat_template_kwargs": {"enable_thinking": b}. Completions
   /// calls have no chat template and never carry it.
   std::optional<bool> enable_thinking;
+  /// chat to an OpenAI reasoning model: `max_completion_tokens`, no temperature or top_p.
+  /// Unset: when the model sent names one (`is_reasoning_model`).
+  std::optional<bool> reasoning_model;
   /// chat via POST /v1/completions with "prompt" instead of /v1/chat/completions.
   bool use_completions = false;
   /// chat: sent as "stop" when the call has none and this is not empty.
@@ -148,6 +151,11 @@ std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts
 /// printable ASCII replaced by '?'), or "(empty body)". A message taken from JSON is cut to
 /// 200 bytes on a UTF-8 boundary. Credential-like text is redacted first (redaction.hpp).
 /// Never throws.
+/// Whether `model` names an OpenAI reasoning model, which refuses `max_tokens`, `temperature`
+/// and `top_p`: after any "provider/" prefix, o1, o3 or o4 (alone or with a `-` suffix), or
+/// gpt-5 but not its chat variants (`gpt-5-chat-latest` samples as chat models do).
+bool is_reasoning_model(std::string_view model);
+
 /// `known_secret` (the source's own key) is redacted before the cut, as the patterns are.
 std::string error_message(std::string_view body, std::string_view known_secret = {}) noexcept;
 

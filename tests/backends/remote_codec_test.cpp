@@ -412,6 +412,34 @@ TEST(RemoteCodec, ChatRequestLeavesUnsetOptionsOut) {
   EXPECT_EQ(body["max_tokens"], 1024);
 }
 
+TEST(RemoteCodec, AReasoningModelGetsMaxCompletionTokensAndNoSampling) {
+  // o1/o3/o4-mini/gpt-5 answer 400 "Unsupported parameter: 'max_tokens'" and refuse a
+  // temperature but their own: every judge call failed.
+  for (const char* model : {"o4-mini", "o1", "openai/o3-2025-04-16", "gpt-5", "GPT-5-mini"}) {
+    auto opts = source_settings();
+    opts.model = model;
+    auto body = json::parse(prepare_call(api_kind::openai, opts, one_chat_item()).body);
+    EXPECT_EQ(body["max_completion_tokens"], 256) << model;
+    EXPECT_FALSE(body.contains("max_tokens")) << model;
+    EXPECT_FALSE(body.contains("temperature")) << model;
+    EXPECT_FALSE(body.contains("top_p")) << model;
+  }
+  for (const char* model : {"gpt-4o", "gpt-5-chat-latest", "o1x", "Qwen/Qwen3-32B", "omni"}) {
+    EXPECT_FALSE(is_reasoning_model(model)) << model;
+  }
+  // The source's setting wins over the name, both ways.
+  auto opts = source_settings();
+  opts.model = "my-deployment";
+  opts.reasoning_model = true;
+  auto body = json::parse(prepare_call(api_kind::openai, opts, one_chat_item()).body);
+  EXPECT_EQ(body["max_completion_tokens"], 256);
+  opts.model = "o4-mini";
+  opts.reasoning_model = false;
+  body = json::parse(prepare_call(api_kind::openai, opts, one_chat_item()).body);
+  EXPECT_EQ(body["max_tokens"], 256);
+  EXPECT_EQ(body["temperature"], 0.5);
+}
+
 TEST(RemoteCodec, AQwenJudgesThinkingIsOffUnlessAskedAsTheSeedJudgeSends) {
   // The seed judge sends enable_thinking false whenever its model names a Qwen.
   endpoint_options opts;
