@@ -405,7 +405,8 @@ arbiter_config embedded_default();
 /// Whether `host` names this machine's loopback interface ("localhost", "127.x.y.z", "::1").
 bool is_loopback_host(const std::string& host);
 
-/// `server.api_keys` split at its commas (blanks trimmed, empty entries dropped).
+/// `server.api_keys` split at its commas (blanks and line breaks trimmed, empty entries
+/// dropped).
 std::vector<std::string> split_api_keys(const std::string& keys);
 
 /// Reads a `server.api_key_file`: one key per line, `#` comments and blank lines skipped.

@@ -61,8 +61,9 @@ std::vector<std::string> split_api_keys(const std::string& keys) {
       end = keys.size();
     }
     std::string key = keys.substr(begin, end - begin);
-    const auto first = key.find_first_not_of(" \t");
-    const auto last = key.find_last_not_of(" \t");
+    // Line breaks too: a Kubernetes Secret made with --from-file ends in one.
+    const auto first = key.find_first_not_of(" \t\r\n");
+    const auto last = key.find_last_not_of(" \t\r\n");
     if (first != std::string::npos) {
       out.push_back(key.substr(first, last - first + 1));
     }

@@ -1041,6 +1041,9 @@ TEST(Validate, APublicHostNeedsKeysUnlessSaidOtherwise) {
   EXPECT_EQ(split_api_keys(cfg.server.api_keys), (std::vector<std::string>{"k-one", "k-two"}));
   EXPECT_EQ(split_api_keys(" k-one , ,k-two,"), (std::vector<std::string>{"k-one", "k-two"}));
   EXPECT_TRUE(split_api_keys("").empty());
+  // A Secret mounted from a file ends in a newline: the key is still the key.
+  EXPECT_EQ(split_api_keys("k-one\n"), std::vector<std::string>{"k-one"});
+  EXPECT_EQ(split_api_keys("k-one,\r\nk-two\r\n"), (std::vector<std::string>{"k-one", "k-two"}));
 
   load_string("[server]\napi_keys = [\"a b\"]\n", "space.toml", problems);
   load_string("[server]\napi_keys = [1]\n", "number.toml", problems);
