@@ -17,8 +17,8 @@ Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (d
 the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
 that row's reward; `value` returns the failure score, which TRL cannot tell from a real one.
 A row whose ground truth is None (a dataset row with no answer) is sent with no reference
-(`[]`): its item fails alone (`ground_truth is empty`) under that policy, as Arbiter would
-refuse a null for the whole request.
+(`[]`), as Arbiter would refuse a null for the whole request: a reward that needs one fails
+that row alone (`ground_truth is empty`, or the reward's own message) under that policy.
 """
 import hashlib
 import itertools
