@@ -158,10 +158,15 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   if (problems.empty()) {
     check_reward_options(cfg, problems);
   }
-  if (problems.empty() && use == config_use::serve) {
+  if (use == config_use::serve) {
     // As the source's HTTP client will read it, so that check-config and start-up refuse what
-    // would fail every call (and a URL with credentials is refused, not logged).
+    // would fail every call (and a URL with credentials is refused, not logged). A URL with
+    // no http(s) scheme is named by the configuration's own check.
     for (size_t i = 0; i < cfg.sources.size(); ++i) {
+      const auto& url = cfg.sources[i].url;
+      if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
+        continue;
+      }
       auto parsed = backends::parse_url(actors::base_url(cfg.sources[i]));
       if (!parsed.endpoint) {
         problems.push_back({"sources[" + std::to_string(i) + "].url", parsed.error});

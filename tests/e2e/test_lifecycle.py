@@ -72,6 +72,11 @@ def test_a_source_url_its_client_would_refuse_is_refused_without_echoing_credent
         assert result.returncode == 1, result.stdout
         assert "sources[0].url:" in result.stdout and why in result.stdout, result.stdout
         assert "SECRET123" not in result.stdout + result.stderr
+        # Named among the other problems, not only once they are mended.
+        cfg.write_text(cfg.read_text() + "[server]\nbogus = 1\n")
+        result = run("check-config", str(cfg))
+        assert "server.bogus" in result.stdout and why in result.stdout, result.stdout
+        cfg.write_text(cfg.read_text().replace("[server]\nbogus = 1\n", ""))
         served = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
                                 capture_output=True, text=True, timeout=30)
         assert served.returncode == 2, served.stderr
