@@ -485,6 +485,13 @@ void rate_limiter::take(uint64_t tokens) {
   }
 }
 
+void rate_limiter::give_back(uint64_t tokens) {
+  refill();
+  if (tokens_.limited()) {
+    tokens_.level = std::min(tokens_.capacity, tokens_.level + static_cast<double>(tokens));
+  }
+}
+
 acquire_decision rate_limiter::decide(uint64_t tokens) {
   acquire_decision d;
   auto amount = static_cast<double>(tokens);

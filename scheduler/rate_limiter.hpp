@@ -140,6 +140,9 @@ public:
   /// zero, which delays later requests until the refill has paid it back. For a batch
   /// admitted on a peek at its first item.
   void take(uint64_t tokens);
+  /// Gives `tokens` taken for a call back to the token bucket (up to a full bucket): the
+  /// endpoint refused the call before running it (a 429, a 400), so it counted none of them.
+  void give_back(uint64_t tokens);
   /// What `try_acquire(tokens)` would answer now, taking nothing.
   acquire_decision peek(uint64_t tokens = 0);
 

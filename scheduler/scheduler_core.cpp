@@ -419,6 +419,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     }
   }
   sources_.acquire(source, tokens, batch.items.size());
+  record.charged_tokens = tokens;
   metrics_.of_source(metrics_.source_inflight, record.source_name).Increment();
   metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
   if (hedge) {
@@ -435,7 +436,8 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
     return std::nullopt;
   }
   auto batch = std::move(node.mapped());
-  sources_.release(batch.source, report, routing_.auth_ejection, batch.items.size());
+  sources_.release(batch.source, report, routing_.auth_ejection, batch.items.size(),
+                   batch.charged_tokens);
   const auto& name = batch.source_name;
   metrics_.of_source(metrics_.source_inflight, name).Decrement();
   metrics_

@@ -254,6 +254,8 @@ private:
     bool remote = false;
     /// The unscaled prompt-token estimate of its items, to learn from the answer's usage.
     uint64_t prompt_tokens = 0;
+    /// What its source's token bucket was charged for it (given back on a refusal).
+    uint64_t charged_tokens = 0;
     /// Each item's training step (empty: none), in the items' order.
     std::vector<std::string> steps;
     bool hedge = false;

@@ -344,7 +344,7 @@ void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t r
 }
 
 void source_registry::release(source_id id, const attempt_report& report, nanoseconds eject_for,
-                              size_t items) {
+                              size_t items, uint64_t charged) {
   auto* s = find(id);
   if (s == nullptr) {
     return;
@@ -360,6 +360,11 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
     return;
   }
   if (s->limiter) {
+    if (charged > 0
+        && (report.kind == attempt_outcome_kind::rate_limited
+            || report.kind == attempt_outcome_kind::bad_request)) {
+      s->limiter->give_back(charged);
+    }
     s->limiter->on_headers(report.headers);
     if (s->concurrency && s->concurrency->in_slow_start()
         && (s->limiter->requests_per_minute() > 0.0 || s->limiter->tokens_per_minute() > 0.0)) {

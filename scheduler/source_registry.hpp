@@ -231,9 +231,12 @@ public:
   /// (5xx, timeouts, connection failures and unusable bodies count against it; 401/403/404
   /// eject it for `eject_for` with the reason; what the request caused, 400s and replies that
   /// do not fit what was asked, does not count) and the concurrency limit, and the latency and
-  /// time per item of good answers.
+  /// time per item of good answers. `charged` (the tokens `acquire` took for the call) goes
+  /// back to the token bucket when the endpoint refused the call before running it (a 429 or
+  /// a 400-class refusal): it counted none of them, and one call past the whole limit had
+  /// overdrawn the bucket for a minute or more.
   void release(source_id id, const attempt_report& report, nanoseconds eject_for,
-               size_t items = 1);
+               size_t items = 1, uint64_t charged = 0);
 
   /// Whether a source other than `except` serves `capability` and is not ejected.
   bool has_alternative(const std::string& capability, source_id except);

@@ -101,6 +101,17 @@ TEST(RateLimiter, TokenBucketBlocksBigRequestsWithoutTakingAnything) {
   EXPECT_TRUE(limiter.try_acquire(2000).admitted());
 }
 
+TEST(RateLimiter, TokensGivenBackForARefusedCallCanBeSpentAgainUpToAFullBucket) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 6000), clock}; // 100 tokens per second, 6000 held
+  limiter.take(10000);                            // a call past the whole limit overdraws
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), -4000.0);
+  EXPECT_FALSE(limiter.try_acquire(100).admitted()) << "100 s of nothing after it";
+  limiter.give_back(10000);                       // the endpoint refused it: it used none
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), 6000.0) << "not past a full bucket";
+  EXPECT_TRUE(limiter.try_acquire(100).admitted());
+}
+
 TEST(RateLimiter, RequestsLargerThanTheTokenLimitAreRejected) {
   manual_time_source clock;
   rate_limiter limiter{limits(60, 6000), clock};

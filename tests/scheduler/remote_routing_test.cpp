@@ -435,6 +435,25 @@ TEST_F(RemoteRouting, ARefusedCallOfSeveralItemsSendsEachAgainAloneAndOnlyTheCul
   }
 }
 
+TEST_F(RemoteRouting, ACallTheEndpointRefusedGivesItsTokensBack) {
+  // One judge call past the whole tokens-per-minute limit waits for a full bucket and then
+  // overdraws it; the provider answers "Request too large" and ran nothing. Its charge used
+  // to stay taken: no call went for a minute and more after it.
+  auto spec = endpoint("a");
+  spec.rate_limit->tokens_per_minute = 6000;  // 100 a second
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(
+    core_.submit(1, 1, clock_.now() + 300s, {judge_item(std::string(60000, 'x'))}).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u);
+  attempt_report too_large = outcome(attempt_outcome_kind::bad_request);
+  too_large.detail = "HTTP 429: Request too large for gpt-4o on tokens per min (TPM)";
+  core_.complete(sent[0].id, too_large, {});
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 300s, judge_items(1)).admitted());
+  EXPECT_EQ(core_.dispatch().size(), 1u) << "the next call goes at once";
+}
+
 TEST_F(RemoteRouting, WithOneSourceA5xxIsRetriedThereAfterABackoff) {
   core_.add_source(endpoint("a"));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
