@@ -485,10 +485,13 @@ void rate_limiter::take(uint64_t tokens) {
   }
 }
 
-void rate_limiter::give_back(uint64_t tokens) {
+void rate_limiter::give_back(uint64_t tokens) { settle(tokens, 0); }
+
+void rate_limiter::settle(uint64_t charged, uint64_t counted) {
   refill();
   if (tokens_.limited()) {
-    tokens_.level = std::min(tokens_.capacity, tokens_.level + static_cast<double>(tokens));
+    auto owed = static_cast<double>(charged) - static_cast<double>(counted);
+    tokens_.level = std::min(tokens_.capacity, tokens_.level + owed);
   }
 }
 

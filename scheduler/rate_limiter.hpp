@@ -143,6 +143,12 @@ public:
   /// Gives `tokens` taken for a call back to the token bucket (up to a full bucket): the
   /// endpoint refused the call before running it (a 429, a 400), so it counted none of them.
   void give_back(uint64_t tokens);
+  /// Settles a call's prompt tokens once its answer says how many the endpoint counted: the
+  /// bucket was charged `charged` (an estimate) when it was sent. What was charged beyond
+  /// `counted` goes back (up to a full bucket); what was charged short is taken as well (the
+  /// level may go below zero). Without this an estimate's error, however well learned later,
+  /// stayed in the bucket for as long as work kept it from filling up.
+  void settle(uint64_t charged, uint64_t counted);
   /// What `try_acquire(tokens)` would answer now, taking nothing.
   acquire_decision peek(uint64_t tokens = 0);
 

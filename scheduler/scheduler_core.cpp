@@ -420,6 +420,9 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   }
   sources_.acquire(source, tokens, batch.items.size());
   record.charged_tokens = tokens;
+  if (tokens > 0) {
+    record.charged_prompt_tokens = sources_.prompt_tokens_for(source, record.prompt_tokens);
+  }
   metrics_.of_source(metrics_.source_inflight, record.source_name).Increment();
   metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
   if (hedge) {
@@ -548,25 +551,34 @@ void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outc
 
 void scheduler_core::complete(batch_id id, attempt_report report,
                               const std::vector<item_outcome>& outcomes) {
-  if (auto found = batches_.find(id); found != batches_.end() && report.latency.count() == 0) {
-    report.latency = clock_.now() - found->second.dispatched;
+  bool ok = report.kind == attempt_outcome_kind::ok;
+  if (auto found = batches_.find(id); found != batches_.end()) {
+    const auto& sent = found->second;
+    if (report.latency.count() == 0) {
+      report.latency = clock_.now() - sent.dispatched;
+    }
+    if (ok && sent.prompt_tokens > 0) {
+      // What the provider counted, where it said: teaches the source's token pacing, and
+      // settles the call's charge when every item's count is known. Before the answer's
+      // headers correct the bucket (in take_batch), which then has the last word.
+      uint64_t reported = 0;
+      bool every = true;
+      for (const auto& o : outcomes) {
+        if (o.output && o.output->prompt_tokens > 0) {
+          reported += o.output->prompt_tokens;
+        } else {
+          every = false;
+        }
+      }
+      sources_.observe_usage(sent.source, sent.prompt_tokens, reported,
+                             every ? sent.charged_prompt_tokens : 0);
+    }
   }
   auto taken = take_batch(id, report);
   if (!taken) {
     return;
   }
   const auto& batch = *taken;
-  bool ok = report.kind == attempt_outcome_kind::ok;
-  if (ok && batch.prompt_tokens > 0) {
-    // What the provider counted, where it said: teaches the source's token pacing.
-    uint64_t reported = 0;
-    for (const auto& o : outcomes) {
-      if (o.output) {
-        reported += o.output->prompt_tokens;
-      }
-    }
-    sources_.observe_usage(batch.source, batch.prompt_tokens, reported);
-  }
   if (ok) {
     // The tokens the source reported, and their cost: per step, and the running totals.
     uint64_t prompt = 0;

@@ -254,8 +254,10 @@ private:
     bool remote = false;
     /// The unscaled prompt-token estimate of its items, to learn from the answer's usage.
     uint64_t prompt_tokens = 0;
-    /// What its source's token bucket was charged for it (given back on a refusal).
+    /// What its source's token bucket was charged for it (given back on a refusal), and the
+    /// part of that for its prompts (settled against the answer's usage).
     uint64_t charged_tokens = 0;
+    uint64_t charged_prompt_tokens = 0;
     /// Each item's training step (empty: none), in the items' order.
     std::vector<std::string> steps;
     bool hedge = false;

@@ -64,8 +64,11 @@ struct source_registry::state {
   /// Smoothed tokens charged per item, for the token-pacing share of capacity.
   double tokens_per_item = 0.0;
   bool has_tokens_per_item = false;
-  /// Reported ÷ estimated prompt tokens, from the answers' usage.
+  /// Reported ÷ estimated prompt tokens, from the answers' usage: the ratio of the two
+  /// smoothed per-call counts.
   double prompt_ratio = 1.0;
+  double reported_prompt = 0.0;
+  double estimated_prompt = 0.0;
   bool has_prompt_ratio = false;
 
   bool serves(const std::string& capability) const {
@@ -85,11 +88,17 @@ struct source_registry::state {
     if (!limiter || !spec.rate_limit || limiter->tokens_per_minute() <= 0.0) {
       return 0;
     }
-    auto prompt = std::ceil(static_cast<double>(demand.prompt) * prompt_ratio);
     auto completion = demand.item != nullptr
                         ? estimate_completion_tokens(*demand.item, spec.completion_tokens)
                         : spec.completion_tokens;
-    return static_cast<uint64_t>(prompt) + completion;
+    return prompt_tokens_for(demand.prompt) + completion;
+  }
+
+  uint64_t prompt_tokens_for(uint64_t estimated) const {
+    if (!limiter || !spec.rate_limit || limiter->tokens_per_minute() <= 0.0) {
+      return 0;
+    }
+    return static_cast<uint64_t>(std::ceil(static_cast<double>(estimated) * prompt_ratio));
   }
 
   double token_capacity() const {
@@ -293,6 +302,11 @@ uint64_t source_registry::tokens_for(source_id id, const token_demand& demand) c
   return s == nullptr ? 0 : s->tokens_for(demand);
 }
 
+uint64_t source_registry::prompt_tokens_for(source_id id, uint64_t estimated) const {
+  auto* s = find(id);
+  return s == nullptr ? 0 : s->prompt_tokens_for(estimated);
+}
+
 double source_registry::token_allowance(source_id id) {
   auto* s = find(id);
   if (s == nullptr || !paces_tokens(id)) {
@@ -332,14 +346,20 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
   ++s->info.dispatched;
 }
 
-void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t reported) {
+void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t reported,
+                                    uint64_t charged) {
   auto* s = find(id);
   if (s == nullptr || estimated == 0 || reported == 0) {
     return;
   }
-  auto ratio = std::clamp(static_cast<double>(reported) / static_cast<double>(estimated),
-                          min_prompt_ratio, max_prompt_ratio);
-  s->prompt_ratio = smoothed(s->prompt_ratio, ratio, !s->has_prompt_ratio);
+  if (charged > 0 && s->limiter) {
+    s->limiter->settle(charged, reported);
+  }
+  bool first = !s->has_prompt_ratio;
+  s->reported_prompt = smoothed(s->reported_prompt, static_cast<double>(reported), first);
+  s->estimated_prompt = smoothed(s->estimated_prompt, static_cast<double>(estimated), first);
+  s->prompt_ratio =
+    std::clamp(s->reported_prompt / s->estimated_prompt, min_prompt_ratio, max_prompt_ratio);
   s->has_prompt_ratio = true;
 }
 

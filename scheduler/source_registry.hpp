@@ -198,9 +198,17 @@ public:
   /// concurrency slot.
   void acquire(source_id id, uint64_t tokens, size_t items);
 
+  /// The part of `tokens_for` that pays for `estimated` prompt tokens (scaled by the learned
+  /// ratio); 0 when the source does not pace by tokens.
+  uint64_t prompt_tokens_for(source_id id, uint64_t estimated) const;
+
   /// Learns from an answer's `usage` how the source counts prompt tokens: `reported` where we
-  /// estimated `estimated`. Later token demands are scaled by the smoothed ratio.
-  void observe_usage(source_id id, uint64_t estimated, uint64_t reported);
+  /// estimated `estimated`. Later token demands are scaled by the ratio of the smoothed
+  /// totals (a long prompt weighs more than a short one, as in the provider's count). When
+  /// `charged` (from `prompt_tokens_for`) is not 0, the call's charge is settled: the token
+  /// bucket gets back what it was charged beyond `reported`, or pays what it was charged
+  /// short.
+  void observe_usage(source_id id, uint64_t estimated, uint64_t reported, uint64_t charged = 0);
 
   /// Items per second the sources serving `capability` can take now, together: for each
   /// source not ejected, the least of its concurrency limit over the measured time per item,

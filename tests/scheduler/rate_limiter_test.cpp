@@ -112,6 +112,19 @@ TEST(RateLimiter, TokensGivenBackForARefusedCallCanBeSpentAgainUpToAFullBucket) 
   EXPECT_TRUE(limiter.try_acquire(100).admitted());
 }
 
+TEST(RateLimiter, ACallsChargeIsSettledAgainstWhatTheEndpointCounted) {
+  manual_time_source clock;
+  rate_limiter limiter{limits(0, 6000), clock}; // 100 tokens per second, 6000 held
+  EXPECT_TRUE(limiter.try_acquire(5000).admitted());
+  limiter.settle(5000, 3000); // charged 5000, the answer's usage says 3000
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), 3000.0);
+  limiter.settle(1000, 6000); // charged short: the rest is taken, below zero if need be
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), -2000.0);
+  EXPECT_FALSE(limiter.try_acquire(1).admitted());
+  limiter.settle(20000, 0);
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), 6000.0) << "not past a full bucket";
+}
+
 TEST(RateLimiter, RequestsLargerThanTheTokenLimitAreRejected) {
   manual_time_source clock;
   rate_limiter limiter{limits(60, 6000), clock};

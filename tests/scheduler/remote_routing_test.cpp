@@ -1382,6 +1382,9 @@ TEST_F(RemoteRouting, TokenPacingCountsTheCallsPromptAndMaxTokensAndLearnsFromUs
   auto info = core_.snapshot().sources.at(0);
   EXPECT_NEAR(info.prompt_token_ratio, 0.24, 0.01); // 50 / 208
   EXPECT_EQ(info.tokens_per_minute, 60000.0);
+  // The three answers settled their charges (208 each where the provider counted 50): the
+  // bucket got 474 back, and the fourth call (now 50 + 100) goes at once, not after 74 ms.
+  EXPECT_EQ(core_.dispatch().size(), 1u);
 }
 
 TEST_F(RemoteRouting, TheTailOfAQueueWaitsForAFastSourceRatherThanASlowOne) {

@@ -280,6 +280,41 @@ TEST(SourceRegistry, TokenDemandsAreScaledByWhatUsageTaught) {
   EXPECT_EQ(reg.tokens_for(b, {400}), 0u);
 }
 
+TEST(SourceRegistry, ThePromptRatioWeighsEachCallByItsSize) {
+  // Mixed traffic: long English prompts the estimate gets right, short LaTeX ones it counts
+  // at half. The provider counts 1.1 times the estimate in all; the average of the per-call
+  // ratios was 1.5, and charged a third more than the provider counted.
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("a", 0, 1s);
+  spec.rate_limit->tokens_per_minute = 600000;
+  auto a = reg.add(spec);
+  for (int i = 0; i < 50; ++i) {
+    reg.observe_usage(a, 9000, 9000);
+    reg.observe_usage(a, 1000, 2000);
+  }
+  EXPECT_NEAR(reg.describe(a).prompt_token_ratio, 1.1, 0.02);
+}
+
+TEST(SourceRegistry, AnAnswersUsageSettlesWhatItsCallWasCharged) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("a", 0, 60s);
+  spec.rate_limit->tokens_per_minute = 6000; // 100 a second, 6000 held
+  spec.completion_tokens = 0;
+  auto a = reg.add(spec);
+  auto charged = reg.prompt_tokens_for(a, 4000);
+  EXPECT_EQ(charged, 4000u);
+  reg.acquire(a, charged, 1);
+  EXPECT_DOUBLE_EQ(reg.token_allowance(a), 2000.0);
+  reg.release(a, ok_after(500ms), 1s, 1, charged);
+  reg.observe_usage(a, 4000, 1000, charged);
+  EXPECT_DOUBLE_EQ(reg.token_allowance(a), 5000.0) << "the 3000 charged beyond the count";
+  EXPECT_EQ(reg.prompt_tokens_for(a, 4000), 1000u) << "and later calls scaled by the count";
+  reg.observe_usage(a, 1000, 900); // no charge named: learns, settles nothing
+  EXPECT_DOUBLE_EQ(reg.token_allowance(a), 5000.0);
+}
+
 TEST(SourceRegistry, CapacityIsTheLeastOfConcurrencyAndPacing) {
   manual_time_source clock;
   source_registry reg{clock};
