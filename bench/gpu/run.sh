@@ -8,11 +8,13 @@
 #
 #   bash bench/gpu/run.sh [STEPS]      # STEPS: any of golden,e2e,bench,probe,rules (default:
 #                                      # all but probe)
+# DTYPES (default "f32 bf16", "f16" may be added) are the precisions golden and e2e run in.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/arbiter-gpu-out}
 STEPS=${1:-golden,e2e,bench,rules}
 DEVICE=${DEVICE:-cuda} # DEVICE=cpu: a dry run of this script on a machine without a GPU
+DTYPES=${DTYPES:-f32 bf16}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 begin=$(date +%s)
@@ -59,7 +61,7 @@ export ARBITER_BIN="$STAGE/arbiter"
 cat "$OUT/env.log"
 
 if [[ $STEPS == *golden* ]]; then
-  for dtype in f32 bf16; do
+  for dtype in $DTYPES; do
     say "golden tests, $DEVICE, $dtype"
     ARBITER_TEST_DEVICE=$DEVICE ARBITER_TEST_DTYPE=$dtype timeout 90 "$STAGE/models_tests" \
       > "$OUT/golden_$dtype.log" 2>&1
@@ -75,7 +77,7 @@ if [[ $STEPS == *bench* ]]; then
   echo "exit ${PIPESTATUS[0]}"
 fi
 if [[ $STEPS == *e2e* ]]; then
-  for dtype in f32 bf16; do
+  for dtype in $DTYPES; do
     say "e2e, $DEVICE, $dtype"
     ARBITER_TEST_DEVICE=$DEVICE ARBITER_TEST_DTYPE=$dtype timeout 120 python3 -m pytest -q \
       -p no:cacheprovider tests/e2e/test_gpu_models.py > "$OUT/e2e_$dtype.log" 2>&1

@@ -2,7 +2,7 @@
 worker per visible GPU, and its results equal the CPU path's within the tolerances of the
 golden tests (tests/backends/models/test_device.hpp). Runs only where ARBITER_TEST_DEVICE
 names a CUDA device (bench/gpu/run.sh sets it on a GPU machine); ARBITER_TEST_DTYPE picks f32
-(the default) or bf16. Elsewhere every test here is skipped."""
+(the default), bf16 or f16 (held to the bf16 bounds). Elsewhere every test here is skipped."""
 import json
 import math
 import os
