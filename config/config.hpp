@@ -164,6 +164,9 @@ struct routing_config {
   bool coalesce = true;
   /// Results of remote rewards kept, keyed on the reward and its inputs (0: no cache).
   uint32_t cache_capacity = 65536;
+  /// The most the cached results may take, keys and answers together (0: only the count
+  /// bounds them): 65,536 long judge prompts would hold gigabytes.
+  uint64_t cache_max_bytes = uint64_t{256} << 20;
   /// How long a cached result stays valid (0: until evicted).
   std::chrono::milliseconds cache_ttl{0};
 };

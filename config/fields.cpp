@@ -438,6 +438,16 @@ const std::vector<field_descriptor>& scalar_fields() {
           },
           "Results of remote rewards cached (0: no cache)"),
       int_field(
+          "routing.cache_max_bytes", 0, max_i64,
+          [](const arbiter_config& c) -> int64_t {
+            return static_cast<int64_t>(
+                std::min<uint64_t>(c.routing.cache_max_bytes, static_cast<uint64_t>(max_i64)));
+          },
+          [](arbiter_config& c, int64_t v) {
+            c.routing.cache_max_bytes = static_cast<uint64_t>(v);
+          },
+          "Most bytes the cached results take, keys and answers (0: only the count bounds it)"),
+      int_field(
           "routing.cache_ttl_ms", 0, max_duration_ms,
           [](const arbiter_config& c) -> int64_t { return c.routing.cache_ttl.count(); },
           [](arbiter_config& c, int64_t v) { c.routing.cache_ttl = ms{v}; },

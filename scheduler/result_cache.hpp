@@ -38,10 +38,15 @@ struct cached_result {
   // item that computed it.
 };
 
-/// An LRU cache of scores by key, bounded in entries, with an optional time to live. A lookup
-/// makes its entry the most recently used; an insert past capacity evicts the least recently
-/// used entry. With a TTL, an entry older than it (since its last insert) is a miss and is
-/// dropped. Capacity 0 caches nothing.
+/// The bytes an entry holds: its key and every text, vector and name of its value, plus the
+/// bookkeeping around them (list node, index slot, allocation headers).
+size_t cached_bytes(std::string_view key, const cached_result& value) noexcept;
+
+/// An LRU cache of scores by key, bounded in entries and, optionally, in bytes
+/// (`cached_bytes`), with an optional time to live. A lookup makes its entry the most recently
+/// used; an insert past either bound evicts least recently used entries until it fits, and an
+/// entry larger than the whole byte bound is not kept. With a TTL, an entry older than it
+/// (since its last insert) is a miss and is dropped. Capacity 0 caches nothing.
 ///
 /// The cache does not own its time source; it must outlive the cache. Not thread-safe: one
 /// owner (the scheduler actor) calls it.
@@ -51,8 +56,8 @@ public:
   explicit result_cache(size_t capacity);
 
   /// A cache whose entries expire `ttl` after insertion (zero or less: never), timed by
-  /// `clock`.
-  result_cache(size_t capacity, nanoseconds ttl, const time_source& clock);
+  /// `clock`, and that holds at most `max_bytes` (0: no bound but the count).
+  result_cache(size_t capacity, nanoseconds ttl, const time_source& clock, size_t max_bytes = 0);
 
   result_cache(const result_cache&) = delete;
   result_cache& operator=(const result_cache&) = delete;
@@ -85,6 +90,14 @@ public:
     return capacity_;
   }
 
+  /// What the entries held now take (`cached_bytes`), and the most they may (0: no bound).
+  size_t bytes() const noexcept {
+    return bytes_;
+  }
+  size_t max_bytes() const noexcept {
+    return max_bytes_;
+  }
+
   nanoseconds ttl() const noexcept {
     return ttl_;
   }
@@ -112,11 +125,18 @@ private:
     std::string key;
     cached_result value;
     time_point inserted{};
+    size_t bytes = 0;
   };
 
   bool expired(const entry& e) const noexcept;
+  /// Drops the least recently used entry, counting it as an eviction or an expiration.
+  void drop_last();
+  /// Drops the entry `it` indexes.
+  void drop(std::unordered_map<std::string_view, std::list<entry>::iterator>::iterator it);
 
   size_t capacity_;
+  size_t max_bytes_ = 0;
+  size_t bytes_ = 0;
   nanoseconds ttl_{0};
   const time_source* clock_ = nullptr;
   /// Most recently used first.

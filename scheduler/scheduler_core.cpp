@@ -72,7 +72,8 @@ scheduler_core::scheduler_core(const config::scheduler_config& cfg, const time_s
     retry_budget_(budget_of(routing.retry_budget_ratio, routing.retry_budget_min), clock),
     retry_policy_(policy_of(routing), retry_budget_, random_),
     hedge_budget_(budget_of(routing.hedge_budget_ratio, 1), clock),
-    cache_(routing.cache_capacity, routing.cache_ttl, clock),
+    cache_(routing.cache_capacity, routing.cache_ttl, clock,
+           static_cast<size_t>(routing.cache_max_bytes)),
     fair_(config::class_weights(cfg.priorities)),
     groups_(cfg.group_memory, static_cast<size_t>(cfg.max_groups)),
     abandoned_places_(std::chrono::minutes{1}, 65536) {

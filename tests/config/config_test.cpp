@@ -767,7 +767,8 @@ TEST(Environment, VariableListCoversEveryScalarField) {
   EXPECT_EQ(by_name.at("ARBITER_CPU_MAX_LEXICAL_CHARS"), "cpu.max_lexical_chars");
   EXPECT_EQ(by_name.at("ARBITER_CLUSTER_TIMEOUT_MS"), "cluster.timeout_ms");
   EXPECT_EQ(by_name.at("ARBITER_REPLAY_PATH"), "replay.path");
-  EXPECT_EQ(vars.size(), 67u);
+  EXPECT_EQ(vars.size(), 68u);
+  EXPECT_EQ(by_name.at("ARBITER_ROUTING_CACHE_MAX_BYTES"), "routing.cache_max_bytes");
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_GROUP_ORDER"), "scheduler.group_order");
   EXPECT_EQ(by_name.at("ARBITER_SCHEDULER_MAX_GROUPS"), "scheduler.max_groups");
   EXPECT_EQ(by_name.at("ARBITER_SERVER_API_KEYS"), "server.api_keys");

@@ -238,6 +238,27 @@ def test_identical_items_are_sent_once_and_then_cached(make_server, provider):
     assert p.stats()["requests_total"] == 1
 
 
+def test_the_cache_keeps_long_items_within_its_byte_bound(make_server, provider):
+    # Four judge items of 40 KB rollouts against a 150 KB bound: the first is evicted (asked
+    # again, the provider sees it), the last three stay (answered from the cache).
+    p = provider()
+    cfg = ("[routing]\nhedge = false\ncache_max_bytes = 150000\n\n" + source_toml("a", p))
+    s = make_server(cfg)
+    items = [{"reward": "judge", "solution_str": f"{i} " + "word " * 8000, "ground_truth": "x"}
+             for i in range(4)]
+    for item in items:
+        status, _, body = s.score({"items": [item]})
+        assert status == 200 and body["results"][0]["status"] == "ok", body
+    sent = p.stats()["requests_total"]
+    for item in items[1:]:
+        status, _, body = s.score({"items": [item]})
+        assert body["results"][0]["cached"] is True
+    assert p.stats()["requests_total"] == sent
+    status, _, body = s.score({"items": items[:1]})
+    assert body["results"][0]["status"] == "ok" and body["results"][0]["cached"] is False
+    assert p.stats()["requests_total"] > sent
+
+
 def test_bad_source_config_names_the_field(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[sources]]\nname = "x"\nkind = "grpc"\nurl = "ftp://h"\n'

@@ -133,6 +133,43 @@ TEST(ResultCache, ManyKeysStayConsistent) {
   EXPECT_EQ(cache.evictions(), 984u);
 }
 
+TEST(ResultCache, LongEntriesAreBoundedInBytesNotOnlyInCount) {
+  // Judge items of 8k-token rollouts: 65,536 of them held gigabytes under a count alone.
+  manual_time_source clock;
+  auto judged = [](size_t text_bytes) {
+    cached_result value;
+    value.score = 1.0;
+    auto output = std::make_shared<model_output>();
+    output->texts.push_back(generated_text{std::string(text_bytes, 'v'), 0.0, 0, "stop"});
+    value.output = output;
+    return value;
+  };
+  std::string long_key(30000, 'k');
+  auto one = cached_bytes(long_key + "0", judged(1000));
+  EXPECT_GT(one, 31000u);
+  EXPECT_LT(one, 32000u);
+  result_cache cache(1000, 0ns, clock, 3 * one + one / 2);
+  for (char c : std::string{"0123"}) {
+    cache.insert(long_key + c, judged(1000));
+  }
+  EXPECT_EQ(cache.size(), 3u) << "the fourth evicted the least recently used";
+  EXPECT_EQ(cache.bytes(), 3 * one);
+  EXPECT_EQ(cache.evictions(), 1u);
+  EXPECT_FALSE(cache.lookup(long_key + "0").has_value());
+  EXPECT_TRUE(cache.lookup(long_key + "3").has_value());
+  // An entry past the whole bound is not kept, and costs the others nothing.
+  cache.insert("huge", judged(4 * one));
+  EXPECT_FALSE(cache.lookup("huge").has_value());
+  EXPECT_EQ(cache.size(), 3u);
+  // Replaced by a larger answer, an entry is counted anew.
+  cache.insert(long_key + "3", judged(2000));
+  EXPECT_EQ(cache.bytes(), 2 * one + cached_bytes(long_key + "3", judged(2000)));
+  cache.erase(long_key + "3");
+  EXPECT_EQ(cache.bytes(), 2 * one);
+  cache.clear();
+  EXPECT_EQ(cache.bytes(), 0u);
+}
+
 TEST(CacheKey, SplitsOfTheSameBytesDiffer) {
   EXPECT_NE(make_cache_key({"ab", "c"}), make_cache_key({"a", "bc"}));
   EXPECT_NE(make_cache_key({"a", ""}), make_cache_key({"", "a"}));
