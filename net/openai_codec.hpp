@@ -75,7 +75,8 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
                               embed_request_body& out, codec_error& err);
 
 /// Decodes TEI's `POST /embed` (`inputs`: a string or a list of strings; `normalize`,
-/// `dimensions`; `truncate` and `prompt_name` are refused when set, since the source decides).
+/// `dimensions`; `truncate` may be a boolean (the source truncates); `prompt_name` and
+/// `truncation_direction` are refused when set, since the source decides).
 bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
                       embed_request_body& out, codec_error& err);
 

@@ -237,6 +237,8 @@ prepared_call prepare_nli(const std::vector<shared_item>& items) {
   }
   json body = json::object();
   body["inputs"] = std::move(pairs);
+  // As the local NLI model does: a pair past the model's length is cut, not refused.
+  body["truncate"] = true;
   call.body = dump(body);
   return call;
 }
@@ -257,6 +259,10 @@ prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
   } else {
     call.path = "/embed";
     body["inputs"] = std::move(inputs.texts);
+    // As sentence-transformers and the local embedder do: a text past the model's length is
+    // embedded by its beginning. TEI refuses it with a 413 otherwise, unless started with
+    // `--auto-truncate`.
+    body["truncate"] = true;
   }
   call.body = dump(body);
   return call;

@@ -772,10 +772,10 @@ TEST(RemoteCodec, NliRequestSendsEveryPair) {
   EXPECT_EQ(call.path, "/predict");
   EXPECT_EQ(json::parse(call.body).dump(),
             R"({"inputs":[["premise 0","hypothesis 0"],["premise 1","hypothesis 1"],)"
-            R"(["premise 2","hypothesis 2"]]})");
+            R"(["premise 2","hypothesis 2"]],"truncate":true})");
   // One pair is still a list of pairs.
   EXPECT_EQ(json::parse(prepare_call(api_kind::tei, opts, nli_items(1)).body).dump(),
-            R"({"inputs":[["premise 0","hypothesis 0"]]})");
+            R"({"inputs":[["premise 0","hypothesis 0"]],"truncate":true})");
 }
 
 TEST(RemoteCodec, NliReplyMapsLabelsWhateverTheirCaseOrOrder) {
@@ -864,7 +864,9 @@ TEST(RemoteCodec, EmbeddingRequestListsCandidateThenReferencesPerItem) {
   auto tei = prepare_call(api_kind::tei, opts, items);
   EXPECT_EQ(tei.path, "/embed");
   auto tei_body = json::parse(tei.body);
-  EXPECT_EQ(tei_body, (json{{"inputs", body["input"]}}));
+  // A text past the model's length is cut, as sentence-transformers and the local embedder
+  // do, not refused with a 413 (which failed its item to the fallback).
+  EXPECT_EQ(tei_body, (json{{"inputs", body["input"]}, {"truncate", true}}));
 }
 
 TEST(RemoteCodec, EmbeddingSendsOnlyTheFilteredReferences) {

@@ -259,6 +259,31 @@ def test_the_cache_keeps_long_items_within_its_byte_bound(make_server, provider)
     assert p.stats()["requests_total"] > sent
 
 
+def test_a_text_past_teis_input_length_is_embedded_by_its_beginning_not_refused(make_server,
+                                                                                provider):
+    # TEI (without --auto-truncate) refuses an input past the model's length with a 413; the
+    # item then fell back to lexical. Arbiter asks TEI to truncate, as sentence-transformers
+    # and its own local embedder do.
+    p = provider("--max-input-tokens", "64")
+    long_text = "paris is the capital of france " * 30  # 180 words
+    status, _, text = p.post("/embed", {"inputs": [long_text]})
+    assert status == 413 and "must have less than 64 tokens" in text, text
+    status, _, text = p.post("/predict", {"inputs": [long_text, "paris"]})
+    assert status == 413, text
+    refused = p.stats()["faults"]["input_too_long"]
+    s = make_server(config(source_toml("tei", p, kind="tei", caps=["embed"])))
+    items = [{"reward": "embedding", "solution_str": long_text,
+              "ground_truth": ["paris is the capital of france"]},
+             {"reward": "embedding", "solution_str": "short answer", "ground_truth": [long_text]}]
+    status, _, body = s.score({"items": items})
+    assert status == 200, body
+    for r in body["results"]:
+        assert r["status"] == "ok" and r["source"] == "tei", r
+    # The same words, repeated (cut after 64, mid-sentence): nearly the reference's vector.
+    assert body["results"][0]["score"] > 0.95
+    assert p.stats()["faults"]["input_too_long"] == refused
+
+
 def test_bad_source_config_names_the_field(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[sources]]\nname = "x"\nkind = "grpc"\nurl = "ftp://h"\n'

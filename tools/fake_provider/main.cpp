@@ -79,6 +79,9 @@ struct options {
   /// Most choices a chat or completions reply holds per prompt, whatever `n` asks (0 = no cap),
   /// like servers that ignore or cap `n`.
   std::size_t max_n = 0;
+  /// TEI's longest input for /embed and /predict, in words (0 = no cap): a longer input is a 413
+  /// unless the body asks `truncate: true`, which cuts it to that many words first.
+  std::size_t max_input_tokens = 0;
 };
 
 /// Continuous-refill token bucket: it refills at `per_minute` / 60 per second and holds at
@@ -176,6 +179,7 @@ struct decoded {
   bool pairs_is_list = true;
   json info_items = json::array();        // decoded /compute_info_gain items
   std::vector<std::string> stop;          // chat/completions stop sequences (non-empty ones)
+  bool truncate = false;                  // /embed, /predict: cut inputs past the cap
   std::size_t n = 1;
   std::optional<std::uint64_t> seed;      // completions: changes the sampled words
   std::size_t max_tokens = 16;
@@ -460,6 +464,12 @@ decoded decode(const std::string& endpoint, const std::string& body, const std::
     } else if (key == "stop"
                && (endpoint == "/v1/chat/completions" || endpoint == "/v1/completions")) {
       d.stop = read_stop(value);
+    } else if (key == "truncate" && (endpoint == "/embed" || endpoint == "/predict")) {
+      bool flag = false;
+      if (value.get_bool().get(flag)) {
+        throw bad_request{"truncate: expected a boolean", key};
+      }
+      d.truncate = flag;
     } else if (key == "dimensions") {
       auto dim = need_number(value, key);
       if (dim < 1 || dim > 4096) {
@@ -738,6 +748,11 @@ public:
       return finish_now(act, json_reply(400, error_body(e.message, "invalid_request_error",
                                                         "invalid_request", e.param)));
     }
+    if (auto refusal = cap_inputs(d); refusal) {
+      ++faults_["input_too_long"];
+      return finish_now(act, json_reply(413, error_body(*refusal, "validation",
+                                                        "input_too_long", "inputs")));
+    }
     double cost = d.prompt_words;
     if (path == "/v1/chat/completions" || path == "/v1/completions") {
       cost += static_cast<double>(d.max_tokens * d.n);
@@ -817,6 +832,50 @@ public:
   }
 
 private:
+  /// With `--max-input-tokens`, TEI's check of /embed and /predict inputs: TEI's 413 message
+  /// for the first input past the cap, or, when the body asked `truncate: true`, every input
+  /// cut to the cap (a pair's longer side first) and nullopt.
+  std::optional<std::string> cap_inputs(decoded& d) const {
+    auto cap = opts_.max_input_tokens;
+    if (cap == 0) {
+      return std::nullopt;
+    }
+    auto too_long = [cap](std::size_t words) {
+      return "Input validation error: `inputs` must have less than " + std::to_string(cap)
+             + " tokens. Given: " + std::to_string(words);
+    };
+    for (auto& text : d.inputs) {
+      if (auto words = count_words(text); words > cap) {
+        if (!d.truncate) {
+          return too_long(words);
+        }
+        text = std::string{first_words(text, cap)};
+      }
+    }
+    for (auto& [premise, hypothesis] : d.pairs) {
+      auto a = count_words(premise);
+      auto b = count_words(hypothesis);
+      if (a + b <= cap) {
+        continue;
+      }
+      if (!d.truncate) {
+        return too_long(a + b);
+      }
+      // Longest first: the longer side loses words until both fit.
+      auto keep_shorter = std::min(std::min(a, b), cap / 2);
+      auto keep_a = a <= b ? keep_shorter : cap - keep_shorter;
+      premise = std::string{first_words(premise, keep_a)};
+      hypothesis = std::string{first_words(hypothesis, cap - keep_a)};
+    }
+    d.prompt_words = 0;
+    for (const auto& text : d.inputs) {
+      d.prompt_words += static_cast<double>(count_words(text));
+    }
+    for (const auto& [premise, hypothesis] : d.pairs) {
+      d.prompt_words += static_cast<double>(count_words(premise) + count_words(hypothesis));
+    }
+    return std::nullopt;
+  }
   bool in_outage(steady::time_point now) const {
     auto since = std::chrono::duration<double>(now - start_).count();
     for (const auto& w : opts_.outages) {
@@ -1237,6 +1296,10 @@ int main(int argc, char** argv) {
                  "require Authorization: Bearer KEY on API requests (else 401)");
   app.add_flag("--echo-key", opts.echo_key,
                "the 401's message quotes the Authorization header it got, as some providers do");
+  app.add_option("--max-input-tokens", opts.max_input_tokens,
+                 "TEI's longest /embed or /predict input, in words: a longer one is a 413 unless "
+                 "the body asks truncate: true (0 = no cap)")
+    ->capture_default_str();
   app.add_option("--max-n", opts.max_n,
                  "most choices per prompt in chat and completions replies, whatever n asks "
                  "(0 = no cap)")

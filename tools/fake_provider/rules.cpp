@@ -92,6 +92,22 @@ std::size_t count_words(std::string_view text) {
   return count;
 }
 
+std::string_view first_words(std::string_view text, std::size_t n) {
+  std::size_t count = 0;
+  bool in_word = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    bool space = std::isspace(static_cast<unsigned char>(text[i])) != 0;
+    if (space && in_word && count == n) {
+      return text.substr(0, i);
+    }
+    if (!space && !in_word) {
+      ++count;
+    }
+    in_word = !space;
+  }
+  return text;
+}
+
 double jaccard(std::string_view a, std::string_view b) {
   auto sa = token_set(a);
   auto sb = token_set(b);

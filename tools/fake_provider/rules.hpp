@@ -22,6 +22,9 @@ namespace arbiter::fake_provider {
 /// Number of whitespace-separated words (the "token" count used by the TPM limit).
 [[nodiscard]] std::size_t count_words(std::string_view text);
 
+/// `text` up to the end of its `n`th whitespace-separated word (all of it when it has fewer).
+[[nodiscard]] std::string_view first_words(std::string_view text, std::size_t n);
+
 /// Jaccard similarity of the token sets of `a` and `b`; 1.0 when both are empty.
 [[nodiscard]] double jaccard(std::string_view a, std::string_view b);
 
