@@ -56,12 +56,13 @@ std::vector<std::string> split_api_keys(const std::string& keys) {
   std::vector<std::string> out;
   size_t begin = 0;
   while (begin <= keys.size()) {
-    size_t end = keys.find(',', begin);
+    // Commas and line breaks part keys: a Secret file may hold one key a line, and one made
+    // with --from-file ends in a line break.
+    size_t end = keys.find_first_of(",\n", begin);
     if (end == std::string::npos) {
       end = keys.size();
     }
     std::string key = keys.substr(begin, end - begin);
-    // Line breaks too: a Kubernetes Secret made with --from-file ends in one.
     const auto first = key.find_first_not_of(" \t\r\n");
     const auto last = key.find_last_not_of(" \t\r\n");
     if (first != std::string::npos) {

@@ -1045,6 +1045,9 @@ TEST(Validate, APublicHostNeedsKeysUnlessSaidOtherwise) {
   // A Secret mounted from a file ends in a newline: the key is still the key.
   EXPECT_EQ(split_api_keys("k-one\n"), std::vector<std::string>{"k-one"});
   EXPECT_EQ(split_api_keys("k-one,\r\nk-two\r\n"), (std::vector<std::string>{"k-one", "k-two"}));
+  // One key a line, as a Secret file of several keys holds them: each is a key.
+  EXPECT_EQ(split_api_keys("k-one\r\nk-two\nk-three\n"),
+            (std::vector<std::string>{"k-one", "k-two", "k-three"}));
 
   load_string("[server]\napi_keys = [\"a b\"]\n", "space.toml", problems);
   load_string("[server]\napi_keys = [1]\n", "number.toml", problems);
