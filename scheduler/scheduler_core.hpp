@@ -332,6 +332,10 @@ private:
   /// 429, until after the deadline of the head of `cls`'s queue for it, fails that item with
   /// upstream_failed and returns true.
   bool fail_ejected(size_t cls, const std::string& capability, const pick_result& pick);
+  /// Fails the head of `cls`'s queue for `capability` with deadline_exceeded, unsent: less
+  /// time is left before its deadline than `source`'s fastest recent answer (`fastest`) took.
+  void fail_hopeless(size_t cls, const std::string& capability, source_id source,
+                     nanoseconds fastest);
   /// Whether no source can take an item before `deadline`: each is ejected, or holds back
   /// after a 429, until past it.
   static bool waits_past(const pick_result& pick, time_point deadline);

@@ -263,6 +263,10 @@ void scheduler_core::dispatch_capability(const std::string& capability,
     bool count_tokens = sources_.paces_tokens(source);
     double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
     const uint32_t max_inputs = sources_.max_batch_inputs(source);
+    // A remote call that could only answer after its item's deadline is not sent: the
+    // provider would be paid (and its limits spent) for an answer nobody reads.
+    const auto fastest = sources_.remote(source) ? sources_.fastest_answer(source) : std::nullopt;
+    const auto now = clock_.now();
     std::vector<item_ref> items;
     uint64_t tokens = 0;
     uint64_t inputs = 0;
@@ -270,6 +274,10 @@ void scheduler_core::dispatch_capability(const std::string& capability,
       const auto* next = queues_.peek(cls, capability);
       if (next == nullptr) {
         break;
+      }
+      if (fastest && next->deadline - now < *fastest) {
+        fail_hopeless(cls, capability, source, *fastest);
+        continue;
       }
       item_ref ref{next->request, next->index};
       uint64_t t = count_tokens ? sources_.tokens_for(source, demand_of(ref)) : 0;
@@ -284,6 +292,9 @@ void scheduler_core::dispatch_capability(const std::string& capability,
       tokens += t;
       inputs += n;
       items.push_back(ref);
+    }
+    if (items.empty()) {
+      continue; // each was past hope
     }
     fair_.charge(capability, cls, items.size());
     start_batch(source, std::move(items), tokens, false, out);
@@ -347,6 +358,31 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
   end_item(task.request, r, task.index, std::move(result));
   flush();
   return true;
+}
+
+void scheduler_core::fail_hopeless(size_t cls, const std::string& capability, source_id source,
+                                   nanoseconds fastest) {
+  auto task = *queues_.pop(cls, capability);
+  auto req = requests_.find(task.request);
+  if (req == requests_.end()) {
+    return;
+  }
+  auto& r = req->second;
+  auto now = clock_.now();
+  item_result result = r.results[task.index];
+  result.queue_ms = ms_between(r.enqueued[task.index], now);
+  result.code = errc::deadline_exceeded;
+  auto left = task.deadline > now ? ms_between(now, task.deadline) : 0.0;
+  result.error = "not sent: " + std::to_string(static_cast<int64_t>(left))
+                 + " ms were left before the request's deadline, and none of the recent answers"
+                   " of source '"
+                 + sources_.name(source) + "' came in less than "
+                 + std::to_string(
+                   std::chrono::duration_cast<std::chrono::milliseconds>(fastest).count())
+                 + " ms";
+  metrics_.hopeless_items.Increment();
+  end_item(task.request, r, task.index, std::move(result));
+  flush();
 }
 
 bool scheduler_core::in_tail(const pending_request& r, uint32_t index) const {

@@ -60,7 +60,12 @@ scheduler_metrics::scheduler_metrics(metrics_registry& registry,
     coalesced_items(registry
                         .counter("arbiter_coalesced_items_total",
                                  "Items answered by an identical item's call already in flight")
-                        .Add({})) {
+                        .Add({})),
+    hopeless_items(registry
+                     .counter("arbiter_hopeless_items_total",
+                              "Items failed unsent (deadline_exceeded): their deadline was nearer "
+                              "than their remote source's fastest recent answer")
+                     .Add({})) {
   for (const auto& p : priorities) {
     depth_of(p);
     wait_of(p);

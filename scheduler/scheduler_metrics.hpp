@@ -70,6 +70,9 @@ struct scheduler_metrics {
   prometheus::Family<prometheus::Counter>& cache_lookups;
   /// arbiter_coalesced_items_total: items answered by an identical item's call in flight.
   prometheus::Counter& coalesced_items;
+  /// arbiter_hopeless_items_total: items failed unsent, their deadline nearer than their
+  /// source's fastest recent answer.
+  prometheus::Counter& hopeless_items;
 
   prometheus::Gauge& depth_of(const std::string& priority);
   prometheus::Histogram& wait_of(const std::string& priority);

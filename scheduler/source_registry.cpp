@@ -56,6 +56,8 @@ struct source_registry::state {
   bool has_latency = false;
   std::vector<int64_t> recent;
   size_t recent_next = 0;
+  /// The fastest of `recent` (refreshed with the quantile; lowered by every faster sample).
+  int64_t fastest = 0;
   size_t samples_since_quantile = 0;
   std::optional<nanoseconds> p95;
   /// Smoothed seconds per item of good answers (latency ÷ items), for capacity.
@@ -141,6 +143,7 @@ struct source_registry::state {
       recent[recent_next] = latency.count();
       recent_next = (recent_next + 1) % latency_window;
     }
+    fastest = recent.size() == 1 ? latency.count() : std::min(fastest, latency.count());
     // Re-sorting 64 numbers every 8 samples keeps the quantile fresh and cheap; every sample
     // while there are few.
     if (recent.size() >= min_timeout_samples
@@ -150,6 +153,7 @@ struct source_registry::state {
       auto at = sorted.begin() + static_cast<std::ptrdiff_t>((sorted.size() * 95) / 100);
       std::nth_element(sorted.begin(), at, sorted.end());
       p95 = nanoseconds{*at};
+      fastest = *std::min_element(recent.begin(), recent.end());
     }
   }
 };
@@ -567,6 +571,14 @@ std::optional<nanoseconds> source_registry::straggler_after(source_id id) const 
     return std::nullopt;
   }
   return s->p95;
+}
+
+std::optional<nanoseconds> source_registry::fastest_answer(source_id id) const {
+  auto* s = find(id);
+  if (s == nullptr || s->recent.size() < min_latency_samples) {
+    return std::nullopt;
+  }
+  return nanoseconds{s->fastest};
 }
 
 std::optional<nanoseconds> source_registry::timeout_basis(source_id id) const {

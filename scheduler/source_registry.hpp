@@ -271,6 +271,10 @@ public:
   /// percentile of its recent successful attempts; nullopt until 20 have been seen.
   std::optional<nanoseconds> straggler_after(source_id id) const;
 
+  /// The fastest of its recent successful attempts (the last 64), once 20 have been seen: a
+  /// call with less time left than this would answer after its deadline.
+  std::optional<nanoseconds> fastest_answer(source_id id) const;
+
   /// The same percentile as soon as a few (5) good answers are in, for the straggler timeout:
   /// calls that never answer should not wait for 20.
   std::optional<nanoseconds> timeout_basis(source_id id) const;

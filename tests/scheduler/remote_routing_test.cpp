@@ -1387,6 +1387,44 @@ TEST_F(RemoteRouting, TokenPacingCountsTheCallsPromptAndMaxTokensAndLearnsFromUs
   EXPECT_EQ(core_.dispatch().size(), 1u);
 }
 
+TEST_F(RemoteRouting, ACallThatCouldOnlyAnswerAfterItsDeadlineIsNotSent) {
+  // A provider blocked its endpoint until the items' deadline; when it opened, 32 calls went
+  // out in the last 80 ms, paid for, and none could answer in time.
+  auto a = core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "warm")).admitted());
+  for (int round = 0; round < 100 && !core_.idle(); ++round) {
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 2s + batch.id * 1ms),
+                     {ok_outcome(1.0)});
+    }
+  }
+  ASSERT_TRUE(core_.idle());
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(2, "late")).admitted());
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 30s, judge_items(1, "in time")).admitted());
+  auto limited = outcome(attempt_outcome_kind::rate_limited);
+  limited.retry_after = 8500ms; // the endpoint is blocked until 1.5 s before the deadline
+  for (auto& batch : core_.dispatch()) {
+    core_.complete(batch.id, limited, {});
+  }
+  EXPECT_TRUE(core_.dispatch().empty());
+  clock_.advance(8500ms);
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u) << "only the item that can still be answered";
+  EXPECT_EQ(sent[0].source, a);
+  EXPECT_EQ(sent[0].items[0]->solution_str, "in time0");
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  ASSERT_EQ(done[0].results.size(), 2u);
+  for (const auto& r : done[0].results) {
+    EXPECT_EQ(r.code, errc::deadline_exceeded);
+    EXPECT_EQ(r.attempts, 1u) << "the 429 only";
+    EXPECT_NE(r.error.find("not sent: 1500 ms were left"), std::string::npos) << r.error;
+    EXPECT_NE(r.error.find("in less than 2001 ms"), std::string::npos) << r.error;
+  }
+  EXPECT_NE(metrics_text().find("arbiter_hopeless_items_total 2"), std::string::npos);
+}
+
 TEST_F(RemoteRouting, TheTailOfAQueueWaitsForAFastSourceRatherThanASlowOne) {
   auto fast = core_.add_source(endpoint("fast", 60));   // one a second, a burst of one
   auto slow = core_.add_source(endpoint("slow", 6000)); // 100 a second, but slow
@@ -1445,8 +1483,8 @@ TEST_F(RemoteRouting, LowPriorityIsServedBesideAHighBacklogAndUrgentItemsGoFirst
   EXPECT_GE(first_low, 1) << "high goes first";
   // An item about to miss its deadline goes before the whole high backlog.
   ASSERT_TRUE(core_.submit(3, 0, clock_.now() + 600s, judge_items(20, "more")).admitted());
-  ASSERT_TRUE(core_.submit(4, 2, clock_.now() + 150ms, judge_items(1, "urgent")).admitted());
   clock_.advance(1s);
+  ASSERT_TRUE(core_.submit(4, 2, clock_.now() + 150ms, judge_items(1, "urgent")).admitted());
   auto next = core_.dispatch();
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(next[0].items[0]->solution_str, "urgent0");
