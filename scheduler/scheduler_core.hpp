@@ -332,10 +332,11 @@ private:
   /// 429, until after the deadline of the head of `cls`'s queue for it, fails that item with
   /// upstream_failed and returns true.
   bool fail_ejected(size_t cls, const std::string& capability, const pick_result& pick);
-  /// Fails the head of `cls`'s queue for `capability` with deadline_exceeded, unsent: less
-  /// time is left before its deadline than `source`'s fastest recent answer (`fastest`) took.
-  void fail_hopeless(size_t cls, const std::string& capability, source_id source,
-                     nanoseconds fastest);
+  /// Why a call to `source` now could only answer after `deadline` (less time is left than the
+  /// remote source's fastest recent answer took), or nullopt when it may answer in time.
+  std::optional<std::string> past_hope(source_id source, time_point deadline) const;
+  /// Fails the head of `cls`'s queue for `capability` with deadline_exceeded, unsent, `why`.
+  void fail_hopeless(size_t cls, const std::string& capability, std::string why);
   /// Whether no source can take an item before `deadline`: each is ejected, or holds back
   /// after a 429, until past it.
   static bool waits_past(const pick_result& pick, time_point deadline);

@@ -85,6 +85,19 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
       waiting.push_back(entry);
       continue;
     }
+    if (auto why = past_hope(*pick.source, req->second.deadline)) {
+      auto& r = req->second;
+      auto index = entry.item.second;
+      item_result result = r.results[index];
+      result.code = errc::deadline_exceeded;
+      result.error = *why + (r.last_failure[index].empty()
+                               ? std::string{}
+                               : "; last attempt: " + r.last_failure[index]);
+      metrics_.hopeless_items.Increment();
+      end_item(entry.item.first, r, index, std::move(result));
+      flush();
+      continue;
+    }
     start_batch(*pick.source, {entry.item}, sources_.tokens_for(*pick.source, demand), false,
                 out);
   }
@@ -263,10 +276,6 @@ void scheduler_core::dispatch_capability(const std::string& capability,
     bool count_tokens = sources_.paces_tokens(source);
     double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
     const uint32_t max_inputs = sources_.max_batch_inputs(source);
-    // A remote call that could only answer after its item's deadline is not sent: the
-    // provider would be paid (and its limits spent) for an answer nobody reads.
-    const auto fastest = sources_.remote(source) ? sources_.fastest_answer(source) : std::nullopt;
-    const auto now = clock_.now();
     std::vector<item_ref> items;
     uint64_t tokens = 0;
     uint64_t inputs = 0;
@@ -275,8 +284,8 @@ void scheduler_core::dispatch_capability(const std::string& capability,
       if (next == nullptr) {
         break;
       }
-      if (fastest && next->deadline - now < *fastest) {
-        fail_hopeless(cls, capability, source, *fastest);
+      if (auto why = past_hope(source, next->deadline)) {
+        fail_hopeless(cls, capability, std::move(*why));
         continue;
       }
       item_ref ref{next->request, next->index};
@@ -360,26 +369,36 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
   return true;
 }
 
-void scheduler_core::fail_hopeless(size_t cls, const std::string& capability, source_id source,
-                                   nanoseconds fastest) {
+std::optional<std::string> scheduler_core::past_hope(source_id source,
+                                                     time_point deadline) const {
+  // A remote call that could only answer after its item's deadline is not sent: the provider
+  // would be paid (and its limits spent) for an answer nobody reads.
+  auto fastest = sources_.remote(source) ? sources_.fastest_answer(source) : std::nullopt;
+  auto now = clock_.now();
+  if (!fastest || deadline - now >= *fastest) {
+    return std::nullopt;
+  }
+  auto left = deadline > now ? ms_between(now, deadline) : 0.0;
+  return "not sent: " + std::to_string(static_cast<int64_t>(left))
+         + " ms were left before the request's deadline, and none of the recent answers of"
+           " source '"
+         + sources_.name(source) + "' came in less than "
+         + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(*fastest).count())
+         + " ms";
+}
+
+void scheduler_core::fail_hopeless(size_t cls, const std::string& capability,
+                                   std::string why) {
   auto task = *queues_.pop(cls, capability);
   auto req = requests_.find(task.request);
   if (req == requests_.end()) {
     return;
   }
   auto& r = req->second;
-  auto now = clock_.now();
   item_result result = r.results[task.index];
-  result.queue_ms = ms_between(r.enqueued[task.index], now);
+  result.queue_ms = ms_between(r.enqueued[task.index], clock_.now());
   result.code = errc::deadline_exceeded;
-  auto left = task.deadline > now ? ms_between(now, task.deadline) : 0.0;
-  result.error = "not sent: " + std::to_string(static_cast<int64_t>(left))
-                 + " ms were left before the request's deadline, and none of the recent answers"
-                   " of source '"
-                 + sources_.name(source) + "' came in less than "
-                 + std::to_string(
-                   std::chrono::duration_cast<std::chrono::milliseconds>(fastest).count())
-                 + " ms";
+  result.error = std::move(why);
   metrics_.hopeless_items.Increment();
   end_item(task.request, r, task.index, std::move(result));
   flush();

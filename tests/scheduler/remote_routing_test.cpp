@@ -1425,6 +1425,32 @@ TEST_F(RemoteRouting, ACallThatCouldOnlyAnswerAfterItsDeadlineIsNotSent) {
   EXPECT_NE(metrics_text().find("arbiter_hopeless_items_total 2"), std::string::npos);
 }
 
+TEST_F(RemoteRouting, ARetryThatCouldOnlyAnswerAfterItsDeadlineIsNotSent) {
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(20, "warm")).admitted());
+  for (int round = 0; round < 100 && !core_.idle(); ++round) {
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 2s), {ok_outcome(1.0)});
+    }
+  }
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "late")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  clock_.advance(9s); // the provider answers a 500 after 9 s: 1 s is left, its calls take 2
+  fail(first[0], attempt_outcome_kind::server_error);
+  clock_.advance(200ms);
+  core_.on_timer();
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.code, errc::deadline_exceeded);
+  EXPECT_EQ(r.attempts, 1u);
+  EXPECT_NE(r.error.find("not sent: 800 ms were left"), std::string::npos) << r.error;
+  EXPECT_NE(r.error.find("; last attempt: "), std::string::npos) << r.error;
+}
+
 TEST_F(RemoteRouting, TheTailOfAQueueWaitsForAFastSourceRatherThanASlowOne) {
   auto fast = core_.add_source(endpoint("fast", 60));   // one a second, a burst of one
   auto slow = core_.add_source(endpoint("slow", 6000)); // 100 a second, but slow
