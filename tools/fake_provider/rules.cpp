@@ -93,6 +93,9 @@ std::size_t count_words(std::string_view text) {
 }
 
 std::string_view first_words(std::string_view text, std::size_t n) {
+  if (n == 0) {
+    return text.substr(0, 0);
+  }
   std::size_t count = 0;
   bool in_word = false;
   for (std::size_t i = 0; i < text.size(); ++i) {
