@@ -540,6 +540,13 @@ void rate_limiter::on_rate_limited(std::optional<nanoseconds> retry_after,
     delay = backoff_.ceiling(consecutive_rate_limited_ - 1);
   }
   blocked_until_ = std::max(blocked_until_, now + delay);
+  // The endpoint had less room than the buckets held: an endpoint that sends no headers says
+  // so only this way, and a bucket settled to its exact counts (`settle`) would otherwise stay
+  // the fraction of a token ahead of it that cost one 429 a call. (A refused call's own tokens
+  // went back before this.)
+  refill();
+  requests_.level = std::min(requests_.level, 0.0);
+  tokens_.level = std::min(tokens_.level, 0.0);
 }
 
 void rate_limiter::on_success() noexcept {

@@ -178,7 +178,8 @@ public:
   /// of this run of consecutive 429s. A later block never shortens an earlier one. A 429 for
   /// a call `sent` before the last 429 arrived belongs to the same burst (calls that were in
   /// flight together): it blocks again from now, but does not lengthen the backoff; unknown
-  /// (nullopt), it counts.
+  /// (nullopt), it counts. Each bucket's level drops to zero if above it: the endpoint had less
+  /// room than it held.
   void on_rate_limited(std::optional<nanoseconds> retry_after,
                        std::optional<time_point> sent = std::nullopt);
 

@@ -125,6 +125,22 @@ TEST(RateLimiter, ACallsChargeIsSettledAgainstWhatTheEndpointCounted) {
   EXPECT_DOUBLE_EQ(limiter.available_tokens(), 6000.0) << "not past a full bucket";
 }
 
+TEST(RateLimiter, A429EmptiesTheBucketsThatThoughtTheyHadRoom) {
+  // An endpoint that sends no headers: settled to its exact counts, the buckets ran a fraction
+  // of a token ahead of it, and every call was refused once.
+  manual_time_source clock;
+  rate_limiter limiter{limits(600, 6000), clock};
+  EXPECT_TRUE(limiter.try_acquire(300).admitted());
+  limiter.give_back(300); // refused: it counted none of it
+  limiter.on_rate_limited(100ms);
+  EXPECT_DOUBLE_EQ(limiter.available_tokens(), 0.0);
+  EXPECT_DOUBLE_EQ(limiter.available_requests(), 0.0);
+  clock.advance(100ms); // the Retry-After has passed, but the tokens take 3 s to come
+  EXPECT_FALSE(limiter.try_acquire(300).admitted());
+  clock.advance(2900ms);
+  EXPECT_TRUE(limiter.try_acquire(300).admitted());
+}
+
 TEST(RateLimiter, RequestsLargerThanTheTokenLimitAreRejected) {
   manual_time_source clock;
   rate_limiter limiter{limits(60, 6000), clock};
