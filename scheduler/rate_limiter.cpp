@@ -393,6 +393,7 @@ void rate_limiter::bucket::correct(std::optional<uint64_t> limit,
   }
   if (remaining) {
     level = std::min(level, static_cast<double>(*remaining));
+    says_remaining = true;
   }
   if (reset && *reset > nanoseconds{0}) {
     // Full again after `reset` means at most capacity − rate × reset now. A reset beyond one
@@ -540,13 +541,17 @@ void rate_limiter::on_rate_limited(std::optional<nanoseconds> retry_after,
     delay = backoff_.ceiling(consecutive_rate_limited_ - 1);
   }
   blocked_until_ = std::max(blocked_until_, now + delay);
-  // The endpoint had less room than the buckets held: an endpoint that sends no headers says
-  // so only this way, and a bucket settled to its exact counts (`settle`) would otherwise stay
+  // The endpoint had less room than a bucket held. One that never says what remains says so
+  // only this way, and a bucket settled to its exact counts (`settle`) would otherwise stay
   // the fraction of a token ahead of it that cost one 429 a call. (A refused call's own tokens
-  // went back before this.)
+  // went back before this.) Where the endpoint says what remains, its headers correct the
+  // level, and emptying it too would count the calls in flight twice once they are settled.
   refill();
-  requests_.level = std::min(requests_.level, 0.0);
-  tokens_.level = std::min(tokens_.level, 0.0);
+  for (auto* b : {&requests_, &tokens_}) {
+    if (!b->says_remaining) {
+      b->level = std::min(b->level, 0.0);
+    }
+  }
 }
 
 void rate_limiter::on_success() noexcept {

@@ -178,8 +178,8 @@ public:
   /// of this run of consecutive 429s. A later block never shortens an earlier one. A 429 for
   /// a call `sent` before the last 429 arrived belongs to the same burst (calls that were in
   /// flight together): it blocks again from now, but does not lengthen the backoff; unknown
-  /// (nullopt), it counts. Each bucket's level drops to zero if above it: the endpoint had less
-  /// room than it held.
+  /// (nullopt), it counts. A bucket whose remaining count the endpoint has never reported
+  /// drops to zero if above it: the endpoint had less room than it held.
   void on_rate_limited(std::optional<nanoseconds> retry_after,
                        std::optional<time_point> sent = std::nullopt);
 
@@ -233,6 +233,8 @@ private:
     /// The largest full-bucket size the endpoint's headers implied since the limit in force
     /// last changed (0: none seen yet).
     double observed_capacity = 0.0;
+    /// The endpoint has said what remains in this bucket (`x-ratelimit-remaining-*`).
+    bool says_remaining = false;
 
     bool limited() const noexcept {
       return configured > 0.0;

@@ -139,6 +139,13 @@ TEST(RateLimiter, A429EmptiesTheBucketsThatThoughtTheyHadRoom) {
   EXPECT_FALSE(limiter.try_acquire(300).admitted());
   clock.advance(2900ms);
   EXPECT_TRUE(limiter.try_acquire(300).admitted());
+  // An endpoint that says what remains is believed instead: its 429 leaves the level to them.
+  rate_limiter told{limits(600, 6000), clock};
+  std::map<std::string, std::string> headers{{"x-ratelimit-remaining-tokens", "5000"}};
+  told.on_headers(parse_rate_limit_headers(lookup_in(headers)));
+  told.on_rate_limited(100ms);
+  EXPECT_DOUBLE_EQ(told.available_tokens(), 5000.0);
+  EXPECT_DOUBLE_EQ(told.available_requests(), 0.0) << "requests remaining were never said";
 }
 
 TEST(RateLimiter, RequestsLargerThanTheTokenLimitAreRejected) {
