@@ -172,7 +172,11 @@ void apply_environment(arbiter_config& cfg,
     }
     bool overflow = false;
     const std::optional<int64_t> number = parse_integer(*value, overflow);
-    if (overflow) {
+    if (overflow && field.max == max_i64 && value->front() != '-') {
+      // Past every int64: "must be at least" would name the wrong end.
+      problems.push_back(
+        {name, "must be at most " + std::to_string(max_i64) + " (got " + *value + ")"});
+    } else if (overflow) {
       problems.push_back({name, range_reason(field.min, field.max, *value)});
     } else if (!number) {
       problems.push_back({name, "expected an integer, got " + quoted(*value)});

@@ -656,6 +656,9 @@ TEST(Environment, BadValuesAreReportedNamingTheVariable) {
   EXPECT_EQ(reason_for(problems, "ARBITER_SERVER_PORT"), "expected an integer, got \"80x\"");
   EXPECT_EQ(reason_for(problems, "ARBITER_SCHEDULER_THREADS"),
             "must be between 0 and 4294967295 (got -1)");
+  EXPECT_EQ(reason_for(problems, "ARBITER_SERVER_MAX_BODY_BYTES"),
+            "must be at most 9223372036854775807 (got 99999999999999999999)")
+    << "past every int64, the upper end is the one to name";
   EXPECT_EQ(cfg.server.port, 8080) << "bad values leave the field alone";
   EXPECT_EQ(cfg.cpu.workers, 4u) << "good values still apply";
 }
