@@ -337,6 +337,11 @@ private:
   std::optional<std::string> past_hope(source_id source, time_point deadline) const;
   /// Fails the head of `cls`'s queue for `capability` with deadline_exceeded, unsent, `why`.
   void fail_hopeless(size_t cls, const std::string& capability, std::string why);
+  /// Ends `item` of `r` before any call was sent for it, with `code` and `error` (a
+  /// deadline_exceeded here is a hopeless item, and counted); `queued`: it leaves a queue now,
+  /// so its queue time ends too (a retry's was counted on its first attempt).
+  void end_unsent(const item_ref& item, pending_request& r, errc code, std::string error,
+                  bool queued);
   /// Whether no source can take an item before `deadline`: each is ejected, or holds back
   /// after a 429, until past it.
   static bool waits_past(const pick_result& pick, time_point deadline);

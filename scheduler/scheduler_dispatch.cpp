@@ -73,12 +73,9 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
     if (!pick.source) {
       if (waits_past(pick, req->second.deadline)) {
         auto& r = req->second;
-        auto index = entry.item.second;
-        item_result result = r.results[index];
-        result.code = errc::upstream_failed;
-        result.error = ejected_reason(item.capability, pick, r.last_failure[index]);
-        end_item(entry.item.first, r, index, std::move(result));
-        flush();
+        end_unsent(entry.item, r, errc::upstream_failed,
+                   ejected_reason(item.capability, pick, r.last_failure[entry.item.second]),
+                   false);
         continue;
       }
       note_wait(pick, item.capability);
@@ -87,15 +84,9 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
     }
     if (auto why = past_hope(*pick.source, req->second.deadline)) {
       auto& r = req->second;
-      auto index = entry.item.second;
-      item_result result = r.results[index];
-      result.code = errc::deadline_exceeded;
-      result.error = *why + (r.last_failure[index].empty()
-                               ? std::string{}
-                               : "; last attempt: " + r.last_failure[index]);
-      metrics_.hopeless_items.Increment();
-      end_item(entry.item.first, r, index, std::move(result));
-      flush();
+      const auto& last = r.last_failure[entry.item.second];
+      end_unsent(entry.item, r, errc::deadline_exceeded,
+                 *why + (last.empty() ? std::string{} : "; last attempt: " + last), false);
       continue;
     }
     start_batch(*pick.source, {entry.item}, sources_.tokens_for(*pick.source, demand), false,
@@ -355,17 +346,11 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
   // item's deadline: waiting cannot help, so it fails now (and its reward's fallback, if any,
   // answers at once).
   auto task = *queues_.pop(cls, capability);
-  auto req = requests_.find(task.request);
-  if (req == requests_.end()) {
-    return true;
+  if (auto req = requests_.find(task.request); req != requests_.end()) {
+    auto& r = req->second;
+    end_unsent({task.request, task.index}, r, errc::upstream_failed,
+               ejected_reason(capability, pick, r.last_failure[task.index]), true);
   }
-  auto& r = req->second;
-  item_result result = r.results[task.index];
-  result.queue_ms = ms_between(r.enqueued[task.index], clock_.now());
-  result.code = errc::upstream_failed;
-  result.error = ejected_reason(capability, pick, r.last_failure[task.index]);
-  end_item(task.request, r, task.index, std::move(result));
-  flush();
   return true;
 }
 
@@ -390,17 +375,24 @@ std::optional<std::string> scheduler_core::past_hope(source_id source,
 void scheduler_core::fail_hopeless(size_t cls, const std::string& capability,
                                    std::string why) {
   auto task = *queues_.pop(cls, capability);
-  auto req = requests_.find(task.request);
-  if (req == requests_.end()) {
-    return;
+  if (auto req = requests_.find(task.request); req != requests_.end()) {
+    end_unsent({task.request, task.index}, req->second, errc::deadline_exceeded, std::move(why),
+               true);
   }
-  auto& r = req->second;
-  item_result result = r.results[task.index];
-  result.queue_ms = ms_between(r.enqueued[task.index], clock_.now());
-  result.code = errc::deadline_exceeded;
-  result.error = std::move(why);
-  metrics_.hopeless_items.Increment();
-  end_item(task.request, r, task.index, std::move(result));
+}
+
+void scheduler_core::end_unsent(const item_ref& item, pending_request& r, errc code,
+                                std::string error, bool queued) {
+  item_result result = r.results[item.second];
+  if (queued) {
+    result.queue_ms = ms_between(r.enqueued[item.second], clock_.now());
+  }
+  result.code = code;
+  result.error = std::move(error);
+  if (code == errc::deadline_exceeded) {
+    metrics_.hopeless_items.Increment();
+  }
+  end_item(item.first, r, item.second, std::move(result));
   flush();
 }
 
@@ -481,6 +473,9 @@ void scheduler_core::dispatch_hedges(std::vector<dispatch_batch>& out) {
         note_wait(pick, item.capability);
         keep = true;
         continue;
+      }
+      if (past_hope(*pick.source, r.deadline)) {
+        continue; // it could only answer after the deadline: the first attempt is the hope left
       }
       hedge_budget_.on_retry();
       start_batch(*pick.source, {ref}, sources_.tokens_for(*pick.source, demand), true, out);

@@ -681,6 +681,25 @@ TEST_F(RemoteRoutingWithHedges, AStragglerIsHedgedAndTheLoserCancelled) {
   EXPECT_NE(metrics_text().find("arbiter_source_hedges_total"), std::string::npos);
 }
 
+TEST_F(RemoteRoutingWithHedges, AHedgeThatCouldOnlyAnswerAfterTheDeadlineIsNotSent) {
+  core_.add_source(endpoint("a"));
+  core_.add_source(endpoint("b"));
+  warm_up(60, 100ms); // each source: 20 answers or more, none in less than 100 ms
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 160ms, judge_items(1, "slow")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  clock_.advance(100ms);
+  core_.on_timer();
+  EXPECT_TRUE(core_.dispatch().empty())
+    << "past the p95, but 60 ms are left and neither source answers in less than 100";
+  ok(first[0], 0.4);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_EQ(done[0].results[0].attempts, 1u);
+  EXPECT_EQ(metrics_text().find("arbiter_source_hedges_total{"), std::string::npos);
+}
+
 TEST_F(RemoteRoutingWithHedges, AGroupsStragglersAreHedgedOnceMostOfTheGroupIsAnswered) {
   core_.add_source(endpoint("a"));
   core_.add_source(endpoint("b"));
