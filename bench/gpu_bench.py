@@ -361,8 +361,8 @@ def bench_generate(args, torch, tmp):
     warm_text = " ".join(words[(k + 3) % len(words)] for k in range(41))
     warm_long = " ".join(words[(k + 3) % len(words)] for k in range(long_words - 7))
 
-    def arbiter(label, env, all_rows):
-        server = start_server(tmp, config, env=env)
+    def arbiter(label, env, all_rows, extra=""):
+        server = start_server(tmp, config + extra, env=env)
         client = Client(server)
 
         def ask(text):
@@ -377,6 +377,7 @@ def bench_generate(args, torch, tmp):
             generated = sum(ask(t) for t in texts)
             rows.append((f"{label}, one call at a time", time.perf_counter() - start, generated,
                          peer_one if not env else "transformers, one call at a time"))
+            log(f"{rows[-1][0]}: {generated / rows[-1][1]:.0f} tokens/s")
             if not all_rows:
                 return
             start = time.perf_counter()
@@ -399,6 +400,8 @@ def bench_generate(args, torch, tmp):
                 else "transformers, one call at a time")
     arbiter("arbiter", {}, True)
     if cuda:
+        # The same server replaying each decoding step from a CUDA graph.
+        arbiter("arbiter, cuda_graphs = true", {}, True, "cuda_graphs = true\n")
         arbiter("arbiter with cuDNN attention (ARBITER_CUDNN_ATTENTION=1)",
                 {"ARBITER_CUDNN_ATTENTION": "1"}, False)
     model = Qwen3ForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval().to(args.device)

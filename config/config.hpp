@@ -252,6 +252,9 @@ struct model_config {
   /// and then; false runs one call at a time, so a seeded call samples the same texts bit for
   /// bit whatever else is queued.
   bool batch_calls = true;
+  /// Generators on a GPU: replay each decoding step from a CUDA graph instead of launching
+  /// its kernels one by one. Off until a GPU run has measured it (docs/configuration.md).
+  bool cuda_graphs = false;
   /// How long a batch waits for more items, the worker idle or not (0: an idle worker starts
   /// at once). Concurrent small requests then share one forward pass or decoding instead of
   /// the first running alone while the rest queue behind it. -1: by kind (effective_batch_wait_ms).

@@ -685,6 +685,7 @@ const std::vector<element_field<model_config>>& model_fields() {
     int_field_of<M>("pass_overhead_tokens", 0, 100000000,
                     [](M& m, int64_t v) { m.pass_overhead_tokens = v; }),
     bool_field_of<M>("batch_calls", [](M& m, double v) { m.batch_calls = v != 0.0; }),
+    bool_field_of<M>("cuda_graphs", [](M& m, double v) { m.cuda_graphs = v != 0.0; }),
   };
   return fields;
 }

@@ -271,6 +271,7 @@ bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cf
         options.device = device;
         options.dtype = m.dtype;
         options.pass_overhead_tokens = m.pass_overhead_tokens;
+        options.decode_graphs = m.cuda_graphs ? -1 : 0;
         if (m.kind == "generator") {
           auto generator = backends::models::text_generator::load(m.path, options);
           describe(generator->info());

@@ -18,6 +18,11 @@ struct model_options {
   /// in tokens computed, when the batch is cut: fewer, padded calls or more, tighter ones.
   /// -1: by device (pass_overhead_tokens() in passes.hpp).
   int64_t pass_overhead_tokens = -1;
+  /// Generators: replay each decoding step from a CUDA graph, one launch where a step is a few
+  /// hundred kernels. -1: on a GPU; 0: never; 1: also on the CPU, where the graph's fixed-shape
+  /// step (the whole cache attended under a mask) runs eagerly: the arithmetic a graph replays,
+  /// for tests.
+  int decode_graphs = -1;
 };
 
 /// What a loaded model is.

@@ -1,6 +1,7 @@
 #include "backends/models/qwen_decoder.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -8,6 +9,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
+#ifdef ARBITER_TORCH_CUDA
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "backends/models/loading.hpp"
 #include "backends/models/safetensors.hpp"
@@ -32,6 +38,9 @@ struct layer_weights {
 struct kv_cache {
   int64_t capacity = 0;
   int64_t length = 0;
+  /// Allocated as zeros: a fixed-shape step attends to positions not yet written, masked out
+  /// but multiplied all the same, so they must be finite (0 × NaN is NaN).
+  bool zeroed = false;
   std::vector<torch::Tensor> keys;
   std::vector<torch::Tensor> values;
 };
@@ -50,6 +59,11 @@ struct qwen_decoder::impl {
   double theta = 10000.0;
   torch::Tensor embed_tokens, norm, lm_head, inv_freq;
   std::vector<layer_weights> layers;
+  /// model_options::decode_graphs.
+  int decode_graphs = -1;
+  /// Set when a capture failed: decoding goes on eagerly, here and in later calls.
+  mutable std::atomic<bool> graphs_failed{false};
+  mutable std::atomic<uint64_t> replayed{0};
 
   torch::Tensor take(const checkpoint& ckpt, const std::string& name, std::vector<int64_t> shape) {
     return load_tensor(ckpt, ckpt.find(name), name, shape, where, info.weight_bytes);
@@ -90,20 +104,31 @@ struct qwen_decoder::impl {
     auto key_pos = torch::arange(total, opts).view({1, total});
     auto query_pos = (torch::arange(len, opts) + past).view({len, 1});
     auto allowed = (key_pos <= query_pos).unsqueeze(0) & mask.to(torch::kBool).unsqueeze(1);
-    const double lowest = where.dtype == torch::kFloat32
-                            ? static_cast<double>(std::numeric_limits<float>::lowest())
-                            : -1e4;
     return torch::zeros({batch, len, total},
                         torch::TensorOptions().dtype(where.dtype).device(where.device))
-      .masked_fill(allowed.logical_not(), lowest)
+      .masked_fill(allowed.logical_not(), masked_out())
       .unsqueeze(1);
+  }
+
+  /// The additive bias of a masked key.
+  double masked_out() const {
+    return where.dtype == torch::kFloat32
+             ? static_cast<double>(std::numeric_limits<float>::lowest())
+             : -1e4;
   }
 
   /// Runs `ids` [B, T] at `positions` [B, T]; `mask` [B, past + T] marks real tokens, and
   /// `padded` says whether any is 0. Appends the new keys and values to `cache` (when given)
   /// and returns the final-norm hidden states.
+  ///
+  /// With `slot` (a one-element device tensor) it is instead a fixed-shape decoding step, as a
+  /// CUDA graph must be: T is 1, the keys and values go to the cache position `slot` holds,
+  /// and attention reads the whole cache under `step_bias` [B, 1, 1, capacity].
   torch::Tensor forward(const torch::Tensor& ids, const torch::Tensor& positions,
-                        const torch::Tensor& mask, bool padded, kv_cache* cache) const {
+                        const torch::Tensor& mask, bool padded, kv_cache* cache,
+                        const torch::Tensor& step_bias = {},
+                        const torch::Tensor& slot = {}) const {
+    const bool fixed = slot.defined();
     const int64_t batch = ids.size(0);
     const int64_t len = ids.size(1);
     const int64_t past = cache != nullptr ? cache->length : 0;
@@ -120,8 +145,10 @@ struct qwen_decoder::impl {
     // Without padding, a whole prompt (causal) or one decoding step (every key) needs no mask,
     // and SDPA can take its fused kernels (flash attention on a GPU): a decoding step is then
     // one kernel per layer, not the masked path's several and its copies of the keys.
-    const bool unmasked = !padded && (past == 0 || len == 1);
-    const auto bias = unmasked ? torch::Tensor{} : causal_bias(mask, batch, len, past);
+    const bool unmasked = !fixed && !padded && (past == 0 || len == 1);
+    const auto bias = fixed      ? step_bias
+                      : unmasked ? torch::Tensor{}
+                                 : causal_bias(mask, batch, len, past);
     // A decoding step is a few hundred small kernels, so each layer keeps its count low: one
     // multiply for q, k and v, one normalization and one rotation for q and k together.
     for (size_t l = 0; l < layers.size(); ++l) {
@@ -139,13 +166,24 @@ struct qwen_decoder::impl {
       if (cache != nullptr) {
         if (cache->keys.size() <= l) {
           const std::vector<int64_t> shape{batch, kv_heads, cache->capacity, head_dim};
-          cache->keys.push_back(torch::empty(shape, k.options()));
-          cache->values.push_back(torch::empty(shape, v.options()));
+          auto make = [&](const torch::Tensor& like) {
+            return cache->zeroed ? torch::zeros(shape, like.options())
+                                 : torch::empty(shape, like.options());
+          };
+          cache->keys.push_back(make(k));
+          cache->values.push_back(make(v));
         }
-        cache->keys[l].narrow(2, past, len).copy_(k);
-        cache->values[l].narrow(2, past, len).copy_(v);
-        k = cache->keys[l].narrow(2, 0, total);
-        v = cache->values[l].narrow(2, 0, total);
+        if (fixed) {
+          cache->keys[l].index_copy_(2, slot, k);
+          cache->values[l].index_copy_(2, slot, v);
+          k = cache->keys[l];
+          v = cache->values[l];
+        } else {
+          cache->keys[l].narrow(2, past, len).copy_(k);
+          cache->values[l].narrow(2, past, len).copy_(v);
+          k = cache->keys[l].narrow(2, 0, total);
+          v = cache->values[l].narrow(2, 0, total);
+        }
       }
       // Grouped-query attention in SDPA itself: the key/value heads are not copied per group.
       auto a = (unmasked ? at::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0,
@@ -167,6 +205,90 @@ struct qwen_decoder::impl {
     }
     return rms_norm(h, norm);
   }
+
+  /// The decoding steps of one `generate` call in fixed shapes (forward's `slot` mode), so that
+  /// on a GPU a step is captured once as a CUDA graph and then replayed: one launch where an
+  /// eager step is a few hundred kernels, each launched by the CPU, which bounded decoding one
+  /// call at a time (bench/README.md). The first step runs eagerly on the call's stream (it
+  /// warms up cuBLAS's workspace there, as a capture needs), the second is captured and
+  /// replayed, the rest replayed. Without CUDA, or once a capture failed, every step runs
+  /// eagerly: the same arithmetic.
+  class fixed_step {
+  public:
+    /// `mask` [B, prompt]: the real prompt tokens of each row, already in `cache`.
+    fixed_step(const impl& model, kv_cache& cache, const torch::Tensor& mask, bool capture)
+      : model_(model), cache_(cache), capture_(capture) {
+      const int64_t batch = mask.size(0);
+      auto longs = torch::TensorOptions().dtype(torch::kInt64).device(model.where.device);
+      ids_ = torch::zeros({batch, 1}, longs);
+      positions_ = torch::zeros({batch, 1}, longs);
+      slot_ = torch::zeros({1}, longs);
+      // Every key out but the prompt's real tokens; each step lets in the one it writes.
+      bias_ = torch::full({batch, 1, 1, cache.capacity}, model.masked_out(),
+                          torch::TensorOptions().dtype(model.where.dtype)
+                            .device(model.where.device));
+      bias_.narrow(3, 0, mask.size(1))
+        .masked_fill_(mask.to(torch::kBool).view({batch, 1, 1, mask.size(1)}), 0.0);
+    }
+
+    /// The final-norm hidden states [B, 1, hidden] after `next` [B, 1] at `next_pos` [B, 1].
+    /// The tensor returned is overwritten by the next step.
+    torch::Tensor run(const torch::Tensor& next, const torch::Tensor& next_pos) {
+      const int64_t at = cache_.length;
+      ids_.copy_(next);
+      positions_.copy_(next_pos);
+      slot_.fill_(at);
+      bias_.select(3, at).fill_(0.0);
+#ifdef ARBITER_TORCH_CUDA
+      if (capture_ && eager_steps_ > 0 && !model_.graphs_failed.load()) {
+        if (!graph_) {
+          capture(at);
+        }
+        if (graph_) {
+          graph_->replay();
+          cache_.length = at + 1;
+          model_.replayed.fetch_add(1, std::memory_order_relaxed);
+          return out_;
+        }
+      }
+#endif
+      ++eager_steps_;
+      out_ = model_.forward(ids_, positions_, {}, true, &cache_, bias_, slot_);
+      return out_;
+    }
+
+  private:
+#ifdef ARBITER_TORCH_CUDA
+    /// Records the step at `at` into graph_ (nothing runs yet); on failure leaves graph_ empty
+    /// and turns graphs off for the model.
+    void capture(int64_t at) {
+      auto graph = std::make_unique<at::cuda::CUDAGraph>();
+      try {
+        // Thread-local: another model working on this GPU from its own thread meanwhile
+        // neither breaks the capture nor is refused.
+        graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+        try {
+          out_ = model_.forward(ids_, positions_, {}, true, &cache_, bias_, slot_);
+        } catch (...) {
+          graph->capture_end();
+          throw;
+        }
+        graph->capture_end();
+        graph_ = std::move(graph);
+      } catch (const std::exception&) {
+        model_.graphs_failed.store(true);
+        cache_.length = at;
+      }
+    }
+
+    std::unique_ptr<at::cuda::CUDAGraph> graph_;
+#endif
+    const impl& model_;
+    kv_cache& cache_;
+    bool capture_;
+    int eager_steps_ = 0;
+    torch::Tensor ids_, positions_, slot_, bias_, out_;
+  };
 
   /// Left-pads `seqs` into ids, mask and positions (padding at position 0, tokens from 0);
   /// true when any is shorter than the longest.
@@ -235,6 +357,10 @@ int64_t qwen_decoder::vocab_size() const noexcept {
   return impl_->vocab;
 }
 
+uint64_t qwen_decoder::replayed_steps() const noexcept {
+  return impl_->replayed.load(std::memory_order_relaxed);
+}
+
 std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
                                                  const model_options& options) {
   auto p = std::make_unique<impl>();
@@ -276,6 +402,7 @@ std::unique_ptr<qwen_decoder> qwen_decoder::load(const std::string& folder,
   const bool tied = cfg.value("tie_word_embeddings", false);
 
   p->where = place(options);
+  p->decode_graphs = options.decode_graphs;
   describe(p->info, folder, model_type, p->where, hidden, n_layers);
   p->info.pooling = "last";
   p->info.max_tokens =
@@ -375,6 +502,10 @@ namespace {
 /// Below this temperature sampling is greedy (vLLM's _SAMPLING_EPS).
 constexpr double greedy_below_temperature = 1e-5;
 
+/// Fewer new tokens than this decode eagerly: a capture and its warm-up step cost about what
+/// the steps it would save do.
+constexpr uint32_t graph_from_new_tokens = 4;
+
 /// The next token of each of a request's rows, picked as its options say.
 torch::Tensor pick_tokens(const torch::Tensor& logits, const sampling_options& options,
                           at::Generator& gen) {
@@ -434,6 +565,19 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
   }
   impl_->check(seqs);
   impl_->need_lm_head();
+  const bool gpu = impl_->where.device.is_cuda();
+  const bool fixed_steps =
+    longest >= graph_from_new_tokens
+    && (impl_->decode_graphs == 1
+        || (impl_->decode_graphs == -1 && gpu && !impl_->graphs_failed.load()));
+#ifdef ARBITER_TORCH_CUDA
+  // A capture needs a stream other than the default one: the whole call runs on one of the
+  // pool's, so that its steps stay in order with the prefill.
+  std::optional<c10::cuda::CUDAStreamGuard> own_stream;
+  if (fixed_steps && gpu) {
+    own_stream.emplace(c10::cuda::getStreamFromPool(false, impl_->where.device.index()));
+  }
+#endif
   c10::InferenceMode inference;
   const auto batch = static_cast<int64_t>(seqs.size());
   // Each prompt is read once, however many samples its request asks for: the prefill runs one
@@ -453,6 +597,7 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
   const bool padded = impl_->pad(prompts, ids, mask, positions);
   kv_cache cache;
   cache.capacity = ids.size(1) + longest;
+  cache.zeroed = fixed_steps;
   std::vector<bool> done(seqs.size(), false);
   std::vector<at::Generator> gens;
   for (const auto& req : requests) {
@@ -471,6 +616,10 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
     positions = positions.index_select(0, rows);
   }
   auto next_pos = positions.select(1, -1).unsqueeze(1) + 1;
+  std::optional<impl::fixed_step> stepper;
+  if (fixed_steps) {
+    stepper.emplace(*impl_, cache, mask, gpu);
+  }
   // All greedy (judges, ΔIG's reference answers): pick and score on the model's device and
   // bring back two numbers a row, not the vocabulary-wide logits.
   const bool greedy = std::all_of(requests.begin(), requests.end(), [](const auto& req) {
@@ -531,8 +680,12 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
       break;
     }
     auto next = chosen.view({batch, 1}).to(impl_->where.device);
-    mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);
-    hidden = impl_->forward(next, next_pos, mask, padded, &cache);
+    if (stepper) {
+      hidden = stepper->run(next, next_pos);
+    } else {
+      mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);
+      hidden = impl_->forward(next, next_pos, mask, padded, &cache);
+    }
     next_pos = next_pos + 1;
   }
   for (auto& gens_of : out) {

@@ -76,6 +76,8 @@ public:
 
   const model_info& info() const noexcept;
   int64_t vocab_size() const noexcept;
+  /// Decoding steps replayed from a CUDA graph so far (model_options::decode_graphs).
+  uint64_t replayed_steps() const noexcept;
 
 private:
   struct impl;

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Per-call times of Arbiter's generator for calls whose shapes it has seen before and calls
 whose shapes are new: the same short chat repeated, distinct short chats, prefill-only calls,
-distinct long chats, with Arbiter's attention choice or, with --cudnn-attention, PyTorch's.
+distinct long chats, with Arbiter's attention choice or, with --cudnn-attention, PyTorch's,
+and with each decoding step's kernels launched one by one or, with --cuda-graphs, replayed from a
+CUDA graph.
 On a GPU the two kinds differ when a kernel library builds something per
 shape (cuDNN attention does: docs in backends/models/loading.hpp); on a CPU they should not.
 
@@ -33,6 +35,8 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=28)
     p.add_argument("--cudnn-attention", action="store_true",
                    help="serve with ARBITER_CUDNN_ATTENTION=1 (PyTorch's own attention choice)")
+    p.add_argument("--cuda-graphs", action="store_true",
+                   help="serve with cuda_graphs = true (each step replayed from a CUDA graph)")
     p.add_argument("--tmp", type=Path, default=Path("/tmp/arbiter_probe_generate"))
     args = p.parse_args()
     import torch
@@ -41,7 +45,8 @@ def main() -> int:
                                        silence_ends=True)
     server = start_server(args.tmp, f'[[models]]\nname = "qwen"\nkind = "generator"\n'
                                     f'path = "{folder}"\ndevice = "{args.device}"\n'
-                                    f'dtype = "bf16"\n',
+                                    f'dtype = "bf16"\n'
+                                    + ("cuda_graphs = true\n" if args.cuda_graphs else ""),
                           env={"ARBITER_CUDNN_ATTENTION": "1"} if args.cudnn_attention else {})
     client = Client(server)
     words = generate_bench.WORDS

@@ -230,6 +230,64 @@ TEST_P(QwenDecoder, CallsBatchedTogetherKeepTheirOwnOptionsAndSamples) {
   EXPECT_EQ(prefix(together[1][0].tokens, decided), prefix(wanted, decided));
 }
 
+TEST_P(QwenDecoder, FixedShapeStepsDecodeAsEagerStepsDo) {
+  // decode_graphs = 1: every step attends to the whole cache under a mask and writes at a
+  // position held on the device; on a GPU it is a CUDA graph replayed, here the same step run
+  // eagerly. Its tokens are the eager decoder's, alone, left-padded in a batch, with n samples
+  // of a prompt and with a seeded sampled call beside greedy ones.
+  auto eager_options = test_support::test_options();
+  eager_options.decode_graphs = 0;
+  auto fixed_options = test_support::test_options();
+  fixed_options.decode_graphs = 1;
+  auto eager = qwen_decoder::load(fixture(GetParam()), eager_options);
+  auto fixed = qwen_decoder::load(fixture(GetParam()), fixed_options);
+  std::vector<generation_request> requests;
+  for (const auto& c : expected_["greedy"]) {
+    generation_request r;
+    r.prompt = c["ids"].get<std::vector<int64_t>>();
+    r.options.max_new_tokens = 10;
+    requests.push_back(r);
+  }
+  requests[0].n = 3;
+  auto sampled = requests[1];
+  sampled.options.temperature = 0.8;
+  sampled.options.seed = 11;
+  sampled.n = 2;
+  requests.push_back(sampled);
+  std::vector<std::vector<generation_request>> runs;
+  for (const auto& r : requests) {
+    runs.push_back({r});  // alone
+  }
+  runs.push_back(requests);  // together
+  for (const auto& run : runs) {
+    auto want = eager->generate(run);
+    auto got = fixed->generate(run);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].size(), want[i].size());
+      const bool greedy = run[i].options.temperature == 0.0;
+      if (!greedy && test_support::low_precision()) {
+        continue;  // a sampled token may flip with the logits' rounding
+      }
+      for (size_t k = 0; k < want[i].size(); ++k) {
+        const auto decided = decided_steps(run[i].prompt, want[i][k].tokens);
+        EXPECT_EQ(prefix(got[i][k].tokens, decided), prefix(want[i][k].tokens, decided))
+          << "call " << i << " of " << run.size() << ", sample " << k;
+        for (size_t t = 0; t < std::min(decided, got[i][k].logprobs.size()); ++t) {
+          EXPECT_NEAR(got[i][k].logprobs[t], want[i][k].logprobs[t],
+                      test_support::tolerance(1e-4, 5e-2));
+        }
+      }
+    }
+  }
+  EXPECT_EQ(eager->replayed_steps(), 0u);
+  if (test_support::test_options().device.rfind("cuda", 0) == 0) {
+    EXPECT_GT(fixed->replayed_steps(), 0u) << "the steps were replayed from CUDA graphs";
+  } else {
+    EXPECT_EQ(fixed->replayed_steps(), 0u) << "no graphs without CUDA";
+  }
+}
+
 TEST_P(QwenDecoder, RefusesInputsItCannotRun) {
   EXPECT_THROW(model_->logits({}), std::invalid_argument);
   EXPECT_THROW(model_->logits({1, 999999}), std::invalid_argument);
