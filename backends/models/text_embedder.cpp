@@ -6,6 +6,7 @@
 #include <ATen/Parallel.h>
 
 #include "backends/tokenizers/tokenizer.hpp"
+#include "common/distinct.hpp"
 
 namespace arbiter::backends::models {
 
@@ -24,17 +25,20 @@ std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::str
                                                       size_t max_batch_tokens,
                                                       std::vector<uint32_t>* tokens) const {
   const size_t max_tokens = model_->info().max_tokens;
+  // A text repeated in the batch is tokenized and embedded once: a GRPO group's rollouts are
+  // scored against the same reference, so a batch of one group holds it once per rollout.
+  const auto distinct = find_distinct(texts);
   // Tokenized on torch's intra-op threads: on a GPU the model waits for this, not the CPU.
-  std::vector<std::vector<int64_t>> ids(texts.size());
-  at::parallel_for(0, static_cast<int64_t>(texts.size()), 8, [&](int64_t begin, int64_t end) {
+  std::vector<std::vector<int64_t>> ids(distinct.first.size());
+  at::parallel_for(0, static_cast<int64_t>(ids.size()), 8, [&](int64_t begin, int64_t end) {
     for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
-      ids[i] = tokenizer_->encode(texts[i], max_tokens).ids;
+      ids[i] = tokenizer_->encode(texts[distinct.first[i]], max_tokens).ids;
     }
   });
   if (tokens != nullptr) {
     tokens->clear();
-    for (const auto& one : ids) {
-      tokens->push_back(static_cast<uint32_t>(one.size()));
+    for (auto d : distinct.same_as) {
+      tokens->push_back(static_cast<uint32_t>(ids[d].size()));
     }
   }
   // Shortest first, in forward calls of at most `max_batch_tokens` tokens (one longer input
@@ -43,7 +47,7 @@ std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::str
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return ids[a].size() < ids[b].size(); });
-  std::vector<std::vector<double>> out(texts.size());
+  std::vector<std::vector<double>> vectors_of(ids.size());
   size_t next = 0;
   while (next < order.size()) {
     std::vector<std::vector<int64_t>> chunk;
@@ -58,8 +62,12 @@ std::vector<std::vector<double>> text_embedder::embed(const std::vector<std::str
     }
     auto vectors = model_->embed(chunk);
     for (size_t k = 0; k < owners.size(); ++k) {
-      out[owners[k]].assign(vectors[k].begin(), vectors[k].end());
+      vectors_of[owners[k]].assign(vectors[k].begin(), vectors[k].end());
     }
+  }
+  std::vector<std::vector<double>> out(texts.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    out[i] = vectors_of[distinct.same_as[i]];
   }
   return out;
 }

@@ -27,8 +27,9 @@ public:
                                                    const model_options& options = {});
   ~text_embedder();
 
-  /// One vector per text, in order. `tokens`, when given, gets each text's tokens run (after
-  /// truncation to the model's `max_tokens`, padding excluded), in the same order.
+  /// One vector per text, in order; a text repeated in `texts` is embedded once. `tokens`,
+  /// when given, gets each text's token count (after truncation to the model's `max_tokens`,
+  /// padding excluded), in the same order, a repeated text's at each place.
   std::vector<std::vector<double>> embed(const std::vector<std::string>& texts,
                                          size_t max_batch_tokens = 16384,
                                          std::vector<uint32_t>* tokens = nullptr) const;

@@ -14,6 +14,7 @@
 #include "backends/remote/codec_text.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "backends/rewards/text_similarity.hpp"
+#include "common/distinct.hpp"
 #include "common/enum_names.hpp"
 #include "common/text_excerpt.hpp"
 
@@ -248,17 +249,25 @@ prepared_call prepare_embedding(api_kind api, const endpoint_options& opts,
   prepared_call call;
   auto inputs = embedding_texts(items, opts.model);
   call.spans = std::move(inputs.spans);
-  call.input_count = static_cast<uint32_t>(inputs.texts.size());
+  // A text repeated in the batch (a GRPO group's reference, once per rollout) is sent once:
+  // the provider charges, and TEI counts against its batch limit, every input.
+  const auto distinct = find_distinct(inputs.texts);
+  std::vector<std::string> texts;
+  texts.reserve(distinct.first.size());
+  for (auto i : distinct.first) {
+    texts.push_back(std::move(inputs.texts[i]));
+  }
+  call.input_count = static_cast<uint32_t>(texts.size());
   json body = json::object();
   if (api == api_kind::openai) {
     call.path = "/v1/embeddings";
     if (!opts.model.empty()) {
       body["model"] = opts.model;
     }
-    body["input"] = std::move(inputs.texts);
+    body["input"] = std::move(texts);
   } else {
     call.path = "/embed";
-    body["inputs"] = std::move(inputs.texts);
+    body["inputs"] = std::move(texts);
     // As sentence-transformers and the local embedder do: a text past the model's length is
     // embedded by its beginning. TEI refuses it with a 413 otherwise, unless started with
     // `--auto-truncate`.
@@ -655,7 +664,8 @@ std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& 
   // The texts are rebuilt from the items (as prepare_call built them) so that the spans can
   // be checked against them.
   auto inputs = embedding_texts(items, opts.model);
-  if (inputs.texts.size() != call.input_count || inputs.spans.size() != call.spans.size()) {
+  const auto distinct = find_distinct(inputs.texts);
+  if (distinct.first.size() != call.input_count || inputs.spans.size() != call.spans.size()) {
     throw std::invalid_argument{"embedding call does not match its items"};
   }
   for (size_t i = 0; i < inputs.spans.size(); ++i) {
@@ -665,7 +675,12 @@ std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& 
                                   + " does not match its item"};
     }
   }
-  auto vectors = read_vectors(api, doc, call.input_count, body);
+  auto sent = read_vectors(api, doc, call.input_count, body);
+  std::vector<std::vector<double>> vectors;
+  vectors.reserve(inputs.texts.size());
+  for (auto d : distinct.same_as) {
+    vectors.push_back(sent[d]);
+  }
   try {
     return score_embeddings(items, opts.model, inputs, vectors, call.keep_vectors);
   } catch (const embedding_mismatch& e) {

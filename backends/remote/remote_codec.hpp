@@ -69,9 +69,11 @@ struct prepared_call {
   std::string path;
   /// The JSON request body.
   std::string body;
-  /// Embedding calls: one span per item, in item order. Empty for other kinds.
+  /// Embedding calls: one span per item, in item order, over the batch's texts before a
+  /// repeated one is dropped (embedding_texts). Empty for other kinds.
   std::vector<input_span> spans;
-  /// Number of texts in an embedding call's input list (0 for other kinds).
+  /// Number of texts in an embedding call's input list, each distinct text once (0 for other
+  /// kinds).
   uint32_t input_count = 0;
   /// Embedding calls: `parse_reply` keeps each item's vectors in its outcome's `evidence`
   /// (set by the caller when the replay log is on).
@@ -93,6 +95,7 @@ bool supports(api_kind api, std::string_view item_kind) noexcept;
 /// - "embedding": each item's candidate, then its references (`rewards::filter_references` of
 ///   its merged options), to /v1/embeddings or /embed; with an instruction (see
 ///   `embedding_options`) the candidate is sent as "Instruct: {instruction}\nQuery:{text}".
+///   A text the batch holds more than once (a group's reference) is sent once.
 /// - "info_gain" (ig_service): question, context and answers per item to /compute_info_gain;
 ///   items whose options ask for a variant other than "soft" are left out (the service
 ///   computes only soft) and `parse_reply` fails them.

@@ -1010,7 +1010,7 @@ TEST(RemoteCodec, OpenAiEmbeddingReplyScoresByIndex) {
 }
 
 TEST(RemoteCodec, TeiEmbeddingReplyIsAListInOrder) {
-  std::vector<shared_item> items{make_item("embedding", "same", {"same"}),
+  std::vector<shared_item> items{make_item("embedding", "same", {"the same"}),
                                  make_item("embedding", "none", {})};
   auto outcomes = embed_tei(items, {{0.6, 0.8}, {0.6, 0.8}, {1, 0}});
   ASSERT_EQ(outcomes.size(), 2u);
@@ -1018,6 +1018,37 @@ TEST(RemoteCodec, TeiEmbeddingReplyIsAListInOrder) {
   EXPECT_NEAR(outcomes[0].score, 1.0, 1e-12);
   EXPECT_EQ(outcomes[1].code, errc::reward_failed);
   EXPECT_EQ(outcomes[1].error, "embedding needs at least one reference in ground_truth");
+}
+
+TEST(RemoteCodec, ARepeatedTextIsSentOnceAndItsVectorServesEachPlace) {
+  // A GRPO group's rollouts share their reference: the provider is asked (and paid) for it
+  // once. A candidate equal to a reference is the same text too.
+  std::vector<shared_item> items{make_item("embedding", "r0", {"ref"}),
+                                 make_item("embedding", "r1", {"ref"}),
+                                 make_item("embedding", "ref", {"ref", "other"})};
+  endpoint_options opts;
+  auto call = prepare_call(api_kind::openai, opts, items);
+  EXPECT_EQ(json::parse(call.body)["input"], json::array({"r0", "ref", "r1", "other"}));
+  EXPECT_EQ(call.input_count, 4u);
+  ASSERT_EQ(call.spans.size(), 3u);
+  EXPECT_EQ(call.spans[1].first, 2u) << "spans count every text, repeats included";
+  EXPECT_EQ(call.spans[2].first, 4u);
+  EXPECT_EQ(embedding_inputs(items), (std::vector<std::string>{"r0", "ref", "r1", "other"}));
+  json data = json::array();
+  const std::vector<std::vector<double>> sent{{1, 0}, {0.6, 0.8}, {0, 1}, {1, 0}};
+  for (size_t i = 0; i < sent.size(); ++i) {
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", sent[i]}});
+  }
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items,
+                              json{{"object", "list"}, {"data", data}}.dump());
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_NEAR(outcomes[0].score, unit(0.6), 1e-12);
+  EXPECT_NEAR(outcomes[1].score, unit(0.8), 1e-12);
+  EXPECT_NEAR(outcomes[2].score, 1.0, 1e-12) << "its candidate is its first reference";
+  // A reply with a vector per place, as before repeats were dropped, does not fit the call.
+  EXPECT_THROW(embed_tei(items, {{1, 0}, {0.6, 0.8}, {0, 1}, {0.6, 0.8}, {1, 0}, {0.6, 0.8},
+                                 {1, 0}}),
+               bad_reply);
 }
 
 TEST(RemoteCodec, ZeroEmbeddingIsAnItemFailure) {
@@ -1033,9 +1064,9 @@ TEST(RemoteCodec, ZeroEmbeddingIsAnItemFailure) {
 TEST(RemoteCodec, EmbeddingsAtTheEdgesOfDoublesRangeScoreTheirCosine) {
   // Norms of such vectors overflow (1e200² = inf) or underflow (1e-200² = 0) when taken
   // directly: the cosine was NaN (an "ok" item with no score) or "a zero vector".
-  std::vector<shared_item> items{make_item("embedding", "huge", {"huge"}),
-                                 make_item("embedding", "tiny", {"tiny"}),
-                                 make_item("embedding", "mixed", {"mixed"})};
+  std::vector<shared_item> items{make_item("embedding", "huge", {"huge ref"}),
+                                 make_item("embedding", "tiny", {"tiny ref"}),
+                                 make_item("embedding", "mixed", {"mixed ref"})};
   auto outcomes = embed_tei(items, {{1e200, 1e200}, {3e200, 3e200},
                                     {1e-200, 0.0}, {0.0, 2e-320},
                                     {0.6, 0.8}, {1e200, 0.0}});

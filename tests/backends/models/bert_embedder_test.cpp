@@ -3,6 +3,7 @@
 // make_minilm_fixture.py from the same token ids.
 
 #include "backends/models/bert_embedder.hpp"
+#include "backends/models/text_embedder.hpp"
 #include "test_device.hpp"
 
 #include <cmath>
@@ -138,6 +139,34 @@ TEST_F(MiniLm, PaddedAttentionGroupsGiveTheSameVectors) {
     for (size_t i = 0; i < got[k].size(); ++i) {
       ASSERT_NEAR(got[k][i], runs[k][i], test_support::tolerance(1e-5, 1e-2))
         << cases[k].text << " dim " << i;
+    }
+  }
+}
+
+TEST_F(MiniLm, ARepeatedTextIsAnsweredAtEachPlace) {
+  // text_embedder embeds a text repeated in its batch once (a GRPO group's reference, once
+  // per rollout) and gives each place its vector and token count.
+  auto embedder = text_embedder::load(ARBITER_MINILM_DIR, test_support::test_options());
+  const std::vector<std::string> texts{"the reference answer is 42", "rollout one says 41",
+                                       "the reference answer is 42", "rollout two says 42",
+                                       "the reference answer is 42"};
+  std::vector<uint32_t> tokens;
+  auto got = embedder->embed(texts, 16384, &tokens);
+  auto distinct = embedder->embed({texts[0], texts[1], texts[3]});
+  ASSERT_EQ(got.size(), texts.size());
+  ASSERT_EQ(tokens.size(), texts.size());
+  EXPECT_EQ(got[2], got[0]);
+  EXPECT_EQ(got[4], got[0]);
+  EXPECT_NE(got[1], got[3]);
+  EXPECT_EQ(tokens[2], tokens[0]);
+  EXPECT_EQ(tokens[4], tokens[0]);
+  EXPECT_EQ(tokens[0], 7u) << "[CLS] the reference answer is 42 [SEP]";
+  const std::vector<std::pair<size_t, size_t>> places{{0, 0}, {1, 1}, {3, 2}};
+  for (auto [at, want] : places) {
+    ASSERT_EQ(got[at].size(), distinct[want].size());
+    for (size_t i = 0; i < got[at].size(); ++i) {
+      ASSERT_NEAR(got[at][i], distinct[want][i], test_support::tolerance(1e-5, 1e-2))
+        << texts[at] << " dim " << i;
     }
   }
 }
