@@ -400,8 +400,9 @@ def bench_generate(args, torch, tmp):
                 else "transformers, one call at a time")
     arbiter("arbiter", {}, True)
     if cuda:
-        # The same server replaying each decoding step from a CUDA graph.
-        arbiter("arbiter, cuda_graphs = true", {}, True, "cuda_graphs = true\n")
+        # The same server launching each decoding step's kernels one by one, as before its
+        # steps were replayed from CUDA graphs.
+        arbiter("arbiter, cuda_graphs = false", {}, True, "cuda_graphs = false\n")
         arbiter("arbiter with cuDNN attention (ARBITER_CUDNN_ATTENTION=1)",
                 {"ARBITER_CUDNN_ATTENTION": "1"}, False)
     model = Qwen3ForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).eval().to(args.device)

@@ -253,8 +253,8 @@ struct model_config {
   /// bit whatever else is queued.
   bool batch_calls = true;
   /// Generators on a GPU: replay each decoding step from a CUDA graph instead of launching
-  /// its kernels one by one. Off until a GPU run has measured it (docs/configuration.md).
-  bool cuda_graphs = false;
+  /// its kernels one by one (false: launched one by one, as before).
+  bool cuda_graphs = true;
   /// How long a batch waits for more items, the worker idle or not (0: an idle worker starts
   /// at once). Concurrent small requests then share one forward pass or decoding instead of
   /// the first running alone while the rest queue behind it. -1: by kind (effective_batch_wait_ms).

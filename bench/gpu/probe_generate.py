@@ -2,8 +2,8 @@
 """Per-call times of Arbiter's generator for calls whose shapes it has seen before and calls
 whose shapes are new: the same short chat repeated, distinct short chats, prefill-only calls,
 distinct long chats, with Arbiter's attention choice or, with --cudnn-attention, PyTorch's,
-and with each decoding step's kernels launched one by one or, with --cuda-graphs, replayed from a
-CUDA graph.
+and with each decoding step replayed from a CUDA graph or, with --no-cuda-graphs, its kernels
+launched one by one.
 On a GPU the two kinds differ when a kernel library builds something per
 shape (cuDNN attention does: docs in backends/models/loading.hpp); on a CPU they should not.
 
@@ -35,8 +35,8 @@ def main() -> int:
     p.add_argument("--layers", type=int, default=28)
     p.add_argument("--cudnn-attention", action="store_true",
                    help="serve with ARBITER_CUDNN_ATTENTION=1 (PyTorch's own attention choice)")
-    p.add_argument("--cuda-graphs", action="store_true",
-                   help="serve with cuda_graphs = true (each step replayed from a CUDA graph)")
+    p.add_argument("--no-cuda-graphs", action="store_true",
+                   help="serve with cuda_graphs = false (each step's kernels launched one by one)")
     p.add_argument("--tmp", type=Path, default=Path("/tmp/arbiter_probe_generate"))
     args = p.parse_args()
     import torch
@@ -46,7 +46,7 @@ def main() -> int:
     server = start_server(args.tmp, f'[[models]]\nname = "qwen"\nkind = "generator"\n'
                                     f'path = "{folder}"\ndevice = "{args.device}"\n'
                                     f'dtype = "bf16"\n'
-                                    + ("cuda_graphs = true\n" if args.cuda_graphs else ""),
+                                    + ("cuda_graphs = false\n" if args.no_cuda_graphs else ""),
                           env={"ARBITER_CUDNN_ATTENTION": "1"} if args.cudnn_attention else {})
     client = Client(server)
     words = generate_bench.WORDS

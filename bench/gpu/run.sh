@@ -85,7 +85,7 @@ if [[ $STEPS == *e2e* ]]; then
   done
 fi
 if [[ $STEPS == *probe* ]]; then
-  for flag in "" --cuda-graphs; do
+  for flag in "" --no-cuda-graphs; do
     say "bench/gpu/probe_generate.py $flag"
     timeout 150 python3 bench/gpu/probe_generate.py --device "$DEVICE" $flag 2>&1 \
       | tee -a "$OUT/probe.log" | grep -Ev '^(info|warn) |Loading|Writing'

@@ -532,7 +532,7 @@ path = "/models/qwen"
 max_batch_tokens = 4096
 batch_calls = false
 batch_wait_ms = 0
-cuda_graphs = true
+cuda_graphs = false
 
 [[models]]
 name = "emb"
@@ -561,8 +561,8 @@ batch_wait_ms = -1
   gpu_embedder.device = "cuda:1";
   EXPECT_EQ(config::effective_batch_wait_ms(gpu_embedder), 2) << "an embedder's on a GPU";
   EXPECT_TRUE(cfg.models[1].batch_calls);
-  EXPECT_TRUE(cfg.models[0].cuda_graphs);
-  EXPECT_FALSE(cfg.models[1].cuda_graphs) << "off by default";
+  EXPECT_FALSE(cfg.models[0].cuda_graphs);
+  EXPECT_TRUE(cfg.models[1].cuda_graphs) << "on by default";
 }
 
 TEST(LoadConfig, DefaultDeadlineMustNotExceedMax) {
