@@ -41,7 +41,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 item.reward);
     fuzz::check(!item.kind.empty() && !item.capability.empty(), "item without kind",
                 item.reward);
-    fuzz::check(!item.ground_truth.empty(), "item without references");
+    // An item may come without references ([] or {"target": []}): since 2d726ee that is its
+    // own matter (search_r1 scores it, other rewards fail it), not a 400 for the batch.
     if (!item.extra_info.empty()) {
       auto extra = nlohmann::json::parse(item.extra_info, nullptr, false);
       fuzz::check(extra.is_object(), "extra_info is not one JSON object", item.extra_info);
