@@ -279,7 +279,7 @@ typename Inspector::result_type inspect(Inspector& f, adaptive_concurrency_confi
   wire::duration_ref target_latency{x.target_latency};
   return f(caf::meta::type_name("adaptive_concurrency_config"), x.initial_limit, x.min_limit,
            x.max_limit, x.backoff_ratio, target_latency, x.growth_tolerance,
-           x.blowup_tolerance, x.growth_window, x.slow_start);
+           x.blowup_tolerance, x.growth_window, x.slow_start, x.regrowth_rounds);
 }
 
 template <class Inspector>
@@ -309,8 +309,9 @@ typename Inspector::result_type inspect(Inspector& f, source_spec& x) {
   wire::optional_ref<rate_limit_config> rate_limit{x.rate_limit};
   wire::optional_ref<circuit_breaker_config> breaker{x.breaker};
   return f(caf::meta::type_name("source_spec"), x.name, x.capabilities, x.max_batch_items,
-           batch_wait, x.wait_when_idle, x.max_inflight, x.adaptive, x.concurrency, rate_limit, breaker,
-           x.completion_tokens, x.remote, x.feeds);
+           x.max_batch_inputs, batch_wait, x.wait_when_idle, x.max_inflight, x.adaptive,
+           x.concurrency, rate_limit, breaker, x.completion_tokens, x.remote,
+           x.input_cost_per_million, x.output_cost_per_million, x.feeds);
 }
 
 } // namespace arbiter::scheduler

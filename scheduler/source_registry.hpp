@@ -18,7 +18,8 @@
 namespace arbiter::scheduler {
 
 /// How a source is to be treated, from configuration (remote endpoints) or from the process
-/// that spawned it (local workers).
+/// that spawned it (local workers). A worker node sends it to the coordinator: a field added
+/// here goes into its `inspect` in actors/wire.hpp too (wire_test checks each one).
 struct source_spec {
   /// The name results report in `source`, e.g. "cpu" or "provider-a".
   std::string name;

@@ -206,6 +206,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   spec.name = "judge";
   spec.capabilities = {"chat", "chat:judge-8b"};
   spec.max_batch_items = 1;
+  spec.max_batch_inputs = 31; // a TEI endpoint's cap on the node
   spec.batch_wait = std::chrono::milliseconds{5};
   spec.wait_when_idle = true;
   spec.max_inflight = 64;
@@ -213,6 +214,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   spec.concurrency.initial_limit = 8;
   spec.concurrency.growth_tolerance = 1e9;
   spec.concurrency.target_latency = std::chrono::milliseconds{250};
+  spec.concurrency.regrowth_rounds = 3;
   scheduler::rate_limit_config rl;
   rl.requests_per_minute = 600;
   rl.tokens_per_minute = 90000;
@@ -220,10 +222,14 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   spec.rate_limit = rl;
   spec.completion_tokens = 512;
   spec.remote = true;
+  spec.input_cost_per_million = 0.15;
+  spec.output_cost_per_million = 0.6;
+  spec.feeds = {{"judge", {"chat"}}};
   auto got = load<scheduler::source_spec>(save(spec));
   EXPECT_EQ(got.name, "judge");
   EXPECT_EQ(got.capabilities, spec.capabilities);
   EXPECT_EQ(got.max_batch_items, 1u);
+  EXPECT_EQ(got.max_batch_inputs, 31u) << "else the node's TEI gets calls over its cap";
   EXPECT_EQ(got.batch_wait, std::chrono::milliseconds{5});
   EXPECT_TRUE(got.wait_when_idle);
   EXPECT_EQ(got.max_inflight, 64u);
@@ -231,6 +237,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   EXPECT_EQ(got.concurrency.initial_limit, 8u);
   EXPECT_EQ(got.concurrency.growth_tolerance, 1e9);
   EXPECT_EQ(got.concurrency.target_latency, std::chrono::milliseconds{250});
+  EXPECT_EQ(got.concurrency.regrowth_rounds, 3u);
   ASSERT_TRUE(got.rate_limit.has_value());
   EXPECT_EQ(got.rate_limit->requests_per_minute, 600u);
   EXPECT_EQ(got.rate_limit->tokens_per_minute, 90000u);
@@ -238,6 +245,9 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   EXPECT_FALSE(got.breaker.has_value());
   EXPECT_EQ(got.completion_tokens, 512u);
   EXPECT_TRUE(got.remote);
+  EXPECT_EQ(got.input_cost_per_million, 0.15) << "else the node's calls cost nothing";
+  EXPECT_EQ(got.output_cost_per_million, 0.6);
+  EXPECT_EQ(got.feeds, spec.feeds);
 
   spec.breaker = scheduler::circuit_breaker_config{};
   spec.breaker->consecutive_failures = 9;
