@@ -244,6 +244,7 @@ scheduler::source_spec local_model_spec(const config::model_config& cfg,
   spec.max_batch_items = cfg.max_batch_items;
   spec.max_inflight = 1;
   spec.remote = false;
+  spec.local_model = true;
   if (const auto wait = config::effective_batch_wait_ms(cfg); wait > 0) {
     spec.batch_wait = std::chrono::milliseconds{wait};
     spec.wait_when_idle = true;

@@ -107,6 +107,8 @@ source_id scheduler_core::add_source(source_spec spec) {
   }
   if (spec.remote) {
     remote_capabilities_.insert(spec.capabilities.begin(), spec.capabilities.end());
+  } else if (spec.local_model) {
+    local_model_capabilities_.insert(spec.capabilities.begin(), spec.capabilities.end());
   }
   auto name = spec.name;
   auto id = sources_.add(std::move(spec));
@@ -170,6 +172,21 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
 
 bool scheduler_core::remote_capability(const std::string& capability) const {
   return remote_capabilities_.count(capability) > 0;
+}
+
+bool scheduler_core::shares_answers(const score_item& item) const {
+  if (remote_capability(item.capability)) {
+    return true; // documented: a sampled remote call is cached too; a new seed asks afresh
+  }
+  if (local_model_capabilities_.count(item.capability) == 0) {
+    return false; // CPU rewards cost less than the key; a graph's calls are shared instead
+  }
+  const auto* call = item.call.get();
+  if (call == nullptr || (item.kind != "generate" && item.kind != "chat")) {
+    return true; // an embedding or an NLI pair: the same input gives the same output
+  }
+  // A local generator draws a fresh seed for a call without one (temperature 1 when unset).
+  return call->seed.has_value() || (call->temperature && *call->temperature == 0.0);
 }
 
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
@@ -312,7 +329,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       // Estimated once here; each source scales it by what its usage reports taught.
       req.tokens[i] = estimate_prompt_tokens(item);
     }
-    if ((use_cache || routing_.coalesce) && remote_capability(item.capability)) {
+    if ((use_cache || routing_.coalesce) && shares_answers(item)) {
       auto key = cache_key(item);
       if (use_cache) {
         auto hit = cache_.lookup(key);

@@ -388,6 +388,10 @@ private:
   /// `result` turned into the fallback's answer when item `item` may fall back; else as is.
   item_result maybe_fall_back(const score_item& item, item_result result);
   bool remote_capability(const std::string& capability) const;
+  /// Whether identical items of `item`'s kind give the same answer, so that they may share
+  /// one (coalescing and the result cache): a remote capability's, or a local model's unless
+  /// it is a generator call that samples afresh (a temperature other than 0 and no seed).
+  bool shares_answers(const score_item& item) const;
   prometheus::Counter& items_counter(const std::string& reward, item_status status);
   prometheus::Histogram& latency_histogram(const std::string& reward);
   prometheus::Counter& failure_counter(errc code);
@@ -422,6 +426,8 @@ private:
   std::vector<retry_entry> retries_;
   std::unordered_map<std::string, flight> flights_;
   std::set<std::string> remote_capabilities_;
+  /// Capabilities served by local models (`source_spec::local_model`).
+  std::set<std::string> local_model_capabilities_;
   std::optional<time_point> pacing_wakeup_;
   std::vector<request_id> finishing_;
   std::vector<finished_request> finished_;

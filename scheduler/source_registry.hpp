@@ -53,6 +53,10 @@ struct source_spec {
   uint64_t completion_tokens = 0;
   /// Whether the source is a remote endpoint (hedging and caching apply to its items).
   bool remote = false;
+  /// A local model (embedding, NLI, generator): identical items in flight are coalesced and
+  /// answers cached as a remote source's are, except a generator call that samples without a
+  /// seed (`scheduler_core::shares_answers`).
+  bool local_model = false;
   /// What a million prompt (input) and completion (output) tokens cost at this source, for
   /// the step accounts and `arbiter_source_cost_total` (0: free or unknown).
   double input_cost_per_million = 0.0;

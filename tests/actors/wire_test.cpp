@@ -222,6 +222,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   spec.rate_limit = rl;
   spec.completion_tokens = 512;
   spec.remote = true;
+  spec.local_model = true; // not both in practice: each field on its own
   spec.input_cost_per_million = 0.15;
   spec.output_cost_per_million = 0.6;
   spec.feeds = {{"judge", {"chat"}}};
@@ -245,6 +246,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   EXPECT_FALSE(got.breaker.has_value());
   EXPECT_EQ(got.completion_tokens, 512u);
   EXPECT_TRUE(got.remote);
+  EXPECT_TRUE(got.local_model);
   EXPECT_EQ(got.input_cost_per_million, 0.15) << "else the node's calls cost nothing";
   EXPECT_EQ(got.output_cost_per_million, 0.6);
   EXPECT_EQ(got.feeds, spec.feeds);

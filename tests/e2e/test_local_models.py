@@ -149,6 +149,12 @@ def test_info_gain_samples_from_a_local_generator(make_server, provider):
         [x["text"] for x in d["with_context"]]
 
 
+def model_tokens(server, name):
+    _, _, metrics = server.request("GET", "/metrics")
+    line = f'arbiter_model_tokens_total{{device="cpu",model="{name}"}} '
+    return float(metrics.split(line)[1].split()[0]) if line in metrics else 0.0
+
+
 def model_batches(server, name):
     _, _, metrics = server.request("GET", "/metrics")
     line = f'arbiter_model_batches_total{{device="cpu",model="{name}"}} '
@@ -355,9 +361,17 @@ def test_local_embedding_scores_replay_from_the_logged_vectors(make_server, tmp_
              for t in texts]
     status, _, body = server.score({"items": items})
     assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    assert not any(r["cached"] for r in body["results"])
+    # The same items again (a trainer's retry after its timeout): answered from the result
+    # cache, as a remote model's would be, without running the model.
+    ran = model_tokens(server, "all-MiniLM-L6-v2")
+    status, _, again = server.score({"items": items})
+    assert status == 200 and again["scores"] == body["scores"], again
+    assert all(r["cached"] and r["source"] == "all-MiniLM-L6-v2" for r in again["results"])
+    assert model_tokens(server, "all-MiniLM-L6-v2") == ran
     assert server.stop() == 0
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    scored = [r for r in records if r["type"] == "item"]
+    scored = [r for r in records if r["type"] == "item" and not r["result"].get("cached")]
     assert [r["result"]["score"] for r in scored] == body["scores"]
     assert all(r["evidence"]["model"] and len(r["evidence"]["vectors"]) == 3
                and len(r["evidence"]["vectors"][0]) == 384 for r in scored)
@@ -365,5 +379,6 @@ def test_local_embedding_scores_replay_from_the_logged_vectors(make_server, tmp_
                           text=True, timeout=60)
     assert done.returncode == 0, done
     summary = json.loads(done.stdout)
-    assert summary["by_kind"]["embedding"] == {"items": 6, "identical": 6, "differs": 0,
+    # The cached answers replay from the records that computed them.
+    assert summary["by_kind"]["embedding"] == {"items": 12, "identical": 12, "differs": 0,
                                                "not_replayable": 0}, summary

@@ -713,3 +713,105 @@ TEST_F(SchedulerCore, WithRecordingOnBatchesAskForEvidenceAndFinishedRequestsCar
   EXPECT_EQ(done[1].results[1].status, item_status::failed);
   EXPECT_EQ(done[1].results[1].evidence, R"({"steps":[{}]})");
 }
+
+namespace {
+
+score_item model_item(std::string kind, std::string capability, std::string text) {
+  score_item item;
+  item.reward = kind;
+  item.kind = std::move(kind);
+  item.capability = std::move(capability);
+  item.solution_str = std::move(text);
+  item.ground_truth = {"reference"};
+  return item;
+}
+
+std::vector<shared_item> one(score_item item) {
+  return {std::make_shared<const score_item>(std::move(item))};
+}
+
+/// A generator call of a local model: `temperature` and `seed` as given.
+score_item generate_call(std::optional<double> temperature, std::optional<uint64_t> seed) {
+  auto item = model_item("generate", "generate", "");
+  model_call call;
+  call.prompt = "Question: what is 2 + 2?\nAnswer:";
+  call.temperature = temperature;
+  call.seed = seed;
+  item.call = std::make_shared<const model_call>(std::move(call));
+  return item;
+}
+
+} // namespace
+
+TEST_F(SchedulerCore, ALocalModelsIdenticalItemsShareOneAnswerUnlessItsGeneratorSamples) {
+  source_spec spec;
+  spec.name = "minilm";
+  spec.capabilities = {"embed", "generate"};
+  spec.max_inflight = 4;
+  spec.local_model = true;
+  core_.add_source(std::move(spec));
+  core_.add_source("cpu", {"cpu"});
+
+  // Two requests with the same embedding item while the first is in flight: one computation.
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "follows request 1's item, as a remote source's do";
+  answer(first[0], 0.75);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  for (const auto& d : done) {
+    EXPECT_EQ(d.results[0].status, item_status::ok);
+    EXPECT_DOUBLE_EQ(d.results[0].score, 0.75);
+    EXPECT_EQ(d.results[0].source, "minilm");
+  }
+  // A retry of it later (a trainer's client timed out) is answered from the cache.
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].results[0].cached);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.75);
+  EXPECT_EQ(done[0].results[0].source, "minilm");
+
+  // A generator call that samples (no temperature: 1; no seed: a fresh one) is run each time.
+  for (request_id id : {4, 5}) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 10s, one(generate_call(std::nullopt,
+                                                                           std::nullopt)))
+                  .admitted());
+  }
+  auto sampled = core_.dispatch();
+  size_t sent = 0;
+  for (const auto& b : sampled) {
+    sent += b.items.size();
+    answer(b, 0.5);
+  }
+  EXPECT_EQ(sent, 2u) << "two samples asked for, two drawn";
+  EXPECT_EQ(core_.take_finished().size(), 2u);
+  // Seeded or greedy, the same call gives the same texts: shared.
+  request_id next = 10;
+  for (auto call : {generate_call(0.7, 7), generate_call(0.0, std::nullopt)}) {
+    ASSERT_TRUE(core_.submit(next++, 1, clock_.now() + 10s, one(call)).admitted());
+    ASSERT_TRUE(core_.submit(next++, 1, clock_.now() + 10s, one(call)).admitted());
+    auto batches = core_.dispatch();
+    ASSERT_EQ(batches.size(), 1u);
+    EXPECT_EQ(batches[0].items.size(), 1u) << call.call->temperature.value();
+    answer(batches[0], 0.25);
+    EXPECT_EQ(core_.take_finished().size(), 2u);
+  }
+
+  // CPU rewards are scored each time: the key would cost about what the scoring does.
+  for (request_id id : {20, 21}) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 10s, cpu_items(1)).admitted());
+  }
+  sent = 0;
+  for (const auto& b : core_.dispatch()) {
+    sent += b.items.size();
+    answer(b, 1.0);
+  }
+  EXPECT_EQ(sent, 2u);
+}
