@@ -420,6 +420,10 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     const auto& req = requests_.at(rid);
     record.prompt_tokens += req.tokens[index];
     record.steps.push_back(req.items[index]->step);
+    const auto& item = *req.items[index];
+    if (item.kind == "embedding" && !item.call) {
+      record.teaches_ratio = false;
+    }
   }
   for_each_step(record.steps,
                 [&](const std::string& step) { steps_.call(step, record.source_name, hedge); });
@@ -575,7 +579,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
     if (report.latency.count() == 0) {
       report.latency = clock_.now() - sent.dispatched;
     }
-    if (ok && sent.prompt_tokens > 0) {
+    if (ok && sent.prompt_tokens > 0 && sent.teaches_ratio) {
       // What the provider counted, where it said: teaches the source's token pacing, and
       // settles the call's charge when every item's count is known. Before the answer's
       // headers correct the bucket (in take_batch), which then has the last word.

@@ -17,6 +17,7 @@
 #include "common/distinct.hpp"
 #include "common/enum_names.hpp"
 #include "common/text_excerpt.hpp"
+#include "common/token_estimate.hpp"
 
 namespace arbiter::backends::remote {
 
@@ -374,24 +375,28 @@ std::string finish_reason_of(const json& choice) {
                                                         : std::string{};
 }
 
+/// The token count `key` of the reply's `usage` object; 0 when it gives none.
+uint32_t usage_count(const json& doc, const char* key) {
+  auto usage = doc.find("usage");
+  if (usage == doc.end() || !usage->is_object()) {
+    return 0;
+  }
+  auto found = usage->find(key);
+  if (found == usage->end() || !found->is_number_unsigned()) {
+    return 0;
+  }
+  return static_cast<uint32_t>(
+      std::min<uint64_t>(found->get<uint64_t>(), std::numeric_limits<uint32_t>::max()));
+}
+
 /// The outcome of a call answered with `output`, plus the reply's `model` and `usage` token
 /// counts, where it gives them.
 item_outcome answered(const json& doc, std::shared_ptr<model_output> output) {
   if (auto model = doc.find("model"); model != doc.end() && model->is_string()) {
     output->model = model->get<std::string>();
   }
-  if (auto usage = doc.find("usage"); usage != doc.end() && usage->is_object()) {
-    auto count = [&](const char* key) -> uint32_t {
-      auto found = usage->find(key);
-      if (found == usage->end() || !found->is_number_unsigned()) {
-        return 0;
-      }
-      return static_cast<uint32_t>(
-          std::min<uint64_t>(found->get<uint64_t>(), std::numeric_limits<uint32_t>::max()));
-    };
-    output->prompt_tokens = count("prompt_tokens");
-    output->completion_tokens = count("completion_tokens");
-  }
+  output->prompt_tokens = usage_count(doc, "prompt_tokens");
+  output->completion_tokens = usage_count(doc, "completion_tokens");
   item_outcome answer;
   answer.output = std::move(output);
   return answer;
@@ -657,6 +662,42 @@ std::vector<std::vector<double>> read_vectors(api_kind api, const json& doc, uin
   return vectors;
 }
 
+/// `reported` prompt tokens of one embedding call shared out over its texts: each distinct
+/// text gets a part in proportion to its estimated tokens (at least 1), at its first place in
+/// `texts` (its repeats get 0), and the parts add up to `reported` exactly (largest
+/// remainders).
+std::vector<uint32_t> share_out_tokens(const std::vector<std::string>& texts,
+                                       const distinct_strings& distinct, uint64_t reported) {
+  std::vector<uint32_t> out(texts.size(), 0);
+  if (distinct.first.empty()) {
+    return out;
+  }
+  std::vector<uint64_t> weight(distinct.first.size());
+  uint64_t total = 0;
+  for (size_t d = 0; d < weight.size(); ++d) {
+    weight[d] = std::max<uint64_t>(estimate_text_tokens(texts[distinct.first[d]]), 1);
+    total += weight[d];
+  }
+  std::vector<uint64_t> part(weight.size());
+  std::vector<std::pair<uint64_t, size_t>> remainders;  // (remainder, distinct index)
+  remainders.reserve(weight.size());
+  uint64_t given = 0;
+  for (size_t d = 0; d < weight.size(); ++d) {
+    part[d] = reported * weight[d] / total;  // reported < 2^32, a weight < 2^31: no overflow
+    given += part[d];
+    remainders.emplace_back(reported * weight[d] % total, d);
+  }
+  std::stable_sort(remainders.begin(), remainders.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t k = 0; given < reported; ++k, ++given) {
+    ++part[remainders[k % remainders.size()].second];
+  }
+  for (size_t d = 0; d < part.size(); ++d) {
+    out[distinct.first[d]] = static_cast<uint32_t>(part[d]);
+  }
+  return out;
+}
+
 std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& opts,
                                           const json& doc, const prepared_call& call,
                                           const std::vector<shared_item>& items,
@@ -681,11 +722,33 @@ std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& 
   for (auto d : distinct.same_as) {
     vectors.push_back(sent[d]);
   }
+  // OpenAI's `usage` gives one count for the whole call (TEI's /embed gives none). Shared out
+  // over the items, it reaches the step accounts, the token metrics and costs, and token
+  // pacing's learned ratio, and the items' counts add up to the provider's.
+  const uint64_t reported = usage_count(doc, "prompt_tokens");
+  if (reported > 0) {
+    inputs.tokens = share_out_tokens(inputs.texts, distinct, reported);
+  }
+  std::vector<item_outcome> outcomes;
   try {
-    return score_embeddings(items, opts.model, inputs, vectors, call.keep_vectors);
+    outcomes = score_embeddings(items, opts.model, inputs, vectors, call.keep_vectors);
   } catch (const embedding_mismatch& e) {
     reject(e.what(), body);
   }
+  if (reported > 0) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (items[i]->call) {
+        continue; // a pass-through text: score_embeddings gave it its text's part
+      }
+      const auto& span = inputs.spans[i];
+      auto output = std::make_shared<model_output>();
+      for (uint32_t t = span.first; t <= span.first + span.references; ++t) {
+        output->prompt_tokens += inputs.tokens[t];
+      }
+      outcomes[i].output = std::move(output);
+    }
+  }
+  return outcomes;
 }
 
 std::vector<item_outcome> parse_info_gain(const json& doc, const std::vector<shared_item>& items,

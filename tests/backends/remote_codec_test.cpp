@@ -1051,6 +1051,46 @@ TEST(RemoteCodec, ARepeatedTextIsSentOnceAndItsVectorServesEachPlace) {
                bad_reply);
 }
 
+TEST(RemoteCodec, AnEmbeddingCallsUsageIsSharedOutOverItsItemsAndAddsUpToIt) {
+  // OpenAI reports one prompt_tokens for the call. Each distinct text gets a part by its
+  // estimated tokens (a repeat gets none), so the step accounts and costs equal the bill.
+  const std::string long_text = "a rollout of many more words than the others have in it";
+  std::vector<shared_item> items{make_item("embedding", long_text, {"the reference"}),
+                                 make_item("embedding", "short", {"the reference"}),
+                                 call_item("embedding", prompt_call("a passed-through text"))};
+  endpoint_options opts;
+  auto call = prepare_call(api_kind::openai, opts, items);
+  ASSERT_EQ(call.input_count, 4u);
+  json data = json::array();
+  for (size_t i = 0; i < 4; ++i) {
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", {1.0, 0.5}}});
+  }
+  for (uint32_t billed : {101u, 7u, 1u}) {
+    json reply{{"object", "list"}, {"data", data},
+               {"usage", {{"prompt_tokens", billed}, {"total_tokens", billed}}}};
+    auto outcomes = parse_reply(api_kind::openai, opts, call, items, reply.dump());
+    ASSERT_EQ(outcomes.size(), 3u);
+    uint64_t sum = 0;
+    for (const auto& o : outcomes) {
+      ASSERT_NE(o.output, nullptr);
+      sum += o.output->prompt_tokens;
+    }
+    EXPECT_EQ(sum, billed);
+    if (billed == 101u) {
+      // The long rollout's part is the largest; the shared reference counts once, with it.
+      EXPECT_GT(outcomes[0].output->prompt_tokens, outcomes[1].output->prompt_tokens);
+      EXPECT_GT(outcomes[1].output->prompt_tokens, 0u);
+      EXPECT_GT(outcomes[2].output->prompt_tokens, 0u);
+      EXPECT_EQ(outcomes[2].output->embedding.size(), 2u) << "the pass-through keeps its vector";
+    }
+  }
+  // Without usage (TEI's /embed), the reward items carry no count, as before.
+  json reply{{"object", "list"}, {"data", data}};
+  auto outcomes = parse_reply(api_kind::openai, opts, call, items, reply.dump());
+  EXPECT_EQ(outcomes[0].output, nullptr);
+  EXPECT_EQ(outcomes[2].output->prompt_tokens, 0u);
+}
+
 TEST(RemoteCodec, ZeroEmbeddingIsAnItemFailure) {
   std::vector<shared_item> items{make_item("embedding", "a", {"b"}),
                                  make_item("embedding", "c", {"d"})};

@@ -123,6 +123,37 @@ def test_generation_calls_tokens_are_accounted_like_chat_calls(make_server, prov
                                          + stats["completion_tokens_total"] * 4.0) / 1e6)
 
 
+def test_embedding_calls_tokens_are_accounted_and_add_up_to_the_providers(make_server,
+                                                                           provider):
+    # /v1/embeddings reports one prompt_tokens per call for several items: shared out over
+    # them, the items' counts add up to the bill (they were 0 before), in the step accounts,
+    # the metrics and the cost. The group's shared reference is sent, and billed, once.
+    p = provider("--seed", "4")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n\n"
+                    + source_toml("emb", p.url, "openai", ["embed"],
+                                  input_cost_per_million=0.02))
+    step = f"emb-{random.randrange(1 << 30)}"
+    items = [{"reward": "embedding", "solution_str": f"rollout {i} " + "word " * i,
+              "ground_truth": [f"the reference answer of prompt {i // 4}"]} for i in range(24)]
+    status, _, body = s.score({"step": step, "items": items})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    status, _, reply = s.request("POST", "/v1/embeddings", {"model": "emb",
+                                                             "input": ["one text", "another"]},
+                                 headers={"X-Arbiter-Step": step})
+    assert status == 200 and reply["usage"]["prompt_tokens"] > 0, reply
+    status, _, account = s.request("GET", "/v1/steps/" + urllib.parse.quote(step, safe=""))
+    assert status == 200, account
+    emb = account["sources"]["emb"]
+    stats = p.stats()
+    assert stats["prompt_tokens_total"] > 0, stats
+    assert emb["calls"] == stats["requests_total"], (emb, stats)
+    assert emb["prompt_tokens"] == stats["prompt_tokens_total"], (emb, stats)
+    assert emb["cost"] == pytest.approx(stats["prompt_tokens_total"] * 0.02 / 1e6)
+    _, _, metrics = s.request("GET", "/metrics")
+    line = f'arbiter_source_tokens_total{{kind="prompt",source="emb"}} {stats["prompt_tokens_total"]}'
+    assert line in metrics, [x for x in metrics.splitlines() if "tokens_total" in x]
+
+
 def test_a_request_resent_after_a_connection_reset_is_counted_as_a_call(make_server, provider):
     """A reused connection that fails before any answer byte is sent once more on a fresh one
     (the server most likely closed it while idle). The provider may have read the first, as

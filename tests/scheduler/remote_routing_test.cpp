@@ -1406,6 +1406,45 @@ TEST_F(RemoteRouting, TokenPacingCountsTheCallsPromptAndMaxTokensAndLearnsFromUs
   EXPECT_EQ(core_.dispatch().size(), 1u);
 }
 
+TEST_F(RemoteRouting, EmbeddingRewardUsageIsAccountedButDoesNotTeachTheChatCallsRatio) {
+  // One source serving chat and embeddings, paced by tokens. An embedding reward item's
+  // estimate carries a reward template its /v1/embeddings call does not send, so its
+  // reported count (a part of the call's, from the codec) would pull the ratio the chat
+  // calls are charged by far down: they would then overrun the bucket.
+  auto spec = endpoint("a");
+  spec.capabilities = {"chat", "embed"};
+  spec.max_batch_items = 8;
+  spec.rate_limit->tokens_per_minute = 600000;
+  spec.completion_tokens = 16;
+  core_.add_source(spec);
+  std::vector<score_item> items;
+  for (int i = 0; i < 4; ++i) {
+    score_item item;
+    item.reward = "embedding";
+    item.kind = "embedding";
+    item.capability = "embed";
+    item.solution_str = "rollout " + std::to_string(i);
+    item.ground_truth = {"reference"};
+    items.push_back(std::move(item));
+  }
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, std::move(items)).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u);
+  std::vector<item_outcome> outcomes;
+  for (size_t i = 0; i < sent[0].items.size(); ++i) {
+    auto output = std::make_shared<model_output>();
+    output->prompt_tokens = 3;
+    item_outcome o = ok_outcome(0.5);
+    o.output = output;
+    outcomes.push_back(o);
+  }
+  core_.complete(sent[0].id, outcome(attempt_outcome_kind::ok), outcomes);
+  EXPECT_DOUBLE_EQ(core_.snapshot().sources.at(0).prompt_token_ratio, 1.0);
+  EXPECT_NE(metrics_text().find("arbiter_source_tokens_total{kind=\"prompt\",source=\"a\"} 12"),
+            std::string::npos)
+    << "the tokens are still counted";
+}
+
 TEST_F(RemoteRouting, ACallThatCouldOnlyAnswerAfterItsDeadlineIsNotSent) {
   // A provider blocked its endpoint until the items' deadline; when it opened, 32 calls went
   // out in the last 80 ms, paid for, and none could answer in time.
