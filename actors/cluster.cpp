@@ -16,6 +16,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/source_capabilities.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
 
@@ -200,6 +201,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
                                "node '" + node + "' has not joined");
       }
       spec.name = node + "/" + spec.name;
+      spec.capabilities = node_routing_keys(spec.capabilities);
       it->second.sources.push_back(spec.name);
       auto rp = self->make_response_promise<scheduler::source_id>();
       self->request(self->state.scheduler, std::chrono::seconds{10}, add_source_atom::value,

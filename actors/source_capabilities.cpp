@@ -53,6 +53,18 @@ std::string model_route_suffix(const std::string& id) {
   return "@model:" + id;
 }
 
+std::vector<std::string> node_routing_keys(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (const auto& key : keys) {
+    auto at = key.find('@');
+    if (at == std::string::npos || key.compare(at, model_route_suffix("").size(),
+                                               model_route_suffix("")) == 0) {
+      out.push_back(key);
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> routed_capabilities(const std::string& source,
                                              const std::vector<capability>& base,
                                              const std::string& model,

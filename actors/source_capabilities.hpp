@@ -38,6 +38,13 @@ std::string served_model(const config::source_config& src);
 /// The suffix that restricts a capability to the sources serving model `id`: "@model:" + id.
 std::string model_route_suffix(const std::string& id);
 
+/// The routing keys a worker node's source keeps at the coordinator: its capabilities and
+/// their narrowing by model ("chat", "chat@model:qwen3-8b"), not their narrowing by the
+/// node's own rewards ("chat@strict"). The coordinator's `[rewards]` decide which sources
+/// serve a reward; a node's are not used, and its keys would have let a coordinator reward
+/// restricted to named sources reach the node's.
+std::vector<std::string> node_routing_keys(const std::vector<std::string>& keys);
+
 /// The routing keys of a configured source: its capabilities, and those narrowed by the
 /// rewards that name it and, for chat and embed, by the model it serves (e.g. {"chat",
 /// "chat@model:qwen3-8b", "chat@strict_judge"}).

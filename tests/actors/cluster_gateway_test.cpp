@@ -55,12 +55,13 @@ protected:
     return out;
   }
 
-  std::string add(const std::string& node, const caf::actor& worker) {
+  std::string add(const std::string& node, const caf::actor& worker,
+                  std::vector<std::string> capabilities = {"cpu"}, std::string name = "cpu") {
     caf::scoped_actor self{*sys_};
     std::string out;
     scheduler::source_spec spec;
-    spec.name = "cpu";
-    spec.capabilities = {"cpu"};
+    spec.name = std::move(name);
+    spec.capabilities = std::move(capabilities);
     self->request(gateway_, 5s, add_source_atom::value, node, spec, worker)
       .receive([](scheduler::source_id) {}, [&](caf::error& e) { out = sys_->render(e); });
     return out;
@@ -72,6 +73,23 @@ protected:
     self->request(gateway_, 5s, info_atom::value)
       .receive([&](std::vector<node_info>& v) { out = std::move(v); },
                [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+    return out;
+  }
+
+  /// The routing keys the scheduler holds for source `name`.
+  std::vector<std::string> capabilities_of(const std::string& name) {
+    caf::scoped_actor self{*sys_};
+    std::vector<std::string> out;
+    self->request(sched_, 5s, info_atom::value)
+      .receive(
+        [&](const scheduler_info& snap) {
+          for (const auto& s : snap.sources) {
+            if (s.name == name) {
+              out = s.capabilities;
+            }
+          }
+        },
+        [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
     return out;
   }
 
@@ -113,6 +131,22 @@ TEST_F(ClusterGateway, NamesANodesSourcesAfterItAndListsIt) {
   EXPECT_EQ(listed[0].pid, 42u);
   EXPECT_EQ(listed[0].state, "up");
   EXPECT_EQ(listed[0].sources, std::vector<std::string>{"node-a/cpu"});
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(ClusterGateway, ANodesSourceKeepsItsModelRoutesButNotItsOwnRewardsRoutes) {
+  // The node's config named its source in a reward of its own ("chat@strict"): at the
+  // coordinator that key would serve the coordinator's reward of that name, which may be
+  // restricted to other sources. Rewards are the coordinator's; the model route stays.
+  auto node = sys_->spawn(idle);
+  auto worker = spawn_cpu_worker(*sys_, {});
+  ASSERT_EQ(join("node-a", node), "");
+  ASSERT_EQ(add("node-a", worker, {"chat", "chat@model:qwen3-8b", "chat@strict", "embed",
+                                   "embed@strict"}, "judge"),
+            "");
+  EXPECT_EQ(capabilities_of("node-a/judge"),
+            (std::vector<std::string>{"chat", "chat@model:qwen3-8b", "embed"}));
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
 }
