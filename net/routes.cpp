@@ -876,6 +876,7 @@ void router::info(reply_fn reply) {
                              {"tokens_per_minute", s.tokens_per_minute},
                              {"request_burst", s.request_burst},
                              {"prompt_token_ratio", s.prompt_token_ratio},
+                             {"embedding_token_ratio", s.embedding_token_ratio},
                              {"items_per_second", s.items_per_second},
                              {"slow_start", s.slow_start}});
         }

@@ -420,10 +420,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
     const auto& req = requests_.at(rid);
     record.prompt_tokens += req.tokens[index];
     record.steps.push_back(req.items[index]->step);
-    const auto& item = *req.items[index];
-    if (item.kind == "embedding" && !item.call) {
-      record.teaches_ratio = false;
-    }
+    record.estimate = estimate_of(*req.items[index]);
   }
   for_each_step(record.steps,
                 [&](const std::string& step) { steps_.call(step, record.source_name, hedge); });
@@ -443,7 +440,8 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   sources_.acquire(source, tokens, batch.items.size());
   record.charged_tokens = tokens;
   if (tokens > 0) {
-    record.charged_prompt_tokens = sources_.prompt_tokens_for(source, record.prompt_tokens);
+    record.charged_prompt_tokens =
+      sources_.prompt_tokens_for(source, record.prompt_tokens, record.estimate);
   }
   metrics_.of_source(metrics_.source_inflight, record.source_name).Increment();
   metrics_.dispatch_batch_items.Observe(static_cast<double>(batch.items.size()));
@@ -579,7 +577,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
     if (report.latency.count() == 0) {
       report.latency = clock_.now() - sent.dispatched;
     }
-    if (ok && sent.prompt_tokens > 0 && sent.teaches_ratio) {
+    if (ok && sent.prompt_tokens > 0) {
       // What the provider counted, where it said: teaches the source's token pacing, and
       // settles the call's charge when every item's count is known. Before the answer's
       // headers correct the bucket (in take_batch), which then has the last word.
@@ -593,7 +591,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
         }
       }
       sources_.observe_usage(sent.source, sent.prompt_tokens, reported,
-                             every ? sent.charged_prompt_tokens : 0);
+                             every ? sent.charged_prompt_tokens : 0, sent.estimate);
     }
   }
   auto taken = take_batch(id, report);

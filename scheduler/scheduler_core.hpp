@@ -254,10 +254,9 @@ private:
     bool remote = false;
     /// The unscaled prompt-token estimate of its items, to learn from the answer's usage.
     uint64_t prompt_tokens = 0;
-    /// Whether its answer's usage teaches the source's prompt-token ratio: not for embedding
-    /// reward items, whose estimate carries a reward template (`item_template_tokens`) the
-    /// call does not send, and would pull down the one ratio a chat source's calls share.
-    bool teaches_ratio = true;
+    /// Which of its source's prompt-token ratios scales its items' estimate and learns from
+    /// its answer (a batch holds items of one kind).
+    prompt_estimate estimate = prompt_estimate::call;
     /// What its source's token bucket was charged for it (given back on a refusal), and the
     /// part of that for its prompts (settled against the answer's usage).
     uint64_t charged_tokens = 0;

@@ -1,6 +1,7 @@
 #include "scheduler/source_registry.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -67,11 +68,14 @@ struct source_registry::state {
   double tokens_per_item = 0.0;
   bool has_tokens_per_item = false;
   /// Reported ÷ estimated prompt tokens, from the answers' usage: the ratio of the two
-  /// smoothed per-call counts.
-  double prompt_ratio = 1.0;
-  double reported_prompt = 0.0;
-  double estimated_prompt = 0.0;
-  bool has_prompt_ratio = false;
+  /// smoothed per-call counts, one for each `prompt_estimate`.
+  struct learned_ratio {
+    double ratio = 1.0;
+    double reported = 0.0;
+    double estimated = 0.0;
+    bool known = false;
+  };
+  std::array<learned_ratio, 2> prompt_ratios;
 
   bool serves(const std::string& capability) const {
     return std::find(spec.capabilities.begin(), spec.capabilities.end(), capability)
@@ -93,14 +97,16 @@ struct source_registry::state {
     auto completion = demand.item != nullptr
                         ? estimate_completion_tokens(*demand.item, spec.completion_tokens)
                         : spec.completion_tokens;
-    return prompt_tokens_for(demand.prompt) + completion;
+    auto of = demand.item != nullptr ? estimate_of(*demand.item) : prompt_estimate::call;
+    return prompt_tokens_for(demand.prompt, of) + completion;
   }
 
-  uint64_t prompt_tokens_for(uint64_t estimated) const {
+  uint64_t prompt_tokens_for(uint64_t estimated, prompt_estimate of) const {
     if (!limiter || !spec.rate_limit || limiter->tokens_per_minute() <= 0.0) {
       return 0;
     }
-    return static_cast<uint64_t>(std::ceil(static_cast<double>(estimated) * prompt_ratio));
+    const double ratio = prompt_ratios[static_cast<size_t>(of)].ratio;
+    return static_cast<uint64_t>(std::ceil(static_cast<double>(estimated) * ratio));
   }
 
   double token_capacity() const {
@@ -202,6 +208,11 @@ constexpr auto wait_cause_names = names_of<wait_cause::breaker>("none", "backoff
 
 const char* to_string(wait_cause c) noexcept {
   return wait_cause_names[c];
+}
+
+prompt_estimate estimate_of(const score_item& item) noexcept {
+  return item.kind == "embedding" && !item.call ? prompt_estimate::embedding_reward
+                                                : prompt_estimate::call;
 }
 
 namespace {
@@ -306,9 +317,10 @@ uint64_t source_registry::tokens_for(source_id id, const token_demand& demand) c
   return s == nullptr ? 0 : s->tokens_for(demand);
 }
 
-uint64_t source_registry::prompt_tokens_for(source_id id, uint64_t estimated) const {
+uint64_t source_registry::prompt_tokens_for(source_id id, uint64_t estimated,
+                                            prompt_estimate of) const {
   auto* s = find(id);
-  return s == nullptr ? 0 : s->prompt_tokens_for(estimated);
+  return s == nullptr ? 0 : s->prompt_tokens_for(estimated, of);
 }
 
 double source_registry::token_allowance(source_id id) {
@@ -351,7 +363,7 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
 }
 
 void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t reported,
-                                    uint64_t charged) {
+                                    uint64_t charged, prompt_estimate of) {
   auto* s = find(id);
   if (s == nullptr || estimated == 0 || reported == 0) {
     return;
@@ -359,12 +371,13 @@ void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t r
   if (charged > 0 && s->limiter) {
     s->limiter->settle(charged, reported);
   }
-  bool first = !s->has_prompt_ratio;
-  s->reported_prompt = smoothed(s->reported_prompt, static_cast<double>(reported), first);
-  s->estimated_prompt = smoothed(s->estimated_prompt, static_cast<double>(estimated), first);
-  s->prompt_ratio =
-    std::clamp(s->reported_prompt / s->estimated_prompt, min_prompt_ratio, max_prompt_ratio);
-  s->has_prompt_ratio = true;
+  auto& learned = s->prompt_ratios[static_cast<size_t>(of)];
+  bool first = !learned.known;
+  learned.reported = smoothed(learned.reported, static_cast<double>(reported), first);
+  learned.estimated = smoothed(learned.estimated, static_cast<double>(estimated), first);
+  learned.ratio =
+    std::clamp(learned.reported / learned.estimated, min_prompt_ratio, max_prompt_ratio);
+  learned.known = true;
 }
 
 void source_registry::release(source_id id, const attempt_report& report, nanoseconds eject_for,
@@ -639,7 +652,8 @@ source_info source_registry::describe(source_id id) {
         info.request_burst = sp->limiter->request_capacity();
       }
     }
-    info.prompt_token_ratio = sp->prompt_ratio;
+    info.prompt_token_ratio = sp->prompt_ratios[0].ratio;
+    info.embedding_token_ratio = sp->prompt_ratios[1].ratio;
     info.items_per_second = sp->rate(now).value_or(0.0);
     info.slow_start = sp->concurrency && sp->concurrency->in_slow_start();
     return info;

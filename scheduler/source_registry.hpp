@@ -88,6 +88,16 @@ struct attempt_report {
   bool resent = false;
 };
 
+/// Which learned ratio of reported to estimated prompt tokens scales an estimate. A source
+/// learns one for embedding reward items, whose estimate carries a reward template
+/// (`item_template_tokens`) their /v1/embeddings call does not send, and one for the rest
+/// (chat, completions, NLI and passed-through embedding texts): shared, the embeddings' would
+/// pull the chat calls' charge far below what the provider counts.
+enum class prompt_estimate : uint8_t { call, embedding_reward };
+
+/// The estimate `item`'s prompt tokens are: an embedding reward item's, or a call's.
+prompt_estimate estimate_of(const score_item& item) noexcept;
+
 /// What one item asks of a source's token bucket: its prompt estimate (scaled by each source's
 /// learned ratio of reported to estimated prompt tokens) and, through `item`, the completion
 /// tokens its call asks for (else the source's `completion_tokens`).
@@ -121,8 +131,10 @@ struct source_info {
   double requests_per_minute = 0.0;
   double tokens_per_minute = 0.0;
   double request_burst = 0.0;
-  /// Reported prompt tokens per estimated one, learned from the answers' `usage` (1 at first).
+  /// Reported prompt tokens per estimated one, learned from the answers' `usage` (1 at first):
+  /// of calls, and of embedding reward items (`prompt_estimate`).
   double prompt_token_ratio = 1.0;
+  double embedding_token_ratio = 1.0;
   /// Items per second the source can serve now (0 while nothing bounds it; see
   /// `source_registry::capacity`).
   double items_per_second = 0.0;
@@ -203,17 +215,19 @@ public:
   /// concurrency slot.
   void acquire(source_id id, uint64_t tokens, size_t items);
 
-  /// The part of `tokens_for` that pays for `estimated` prompt tokens (scaled by the learned
-  /// ratio); 0 when the source does not pace by tokens.
-  uint64_t prompt_tokens_for(source_id id, uint64_t estimated) const;
+  /// The part of `tokens_for` that pays for `estimated` prompt tokens of the kind `of`
+  /// (scaled by its learned ratio); 0 when the source does not pace by tokens.
+  uint64_t prompt_tokens_for(source_id id, uint64_t estimated,
+                             prompt_estimate of = prompt_estimate::call) const;
 
   /// Learns from an answer's `usage` how the source counts prompt tokens: `reported` where we
   /// estimated `estimated`. Later token demands are scaled by the ratio of the smoothed
   /// totals (a long prompt weighs more than a short one, as in the provider's count). When
   /// `charged` (from `prompt_tokens_for`) is not 0, the call's charge is settled: the token
   /// bucket gets back what it was charged beyond `reported`, or pays what it was charged
-  /// short.
-  void observe_usage(source_id id, uint64_t estimated, uint64_t reported, uint64_t charged = 0);
+  /// short. `of` says which of the source's ratios learns.
+  void observe_usage(source_id id, uint64_t estimated, uint64_t reported, uint64_t charged = 0,
+                     prompt_estimate of = prompt_estimate::call);
 
   /// Items per second the sources serving `capability` can take now, together: for each
   /// source not ejected, the least of its concurrency limit over the measured time per item,

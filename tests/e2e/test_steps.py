@@ -152,6 +152,11 @@ def test_embedding_calls_tokens_are_accounted_and_add_up_to_the_providers(make_s
     _, _, metrics = s.request("GET", "/metrics")
     line = f'arbiter_source_tokens_total{{kind="prompt",source="emb"}} {stats["prompt_tokens_total"]}'
     assert line in metrics, [x for x in metrics.splitlines() if "tokens_total" in x]
+    # Token pacing learns from those parts how far its embedding estimate (which holds a
+    # reward template the call does not send) is from the bill.
+    _, _, info = s.request("GET", "/info")
+    emb = next(x for x in info["sources"] if x["name"] == "emb")
+    assert emb["embedding_token_ratio"] < 0.5, emb
 
 
 def test_a_request_resent_after_a_connection_reset_is_counted_as_a_call(make_server, provider):

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/token_estimate.hpp"
 #include "scheduler/scheduler_core.hpp"
 #include "test_support.hpp"
 
@@ -1406,11 +1407,11 @@ TEST_F(RemoteRouting, TokenPacingCountsTheCallsPromptAndMaxTokensAndLearnsFromUs
   EXPECT_EQ(core_.dispatch().size(), 1u);
 }
 
-TEST_F(RemoteRouting, EmbeddingRewardUsageIsAccountedButDoesNotTeachTheChatCallsRatio) {
+TEST_F(RemoteRouting, EmbeddingRewardItemsLearnTheirOwnPromptTokenRatio) {
   // One source serving chat and embeddings, paced by tokens. An embedding reward item's
-  // estimate carries a reward template its /v1/embeddings call does not send, so its
-  // reported count (a part of the call's, from the codec) would pull the ratio the chat
-  // calls are charged by far down: they would then overrun the bucket.
+  // estimate carries a reward template its /v1/embeddings call does not send: its reported
+  // count (a part of the call's, from the codec) teaches a ratio of its own. Shared with the
+  // chat calls, it would pull their charge far below what the provider counts.
   auto spec = endpoint("a");
   spec.capabilities = {"chat", "embed"};
   spec.max_batch_items = 8;
@@ -1418,6 +1419,7 @@ TEST_F(RemoteRouting, EmbeddingRewardUsageIsAccountedButDoesNotTeachTheChatCalls
   spec.completion_tokens = 16;
   core_.add_source(spec);
   std::vector<score_item> items;
+  uint64_t estimated = 0;
   for (int i = 0; i < 4; ++i) {
     score_item item;
     item.reward = "embedding";
@@ -1425,6 +1427,7 @@ TEST_F(RemoteRouting, EmbeddingRewardUsageIsAccountedButDoesNotTeachTheChatCalls
     item.capability = "embed";
     item.solution_str = "rollout " + std::to_string(i);
     item.ground_truth = {"reference"};
+    estimated += estimate_prompt_tokens(item);
     items.push_back(std::move(item));
   }
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, std::move(items)).admitted());
@@ -1433,16 +1436,20 @@ TEST_F(RemoteRouting, EmbeddingRewardUsageIsAccountedButDoesNotTeachTheChatCalls
   std::vector<item_outcome> outcomes;
   for (size_t i = 0; i < sent[0].items.size(); ++i) {
     auto output = std::make_shared<model_output>();
-    output->prompt_tokens = 3;
+    output->prompt_tokens = 7;
     item_outcome o = ok_outcome(0.5);
     o.output = output;
     outcomes.push_back(o);
   }
   core_.complete(sent[0].id, outcome(attempt_outcome_kind::ok), outcomes);
-  EXPECT_DOUBLE_EQ(core_.snapshot().sources.at(0).prompt_token_ratio, 1.0);
-  EXPECT_NE(metrics_text().find("arbiter_source_tokens_total{kind=\"prompt\",source=\"a\"} 12"),
+  auto info = core_.snapshot().sources.at(0);
+  EXPECT_DOUBLE_EQ(info.prompt_token_ratio, 1.0) << "the chat calls' ratio is untouched";
+  EXPECT_NEAR(info.embedding_token_ratio, 28.0 / static_cast<double>(estimated), 1e-9);
+  EXPECT_LT(info.embedding_token_ratio, 0.2);
+  EXPECT_NE(metrics_text().find("arbiter_source_tokens_total{kind=\"prompt\",source=\"a\"} 28"),
             std::string::npos)
-    << "the tokens are still counted";
+    << "the tokens are counted";
+  EXPECT_EQ(estimate_of(*sent[0].items[0]), prompt_estimate::embedding_reward);
 }
 
 TEST_F(RemoteRouting, ACallThatCouldOnlyAnswerAfterItsDeadlineIsNotSent) {
