@@ -539,10 +539,25 @@ void scheduler_core::give_up_if_unneeded(batch_id id) {
       return;
     }
   }
-  attempt_report cancelled;
-  cancelled.cancelled = true;
-  auto source = found->second.source;
-  take_batch(id, cancelled);
+  auto& batch = found->second;
+  if (batch.given_up) {
+    return;
+  }
+  auto source = batch.source;
+  if (sources_.local_model(source)) {
+    // A local model runs a batch as one message, whatever it is told: the model stays busy
+    // with it, so it keeps its slot (a retry waits here, not behind it in the worker's
+    // mailbox), and its answers are kept when they come (`keep_late_answer`).
+    batch.given_up = true;
+    for (auto [rid, index] : batch.items) {
+      auto r = requests_.find(rid);
+      batch.late_keys.push_back(r != requests_.end() ? r->second.keys[index] : std::string{});
+    }
+  } else {
+    attempt_report cancelled;
+    cancelled.cancelled = true;
+    take_batch(id, cancelled);
+  }
   cancelled_.push_back({id, source});
   // The model calls of a graph given up end with it, before a free slot could send them.
   auto [first, last] = callees_.equal_range(id);
@@ -554,6 +569,37 @@ void scheduler_core::give_up_if_unneeded(batch_id id) {
   for (auto callee : callees) {
     drop(callee, "the reward graph that made this call was given up (its client hung up)");
   }
+}
+
+void scheduler_core::keep_late_answer(const std::string& key, const std::string& source,
+                                     const item_outcome& o) {
+  if (routing_.cache_capacity > 0) {
+    cache_.insert(key, cached_result{o.score, source, o.output, o.detail, o.extra, o.sources});
+  }
+  auto f = flights_.find(key);
+  if (f == flights_.end()) {
+    return;
+  }
+  auto [rid, index] = f->second.leader;
+  auto found = requests_.find(rid);
+  if (found == requests_.end() || found->second.states[index] != item_state::queued) {
+    return; // one sent already (elsewhere, or retried) runs its course
+  }
+  auto& req = found->second;
+  queues_.remove(req.tasks[index]);
+  item_result r = req.results[index];
+  r.queue_ms = ms_between(req.enqueued[index], clock_.now());
+  r.score = o.score;
+  r.status = item_status::ok;
+  r.source = source;
+  r.cached = true; // computed for the request that hung up
+  r.output = o.output;
+  r.detail = o.detail;
+  r.extra = o.extra;
+  r.sources = o.sources;
+  r.evidence = o.evidence;
+  end_item(rid, req, index, std::move(r)); // its followers get it too
+  note_depth(req.priority);
 }
 
 void scheduler_core::follow_caller(request_id callee, batch_id caller) {
@@ -630,7 +676,13 @@ void scheduler_core::complete(batch_id id, attempt_report report,
     auto ref = batch.items[i];
     auto req = requests_.find(ref.first);
     if (req == requests_.end() || req->second.states[ref.second] != item_state::running) {
-      continue; // The item already ended (deadline, drain, a hedge won): a late answer.
+      // The item already ended (deadline, drain, a hedge won, its client hung up): a late
+      // answer, kept when a local model computed it for a key.
+      if (ok && batch.given_up && i < outcomes.size() && i < batch.late_keys.size()
+          && !batch.late_keys[i].empty() && outcomes[i].code == errc::none) {
+        keep_late_answer(batch.late_keys[i], batch.source_name, outcomes[i]);
+      }
+      continue;
     }
     if (!ok) {
       detach(ref, id, false);

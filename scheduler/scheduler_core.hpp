@@ -257,6 +257,11 @@ private:
     /// Which of its source's prompt-token ratios scales its items' estimate and learns from
     /// its answer (a batch holds items of one kind).
     prompt_estimate estimate = prompt_estimate::call;
+    /// Given up while a local model ran it (`give_up_if_unneeded`): the model runs it to the
+    /// end, so it keeps its slot until it answers, and its answers are kept under the keys
+    /// its items had (empty: none), in the items' order.
+    bool given_up = false;
+    std::vector<std::string> late_keys;
     /// What its source's token bucket was charged for it (given back on a refusal), and the
     /// part of that for its prompts (settled against the answer's usage).
     uint64_t charged_tokens = 0;
@@ -369,7 +374,8 @@ private:
   /// Forgets `batch` on item `ref`; cancels any other batch left with nothing to do.
   void detach(item_ref ref, batch_id batch, bool item_done);
   /// Gives up batch `id` (taken, and handed to `take_cancelled` for its source) unless one of
-  /// its items still waits for it; nothing when it is no longer in flight.
+  /// its items still waits for it; nothing when it is no longer in flight. A local model's
+  /// batch is marked `given_up` instead of taken: the model runs it to the end.
   void give_up_if_unneeded(batch_id id);
   /// Fails every item of `capability` still queued or waiting to be retried (its last source
   /// was lost and none joined in time).
@@ -391,6 +397,11 @@ private:
   /// `result` turned into the fallback's answer when item `item` may fall back; else as is.
   item_result maybe_fall_back(const score_item& item, item_result result);
   bool remote_capability(const std::string& capability) const;
+  /// Keeps the good answer `o` of a given-up local batch from `source` under `key`: in the
+  /// result cache, and for a queued item leading an identical flight (a trainer's retry of an
+  /// item its hung-up request had sent), which ends with it and its followers.
+  void keep_late_answer(const std::string& key, const std::string& source,
+                        const item_outcome& o);
   /// Whether identical items of `item`'s kind give the same answer, so that they may share
   /// one (coalescing and the result cache): a remote capability's, or a local model's unless
   /// it is a generator call that samples afresh (a temperature other than 0 and no seed).

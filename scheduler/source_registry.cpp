@@ -610,6 +610,11 @@ bool source_registry::remote(source_id id) const {
   return s != nullptr && s->spec.remote;
 }
 
+bool source_registry::local_model(source_id id) const {
+  auto* s = find(id);
+  return s != nullptr && s->spec.local_model;
+}
+
 double source_registry::cost(source_id id, uint64_t prompt_tokens,
                              uint64_t completion_tokens) const {
   auto* s = find(id);

@@ -301,6 +301,8 @@ public:
   /// The source's name ("" when unknown).
   const std::string& name(source_id id) const;
   bool remote(source_id id) const;
+  /// Whether `id` is a local model (`source_spec::local_model`).
+  bool local_model(source_id id) const;
 
   /// What `prompt_tokens` and `completion_tokens` cost at source `id` (its configured prices).
   double cost(source_id id, uint64_t prompt_tokens, uint64_t completion_tokens) const;

@@ -382,3 +382,35 @@ def test_local_embedding_scores_replay_from_the_logged_vectors(make_server, tmp_
     # The cached answers replay from the records that computed them.
     assert summary["by_kind"]["embedding"] == {"items": 12, "identical": 12, "differs": 0,
                                                "not_replayable": 0}, summary
+
+
+def test_a_retry_after_a_client_timeout_computes_nothing_twice(make_server):
+    """A trainer's client gives up on a request while the local model embeds it and sends it
+    again: the batch the model was running is not run a second time (its late answers serve
+    the retry), and what was never sent is computed once. The model's token count is that of
+    one uninterrupted request, on another server."""
+    import socket
+    # About 10,000 tokens in one batch: seconds of CPU, well past the hang-up's detection.
+    texts = [f"rollout {i}: " + "some words of a longer answer " * 30 for i in range(64)]
+    items = [{"reward": "embedding", "solution_str": t, "ground_truth": ["the reference"]}
+             for t in texts]
+    env = {"ARBITER_DEFAULT_EMBEDDER_DIR": str(MODEL)}
+    once = make_server(env=env)
+    status, _, whole = once.score({"items": items})
+    assert status == 200, whole
+    want = model_tokens(once, "all-MiniLM-L6-v2")
+
+    server = make_server(env=env)
+    # Given up after the model has started the batch (it takes seconds here), not before.
+    conn = server.connection(timeout=0.6)
+    with pytest.raises((socket.timeout, TimeoutError)):
+        server.request("POST", "/v1/score", {"items": items}, conn=conn)
+    conn.close()
+    status, _, retried = server.score({"items": items})
+    assert status == 200 and retried["scores"] == whole["scores"], retried
+    # (The retry's items follow the batch's late answers, `cached`, or, when the retry came
+    # before the hang-up was seen, take over its items as they run.)
+    assert model_tokens(server, "all-MiniLM-L6-v2") == want
+    _, _, metrics = server.request("GET", "/metrics")
+    assert "arbiter_abandoned_requests_total 1" in metrics, \
+        [x for x in metrics.splitlines() if "abandoned" in x]

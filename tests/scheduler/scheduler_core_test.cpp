@@ -815,3 +815,49 @@ TEST_F(SchedulerCore, ALocalModelsIdenticalItemsShareOneAnswerUnlessItsGenerator
   }
   EXPECT_EQ(sent, 2u);
 }
+
+TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRetry) {
+  // A trainer's client times out and hangs up while the local model runs its batch; it sends
+  // the same item again. The model finishes the batch anyway (it runs as one message), so the
+  // retry waits for that answer rather than computing the item a second time.
+  source_spec spec;
+  spec.name = "minilm";
+  spec.capabilities = {"embed"};
+  spec.max_inflight = 1;
+  spec.local_model = true;
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  core_.cancel(1, "the client hung up");
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].code, errc::client_closed);
+  ASSERT_EQ(core_.take_cancelled().size(), 1u) << "the worker is told, though it runs on";
+
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "the model is still busy with the given-up batch";
+  clock_.advance(40ms);
+  answer(running[0], 0.625);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u) << "the retry and the item following it end with the late answer";
+  for (const auto& d : done) {
+    EXPECT_EQ(d.results[0].status, item_status::ok);
+    EXPECT_DOUBLE_EQ(d.results[0].score, 0.625);
+    EXPECT_EQ(d.results[0].source, "minilm");
+    EXPECT_TRUE(d.results[0].cached);
+  }
+  EXPECT_TRUE(core_.dispatch().empty()) << "nothing computed twice";
+  EXPECT_TRUE(core_.idle());
+  // And it is in the cache for a later retry.
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(done[0].results[0].cached);
+}
