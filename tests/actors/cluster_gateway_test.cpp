@@ -76,34 +76,30 @@ protected:
     return out;
   }
 
-  /// The routing keys the scheduler holds for source `name`.
-  std::vector<std::string> capabilities_of(const std::string& name) {
+  scheduler_info snapshot() {
     caf::scoped_actor self{*sys_};
-    std::vector<std::string> out;
+    scheduler_info out;
     self->request(sched_, 5s, info_atom::value)
-      .receive(
-        [&](const scheduler_info& snap) {
-          for (const auto& s : snap.sources) {
-            if (s.name == name) {
-              out = s.capabilities;
-            }
-          }
-        },
-        [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+      .receive([&](const scheduler_info& snap) { out = snap; },
+               [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
     return out;
   }
 
+  /// The routing keys the scheduler holds for source `name`.
+  std::vector<std::string> capabilities_of(const std::string& name) {
+    for (const auto& s : snapshot().sources) {
+      if (s.name == name) {
+        return s.capabilities;
+      }
+    }
+    return {};
+  }
+
   std::vector<std::string> scheduler_sources() {
-    caf::scoped_actor self{*sys_};
     std::vector<std::string> out;
-    self->request(sched_, 5s, info_atom::value)
-      .receive(
-        [&](const scheduler_info& snap) {
-          for (const auto& s : snap.sources) {
-            out.push_back(s.name);
-          }
-        },
-        [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+    for (const auto& s : snapshot().sources) {
+      out.push_back(s.name);
+    }
     return out;
   }
 
