@@ -395,8 +395,9 @@ def test_a_retry_after_a_client_timeout_computes_nothing_twice(make_server):
     items = [{"reward": "embedding", "solution_str": t, "ground_truth": ["the reference"]}
              for t in texts]
     env = {"ARBITER_DEFAULT_EMBEDDER_DIR": str(MODEL)}
+    body = {"items": items, "deadline_ms": 300000}  # seconds here, more under a sanitizer
     once = make_server(env=env)
-    status, _, whole = once.score({"items": items})
+    status, _, whole = once.score(body)
     assert status == 200, whole
     want = model_tokens(once, "all-MiniLM-L6-v2")
 
@@ -404,9 +405,9 @@ def test_a_retry_after_a_client_timeout_computes_nothing_twice(make_server):
     # Given up after the model has started the batch (it takes seconds here), not before.
     conn = server.connection(timeout=0.6)
     with pytest.raises((socket.timeout, TimeoutError)):
-        server.request("POST", "/v1/score", {"items": items}, conn=conn)
+        server.request("POST", "/v1/score", body, conn=conn)
     conn.close()
-    status, _, retried = server.score({"items": items})
+    status, _, retried = server.score(body)
     assert status == 200 and retried["scores"] == whole["scores"], retried
     # (The retry's items follow the batch's late answers, `cached`, or, when the retry came
     # before the hang-up was seen, take over its items as they run.)
