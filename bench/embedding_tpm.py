@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import random
 import sys
 import tempfile
 import threading
@@ -27,22 +26,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
 import arbiter_testing  # noqa: E402
-
-WORDS = ("the model answer reference candidate reward score policy gradient sample group "
-         "token batch judge embedding similarity question context information gain entropy "
-         "training step trainer rollout value advantage baseline").split()
+from embedding_groups import make_items  # noqa: E402  (the same GRPO-shaped items)
 
 
-def make_groups(prompts, group, words, seed=11):
-    rng = random.Random(seed)
-    groups = []
-    for p in range(prompts):
-        reference = " ".join(rng.choice(WORDS) for _ in range(words)) + f" ref {p}"
-        groups.append([{"reward": "embedding",
-                        "solution_str": " ".join(rng.choice(WORDS) for _ in range(words))
-                        + f" rollout {p}-{g}",
-                        "ground_truth": [reference]} for g in range(group)])
-    return groups
+def make_groups(prompts, group, words):
+    items = make_items(prompts, group, words)
+    return [items[p * group:(p + 1) * group] for p in range(prompts)]
 
 
 def run(binary, groups, args, tmp):

@@ -43,10 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
 import arbiter_testing  # noqa: E402
-
-WORDS = ("the model answer reference candidate reward score policy gradient sample group "
-         "token batch judge embedding similarity question context information gain entropy "
-         "training step trainer rollout value advantage baseline").split()
+from embedding_groups import WORDS  # noqa: E402
 
 OFF = "[routing]\ncache_capacity = 0\ncoalesce = false\n"
 ON = ""  # the defaults: cache_capacity 65536, coalesce true, abandon_on_hang_up true

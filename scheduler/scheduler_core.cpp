@@ -573,18 +573,17 @@ void scheduler_core::give_up_if_unneeded(batch_id id) {
 
 void scheduler_core::keep_late_answer(const std::string& key, const std::string& source,
                                      const item_outcome& o) {
-  if (routing_.cache_capacity > 0) {
-    cache_.insert(key, cached_result{o.score, source, o.output, o.detail, o.extra, o.sources});
-  }
   auto f = flights_.find(key);
-  if (f == flights_.end()) {
+  auto found = f != flights_.end() ? requests_.find(f->second.leader.first) : requests_.end();
+  if (found == requests_.end() || found->second.states[f->second.leader.second]
+                                    != item_state::queued) {
+    // No retry waits for it (one sent already, elsewhere or again, runs its course).
+    if (routing_.cache_capacity > 0) {
+      cache_.insert(key, cached_result{o.score, source, o.output, o.detail, o.extra, o.sources});
+    }
     return;
   }
   auto [rid, index] = f->second.leader;
-  auto found = requests_.find(rid);
-  if (found == requests_.end() || found->second.states[index] != item_state::queued) {
-    return; // one sent already (elsewhere, or retried) runs its course
-  }
   auto& req = found->second;
   queues_.remove(req.tasks[index]);
   item_result r = req.results[index];
@@ -598,7 +597,7 @@ void scheduler_core::keep_late_answer(const std::string& key, const std::string&
   r.extra = o.extra;
   r.sources = o.sources;
   r.evidence = o.evidence;
-  end_item(rid, req, index, std::move(r)); // its followers get it too
+  end_item(rid, req, index, std::move(r)); // caches it; its followers get it too
   note_depth(req.priority);
 }
 

@@ -657,8 +657,10 @@ source_info source_registry::describe(source_id id) {
         info.request_burst = sp->limiter->request_capacity();
       }
     }
-    info.prompt_token_ratio = sp->prompt_ratios[0].ratio;
-    info.embedding_token_ratio = sp->prompt_ratios[1].ratio;
+    info.prompt_token_ratio =
+      sp->prompt_ratios[static_cast<size_t>(prompt_estimate::call)].ratio;
+    info.embedding_token_ratio =
+      sp->prompt_ratios[static_cast<size_t>(prompt_estimate::embedding_reward)].ratio;
     info.items_per_second = sp->rate(now).value_or(0.0);
     info.slow_start = sp->concurrency && sp->concurrency->in_slow_start();
     return info;

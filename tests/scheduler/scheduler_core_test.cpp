@@ -730,6 +730,16 @@ std::vector<shared_item> one(score_item item) {
   return {std::make_shared<const score_item>(std::move(item))};
 }
 
+/// A local model "minilm" serving `capabilities`, `max_inflight` batches at once.
+source_spec local_model_source(std::vector<std::string> capabilities, uint32_t max_inflight) {
+  source_spec spec;
+  spec.name = "minilm";
+  spec.capabilities = std::move(capabilities);
+  spec.max_inflight = max_inflight;
+  spec.local_model = true;
+  return spec;
+}
+
 /// A generator call of a local model: `temperature` and `seed` as given.
 score_item generate_call(std::optional<double> temperature, std::optional<uint64_t> seed) {
   auto item = model_item("generate", "generate", "");
@@ -744,12 +754,7 @@ score_item generate_call(std::optional<double> temperature, std::optional<uint64
 } // namespace
 
 TEST_F(SchedulerCore, ALocalModelsIdenticalItemsShareOneAnswerUnlessItsGeneratorSamples) {
-  source_spec spec;
-  spec.name = "minilm";
-  spec.capabilities = {"embed", "generate"};
-  spec.max_inflight = 4;
-  spec.local_model = true;
-  core_.add_source(std::move(spec));
+  core_.add_source(local_model_source({"embed", "generate"}, 4));
   core_.add_source("cpu", {"cpu"});
 
   // Two requests with the same embedding item while the first is in flight: one computation.
@@ -820,12 +825,7 @@ TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRet
   // A trainer's client times out and hangs up while the local model runs its batch; it sends
   // the same item again. The model finishes the batch anyway (it runs as one message), so the
   // retry waits for that answer rather than computing the item a second time.
-  source_spec spec;
-  spec.name = "minilm";
-  spec.capabilities = {"embed"};
-  spec.max_inflight = 1;
-  spec.local_model = true;
-  core_.add_source(std::move(spec));
+  core_.add_source(local_model_source({"embed"}, 1));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
                 .admitted());
   auto running = core_.dispatch();
