@@ -388,7 +388,7 @@ std::string tokenizer::decode(const std::vector<std::int64_t>& ids, bool skip_sp
       }
     }
     flush();
-    return out;
+    return unicode::to_valid_utf8(out);
   }
   const auto* wordpiece = std::get_if<wordpiece_model>(&impl_->model);
   for (std::int64_t id : ids) {
@@ -414,7 +414,9 @@ std::string tokenizer::decode(const std::vector<std::int64_t>& ids, bool skip_sp
       out += token;
     }
   }
-  return out;
+  // Byte-level pieces may end (or start) inside a character: invalid sequences become U+FFFD,
+  // as `tokenizers` decodes them, so the text is the one a trainer, the log and replay see.
+  return unicode::to_valid_utf8(out);
 }
 
 std::optional<std::int64_t> tokenizer::token_id(std::string_view token) const {

@@ -74,7 +74,9 @@ class tokenizer {
 
   /// The text of `ids`: byte-level tokens turned back into their bytes, WordPiece pieces
   /// joined (`##` pieces glued to the previous one), added tokens as written; special added
-  /// tokens left out when `skip_special`. Unknown ids are skipped.
+  /// tokens left out when `skip_special`. Unknown ids are skipped. The text is valid UTF-8:
+  /// bytes that do not form a character (a cut multi-byte character) become U+FFFD, as
+  /// `tokenizers` decodes them.
   std::string decode(const std::vector<std::int64_t>& ids, bool skip_special = true) const;
 
   /// The id of `token` (an added token or a model vocabulary entry), if it has one.

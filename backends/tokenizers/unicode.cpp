@@ -1,5 +1,6 @@
 #include "backends/tokenizers/unicode.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -33,6 +34,63 @@ std::u32string decode(std::string_view utf8) {
     out.push_back(static_cast<char32_t>(c));
     bytes += n;
     remaining -= n;
+  }
+  return out;
+}
+
+namespace {
+
+/// The length of the longest prefix of `bytes` that starts a well-formed UTF-8 sequence
+/// (Unicode's table 3-7), and whether that prefix is the whole sequence.
+struct utf8_prefix {
+  std::size_t length = 0;
+  bool complete = false;
+};
+
+utf8_prefix well_formed_prefix(std::string_view bytes) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return {1, true};
+  std::size_t need = 0;
+  unsigned char low = 0x80;
+  unsigned char high = 0xBF;
+  if (lead >= 0xC2 && lead <= 0xDF) {
+    need = 2;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    need = 3;
+    if (lead == 0xE0) low = 0xA0;
+    if (lead == 0xED) high = 0x9F;  // no surrogates
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    need = 4;
+    if (lead == 0xF0) low = 0x90;
+    if (lead == 0xF4) high = 0x8F;  // nothing past U+10FFFF
+  } else {
+    return {0, false};
+  }
+  std::size_t n = 1;
+  for (; n < need && n < bytes.size(); ++n) {
+    const unsigned char b = byte(n);
+    const unsigned char lo = n == 1 ? low : 0x80;
+    const unsigned char hi = n == 1 ? high : 0xBF;
+    if (b < lo || b > hi) break;
+  }
+  return {n, n == need};
+}
+
+} // namespace
+
+std::string to_valid_utf8(std::string_view utf8) {
+  std::string out;
+  out.reserve(utf8.size());
+  std::size_t i = 0;
+  while (i < utf8.size()) {
+    const utf8_prefix p = well_formed_prefix(utf8.substr(i));
+    if (p.complete) {
+      out.append(utf8, i, p.length);
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD for the maximal subpart, or for one stray byte
+    }
+    i += std::max<std::size_t>(p.length, 1);
   }
   return out;
 }

@@ -12,6 +12,10 @@ namespace arbiter::backends::tokenizers::unicode {
 /// reference tokenizes, cannot hold invalid UTF-8, so no reference behaviour is lost).
 std::u32string decode(std::string_view utf8);
 std::string encode(std::u32string_view text);
+/// `utf8` with each maximal invalid subsequence replaced by one U+FFFD, as Rust's
+/// `String::from_utf8_lossy` (what `tokenizers`' byte-level decoder returns) and Python's
+/// `bytes.decode("utf-8", "replace")` do. Valid UTF-8 comes back unchanged.
+std::string to_valid_utf8(std::string_view utf8);
 void append_utf8(std::string& out, char32_t c);
 
 /// Rust's `char::is_whitespace` and Oniguruma's `\s`: the Unicode White_Space property.

