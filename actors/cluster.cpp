@@ -84,6 +84,8 @@ struct node_entry {
   clock_type::time_point joined;
   clock_type::time_point last_seen;
   std::vector<std::string> sources;
+  /// The pass-through models its registered sources answer to.
+  std::vector<node_models::entry> models;
 };
 
 struct gateway_state {
@@ -93,6 +95,8 @@ struct gateway_state {
   std::map<std::string, node_entry> nodes;
   /// The coordinator's `cluster.timeout_ms`: silence past it loses a node.
   std::chrono::milliseconds timeout{0};
+  /// Where the up nodes' models are published for the ingress; may be null.
+  node_models* models = nullptr;
   static inline const char* name = "arbiter.cluster_gateway";
 };
 
@@ -128,11 +132,27 @@ void count(gateway_state& s, const char* event = nullptr) {
   }
 }
 
+/// Publishes the models of the nodes that are up.
+void publish_models(gateway_state& s) {
+  if (s.models == nullptr) {
+    return;
+  }
+  std::vector<node_models::entry> entries;
+  for (const auto& [name, node] : s.nodes) {
+    if (node.up) {
+      entries.insert(entries.end(), node.models.begin(), node.models.end());
+    }
+  }
+  s.models->set(std::move(entries));
+}
+
 caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler,
-                      cluster_metrics* metrics, std::chrono::milliseconds timeout) {
+                      cluster_metrics* metrics, std::chrono::milliseconds timeout,
+                      node_models* models) {
   self->state.scheduler = std::move(scheduler);
   self->state.metrics = metrics;
   self->state.timeout = timeout;
+  self->state.models = models;
   count(self->state);
   self->set_down_handler([self](const caf::down_msg& down) {
     for (auto& [name, node] : self->state.nodes) {
@@ -146,6 +166,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
     }
     forget_oldest_lost(self->state);
     count(self->state);
+    publish_models(self->state);
   });
   return {
     [self](node_join_atom, node_hello& hello, caf::actor node) -> caf::result<caf::ok_atom> {
@@ -191,6 +212,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
       auto name = entry.hello.name;
       nodes[name] = std::move(entry);
       count(self->state, "joined");
+      publish_models(self->state);
       return caf::ok_atom::value;
     },
     [self](add_source_atom, const std::string& node, scheduler::source_spec& spec,
@@ -203,11 +225,28 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
       spec.name = node + "/" + spec.name;
       spec.capabilities = node_routing_keys(spec.capabilities);
       it->second.sources.push_back(spec.name);
+      std::vector<node_models::entry> served;
+      for (auto& [cap, model] : models_of_keys(spec.capabilities)) {
+        served.push_back({std::move(model), cap, spec.name});
+      }
       auto rp = self->make_response_promise<scheduler::source_id>();
       self->request(self->state.scheduler, std::chrono::seconds{10}, add_source_atom::value,
                     std::move(spec), std::move(worker))
-        .then([rp](scheduler::source_id id) mutable { rp.deliver(id); },
-              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+        .then(
+          [self, rp, node, actor = it->second.actor,
+           served = std::move(served)](scheduler::source_id id) mutable {
+            // The routes learn the models once the scheduler can route to them, and only
+            // while the node that registered them is the one up under its name.
+            auto at = self->state.nodes.find(node);
+            if (at != self->state.nodes.end() && at->second.up && at->second.actor == actor
+                && !served.empty()) {
+              auto& kept = at->second.models;
+              kept.insert(kept.end(), served.begin(), served.end());
+              publish_models(self->state);
+            }
+            rp.deliver(id);
+          },
+          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
       return rp;
     },
     [self](node_beat_atom, const std::string& node) {
@@ -267,8 +306,9 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
 } // namespace
 
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
-                                 cluster_metrics& metrics, std::chrono::milliseconds timeout) {
-  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout);
+                                 cluster_metrics& metrics, std::chrono::milliseconds timeout,
+                                 node_models* models) {
+  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout, models);
 }
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,

@@ -16,6 +16,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include "actors/messages.hpp"
+#include "common/capability.hpp"
 #include "common/metrics.hpp"
 #include "config/config.hpp"
 
@@ -108,6 +111,47 @@ struct cluster_metrics {
   prometheus::Family<prometheus::Counter>& events;
 };
 
+/// The models worker nodes' sources answer to on the pass-through routes (`GET /v1/models`,
+/// `/v1/chat/completions`, `/v1/embeddings`), beside the coordinator's own. The gateway
+/// writes it as nodes' sources register and as nodes are lost; the ingress's I/O threads read
+/// it.
+class node_models {
+public:
+  struct entry {
+    std::string model;
+    capability cap = capability::chat;
+    /// "NODE/SOURCE".
+    std::string source;
+
+    bool operator==(const entry& other) const {
+      return model == other.model && cap == other.cap && source == other.source;
+    }
+  };
+
+  /// What the nodes that are up serve, and a number that grows with each change.
+  struct snapshot {
+    std::shared_ptr<const std::vector<entry>> entries;
+    uint64_t version = 0;
+  };
+
+  snapshot get() const {
+    std::lock_guard<std::mutex> lock{mutex_};
+    return {entries_, version_};
+  }
+
+  void set(std::vector<entry> entries) {
+    auto next = std::make_shared<const std::vector<entry>>(std::move(entries));
+    std::lock_guard<std::mutex> lock{mutex_};
+    entries_ = std::move(next);
+    ++version_;
+  }
+
+private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const std::vector<entry>> entries_ = std::make_shared<std::vector<entry>>();
+  uint64_t version_ = 0;
+};
+
 /// The coordinator's gateway, the actor worker nodes connect to. It takes
 ///   (node_join_atom, node_hello, node actor)                -> ok, or an error (name taken)
 ///   (add_source_atom, node name, source_spec, worker actor) -> the source id
@@ -115,9 +159,11 @@ struct cluster_metrics {
 ///   (info_atom)                                             -> std::vector<node_info>
 /// and passes sources on to the scheduler under the name "NODE/SOURCE". It watches each
 /// node's actor: when that goes (the connection is lost) the node shows as lost; the
-/// scheduler watches the workers themselves.
+/// scheduler watches the workers themselves. `models`, when given, is kept to the models the
+/// up nodes' sources serve.
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
-                                 cluster_metrics& metrics, std::chrono::milliseconds timeout);
+                                 cluster_metrics& metrics, std::chrono::milliseconds timeout,
+                                 node_models* models = nullptr);
 
 /// A worker actor and the spec it is registered under (serve registers its own, a node passes
 /// its to the gateway).

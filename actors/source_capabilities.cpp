@@ -65,6 +65,20 @@ std::vector<std::string> node_routing_keys(const std::vector<std::string>& keys)
   return out;
 }
 
+std::vector<std::pair<capability, std::string>> models_of_keys(
+  const std::vector<std::string>& keys) {
+  std::vector<std::pair<capability, std::string>> out;
+  for (auto cap : {capability::chat, capability::embed}) {
+    const std::string prefix = routing_key(cap, model_route_suffix(""));
+    for (const auto& key : keys) {
+      if (key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0) {
+        out.emplace_back(cap, key.substr(prefix.size()));
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> routed_capabilities(const std::string& source,
                                              const std::vector<capability>& base,
                                              const std::string& model,

@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/capability.hpp"
@@ -44,6 +45,11 @@ std::string model_route_suffix(const std::string& id);
 /// serve a reward; a node's are not used, and its keys would have let a coordinator reward
 /// restricted to named sources reach the node's.
 std::vector<std::string> node_routing_keys(const std::vector<std::string>& keys);
+
+/// The pass-through models routing keys `keys` name ("chat@model:qwen3-8b" → chat,
+/// "qwen3-8b"), chat before embed: what a worker node's source answers to at the coordinator.
+std::vector<std::pair<capability, std::string>> models_of_keys(
+  const std::vector<std::string>& keys);
 
 /// The routing keys of a configured source: its capabilities, and those narrowed by the
 /// rewards that name it and, for chat and embed, by the model it serves (e.g. {"chat",

@@ -150,6 +150,7 @@ int serve(const serve_options& options) {
   net::http_metrics http_metrics{registry};
   actors::local_model_metrics model_metrics{registry};
   actors::cluster_metrics cluster_metrics{registry};
+  actors::node_models node_models;
   actors::replay_metrics replay_metrics{registry};
   backends::reward_catalog catalog{cfg};
 
@@ -191,7 +192,8 @@ int serve(const serve_options& options) {
                                        fallback, recorder);
   caf::actor gateway;
   if (cfg.cluster.enabled) {
-    gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics, cfg.cluster.timeout);
+    gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics, cfg.cluster.timeout,
+                                            &node_models);
     auto published = actors::publish_cluster(sys, gateway, cfg.cluster.host, cfg.cluster.port,
                                               cluster);
     if (!published) {
@@ -262,6 +264,7 @@ int serve(const serve_options& options) {
   ctx.scheduler = sched;
   ctx.shards = shards;
   ctx.cluster = gateway;
+  ctx.node_models = cfg.cluster.enabled ? &node_models : nullptr;
   ctx.config = &cfg;
   ctx.catalog = &catalog;
   ctx.registry = &registry;

@@ -36,28 +36,33 @@ std::vector<std::string> priority_names(const config::arbiter_config& cfg) {
   return names;
 }
 
+/// Adds `source`'s serving `id` for `cap` to `models`.
+void add_served(std::vector<model_entry>& models, const std::string& id, capability cap,
+                const std::string& source) {
+  auto at = std::find_if(models.begin(), models.end(),
+                         [&](const model_entry& m) { return m.id == id; });
+  if (at == models.end()) {
+    models.push_back({id, {}, {}});
+    at = models.end() - 1;
+  }
+  if (std::find(at->capabilities.begin(), at->capabilities.end(), cap)
+      == at->capabilities.end()) {
+    at->capabilities.push_back(cap);
+  }
+  if (std::find(at->sources.begin(), at->sources.end(), source) == at->sources.end()) {
+    at->sources.push_back(source);
+  }
+}
+
 /// The models the pass-through routes serve, from the configured sources.
-std::vector<model_entry> served_models(const config::arbiter_config& cfg) {
+std::vector<model_entry> configured_models(const config::arbiter_config& cfg) {
   std::vector<model_entry> models;
   for (const auto& src : cfg.sources) {
     for (auto cap : {capability::chat, capability::embed}) {
       if (!actors::serves(src, cap)) {
         continue;
       }
-      auto id = actors::served_model(src);
-      auto at = std::find_if(models.begin(), models.end(),
-                             [&](const model_entry& m) { return m.id == id; });
-      if (at == models.end()) {
-        models.push_back({id, {}, {}});
-        at = models.end() - 1;
-      }
-      if (std::find(at->capabilities.begin(), at->capabilities.end(), cap)
-          == at->capabilities.end()) {
-        at->capabilities.push_back(cap);
-      }
-      if (std::find(at->sources.begin(), at->sources.end(), src.name) == at->sources.end()) {
-        at->sources.push_back(src.name);
-      }
+      add_served(models, actors::served_model(src), cap, src.name);
     }
   }
   for (const auto& m : cfg.models) {
@@ -96,9 +101,8 @@ router::router(router_context ctx) : ctx_(std::move(ctx)) {
   codec_.default_deadline = cfg.scheduler.default_deadline;
   codec_.max_deadline = cfg.scheduler.max_deadline;
   codec_.max_batch_items = cfg.server.max_batch_items;
-  models_ = served_models(cfg);
-  passthrough_.codec = &codec_;
-  passthrough_.models = &models_;
+  models_ = configured_models(cfg);
+  served_ = std::make_shared<const std::vector<model_entry>>(models_);
   if (cfg.protocols.on_failure == "score") {
     failure_policy_.score = cfg.protocols.failure_score;
   }
@@ -322,7 +326,7 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
   }
   if (path == "/v1/models") {
     http_reply r;
-    r.body = encode_models(models_, started_unix_);
+    r.body = encode_models(*served_models(), started_unix_);
     respond(route, std::move(r), reply);
   } else if (path == "/health") {
     http_reply r;
@@ -476,8 +480,25 @@ const backends::reward_entry* router::trainer_reward(const std::string& route,
   return reward;
 }
 
+std::shared_ptr<const std::vector<model_entry>> router::served_models() const {
+  std::lock_guard<std::mutex> lock{served_mutex_};
+  if (ctx_.node_models == nullptr) {
+    return served_;
+  }
+  const auto nodes = ctx_.node_models->get();
+  if (nodes.version != served_version_) {
+    auto models = models_;
+    for (const auto& e : *nodes.entries) {
+      add_served(models, e.model, e.cap, e.source);
+    }
+    served_ = std::make_shared<const std::vector<model_entry>>(std::move(models));
+    served_version_ = nodes.version;
+  }
+  return served_;
+}
+
 std::string router::model_of(const std::string& source) const {
-  for (const auto& m : models_) {
+  for (const auto& m : *served_models()) {
     if (std::find(m.sources.begin(), m.sources.end(), source) != m.sources.end()) {
       return m.id;
     }
@@ -554,7 +575,7 @@ bool router::decode_remote_rm(std::string_view body, std::string_view target, sc
 bool router::decode_chat(std::string_view body, std::string_view /*target*/, scoring_job& job,
                          codec_error& err) {
   auto decoded = std::make_shared<chat_request_body>();
-  if (!decode_chat_request(body, passthrough_, *decoded, err)) {
+  if (!decode_chat_request(body, passthrough(*served_models()), *decoded, err)) {
     return false;
   }
   job.counted_items = 1;
@@ -589,8 +610,9 @@ bool router::decode_tei_embed(std::string_view body, std::string_view /*target*/
 
 bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<embed_request_body>();
-  bool ok = tei ? net::decode_tei_embed(body, passthrough_, *decoded, err)
-                : decode_openai_embeddings(body, passthrough_, *decoded, err);
+  const auto models = served_models();
+  bool ok = tei ? net::decode_tei_embed(body, passthrough(*models), *decoded, err)
+                : decode_openai_embeddings(body, passthrough(*models), *decoded, err);
   if (!ok) {
     return false;
   }
@@ -629,7 +651,7 @@ bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_
 bool router::decode_predict(std::string_view body, std::string_view /*target*/,
                             scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<predict_request_body>();
-  if (!decode_tei_predict(body, passthrough_, *decoded, err)) {
+  if (!decode_tei_predict(body, passthrough(*served_models()), *decoded, err)) {
     return false;
   }
   take_items(job, *decoded);

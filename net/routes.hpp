@@ -3,8 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,6 +28,10 @@
 #include "net/score_codec.hpp"
 #include "net/trainer_codec.hpp"
 #include "scheduler/scheduler_metrics.hpp"
+
+namespace arbiter::actors {
+class node_models;
+}
 
 namespace arbiter::net {
 
@@ -76,6 +81,9 @@ struct router_context {
   std::vector<caf::actor> shards;
   /// The cluster gateway (actors/cluster.hpp), when the cluster is on: /info lists its nodes.
   caf::actor cluster;
+  /// The models its nodes' sources serve (kept by the gateway), which the pass-through routes
+  /// serve beside the configured ones; null without a cluster.
+  const actors::node_models* node_models = nullptr;
   const config::arbiter_config* config = nullptr;
   const backends::reward_catalog* catalog = nullptr;
   metrics_registry* registry = nullptr;
@@ -261,10 +269,22 @@ private:
   void refuse_decoded(const std::string& route, const codec_error& err, const reply_fn& reply,
                       error_style style = error_style::arbiter);
 
+  /// The models the pass-through routes serve now: the configured ones (`models_`) and
+  /// those of the cluster's nodes that are up.
+  std::shared_ptr<const std::vector<model_entry>> served_models() const;
+  /// What the pass-through decoders need, with `models` for the model list.
+  passthrough_context passthrough(const std::vector<model_entry>& models) const {
+    return {&codec_, &models};
+  }
+
   router_context ctx_;
   codec_context codec_;
+  /// The configured sources' and models' (fixed at start).
   std::vector<model_entry> models_;
-  passthrough_context passthrough_;
+  /// `served_models()`'s last answer, and the node_models version it was built from.
+  mutable std::mutex served_mutex_;
+  mutable std::shared_ptr<const std::vector<model_entry>> served_;
+  mutable uint64_t served_version_ = 0;
   failure_policy failure_policy_;
   /// Unix seconds at start-up (`created` of /v1/models) and a counter for completion ids.
   int64_t started_unix_ = 0;

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -35,7 +36,7 @@ protected:
     cfg.priorities = {{"normal", 1000, config::queue_order::fifo}};
     cfg.default_priority = "normal";
     sched_ = spawn_scheduler(*sys_, cfg, metrics_);
-    gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_, 3000ms);
+    gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_, 3000ms, &node_models_);
   }
 
   ~ClusterGateway() override {
@@ -106,6 +107,7 @@ protected:
   metrics_registry registry_;
   scheduler::scheduler_metrics metrics_;
   cluster_metrics cluster_metrics_;
+  node_models node_models_;
   caf::actor_system_config caf_cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   caf::actor sched_;
@@ -145,6 +147,43 @@ TEST_F(ClusterGateway, ANodesSourceKeepsItsModelRoutesButNotItsOwnRewardsRoutes)
             (std::vector<std::string>{"chat", "chat@model:qwen3-8b", "embed"}));
   caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+}
+
+TEST_F(ClusterGateway, ANodesModelsAreServedWhileItIsUp) {
+  // The pass-through routes (/v1/models, /v1/chat/completions, /v1/embeddings) read these:
+  // a model only a node serves is served while that node is up.
+  using entry = node_models::entry;
+  auto node = sys_->spawn(idle);
+  auto worker = spawn_cpu_worker(*sys_, {});
+  ASSERT_EQ(join("node-a", node), "");
+  EXPECT_TRUE(node_models_.get().entries->empty());
+  ASSERT_EQ(add("node-a", worker, {"chat", "chat@model:qwen3-8b", "chat@strict", "embed",
+                                   "embed@model:e5", "nli"}, "remote"),
+            "");
+  const auto up = node_models_.get();
+  EXPECT_EQ(*up.entries, (std::vector<entry>{{"qwen3-8b", capability::chat, "node-a/remote"},
+                                             {"e5", capability::embed, "node-a/remote"}}));
+  caf::anon_send_exit(node, caf::exit_reason::remote_link_unreachable);
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!node_models_.get().entries->empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto lost = node_models_.get();
+  EXPECT_TRUE(lost.entries->empty()) << "a lost node's models are not served";
+  EXPECT_GT(lost.version, up.version);
+  // Its name joins again (restarted: new workers): its models come back as its sources
+  // register.
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+  auto again = sys_->spawn(idle);
+  auto restarted = spawn_cpu_worker(*sys_, {});
+  ASSERT_EQ(join("node-a", again), "");
+  EXPECT_TRUE(node_models_.get().entries->empty());
+  ASSERT_EQ(add("node-a", restarted, {"chat", "chat@model:qwen3-8b"}, "remote"), "");
+  EXPECT_EQ(*node_models_.get().entries,
+            (std::vector<entry>{{"qwen3-8b", capability::chat, "node-a/remote"}}));
+  for (auto& a : {again, restarted}) {
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  }
 }
 
 TEST_F(ClusterGateway, RefusesUnjoinedNodesBadNamesAndATakenName) {

@@ -221,6 +221,40 @@ def test_a_node_carries_its_own_remote_source(cluster, provider):
     assert p.stats()["requests"]["/v1/chat/completions"]["200"] == 6
 
 
+def test_a_model_only_a_node_serves_is_served_while_the_node_is_up(cluster, provider):
+    """The pass-through routes learn the models of the nodes' sources as they join, and
+    forget them when their node is lost."""
+    from arbiter_testing import source_toml
+    server, node, _ = cluster
+    p = provider()
+    proc = node("node-m", config=source_toml("remote", p.url, caps=("chat", "embed"),
+                                             model="node-model"))
+    status, _, listed = server.request("GET", "/v1/models")
+    assert status == 200
+    served = {m["id"]: m for m in listed["data"]}
+    assert served["node-model"]["sources"] == ["node-m/remote"], listed
+    assert set(served["node-model"]["capabilities"]) == {"chat", "embed"}
+    status, _, body = server.request("POST", "/v1/chat/completions", {
+        "model": "node-model", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 200, body
+    assert body["model"] == "node-model"
+    status, _, body = server.request("POST", "/v1/embeddings",
+                                     {"model": "node-model", "input": ["a", "b"]})
+    assert status == 200 and len(body["data"]) == 2, body
+    requests = p.stats()["requests"]
+    assert requests["/v1/chat/completions"]["200"] == 1 and requests["/v1/embeddings"]["200"] >= 1
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and cluster_nodes(server)["node-m"]["state"] == "up":
+        time.sleep(0.1)
+    status, _, listed = server.request("GET", "/v1/models")
+    assert "node-model" not in {m["id"] for m in listed["data"]}, listed
+    status, _, body = server.request("POST", "/v1/chat/completions", {
+        "model": "node-model", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 404 and body["error"]["code"] == "model_not_found", body
+
+
 # ---- mutual TLS ----------------------------------------------------------------------------
 
 MAKE_CERTS = Path(__file__).resolve().parents[2] / "deploy" / "certs" / "make-certs.sh"
