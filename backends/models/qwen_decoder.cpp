@@ -666,7 +666,8 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
       g.tokens.push_back(chosen_a[b]);
       g.logprobs.push_back(lp_a[b]);
       if (std::find(options.stop_ids.begin(), options.stop_ids.end(), chosen_a[b])
-          != options.stop_ids.end()) {
+            != options.stop_ids.end()
+          || (options.stop_when && options.stop_when(g.tokens))) {
         g.finish_reason = "stop";
         done[row] = true;
       } else if (step + 1 >= options.max_new_tokens) {

@@ -8,6 +8,7 @@
 // what else shares its batch. No torch type in this header.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,9 @@ struct sampling_options {
   uint32_t max_new_tokens = 64;
   /// Generation of a sequence ends after it produces one of these ids (kept in its tokens).
   std::vector<int64_t> stop_ids;
+  /// When set, called with a sequence's tokens after each one it produces: true ends it there
+  /// (finish_reason "stop", the token kept), as a stop string found in its text does.
+  std::function<bool(const std::vector<int64_t>&)> stop_when;
   uint64_t seed = 0;
 };
 
@@ -35,7 +39,7 @@ struct generation {
   /// log p of each chosen token under the model's own distribution (temperature 1, before
   /// top-k / top-p), as vLLM reports prompt-independent logprobs.
   std::vector<double> logprobs;
-  /// "stop" (a stop id) or "length".
+  /// "stop" (a stop id, or `stop_when`) or "length".
   std::string finish_reason;
 };
 

@@ -1,5 +1,6 @@
 #include "backends/models/text_generator.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -108,6 +109,28 @@ generation_request text_generator::prepare(const model_call& call, bool chat) co
                                 + std::to_string(model_->info().max_tokens)};
   }
   options.stop_ids = end_ids_;
+  size_t longest_stop = 0;
+  for (const auto& stop : call.stop) {
+    longest_stop = std::max(longest_stop, stop.size());
+  }
+  if (longest_stop > 0) {
+    // A sequence ends at the token that completes a stop string, as vLLM's do, rather than
+    // decoding to max_tokens for a text cut there anyway. A new occurrence ends in the newest
+    // token, so it lies within the last longest_stop tokens (each non-empty one at least a
+    // byte); a few more cover tokens that decode to nothing. The whole text confirms it.
+    const size_t window = longest_stop + 8;
+    options.stop_when = [this, stops = call.stop, window](const std::vector<int64_t>& tokens) {
+      auto holds_stop = [&stops](const std::string& text) {
+        return std::any_of(stops.begin(), stops.end(), [&](const std::string& stop) {
+          return !stop.empty() && text.find(stop) != std::string::npos;
+        });
+      };
+      const size_t from = tokens.size() > window ? tokens.size() - window : 0;
+      return holds_stop(tokenizer_->decode({tokens.begin() + static_cast<long>(from),
+                                            tokens.end()}))
+             && holds_stop(tokenizer_->decode(tokens));
+    };
+  }
   options.seed = call.seed ? *call.seed : std::random_device{}();
   req.n = call.n;
   return req;
@@ -119,7 +142,11 @@ model_output text_generator::finish(const model_call& call, bool chat, size_t pr
   out.prompt_tokens = static_cast<uint32_t>(prompt_tokens);
   for (auto& g : generations) {
     bool ended = g.finish_reason == "stop";
-    size_t kept = ended ? g.tokens.size() - 1 : g.tokens.size();
+    // An end token is not text; a stop string's last token is (the text is cut below).
+    const bool end_token =
+      ended && !g.tokens.empty()
+      && std::find(end_ids_.begin(), end_ids_.end(), g.tokens.back()) != end_ids_.end();
+    size_t kept = end_token ? g.tokens.size() - 1 : g.tokens.size();
     std::string text = tokenizer_->decode({g.tokens.begin(), g.tokens.begin() + static_cast<long>(kept)});
     // A stop string ends the text where it starts; the tokens kept are those whose text
     // begins before it.

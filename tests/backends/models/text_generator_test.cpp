@@ -140,3 +140,52 @@ TEST(TextGenerator, AChatWithAPartItCannotReadFailsNamingItInsteadOfDroppingIt) 
   EXPECT_EQ(got[1].error, "messages[1].content[1]: a part of type 'image_url'; this local model "
                           "reads text parts only");
 }
+
+TEST(TextGenerator, AStopStringEndsDecodingAtTheTokenThatCompletesIt) {
+  // Before, a sequence decoded to max_tokens and its text was cut afterwards: ΔIG's samples
+  // (stop "\n") paid for every token up to max_new_tokens, and usage counted them all.
+  auto gen = text_generator::load(folder, test_support::test_options());
+  model_call call;
+  call.messages = R"([{"role": "user", "content": "tell me a long story"}])";
+  call.max_tokens = 40;
+  call.temperature = 0.9;
+  call.seed = 7;
+  call.n = 4;
+  const auto free = gen->complete(call, true);
+  ASSERT_EQ(free.texts.size(), 4u);
+  // A stop string that a sample which ran to max_tokens holds past its start.
+  std::string stop;
+  for (const auto& t : free.texts) {
+    if (t.finish_reason != "length" || !stop.empty()) {
+      continue;
+    }
+    for (size_t at = t.text.size() / 2; at < t.text.size() && stop.empty(); ++at) {
+      if (std::isalpha(static_cast<unsigned char>(t.text[at]))) {
+        stop = t.text.substr(at, 1);
+      }
+    }
+  }
+  ASSERT_FALSE(stop.empty()) << "no sample ran to max_tokens with a letter in its second half";
+  model_call stopped_call = call;
+  stopped_call.stop = {stop};
+  const auto stopped = gen->complete(stopped_call, true);
+  ASSERT_EQ(stopped.texts.size(), 4u);
+  uint32_t ended_early = 0;
+  for (size_t k = 0; k < 4; ++k) {
+    // The same draws: each text is the free one cut at its first stop string.
+    const std::string& text = free.texts[k].text;
+    const auto cut = text.find(stop);
+    SCOPED_TRACE(text);
+    EXPECT_EQ(stopped.texts[k].text, text.substr(0, cut));
+    if (cut != std::string::npos) {
+      EXPECT_EQ(stopped.texts[k].finish_reason, "stop");
+      EXPECT_LE(stopped.texts[k].tokens, free.texts[k].tokens);
+      ended_early += free.texts[k].finish_reason == "length" ? 1 : 0;
+    } else {
+      EXPECT_EQ(stopped.texts[k].finish_reason, free.texts[k].finish_reason);
+    }
+  }
+  ASSERT_GE(ended_early, 1u);
+  // Decoding ended where the stop string was completed: fewer tokens generated and counted.
+  EXPECT_LT(stopped.completion_tokens, free.completion_tokens);
+}
