@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "support"))
 
-from arbiter_testing import start_server  # noqa: E402
+import arbiter_testing  # noqa: E402
 from generate_bench import silence_end_tokens  # noqa: E402
 
 FIXTURES = REPO / "tests" / "backends" / "models" / "fixtures"
@@ -184,7 +184,7 @@ def run_python(items: list, args: argparse.Namespace) -> dict:
     return {"seconds": time.perf_counter() - start, "latencies": latencies, "scores": scores}
 
 
-def run_arbiter(items: list, args: argparse.Namespace) -> dict:
+def run_arbiter(items: list, args: argparse.Namespace, binary: str | None = None) -> dict:
     device = getattr(args, "device", "cpu")
     # f32 on every device, so that the two sides' greedy samples and ΔIG values agree.
     placed = f'device = "{device}"\ndtype = "f32"\n'
@@ -192,7 +192,8 @@ def run_arbiter(items: list, args: argparse.Namespace) -> dict:
               f'[[models]]\nname = "tiny-nli"\nkind = "nli"\npath = "{NLI}"\n{placed}')
     tmp = Path(args.tmp)
     tmp.mkdir(parents=True, exist_ok=True)
-    server = start_server(tmp, config)
+    arbiter_testing.ARBITER_BIN = str(binary or arbiter_testing.ARBITER_BIN)
+    server = arbiter_testing.start_server(tmp, config)
     options = {"num_samples": args.samples, "temperature": 0, "max_new_tokens": args.max_new_tokens}
 
     def one(item: dict) -> tuple:
@@ -230,6 +231,8 @@ def main() -> int:
     p.add_argument("--device", default="cpu", help="both sides' device (cpu, cuda); f32 on each")
     p.add_argument("--tmp", default="/tmp/arbiter_ig_bench")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
+    p.add_argument("--baseline", type=Path, help="another arbiter binary (e.g. an older build) "
+                   "measured in the same run, on the same items")
     args = p.parse_args()
     if args.threads == 0:
         import torch
@@ -237,6 +240,7 @@ def main() -> int:
     items = make_items(args.items, args.seed)
     args.lm = make_lm(Path(args.tmp) / "tiny_qwen3")
     arbiter = run_arbiter(items, args)
+    baseline = run_arbiter(items, args, str(args.baseline)) if args.baseline else None
     python = run_python(items, args)
     diff = max(abs(a - b) for a, b in zip(arbiter["scores"], python["scores"]))
     print(f"{args.items} items, N = {args.samples} per side, {args.max_new_tokens} new tokens, "
@@ -244,14 +248,19 @@ def main() -> int:
           f"{diff:.2e}\n")
     print("| run | seconds | items/s | p50 ms per item | p99 ms per item | × python items/s |")
     print("|---|---|---|---|---|---|")
-    for name, r in (("python IG service design", python), ("arbiter", arbiter)):
+    runs = [("python IG service design", python), ("arbiter", arbiter)]
+    if baseline is not None:
+        runs.insert(1, (f"arbiter baseline ({args.baseline})", baseline))
+        diff = max(diff, max(abs(a - b) for a, b in zip(baseline["scores"], python["scores"])))
+    for name, r in runs:
         print(f"| {name} | {r['seconds']:.2f} | {args.items / r['seconds']:.1f} | "
               f"{pct(r['latencies'], 0.5) * 1000:.0f} | {pct(r['latencies'], 0.99) * 1000:.0f} | "
               f"{python['seconds'] / r['seconds']:.2f} |")
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / "ig_bench.json"
     out.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                               "max_abs_diff": diff, "python": python, "arbiter": arbiter},
+                               "max_abs_diff": diff, "python": python, "arbiter": arbiter,
+                               "baseline": baseline},
                               indent=1))
     print(f"results: {out}")
     return 0 if diff < 1e-4 else 1
