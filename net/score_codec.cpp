@@ -1,5 +1,6 @@
 #include "net/score_codec.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -245,6 +246,26 @@ bool bind_reward(score_item& item, const backends::reward_entry& reward,
       // Configured options were checked at start-up, so a bad value came with the item.
       err = {refusal::invalid, prefix + ".extra_info." + problem->key,
              prefix + ".extra_info." + problem->key + ": " + problem->reason};
+      return false;
+    }
+  }
+  if (const auto* kind = backends::find_reward_kind(item.kind);
+      kind != nullptr && !kind->needs_one_of.empty()) {
+    const auto given = backends::merged_options(item, kind->needs_one_of);
+    const bool found = std::any_of(kind->needs_one_of.begin(), kind->needs_one_of.end(),
+                                   [&](const std::string& key) {
+                                     auto at = given.find(key);
+                                     return at != given.end() && at->is_string();
+                                   });
+    if (!found) {
+      std::string keys;
+      for (const auto& key : kind->needs_one_of) {
+        keys += (keys.empty() ? "" : " or ") + key;
+      }
+      const auto field = prefix + ".extra_info." + kind->needs_one_of.front();
+      err = {refusal::invalid, field,
+             field + ": required by the " + item.kind + " reward (" + keys
+               + ": the question its samples answer)"};
       return false;
     }
   }

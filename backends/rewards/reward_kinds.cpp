@@ -61,6 +61,10 @@ std::vector<reward_kind> build() {
     k.verl_rule = k.name == "gsm8k" || k.name == "math" || k.name == "math_dapo"
                   || k.name == "search_r1_qa_em";
     k.scores_no_reference = k.name == "search_r1_qa_em";
+    if (k.name == "info_gain") {
+      // As the graph reads it. em_info_gain finds its question in the rollout.
+      k.needs_one_of = {"question", "problem"};
+    }
     if (k.name == "math_dapo") {
       // verl's math_dapo returns acc and pred; "[INVALID]" is its own pred for no answer.
       k.failed_extra = R"({"acc":false,"pred":"[INVALID]"})";

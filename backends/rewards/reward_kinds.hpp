@@ -67,6 +67,10 @@ struct reward_kind {
   /// nothing (format_score, or 0 with no answer). Other kinds fail such an item
   /// (`ground_truth is empty`, or their own message).
   bool scores_no_reference = false;
+  /// Keys of which an item's options (its extra_info or its reward's) must hold one as a
+  /// string, else the ingress refuses it naming the first: ΔIG's question, without which its
+  /// samples answer nothing and the score means nothing. Empty: none needed.
+  std::vector<std::string> needs_one_of;
 };
 
 /// Every built-in kind, in the order the docs list them.

@@ -252,6 +252,37 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
   }
 }
 
+TEST_F(ScoreCodec, AnInfoGainItemMustCarryItsQuestion) {
+  // Scored against no question, ΔIG's samples answer nothing: a plausible score that means
+  // nothing (/compute_info_gain refused such an item; /v1/score scored it).
+  const std::string item = R"({"reward":"info_gain","solution_str":"ctx","ground_truth":["a"])";
+  for (const std::string extra : {"", R"(,"extra_info":null)", R"(,"extra_info":{"seed":3})",
+                                  R"(,"extra_info":{"question":7})"}) {
+    auto err = refusal(R"({"items": [)" + item + extra + "}]}");
+    EXPECT_EQ(err.field, "items[0].extra_info.question") << extra;
+    EXPECT_EQ(refusal_answer_for(err.why).status, 400u);
+  }
+  EXPECT_EQ(refusal(R"({"items": [)" + item + "}]}").message,
+            "items[0].extra_info.question: required by the info_gain reward (question or "
+            "problem: the question its samples answer)");
+  // em_info_gain finds its question in the rollout.
+  score_request_body em;
+  codec_error em_err;
+  EXPECT_TRUE(decode_score_request(
+    R"({"items": [{"reward":"em_info_gain","solution_str":"c","ground_truth":"a"}]})", ctx_, em,
+    em_err))
+    << em_err.message;
+  for (const std::string extra : {R"({"question":"q?"})", R"({"problem":"q?"})",
+                                  R"({"question":""})"}) {
+    score_request_body out;
+    codec_error err;
+    EXPECT_TRUE(decode_score_request(R"({"items": [)" + item + R"(,"extra_info":)" + extra
+                                       + "}]}",
+                                     ctx_, out, err))
+      << extra << ": " << err.message;
+  }
+}
+
 TEST_F(ScoreCodec, NamesAStringWhoseEscapesDoNotDecode) {
   // What Python's json.dumps writes for a text holding a lone surrogate (a rollout decoded
   // with errors="surrogateescape" or cut inside a pair).
