@@ -195,6 +195,9 @@ struct item_result {
   /// Every source a reward graph's model calls ran on (empty for single-call rewards).
   std::vector<std::string> sources;
   bool cached = false;
+  /// Answered by an identical item in flight, whose calls it shared: it ran nothing itself
+  /// (the calls, their tokens and cost count where they were made).
+  bool coalesced = false;
   uint32_t attempts = 0;
   /// `errc::none` unless the item failed.
   errc code = errc::none;

@@ -179,6 +179,7 @@ void scheduler_core::settle_flight(const std::string& key, item_ref leader,
     item_result copy = result;
     copy.queue_ms = ms_between(r.enqueued[index], now);
     copy.attempts = 0;
+    copy.coalesced = true;
     end_item(rid, r, index, std::move(copy));
   }
 }

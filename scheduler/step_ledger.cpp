@@ -73,7 +73,7 @@ void step_ledger::item_ended(const std::string& step, const item_result& result)
       ++a.failures[std::string{to_string(result.code)}];
       break;
   }
-  if (result.cached) {
+  if (result.cached || result.coalesced) {
     ++a.cache_hits;
   }
   a.queue_ms += result.queue_ms;

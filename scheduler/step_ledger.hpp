@@ -43,7 +43,7 @@ struct step_account {
   uint64_t items_ok = 0;
   uint64_t items_fallback = 0;
   uint64_t items_failed = 0;
-  /// Items answered from the result cache (or by an identical item in flight).
+  /// Items answered from the result cache or by an identical item in flight (`coalesced`).
   uint64_t cache_hits = 0;
   /// Failed items by code ("deadline_exceeded", ...).
   std::map<std::string, uint64_t> failures;

@@ -245,6 +245,9 @@ void write_result(std::string& out, const item_result& r) {
   if (r.cached) {
     j.boolean("cached", true);
   }
+  if (r.coalesced) {
+    j.boolean("coalesced", true);
+  }
   j.integer("attempts", r.attempts);
   if (r.code != errc::none) {
     j.str("code", to_string(r.code)).str("error", r.error);
@@ -265,6 +268,7 @@ item_result result_from(const json& j) {
   r.source = j.value("source", std::string{});
   read_if(j, "sources", r.sources);
   r.cached = j.value("cached", false);
+  r.coalesced = j.value("coalesced", false);
   r.attempts = j.value("attempts", 0u);
   if (j.contains("code")) {
     r.code = parse_errc(j["code"].get<std::string>());

@@ -173,6 +173,12 @@ TEST(ReplayLog, ACallRecordKeepsTheRequestAndTheRawResponse) {
   auto line = encode(item, result, true, "t");
   auto j = json::parse(line);
   EXPECT_EQ(j["type"], "call");
+  EXPECT_FALSE(j["result"].contains("coalesced"));
+  // A call answered by an identical one in flight repeats its answer and usage, marked.
+  auto follower = result;
+  follower.coalesced = true;
+  EXPECT_EQ(json::parse(encode(item, follower, true, "t"))["result"]["coalesced"], true);
+  EXPECT_TRUE(decode(encode(item, follower, true, "t")).result.coalesced);
   EXPECT_EQ(j["call"]["prompt_hash"], prompt_hash(call));
   EXPECT_EQ(j["result"]["output"]["prompt_tokens"], 40);
   auto r = decode(line);

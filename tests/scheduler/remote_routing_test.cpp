@@ -581,6 +581,9 @@ TEST_F(RemoteRouting, IdenticalItemsInFlightAreSentOnce) {
   for (const auto& d : done) {
     EXPECT_DOUBLE_EQ(d.results[0].score, 0.25);
     EXPECT_EQ(d.results[0].source, "a");
+    // The follower ran nothing: its step counts it a cache hit, its log record says so.
+    EXPECT_EQ(d.results[0].coalesced, d.id == 2u) << d.id;
+    EXPECT_FALSE(d.results[0].cached);
   }
   EXPECT_NE(metrics_text().find("arbiter_coalesced_items_total 1"), std::string::npos);
 }

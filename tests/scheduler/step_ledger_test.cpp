@@ -57,6 +57,22 @@ TEST(StepLedger, CountsItemsCallsTokensAndTroublesPerStepAndSource) {
   EXPECT_FALSE(ledger.find("s3"));
 }
 
+TEST(StepLedger, AnItemAnsweredByAnIdenticalOneInFlightIsACacheHitOfItsOwnStep) {
+  // Step t's item followed step s's call: s counts the call, t the hit (before, t showed
+  // nothing at all).
+  step_ledger ledger;
+  ledger.call("s", "a", false);
+  ledger.call_ended("s", "a", false, false, 5.0);
+  ledger.item_ended("s", ended(item_status::ok));
+  auto follower = ended(item_status::ok);
+  follower.coalesced = true;
+  ledger.item_ended("t", follower);
+  EXPECT_EQ(ledger.find("s")->cache_hits, 0u);
+  EXPECT_EQ(ledger.find("t")->cache_hits, 1u);
+  EXPECT_EQ(ledger.find("t")->items_ok, 1u);
+  EXPECT_TRUE(ledger.find("t")->sources.empty());
+}
+
 TEST(StepLedger, KeepsTheMostRecentStepsInTheOrderTheyStarted) {
   step_ledger ledger{3};
   for (const char* step : {"1", "2", "3", "4"}) {
