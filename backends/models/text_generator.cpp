@@ -103,10 +103,12 @@ generation_request text_generator::prepare(const model_call& call, bool chat) co
   options.top_p = call.top_p.value_or(1.0);
   options.max_new_tokens = call.max_tokens.value_or(256);
   if (req.prompt.size() + options.max_new_tokens > model_->info().max_tokens) {
-    throw std::invalid_argument{"prompt of " + std::to_string(req.prompt.size()) + " tokens plus "
-                                + std::to_string(options.max_new_tokens)
-                                + " new ones exceeds the model's "
-                                + std::to_string(model_->info().max_tokens)};
+    throw std::invalid_argument{
+      "prompt of " + std::to_string(req.prompt.size()) + " tokens plus "
+      + std::to_string(options.max_new_tokens) + " new ones (max_tokens"
+      + (call.max_tokens ? std::string{} : std::string{", unset: the default"})
+      + ") exceeds the model's " + std::to_string(model_->info().max_tokens)
+      + "; send a shorter prompt or a smaller max_tokens"};
   }
   options.stop_ids = end_ids_;
   size_t longest_stop = 0;

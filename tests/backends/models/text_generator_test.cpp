@@ -81,13 +81,27 @@ TEST(TextGenerator, ACallThatCannotRunFailsAlone) {
   ASSERT_TRUE(got[0].output && got[3].output);
   expect_same(*got[0].output, gen->complete(all[0], false));
   EXPECT_FALSE(got[1].output);
-  EXPECT_NE(got[1].error.find("exceeds the model's 128"), std::string::npos) << got[1].error;
+  EXPECT_NE(got[1].error.find("new ones (max_tokens) exceeds the model's 128; send a shorter"),
+            std::string::npos)
+    << got[1].error;
   EXPECT_TRUE(got[1].rejected);
   EXPECT_FALSE(got[2].output);
   EXPECT_EQ(got[2].error, "the prompt is empty");
   EXPECT_TRUE(got[2].rejected);
   EXPECT_FALSE(got[0].rejected);
   EXPECT_THROW(gen->complete(too_long, false), std::invalid_argument);
+  // A max_tokens nobody sent is named as the default it is.
+  model_call unset = all[1];
+  unset.prompt = std::string(100, 'x');
+  unset.max_tokens.reset();
+  try {
+    gen->complete(unset, false);
+    ADD_FAILURE() << "256 default new tokens do not fit in 128";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string{e.what()}.find("plus 256 new ones (max_tokens, unset: the default)"),
+              std::string::npos)
+      << e.what();
+  }
 }
 
 TEST(TextGenerator, TopPZeroAndATemperatureNearZeroAreGreedyAndHarmNoNeighbour) {
