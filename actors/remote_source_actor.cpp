@@ -76,6 +76,7 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
   report.resent = r.resent;
   if (r.error == backends::http_error::cancelled) {
     report.cancelled = true;
+    report.unsent = !r.sent;
     report.kind = attempt_outcome_kind::connect_failure;
     report.detail = "cancelled";
     return out;

@@ -211,6 +211,8 @@ struct job {
   bool retried = false;
   /// Interim (1xx) responses read past in the current attempt.
   unsigned interim = 0;
+  /// Whether a write of the request began (in any attempt).
+  bool written = false;
   bool finished = false;
 };
 
@@ -291,6 +293,7 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     }
     j->finished = true;
     result.resent = j->retried;
+    result.sent = j->written;
     active.erase(j->id);
     j->conn.reset();
     auto done = std::move(j->done);
@@ -477,6 +480,7 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     active[j->id] = j;
     new_parser(*j);
     c->tcp().expires_after(opts.attempt_timeout);
+    j->written = true;
     c->with_stream([&](auto& stream) {
       http::async_write(stream, j->req,
                         [self = shared_from_this(), j, c](beast::error_code ec, std::size_t) {

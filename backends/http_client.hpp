@@ -102,6 +102,10 @@ struct http_result {
   /// (most likely closed by the server while idle), so it was sent again on a fresh one. The
   /// server may have received the first too: it counts as an attempt of its own.
   bool resent = false;
+  /// Whether the request's write began, so that the server may have seen it (always, once a
+  /// response came). False for a request cancelled while it waited for a connection or was
+  /// connecting: nothing of it left.
+  bool sent = false;
 
   /// The value of the first header called `lower_case_name`, or nullptr.
   const std::string* header(std::string_view lower_case_name) const;

@@ -122,6 +122,9 @@ source_id scheduler_core::add_source(source_spec spec) {
 
 void scheduler_core::remove_source(source_id id, const std::string& reason) {
   breaker_shown_.erase(id);
+  for (auto it = given_up_calls_.begin(); it != given_up_calls_.end();) {
+    it = it->second.source == id ? given_up_calls_.erase(it) : std::next(it);
+  }
   // What the lost source held goes back through the retry path as a failed attempt: retried
   // on another source while attempts and time are left. Its batches are forgotten, so a late
   // answer from it (a node that comes back) finds nothing and is ignored.
@@ -554,6 +557,7 @@ void scheduler_core::give_up_if_unneeded(batch_id id) {
       batch.late_keys.push_back(r != requests_.end() ? r->second.keys[index] : std::string{});
     }
   } else {
+    note_given_up(id);
     attempt_report cancelled;
     cancelled.cancelled = true;
     take_batch(id, cancelled);
@@ -614,9 +618,40 @@ void scheduler_core::complete(batch_id id, const std::vector<item_outcome>& outc
   complete(id, attempt_report{}, outcomes);
 }
 
+void scheduler_core::note_given_up(batch_id id) {
+  auto found = batches_.find(id);
+  if (found == batches_.end() || !found->second.remote) {
+    return;
+  }
+  // Bounded: a source that never answers its cancels (it is removed, which clears its own).
+  constexpr size_t most = 65536;
+  if (given_up_calls_.size() >= most) {
+    given_up_calls_.erase(given_up_calls_.begin());
+  }
+  const auto& b = found->second;
+  given_up_calls_[id] = {b.source, b.source_name, b.steps, b.hedge};
+}
+
+void scheduler_core::settle_given_up(batch_id id, const attempt_report& report) {
+  auto found = given_up_calls_.find(id);
+  if (found == given_up_calls_.end()) {
+    return;
+  }
+  if (report.cancelled && report.unsent) {
+    const auto& call = found->second;
+    for_each_step(call.steps, [&](const std::string& step) {
+      steps_.call_unsent(step, call.source_name, call.hedge);
+    });
+  }
+  given_up_calls_.erase(found);
+}
+
 void scheduler_core::complete(batch_id id, attempt_report report,
                               const std::vector<item_outcome>& outcomes) {
   bool ok = report.kind == attempt_outcome_kind::ok;
+  if (batches_.count(id) == 0) {
+    settle_given_up(id, report);
+  }
   if (auto found = batches_.find(id); found != batches_.end()) {
     const auto& sent = found->second;
     if (report.latency.count() == 0) {
@@ -884,6 +919,7 @@ void scheduler_core::expire_stragglers() {
                       std::chrono::duration<double, std::milli>(basis).count()))
                     + " ms)";
     cancelled_.push_back({bid, batch.source});
+    note_given_up(bid);
     complete(bid, std::move(report), {});
   }
 }

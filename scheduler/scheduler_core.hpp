@@ -446,6 +446,20 @@ private:
   std::vector<request_id> finishing_;
   std::vector<finished_request> finished_;
   std::vector<cancelled_batch> cancelled_;
+  /// A remote call given up before it answered, counted for its steps at dispatch, until its
+  /// source says whether it was sent at all (`settle_given_up`).
+  struct given_up_call {
+    source_id source = 0;
+    std::string source_name;
+    std::vector<std::string> steps;
+    bool hedge = false;
+  };
+  std::unordered_map<batch_id, given_up_call> given_up_calls_;
+  /// Notes that remote batch `id` was given up (before it leaves `batches_`).
+  void note_given_up(batch_id id);
+  /// The late answer of a given-up call: one its source never sent is taken off its steps'
+  /// `calls` (it did not reach the provider).
+  void settle_given_up(batch_id id, const attempt_report& report);
   fallback_fn fallback_;
   std::vector<prometheus::Gauge*> depth_gauges_;
   /// What this core last added to each depth gauge (see `note_depth`).

@@ -80,6 +80,9 @@ struct attempt_report {
   /// The attempt was cancelled by the scheduler (a hedge that lost); it says nothing about
   /// the source.
   bool cancelled = false;
+  /// With `cancelled`: the request was never sent (it waited for a connection), so the
+  /// source did not see it and the call does not count for its steps.
+  bool unsent = false;
   /// The scheduler stopped waiting for it: a straggler past the source's latency tail
   /// (`kind` is `timeout`). It counts against the source's health, not against its load.
   bool abandoned = false;

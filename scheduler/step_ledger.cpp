@@ -59,6 +59,23 @@ void step_ledger::retry(const std::string& step, const std::string& source) {
   ++this->source(step, source).retries;
 }
 
+void step_ledger::call_unsent(const std::string& step, const std::string& source_name,
+                              bool hedge) {
+  auto found = steps_.find(step);
+  if (found == steps_.end()) {
+    return;
+  }
+  auto s = found->second.sources.find(source_name);
+  if (s == found->second.sources.end()) {
+    return;
+  }
+  auto& a = s->second;
+  a.calls -= a.calls > 0 ? 1 : 0;
+  if (hedge) {
+    a.hedges -= a.hedges > 0 ? 1 : 0;
+  }
+}
+
 void step_ledger::item_ended(const std::string& step, const item_result& result) {
   auto& a = account(step);
   switch (result.status) {

@@ -71,6 +71,9 @@ public:
   /// A call to `source` carrying items of `step`.
   void call(const std::string& step, const std::string& source, bool hedge);
 
+  /// A call counted by `call` that was given up before it was sent: it is not counted.
+  void call_unsent(const std::string& step, const std::string& source, bool hedge);
+
   /// How that call ended: `rate_limited` (a 429), `failed` (any failure), the tokens the
   /// source reported and their `cost`, and how long it ran.
   void call_ended(const std::string& step, const std::string& source, bool failed,

@@ -182,3 +182,40 @@ def test_a_request_resent_after_a_connection_reset_is_counted_as_a_call(make_ser
                    if line.startswith('arbiter_source_attempts_total{') and 'source="a"' in line)
     assert attempts == stats["requests_total"], [l for l in metrics.splitlines()
                                                  if "attempts_total" in l]
+
+
+def test_calls_given_up_at_hang_ups_count_only_if_sent(make_server, provider):
+    """Ten trainers' single-item requests hang up while their calls wait on a slow provider:
+    each call is given up, and one whose request was never written (it waited for a
+    connection, or went out through a slot a cancel freed and was cancelled in turn) did not
+    reach the provider. The step counts what the provider received (helper-31: 10 against
+    2 to 8)."""
+    import json
+    import socket
+    import time
+    p = provider("--latency-median-ms", "400", "--latency-p99-ms", "500", "--seed", "3")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n\n"
+                    + source_toml("a", p.url))
+    socks = []
+    for i in range(10):
+        data = json.dumps({"step": "hang", "items": judge_items(1, f"h{i}")}).encode()
+        so = socket.create_connection((s.host, s.port))
+        so.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(data) + data)
+        socks.append(so)
+    time.sleep(0.15)
+    for so in socks:
+        so.close()
+    deadline = time.time() + 10
+    account = {}
+    while time.time() < deadline:
+        _, _, account = s.request("GET", "/v1/steps/hang")
+        if account.get("items", {}).get("total") == 10:
+            break
+        time.sleep(0.05)
+    assert account["items"]["failed"] == 10, account
+    time.sleep(1.0)  # the provider answers the calls it got; their cancels are settled
+    stats = p.stats()
+    _, _, account = s.request("GET", "/v1/steps/hang")
+    assert 0 < stats["requests_total"] < 10, stats  # some waited, unsent
+    assert account["sources"]["a"]["calls"] == stats["requests_total"], (account, stats)

@@ -657,6 +657,47 @@ TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
             std::string::npos);
 }
 
+TEST_F(SchedulerCore, ACallGivenUpBeforeItWasSentIsNotCountedForItsStep) {
+  // Clients that hang up: their calls are given up at once, and the source answers each
+  // cancel later, saying whether the request had been written. One never written did not
+  // reach the provider, whose own count the step's `calls` must equal (helper-31: 10 calls
+  // counted, 2 to 6 received).
+  source_spec spec;
+  spec.name = "remote";
+  spec.capabilities = {"chat"};
+  spec.max_batch_items = 1;
+  spec.max_inflight = 4;
+  spec.remote = true;
+  core_.add_source(spec);
+  std::vector<score_item> items;
+  for (int i = 0; i < 2; ++i) {
+    auto item = cpu_item("judge me " + std::to_string(i));
+    item.capability = "chat";
+    item.step = "s";
+    items.push_back(item);
+  }
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {items[0]}).admitted());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {items[1]}).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 2u);
+  core_.cancel(1, "the client hung up");
+  core_.cancel(2, "the client hung up");
+  auto cancelled = core_.take_cancelled();
+  ASSERT_EQ(cancelled.size(), 2u);
+  // The first was written (the provider may bill it), the second still waited to be.
+  attempt_report written;
+  written.cancelled = true;
+  attempt_report unsent = written;
+  unsent.unsent = true;
+  core_.complete(batches[0].id, written, {});
+  core_.complete(batches[1].id, unsent, {});
+  EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 1u);
+  // A second answer for the same call changes nothing.
+  core_.complete(batches[1].id, unsent, {});
+  EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 1u);
+}
+
 TEST_F(SchedulerCore, AGraphsModelCallsGoInThoughNewRequestsFilledTheClassSince) {
   // A judge item leaves the class's queue when it goes to the reward graph; requests admitted
   // meanwhile may fill the class. Its chat calls (an internal request) used to fail the item
