@@ -66,7 +66,8 @@ struct source_spec {
   std::map<std::string, std::vector<std::string>> feeds;
 };
 
-/// How one attempt at a source ended, as the source reports it.
+/// How one attempt at a source ended, as the source reports it. A new field goes into its
+/// `inspect` in actors/wire.hpp too: a worker node's reports cross the network.
 struct attempt_report {
   attempt_outcome_kind kind = attempt_outcome_kind::ok;
   /// The server's Retry-After / retry-after-ms, when it sent one.

@@ -116,6 +116,8 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   result.report.headers.reset_tokens = std::chrono::seconds{6};
   result.report.latency = std::chrono::milliseconds{12};
   result.report.detail = "HTTP 429";
+  result.report.cancelled = true;
+  result.report.unsent = true;  // a node's cancelled call its client never wrote
   item_outcome failed;
   failed.code = errc::upstream_failed;
   failed.error = "HTTP 429: slow down";
@@ -147,6 +149,8 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_EQ(got.report.headers.reset_tokens, std::chrono::seconds{6});
   EXPECT_EQ(got.report.latency, std::chrono::milliseconds{12});
   EXPECT_EQ(got.report.detail, "HTTP 429");
+  EXPECT_TRUE(got.report.cancelled);
+  EXPECT_TRUE(got.report.unsent);
   ASSERT_EQ(got.outcomes.size(), 2u);
   EXPECT_EQ(got.outcomes[0].code, errc::upstream_failed);
   EXPECT_EQ(got.outcomes[0].error, failed.error);
