@@ -688,10 +688,14 @@ void router::run(const std::string& route, steady_clock::time_point start,
     defer([this, start, route, style, encode, reply, answer = std::move(answer)]() mutable {
       if (!answer.admitted) {
         if (answer.rejection == "too_large") {
-          // More items than the priority class ever holds: a retry cannot help.
+          // More items than the priority class ever holds, or than its deadline allows on an
+          // idle server: a retry cannot help. The field is the route's list.
+          const char* field = route == "/v1/embeddings"                      ? "input"
+                              : route == "/embed" || route == "/predict" ? "inputs"
+                                                                         : "items";
           http_reply r;
           r.status = 413;
-          r.body = error_body(style, 413, "payload_too_large", answer.reason, "items");
+          r.body = error_body(style, 413, "payload_too_large", answer.reason, field);
           refuse(route, "too_large", std::move(r), reply);
           return;
         }

@@ -50,6 +50,21 @@ admission_result decide_admission(const admission_input& in) {
                     + std::to_string(in.items);
     return result;
   }
+  if (in.alone_wait && *in.alone_wait > 2 * in.time_left) {
+    // Even alone it would end far past its deadline: a Retry-After would only bring it back
+    // to the same answer (and SDKs retry a 429 on their own). The margin leaves room for
+    // the capacity estimate, which grows as sources prove faster.
+    double alone_ms = std::chrono::duration<double, std::milli>(*in.alone_wait).count();
+    double left_ms = std::chrono::duration<double, std::milli>(in.time_left).count();
+    result.decision = admission_decision::reject_too_large;
+    result.reason = "its " + std::to_string(in.items) + " items alone take about "
+                    + std::to_string(static_cast<int64_t>(alone_ms))
+                    + " ms at the pace its sources allow, more than twice its deadline ("
+                    + std::to_string(static_cast<int64_t>(left_ms))
+                    + " ms left), so no retry fits: send them in smaller requests, or with a "
+                      "longer deadline_ms";
+    return result;
+  }
   if (in.expected_wait && *in.expected_wait > in.time_left) {
     double wait_ms = std::chrono::duration<double, std::milli>(*in.expected_wait).count();
     double left_ms = std::chrono::duration<double, std::milli>(in.time_left).count();

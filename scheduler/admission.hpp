@@ -55,6 +55,9 @@ struct admission_input {
   /// its own over the capacity of the sources that serve it (see
   /// `scheduler_core::expected_wait`). Unset while that capacity is not known.
   std::optional<nanoseconds> expected_wait;
+  /// The same on an idle server (nothing ahead, the whole capacity): past twice the time
+  /// left, no retry would fit either. Unset: not computed (the request fits) or unknown.
+  std::optional<nanoseconds> alone_wait;
   /// Items per second its sources take, for the Retry-After of a full class (unset: unknown).
   std::optional<double> items_per_second;
   /// Time until the request's deadline.

@@ -255,6 +255,12 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         if (wait && (!in.expected_wait || *wait > *in.expected_wait)) {
           in.expected_wait = wait;
         }
+        if (wait && *wait > in.time_left) {
+          auto least = expected_wait(capability, priority, n.count, 0, /*alone=*/true);
+          if (least && (!in.alone_wait || *least > *in.alone_wait)) {
+            in.alone_wait = least;
+          }
+        }
       }
     } else if (!items.empty()) {
       in.items_per_second = sources_.capacity(items.front()->capability);

@@ -323,9 +323,10 @@ private:
   /// The expected time until `items` more items of `capability` at class `cls` are answered:
   /// what waits ahead of them and they themselves over the sources' capacity, plus a latency.
   /// For a reward graph, the longest of its model calls' capabilities. Nullopt while the
-  /// capacity is unknown.
+  /// capacity is unknown. `alone`: as if nothing else waited and the class had the whole
+  /// capacity (the least it could take on an idle server).
   std::optional<nanoseconds> expected_wait(const std::string& capability, size_t cls,
-                                           size_t items, int depth = 0);
+                                           size_t items, int depth = 0, bool alone = false);
   /// When the scheduler stops waiting for `batch` (a remote call) and retries its items:
   /// `routing.straggler_timeout_factor` × its source's recent 95th-percentile latency after it
   /// was sent (at least `straggler_timeout_min`), once the source has answered a few calls.

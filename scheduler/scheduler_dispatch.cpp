@@ -193,14 +193,15 @@ bool scheduler_core::hold_for_faster(const std::string& capability, source_id so
 }
 
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
-                                                         size_t cls, size_t items, int depth) {
+                                                         size_t cls, size_t items, int depth,
+                                                         bool alone) {
   // A reward graph runs each item as model calls on the capabilities under it: its items wait
   // as long as the slowest of those (a graph of graphs is followed a few levels down).
   if (const auto* fed = sources_.feeds(capability)) {
     std::optional<nanoseconds> longest;
     if (depth < 4) {
       for (const auto& under : *fed) {
-        auto wait = expected_wait(under, cls, items, depth + 1);
+        auto wait = expected_wait(under, cls, items, depth + 1, alone);
         if (wait && (!longest || *wait > *longest)) {
           longest = wait;
         }
@@ -225,6 +226,10 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   // The last of the request's items starts once everything before it has: the first one of
   // an empty queue goes at once.
   auto count = static_cast<double>(items) - 1.0;
+  if (alone) {
+    auto seconds = std::chrono::duration<double>(count / *rate);
+    return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
+  }
   // Higher classes first at the latest (strict priority), or the class's fair share of the
   // capacity while lower classes wait too, whichever finishes sooner.
   double strict = (ahead + count) / *rate;

@@ -80,3 +80,22 @@ TEST(Admission, ARequestLargerThanItsWholeClassIsRefusedForGoodNotAskedToRetry) 
   in.capacity = 100;
   EXPECT_EQ(decide_admission(in).decision, admission_decision::reject_queue_full);
 }
+
+TEST(Admission, ARequestTooSlowEvenAloneIsRefusedForGoodNotAskedToRetry) {
+  // helper-32: 3,000 embedding inputs, about 229 s at the model's pace, 30 s deadline on an
+  // idle server: 429 with Retry-After 200, which the OpenAI SDK retries to the same answer.
+  auto in = request_of(3000, 10000);
+  in.expected_wait = 229s;
+  in.alone_wait = 229s;
+  auto r = decide_admission(in);
+  EXPECT_EQ(r.decision, admission_decision::reject_too_large);
+  EXPECT_EQ(r.retry_after, 0s);
+  EXPECT_NE(r.reason.find("3000 items alone take about 229000 ms"), std::string::npos)
+    << r.reason;
+  EXPECT_NE(r.reason.find("longer deadline_ms"), std::string::npos) << r.reason;
+  // Within twice its deadline alone (the capacity estimate may grow): busy now, retry.
+  in.alone_wait = 50s;
+  r = decide_admission(in);
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable);
+  EXPECT_GE(r.retry_after, 1s);
+}
