@@ -609,22 +609,37 @@ TEST_F(SchedulerCore, ALateGroupsMemberFailsAloneItsRequestsOtherItemsAreScored)
   EXPECT_TRUE(core_.idle());
 }
 
-TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
+namespace {
+
+/// A remote endpoint "remote" serving chat, one item a call, 4 calls at once.
+source_spec remote_chat_source() {
   source_spec spec;
   spec.name = "remote";
   spec.capabilities = {"chat"};
   spec.max_batch_items = 1;
   spec.max_inflight = 4;
   spec.remote = true;
+  return spec;
+}
+
+/// A chat item of training step `step` (none: ""), its text `text`.
+score_item chat_item(const std::string& text, std::string step) {
+  auto item = cpu_item(text);
+  item.capability = "chat";
+  item.step = std::move(step);
+  return item;
+}
+
+} // namespace
+
+TEST_F(SchedulerCore, StepsAccountTheirItemsCallsAndTheTokensSourcesReport) {
+  auto spec = remote_chat_source();
   spec.input_cost_per_million = 1.0;
   spec.output_cost_per_million = 4.0;
   core_.add_source(spec);
   int n = 0;
   auto chat = [&n](std::string step) {
-    auto item = cpu_item("judge me " + std::to_string(n++)); // distinct: none coalesces
-    item.capability = "chat";
-    item.step = std::move(step);
-    return item;
+    return chat_item("judge me " + std::to_string(n++), std::move(step));  // none coalesces
   };
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {chat("s1"), chat("s1"), chat("")})
                 .admitted());
@@ -662,22 +677,9 @@ TEST_F(SchedulerCore, ACallGivenUpBeforeItWasSentIsNotCountedForItsStep) {
   // cancel later, saying whether the request had been written. One never written did not
   // reach the provider, whose own count the step's `calls` must equal (helper-31: 10 calls
   // counted, 2 to 6 received).
-  source_spec spec;
-  spec.name = "remote";
-  spec.capabilities = {"chat"};
-  spec.max_batch_items = 1;
-  spec.max_inflight = 4;
-  spec.remote = true;
-  core_.add_source(spec);
-  std::vector<score_item> items;
-  for (int i = 0; i < 2; ++i) {
-    auto item = cpu_item("judge me " + std::to_string(i));
-    item.capability = "chat";
-    item.step = "s";
-    items.push_back(item);
-  }
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {items[0]}).admitted());
-  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {items[1]}).admitted());
+  core_.add_source(remote_chat_source());
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {chat_item("judge me 0", "s")}).admitted());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, {chat_item("judge me 1", "s")}).admitted());
   auto batches = core_.dispatch();
   ASSERT_EQ(batches.size(), 2u);
   EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 2u);
