@@ -481,10 +481,10 @@ const backends::reward_entry* router::trainer_reward(const std::string& route,
 }
 
 std::shared_ptr<const std::vector<model_entry>> router::served_models() const {
-  std::lock_guard<std::mutex> lock{served_mutex_};
   if (ctx_.node_models == nullptr) {
-    return served_;
+    return served_;  // set once in the constructor: no lock on a server without a cluster
   }
+  std::lock_guard<std::mutex> lock{served_mutex_};
   const auto nodes = ctx_.node_models->get();
   if (nodes.version != served_version_) {
     auto models = models_;
