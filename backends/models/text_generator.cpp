@@ -17,7 +17,42 @@ namespace {
 
 using json = nlohmann::json;
 
-/// ChatML, as Qwen's template writes it, with the generation prompt.
+/// One message's text: a string, or its text parts joined with "\n" as vLLM joins them. A
+/// part of any other type is refused, as is a message without content: this text-only model
+/// would otherwise answer as if it had seen them.
+std::string message_text(const json& m, size_t i) {
+  const auto where = "messages[" + std::to_string(i) + "].content";
+  auto c = m.find("content");
+  if (c != m.end() && c->is_string()) {
+    return c->get<std::string>();
+  }
+  if (c == m.end() || !c->is_array()) {
+    throw std::invalid_argument{where + ": expected a string or a list of text parts"};
+  }
+  std::string content;
+  for (size_t j = 0; j < c->size(); ++j) {
+    const auto& part = (*c)[j];
+    auto type = part.is_object() && part.contains("type") && part["type"].is_string()
+                  ? part["type"].get<std::string>()
+                  : std::string{};
+    auto at = where + "[" + std::to_string(j) + "]";
+    if (type == "text" && !(part.contains("text") && part["text"].is_string())) {
+      throw std::invalid_argument{at + ".text: expected a string"};
+    }
+    if (type != "text") {
+      // Dropping it would answer as if the image (or audio, ...) had been seen.
+      throw std::invalid_argument{
+        at + ": "
+        + (type.empty() ? std::string{"a part without a type"} : "a part of type '" + type + "'")
+        + "; this local model reads text parts only"};
+    }
+    content += (j == 0 ? "" : "\n") + part["text"].get<std::string>();
+  }
+  return content;
+}
+
+/// ChatML, as Qwen's template writes it, with the generation prompt. Roles other than
+/// system, user and assistant are refused: the template would drop them unseen.
 std::string render_chatml(const model_call& call) {
   std::string out;
   auto add = [&out](const std::string& role, const std::string& content) {
@@ -27,31 +62,13 @@ std::string render_chatml(const model_call& call) {
     auto messages = json::parse(call.messages);
     for (size_t i = 0; i < messages.size(); ++i) {
       const auto& m = messages[i];
-      std::string content;
-      if (auto c = m.find("content"); c != m.end() && c->is_string()) {
-        content = c->get<std::string>();
-      } else if (c != m.end() && c->is_array()) {
-        for (size_t j = 0; j < c->size(); ++j) {
-          const auto& part = (*c)[j];
-          auto type = part.is_object() && part.contains("type") && part["type"].is_string()
-                        ? part["type"].get<std::string>()
-                        : std::string{};
-          auto where = "messages[" + std::to_string(i) + "].content[" + std::to_string(j) + "]";
-          if (type == "text" && !(part.contains("text") && part["text"].is_string())) {
-            throw std::invalid_argument{where + ".text: expected a string"};
-          }
-          if (type != "text") {
-            // Dropping it would answer as if the image (or audio, ...) had been seen.
-            throw std::invalid_argument{
-              where + ": "
-              + (type.empty() ? std::string{"a part without a type"}
-                              : "a part of type '" + type + "'")
-              + "; this local model reads text parts only"};
-          }
-          content += part["text"].get<std::string>();
-        }
+      auto role = m.value("role", std::string{});
+      if (role != "system" && role != "user" && role != "assistant") {
+        throw std::invalid_argument{"messages[" + std::to_string(i) + "].role: '" + role
+                                    + "' is not one of system, user, assistant, the roles "
+                                      "this local model reads"};
       }
-      add(m.value("role", std::string{"user"}), content);
+      add(role, message_text(m, i));
     }
   } else {
     add("user", call.prompt);

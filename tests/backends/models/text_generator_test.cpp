@@ -138,21 +138,33 @@ TEST(TextGenerator, AChatWithAPartItCannotReadFailsNamingItInsteadOfDroppingIt) 
   text_parts.max_tokens = 2;
   text_parts.temperature = 0.0;
   model_call plain = text_parts;
-  plain.messages = R"([{"role": "user", "content": "a b c"}])";
+  plain.messages = R"([{"role": "user", "content": "a b\n c"}])";
   model_call image = text_parts;
   image.messages = R"([{"role": "system", "content": "be brief"},
                        {"role": "user", "content": [{"type": "text", "text": "what is this?"},
                         {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}])";
-  std::vector<text_generator::call_ref> refs = {{&text_parts, true}, {&image, true}};
+  // A role the template does not render and a message with no content were rendered as if
+  // they were a user's turn with what they held.
+  model_call tool = text_parts;
+  tool.messages = R"([{"role": "user", "content": "a"}, {"role": "tool", "content": "42"}])";
+  model_call no_content = text_parts;
+  no_content.messages = R"([{"role": "user", "content": "a"}, {"role": "assistant"}])";
+  std::vector<text_generator::call_ref> refs = {
+    {&text_parts, true}, {&image, true}, {&tool, true}, {&no_content, true}};
   auto got = gen->complete_all(refs);
-  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(got.size(), 4u);
   ASSERT_TRUE(got[0].output) << got[0].error;
-  // Text parts are the text they hold, joined.
+  // Text parts are the text they hold, joined with "\n" (vLLM's rule).
   expect_same(*got[0].output, gen->complete(plain, true));
-  EXPECT_FALSE(got[1].output);
-  EXPECT_TRUE(got[1].rejected);
+  for (size_t i = 1; i < got.size(); ++i) {
+    EXPECT_FALSE(got[i].output);
+    EXPECT_TRUE(got[i].rejected);
+  }
   EXPECT_EQ(got[1].error, "messages[1].content[1]: a part of type 'image_url'; this local model "
                           "reads text parts only");
+  EXPECT_EQ(got[2].error, "messages[1].role: 'tool' is not one of system, user, assistant, the "
+                          "roles this local model reads");
+  EXPECT_EQ(got[3].error, "messages[1].content: expected a string or a list of text parts");
 }
 
 TEST(TextGenerator, AStopStringEndsDecodingAtTheTokenThatCompletesIt) {
