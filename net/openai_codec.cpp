@@ -73,10 +73,18 @@ bool read_in_range(const json& doc, const char* key, T min, T max, std::optional
     ok = v->is_number() && v->get<double>() >= min && v->get<double>() <= max;
   }
   if (!ok) {
+    // Bounds as "2" and "0.5", not std::to_string's "2.000000".
+    auto text = [](T x) {
+      if constexpr (std::is_integral_v<T>) {
+        return std::to_string(x);
+      } else {
+        return std::floor(x) == x ? std::to_string(static_cast<long long>(x)) : json(x).dump();
+      }
+    };
     err = {refusal::invalid, key,
            std::string{key} + (std::is_integral_v<T> ? ": expected an integer from "
                                                       : ": expected a number from ")
-             + std::to_string(min) + " to " + std::to_string(max)};
+             + text(min) + " to " + text(max)};
     return false;
   }
   out = v->get<T>();
@@ -190,6 +198,12 @@ bool refuse_unsupported_chat(const json& doc, codec_error& err) {
   }
   if (const json* l = field(doc, "logprobs"); l != nullptr && !(l->is_boolean() && !l->get<bool>())) {
     err = {refusal::invalid, "logprobs", "logprobs: not supported on this route"};
+    return false;
+  }
+  // OpenAI's top_logprobs asks for logprobs too: answering without them would be silent.
+  if (const json* t = field(doc, "top_logprobs");
+      t != nullptr && !(t->is_number_integer() && t->get<int64_t>() == 0)) {
+    err = {refusal::invalid, "top_logprobs", "top_logprobs: not supported on this route"};
     return false;
   }
   return true;

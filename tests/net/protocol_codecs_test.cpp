@@ -326,7 +326,7 @@ TEST_F(PassThrough, ChatRequestBecomesOneRoutedCall) {
     R"({"model":"judge-8b","messages":[{"role":"user","content":"hi"}],"temperature":0.2,
         "top_p":0.9,"max_completion_tokens":64,"n":3,"stop":"END","seed":7,"stream":false,
         "chat_template_kwargs":{"enable_thinking":false},"priority":"high","deadline_ms":500,
-        "user":"ignored","presence_penalty":0})",
+        "user":"ignored","presence_penalty":0,"logprobs":false,"top_logprobs":0})",
     ctx_, out, err))
     << err.message;
   EXPECT_EQ(out.item.kind, "chat");
@@ -362,7 +362,12 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(chat_refusal("{" + m + R"(,"response_format":{"type":"json_object"}})").field,
             "response_format");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"logprobs":true})").field, "logprobs");
-  EXPECT_EQ(chat_refusal("{" + m + R"(,"temperature":3})").field, "temperature");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"top_logprobs":5})").field, "top_logprobs");
+  auto hot = chat_refusal("{" + m + R"(,"temperature":3})");
+  EXPECT_EQ(hot.field, "temperature");
+  EXPECT_EQ(hot.message, "temperature: expected a number from 0 to 2") << "not 0.000000 to 2.000000";
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"top_p":1.5})").message,
+            "top_p: expected a number from 0 to 1");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"n":0})").field, "n");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"stop":[1]})").field, "stop");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"priority":"urgent"})").field, "priority");
