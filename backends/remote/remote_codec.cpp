@@ -145,6 +145,13 @@ bool is_reasoning_model(std::string_view model) {
 
 namespace {
 
+/// A seed as the wire carries it: a signed 64-bit integer, as OpenAI's and vLLM's `seed` is.
+/// The call keeps a client's -1 as 2^64 - 1; written unsigned, a provider would refuse it (or
+/// sample with another seed), and a seed from `extra_info` past 2^63 - 1 too.
+int64_t wire_seed(uint64_t seed) {
+  return static_cast<int64_t>(seed);
+}
+
 prepared_call prepare_chat(const endpoint_options& opts, const score_item& item) {
   const auto& c = call_of(item);
   json body = json::object();
@@ -188,7 +195,7 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
     body["stop"] = stop;
   }
   if (c.seed) {
-    body["seed"] = *c.seed;
+    body["seed"] = wire_seed(*c.seed);
   }
   auto thinking = c.enable_thinking ? c.enable_thinking : opts.enable_thinking;
   if (!thinking && c.messages.empty() && names_qwen(c.model.empty() ? opts.model : c.model)) {
@@ -222,7 +229,7 @@ prepared_call prepare_generate(const endpoint_options& opts, const score_item& i
     body["stop"] = c.stop;
   }
   if (c.seed) {
-    body["seed"] = *c.seed;
+    body["seed"] = wire_seed(*c.seed);
   }
   body["logprobs"] = 1;
   call.body = dump(body);

@@ -388,6 +388,19 @@ TEST(RemoteCodec, ChatRequestTakesTheCallsSettingsOverTheSources) {
   EXPECT_FALSE(body.contains("logprobs"));
 }
 
+TEST(RemoteCodec, ASeedIsSentAsTheSignedIntegerItCameAs) {
+  // A client's seed -1 was kept as 2^64 - 1 and sent so: vLLM refuses a seed past 2^63 - 1.
+  model_call c = prompt_call("Grade it.", 1);
+  c.seed = static_cast<uint64_t>(int64_t{-1});
+  auto body = json::parse(prepare_call(api_kind::openai, {}, {call_item("chat", c)}).body);
+  ASSERT_TRUE(body["seed"].is_number_integer());
+  EXPECT_EQ(body["seed"].get<int64_t>(), -1);
+  EXPECT_FALSE(body["seed"].is_number_unsigned());
+  c.seed = uint64_t{1} << 63;
+  body = json::parse(prepare_call(api_kind::openai, {}, {call_item("generate", c)}).body);
+  EXPECT_EQ(body["seed"].get<int64_t>(), std::numeric_limits<int64_t>::min());
+}
+
 TEST(RemoteCodec, ChatRequestFallsBackToTheSourcesSettings) {
   auto opts = source_settings();
   auto call = prepare_call(api_kind::openai, opts, one_chat_item());
