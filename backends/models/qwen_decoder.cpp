@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -506,6 +507,11 @@ constexpr double greedy_below_temperature = 1e-5;
 /// the steps it would save do.
 constexpr uint32_t graph_from_new_tokens = 4;
 
+/// Eager decoding drops the rows that have ended once they are this fraction of the batch
+/// (1 / drop_rows_at_fraction): dropping copies the key/value cache of the rows kept, which a
+/// quarter of the rows' steps pays back.
+constexpr int64_t drop_rows_at_fraction = 4;
+
 /// The next token of each of a request's rows, picked as its options say.
 torch::Tensor pick_tokens(const torch::Tensor& logits, const sampling_options& options,
                           at::Generator& gen) {
@@ -625,7 +631,12 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
   const bool greedy = std::all_of(requests.begin(), requests.end(), [](const auto& req) {
     return req.n == 0 || req.options.temperature <= 0.0;
   });
+  // The rows still in the batch, as indices into seqs: all of them, until eager decoding drops
+  // the rows that have ended (a fixed-shape step keeps every row).
+  std::vector<int64_t> rows_now(seqs.size());
+  std::iota(rows_now.begin(), rows_now.end(), int64_t{0});
   for (uint32_t step = 0; step < longest; ++step) {
+    const auto cur = static_cast<int64_t>(rows_now.size());
     auto logits = project(hidden.select(1, -1), impl_->lm_head).to(torch::kFloat32);
     torch::Tensor chosen;
     torch::Tensor lp;
@@ -639,8 +650,16 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
       lp = both[1].to(torch::kFloat32);
     } else {
       logits = logits.to(torch::kCPU);
-      // Each request picks for all its rows, finished or not, so that its draws depend on it
-      // alone; finished rows are fed their pick and ignored.
+      // Each request picks for all its rows, ended or dropped or not, so that its draws depend
+      // on it alone (torch's sampler draws one number per logit, whatever the logit): a
+      // dropped row's place holds zeros, an ended one's its logits; both picks are ignored.
+      auto all_rows = logits;
+      torch::Tensor now;
+      if (cur != batch) {
+        now = torch::tensor(rows_now, torch::kLong);
+        all_rows = torch::zeros({batch, logits.size(1)}, logits.options());
+        all_rows.index_copy_(0, now, logits);
+      }
       chosen = torch::zeros({batch}, torch::kLong);
       for (size_t r = 0; r < requests.size(); ++r) {
         const auto n = static_cast<int64_t>(requests[r].n);
@@ -648,31 +667,39 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
           continue;
         }
         chosen.narrow(0, first[r], n)
-          .copy_(pick_tokens(logits.narrow(0, first[r], n), requests[r].options, gens[r]));
+          .copy_(pick_tokens(all_rows.narrow(0, first[r], n), requests[r].options, gens[r]));
+      }
+      if (cur != batch) {
+        chosen = chosen.index_select(0, now);
       }
       lp = torch::log_softmax(logits, -1).gather(1, chosen.unsqueeze(1)).squeeze(1);
     }
     auto chosen_a = chosen.accessor<int64_t, 1>();
     auto lp_a = lp.accessor<float, 1>();
     bool all_done = true;
-    for (int64_t b = 0; b < batch; ++b) {
+    int64_t ended = 0;
+    for (int64_t i = 0; i < cur; ++i) {
+      const auto b = rows_now[static_cast<size_t>(i)];
       const auto row = static_cast<size_t>(b);
       if (done[row]) {
+        ++ended;
         continue;
       }
       const auto r = owner[row];
       const auto& options = requests[r].options;
       auto& g = out[r][static_cast<size_t>(b - first[r])];
-      g.tokens.push_back(chosen_a[b]);
-      g.logprobs.push_back(lp_a[b]);
-      if (std::find(options.stop_ids.begin(), options.stop_ids.end(), chosen_a[b])
+      g.tokens.push_back(chosen_a[i]);
+      g.logprobs.push_back(lp_a[i]);
+      if (std::find(options.stop_ids.begin(), options.stop_ids.end(), chosen_a[i])
             != options.stop_ids.end()
           || (options.stop_when && options.stop_when(g.tokens))) {
         g.finish_reason = "stop";
         done[row] = true;
+        ++ended;
       } else if (step + 1 >= options.max_new_tokens) {
         g.finish_reason = "length";
         done[row] = true;
+        ++ended;
       } else {
         all_done = false;
       }
@@ -680,11 +707,34 @@ std::vector<std::vector<generation>> qwen_decoder::generate(
     if (all_done || step + 1 == longest) {
       break;
     }
-    auto next = chosen.view({batch, 1}).to(impl_->where.device);
+    auto next = chosen.view({cur, 1}).to(impl_->where.device);
     if (stepper) {
       hidden = stepper->run(next, next_pos);
     } else {
-      mask = torch::cat({mask, torch::ones({batch, 1}, mask.options())}, 1);
+      if (ended * drop_rows_at_fraction >= cur) {
+        // Enough rows have ended to pay for copying the cache without them: each later step
+        // then costs what the rows still decoding do (ΔIG's samples end at different points,
+        // most at their stop string well before max_new_tokens).
+        std::vector<int64_t> keep;
+        std::vector<int64_t> kept_rows;
+        for (int64_t i = 0; i < cur; ++i) {
+          if (!done[static_cast<size_t>(rows_now[static_cast<size_t>(i)])]) {
+            keep.push_back(i);
+            kept_rows.push_back(rows_now[static_cast<size_t>(i)]);
+          }
+        }
+        auto kept = torch::tensor(keep, torch::kLong).to(impl_->where.device);
+        for (auto* layer : {&cache.keys, &cache.values}) {
+          for (auto& t : *layer) {
+            t = t.index_select(0, kept);
+          }
+        }
+        mask = mask.index_select(0, kept);
+        next_pos = next_pos.index_select(0, kept);
+        next = next.index_select(0, kept);
+        rows_now = std::move(kept_rows);
+      }
+      mask = torch::cat({mask, torch::ones({mask.size(0), 1}, mask.options())}, 1);
       hidden = impl_->forward(next, next_pos, mask, padded, &cache);
     }
     next_pos = next_pos + 1;
