@@ -48,19 +48,65 @@ std::string reason_heading(const std::string& reason) {
   return std::string{cut} + " …";
 }
 
+/// Whether the shorter of two files is the start of the longer: a copy of a log, maybe taken
+/// while the server went on writing. Rotated files never are: each begins with its own
+/// `start` record and holds other records.
+bool one_begins_the_other(const std::string& a, const std::string& b) {
+  std::ifstream x{a, std::ios::binary};
+  std::ifstream y{b, std::ios::binary};
+  std::string first_x;
+  std::string first_y;
+  if (!std::getline(x, first_x) || !std::getline(y, first_y) || first_x != first_y
+      || first_x.find("\"type\":\"start\"") == std::string::npos) {
+    return false;
+  }
+  std::vector<char> bx(1 << 16);
+  std::vector<char> by(1 << 16);
+  while (true) {
+    x.read(bx.data(), static_cast<std::streamsize>(bx.size()));
+    y.read(by.data(), static_cast<std::streamsize>(by.size()));
+    const auto n = std::min(x.gcount(), y.gcount());
+    if (!std::equal(bx.begin(), bx.begin() + n, by.begin())) {
+      return false;
+    }
+    if (x.gcount() < static_cast<std::streamsize>(bx.size())
+        || y.gcount() < static_cast<std::streamsize>(by.size())) {
+      return true; // one ended, and all of it matched the other
+    }
+  }
+}
+
+/// Files that would count items twice: one given twice (or a link to it), or a copy of
+/// another. Their items would be counted, and their cached twins found, twice.
+bool files_given_twice(const std::vector<std::string>& files) {
+  for (size_t i = 0; i < files.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code missing; // a file that cannot be read is reported when it is opened
+      if (std::filesystem::equivalent(files[i], files[j], missing)) {
+        std::cerr << "arbiter replay: '" << files[i] << "' is given twice ('" << files[j]
+                  << "')\n";
+        return true;
+      }
+      if (one_begins_the_other(files[i], files[j])) {
+        std::cerr << "arbiter replay: '" << files[i] << "' and '" << files[j]
+                  << "' begin with the same start record, and one holds the start of the "
+                     "other: a copy of the log; give one of them\n";
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+/// Unreadable lines reported on stderr per file, before the rest are only counted: a file
+/// that is not a log (a binary file, a log compressed by logrotate) would print every line.
+constexpr uint64_t unreadable_lines_shown = 10;
+
 } // namespace
 
 int replay_logs(const replay_options& options) {
-  for (size_t i = 0; i < options.files.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      std::error_code missing; // a file that cannot be read is reported when it is opened
-      if (std::filesystem::equivalent(options.files[i], options.files[j], missing)) {
-        // Its items would be counted, and their cached twins found, twice.
-        std::cerr << "arbiter replay: '" << options.files[i] << "' is given twice ('"
-                  << options.files[j] << "')\n";
-        return 2;
-      }
-    }
+  if (files_given_twice(options.files)) {
+    return 2;
   }
   config::arbiter_config cfg;
   if (!load_configuration(options.config_file, {}, cfg, config_use::replay)) {
@@ -130,6 +176,7 @@ int replay_logs(const replay_options& options) {
         return false;
       }
       uint64_t line_no = 0;
+      uint64_t unreadable_here = 0;
       for (std::string line; std::getline(in, line);) {
         ++line_no;
         if (line.empty()) {
@@ -141,13 +188,20 @@ int replay_logs(const replay_options& options) {
         } catch (const std::exception& e) {
           if (report) {
             ++unreadable;
-            std::cerr << file << ":" << line_no << ": " << e.what() << "\n";
+            if (++unreadable_here <= unreadable_lines_shown) {
+              std::cerr << file << ":" << line_no << ": " << utf8_prefix(e.what(), 300) << "\n";
+            }
           }
           continue;
         }
         ++read_lines;
         progress(report ? "replaying" : "finding the cached items' evidence");
         f(file, line_no, std::move(r));
+      }
+      if (unreadable_here > unreadable_lines_shown) {
+        std::cerr << file << ": " << unreadable_here - unreadable_lines_shown
+                  << " more lines could not be read (" << unreadable_here << " of " << line_no
+                  << "): is it a replay log?\n";
       }
     }
     return true;

@@ -149,6 +149,23 @@ def test_replay_reproduces_every_score_and_names_tampered_items(make_server, pro
     # A file given twice would count its items twice: refused.
     code, _, err = replay("--config", str(cfg_path), str(log), str(log))
     assert code == 2 and "is given twice" in err, err
+    # So would a copy of it, whole or taken while the server went on writing (it was counted
+    # twice); a rotated file begins with a start record of its own and is taken.
+    whole = log.read_bytes()
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(whole)
+    head = tmp_path / "head.jsonl"
+    head.write_bytes(whole[:whole.index(b"\n", len(whole) // 2) + 1])
+    for a, b in ((log, copy), (head, log)):
+        code, _, err = replay("--config", str(cfg_path), str(a), str(b))
+        assert code == 2 and "a copy of the log" in err, err
+    # A file that is not a log reports its first ten unreadable lines, and counts the rest
+    # (each line was printed).
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00\xff\x7f not json\n" * 500)
+    code, summary, err = replay("--config", str(cfg_path), str(junk))
+    assert code == 1 and summary["unreadable_lines"] == 500, summary
+    assert err.count("junk.bin:") == 11 and "490 more lines could not be read" in err, err
     # The served machine's own rules (keys for a public address, a key file there) do not
     # stop replaying elsewhere with the same file: only its rewards are used.
     served = tmp_path / "production.toml"
