@@ -394,8 +394,12 @@ def test_overload_is_queued_within_the_deadline_or_refused_with_retry_after(make
         answers = list(pool.map(
             lambda i: post(server, "/remote_rm", {**body, "response": f"a b {i}"}), range(6)))
     assert [s for s, _, _ in answers] == [200] * 6
-    # Refused: a class that holds one queued item sends 429 with Retry-After.
-    server = make_server('[protocols]\nreward = "judge"\n' + judge
+    # Refused: a class that holds one queued item sends 429 with Retry-After. Each call takes
+    # 2 s, so the 12 requests find the queue full even when a busy machine spreads them over a
+    # second or two (at a median of 300 ms, with some calls much faster, all 12 once got in).
+    slower = provider("--latency-median-ms", "2000", "--latency-p99-ms", "2000")
+    server = make_server('[protocols]\nreward = "judge"\n'
+                         + source_toml("slow", slower, max_concurrency=1)
                          + '[[scheduler.priorities]]\nname = "normal"\ncapacity = 1\n'
                          + '[routing]\ncache_capacity = 0\ncoalesce = false\n')
     with ThreadPoolExecutor(max_workers=12) as pool:
