@@ -82,6 +82,9 @@ struct options {
   /// TEI's longest input for /embed and /predict, in words (0 = no cap): a longer input is a 413
   /// unless the body asks `truncate: true`, which cuts it to that many words first.
   std::size_t max_input_tokens = 0;
+  /// TEI's --max-client-batch-size: most inputs of one /embed, /predict or /v1/embeddings call
+  /// (0 = no cap); more is a 413.
+  std::size_t max_batch_size = 0;
 };
 
 /// Continuous-refill token bucket: it refills at `per_minute` / 60 per second and holds at
@@ -429,11 +432,12 @@ decoded decode(const std::string& endpoint, const std::string& body, const std::
       if (!value.type().get(type) && type == ondemand::json_type::null) {
         continue;
       }
-      std::uint64_t seed = 0;
-      if (value.get_uint64().get(seed)) {
-        throw bad_request{"seed: expected a non-negative integer", key};
+      // A signed 64-bit integer, as OpenAI's and vLLM's seed is: past 2^63 - 1 is refused.
+      std::int64_t seed = 0;
+      if (value.get_int64().get(seed)) {
+        throw bad_request{"seed: expected an integer from -2^63 to 2^63 - 1", key};
       }
-      d.seed = seed;
+      d.seed = static_cast<std::uint64_t>(seed);
     } else if (key == "max_tokens" || key == "max_completion_tokens") {
       ondemand::json_type type;
       if (!value.type().get(type) && type == ondemand::json_type::null) {
@@ -747,6 +751,17 @@ public:
     } catch (const bad_request& e) {
       return finish_now(act, json_reply(400, error_body(e.message, "invalid_request_error",
                                                         "invalid_request", e.param)));
+    }
+    if (auto inputs = std::max(d.inputs.size(), d.pairs.size());
+        opts_.max_batch_size > 0 && inputs > opts_.max_batch_size
+        && (path == "/embed" || path == "/predict" || path == "/v1/embeddings")) {
+      // TEI's words for a call over --max-client-batch-size.
+      ++faults_["batch_too_large"];
+      return finish_now(act, json_reply(413, error_body(
+                                               "batch size " + std::to_string(inputs)
+                                                 + " > maximum allowed batch size "
+                                                 + std::to_string(opts_.max_batch_size),
+                                               "validation", "batch_too_large", "inputs")));
     }
     if (auto refusal = cap_inputs(d); refusal) {
       ++faults_["input_too_long"];
@@ -1299,6 +1314,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-input-tokens", opts.max_input_tokens,
                  "TEI's longest /embed or /predict input, in words: a longer one is a 413 unless "
                  "the body asks truncate: true (0 = no cap)")
+    ->capture_default_str();
+  app.add_option("--max-batch-size", opts.max_batch_size,
+                 "TEI's --max-client-batch-size: most inputs of one /embed, /predict or "
+                 "/v1/embeddings call; more is a 413 (0 = no cap)")
     ->capture_default_str();
   app.add_option("--max-n", opts.max_n,
                  "most choices per prompt in chat and completions replies, whatever n asks "
