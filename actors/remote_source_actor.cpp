@@ -34,6 +34,14 @@ struct pending_call {
   std::vector<shared_item> items;
   time_point started;
   uint64_t http_id = 0;
+  /// The request bodies of the call, sent one after another (several only for an embedding
+  /// call with more texts than the source takes at once: split_embedding_call).
+  std::vector<std::string> parts;
+  /// The replies of the parts answered so far.
+  std::vector<std::string> replies;
+  /// Whether an earlier part was sent or resent.
+  bool sent = false;
+  bool resent = false;
 };
 
 struct remote_source_state {
@@ -45,6 +53,8 @@ struct remote_source_state {
   std::string api_key;
   std::unordered_map<scheduler::batch_id, pending_call> pending;
   steady_time_source clock;
+  /// Most input texts of one embedding request (`max_batch_items`).
+  uint32_t max_inputs = 0;
 };
 
 using remote_source_actor = caf::stateful_actor<remote_source_state>;
@@ -74,6 +84,7 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
     report.latency = nanoseconds{1};
   }
   report.resent = r.resent;
+  report.extra_requests = static_cast<uint32_t>(p.replies.size());
   if (r.error == backends::http_error::cancelled) {
     report.cancelled = true;
     report.unsent = !r.sent;
@@ -149,6 +160,16 @@ work_result interpret(remote_source_state& st, scheduler::batch_id id, pending_c
   return out;
 }
 
+/// Sends `p`'s next part (its first when none was answered yet); returns the pool's request id.
+uint64_t send_part(remote_source_actor* self, scheduler::batch_id id, const pending_call& p) {
+  auto hdl = caf::actor_cast<caf::actor>(self);
+  return self->state.pool->async_post(p.call.path, p.parts[p.replies.size()], {},
+                                      [hdl, id](backends::http_result r) {
+                                        caf::anon_send(hdl, http_done_atom::value, id,
+                                                       std::move(r));
+                                      });
+}
+
 caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* io,
                             config::source_config cfg) {
   auto& st = self->state;
@@ -163,6 +184,16 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   st.options.use_completions = cfg.use_completions;
   st.options.enable_thinking = cfg.enable_thinking;
   st.options.reasoning_model = cfg.reasoning_model;
+  if (st.api == remote::api_kind::tei) {
+    // TEI refuses a call over its --max-client-batch-size inputs, which `max_batch_items`
+    // follows. An OpenAI-compatible endpoint takes an item's texts in one call (OpenAI's
+    // limit is 2,048), and its `max_batch_items` is 1 where it serves chat too.
+    st.max_inputs = cfg.max_batch_items > 0
+                      ? cfg.max_batch_items
+                      : default_max_batch_items(cfg.capabilities.empty()
+                                                  ? keys_of(default_capabilities(cfg.kind))
+                                                  : cfg.capabilities);
+  }
   backends::http_client_options http;
   http.max_connections = std::max<uint32_t>(cfg.max_concurrency, 1);
   http.connect_timeout = cfg.connect_timeout;
@@ -192,25 +223,40 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
         }
         return result;
       }
+      p.parts = remote::split_embedding_call(p.call, s.max_inputs);
       p.promise = self->make_response_promise();
       p.started = s.clock.now();
-      auto id = batch.id;
-      auto hdl = caf::actor_cast<caf::actor>(self);
-      p.http_id = s.pool->async_post(p.call.path, p.call.body, {},
-                                     [hdl, id](backends::http_result r) {
-                                       caf::anon_send(hdl, http_done_atom::value, id, std::move(r));
-                                     });
-      s.pending.emplace(id, std::move(p));
+      p.http_id = send_part(self, batch.id, p);
+      s.pending.emplace(batch.id, std::move(p));
       return caf::delegated<work_result>{};
     },
     [self](http_done_atom, scheduler::batch_id id, backends::http_result& r) {
       auto& s = self->state;
-      auto node = s.pending.extract(id);
-      if (node.empty()) {
+      auto found = s.pending.find(id);
+      if (found == s.pending.end()) {
         return;
       }
-      auto p = std::move(node.mapped());
-      p.promise.deliver(interpret(s, id, p, r));
+      auto& p = found->second;
+      const bool answered = r.error == backends::http_error::none && r.status / 100 == 2;
+      if (answered && p.replies.size() + 1 < p.parts.size()) {
+        // A part of a split embedding call: the next goes out once this one is answered, so
+        // the call holds one connection, as any call does.
+        p.replies.push_back(std::move(r.body));
+        p.sent = true;
+        p.resent = p.resent || r.resent;
+        p.http_id = send_part(self, id, p);
+        return;
+      }
+      auto node = s.pending.extract(found);
+      auto call = std::move(node.mapped());
+      r.sent = r.sent || call.sent;
+      r.resent = r.resent || call.resent;
+      if (answered && !call.replies.empty()) {
+        call.replies.push_back(std::move(r.body));
+        r.body = remote::join_embedding_replies(s.api, call.replies);
+        call.replies.pop_back(); // the report counts the requests before the last
+      }
+      call.promise.deliver(interpret(s, id, call, r));
     },
     [self](cancel_atom, scheduler::batch_id id) {
       auto& s = self->state;

@@ -262,10 +262,11 @@ typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   wire::duration_ref latency{x.latency};
   if constexpr (Inspector::reads_state) {
     return f(caf::meta::type_name("attempt_report"), kind, retry_after_ref, x.headers, latency,
-             x.detail, x.cancelled, x.unsent, x.abandoned, x.resent);
+             x.detail, x.cancelled, x.unsent, x.abandoned, x.resent, x.extra_requests);
   } else {
     auto err = f(caf::meta::type_name("attempt_report"), kind, retry_after_ref, x.headers,
-                 latency, x.detail, x.cancelled, x.unsent, x.abandoned, x.resent);
+                 latency, x.detail, x.cancelled, x.unsent, x.abandoned, x.resent,
+                 x.extra_requests);
     if (!err) {
       x.retry_after = retry_after ? std::optional<nanoseconds>{nanoseconds{*retry_after}}
                                   : std::nullopt;

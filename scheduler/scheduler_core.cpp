@@ -476,6 +476,14 @@ scheduler_core::take_batch(batch_id id, const attempt_report& report) {
     .of_source(metrics_.source_attempts, name,
                {{"outcome", report.cancelled ? "cancelled" : to_string(report.kind)}})
     .Increment();
+  if (report.extra_requests > 0) {
+    // An embedding call cut into parts (a TEI endpoint's batch limit): the provider saw each.
+    for_each_step(batch.steps, [&](const std::string& step) {
+      for (uint32_t k = 0; k < report.extra_requests; ++k) {
+        steps_.call(step, name, false);
+      }
+    });
+  }
   if (report.resent) {
     // The request went out once more than the scheduler sent it (a stale connection's resend).
     metrics_.of_source(metrics_.source_attempts, name, {{"outcome", "connect_failure"}})

@@ -90,6 +90,10 @@ struct attempt_report {
   /// The HTTP request was sent twice (`http_result::resent`): a failed attempt
   /// (`connect_failure`) came before this one, and the provider may have seen both.
   bool resent = false;
+  /// HTTP requests the attempt made before its last one: the parts of an embedding call cut
+  /// to fit a TEI endpoint's batch limit (remote::split_embedding_call), each seen by the
+  /// provider. They count as calls of the attempt's steps.
+  uint32_t extra_requests = 0;
 };
 
 /// Which learned ratio of reported to estimated prompt tokens scales an estimate. A source

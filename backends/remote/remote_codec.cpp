@@ -860,6 +860,72 @@ prepared_call prepare_call(api_kind api, const endpoint_options& opts,
   return prepare_info_gain(items);
 }
 
+std::vector<std::string> split_embedding_call(const prepared_call& call, uint32_t max_inputs) {
+  if (max_inputs == 0 || call.input_count <= max_inputs
+      || (call.path != "/embed" && call.path != "/v1/embeddings")) {
+    return {call.body};
+  }
+  auto body = json::parse(call.body);
+  const char* key = call.path == "/embed" ? "inputs" : "input";
+  const json all = std::move(body[key]);
+  std::vector<std::string> parts;
+  for (size_t at = 0; at < all.size(); at += max_inputs) {
+    const auto n = std::min<size_t>(max_inputs, all.size() - at);
+    body[key] = json(all.begin() + static_cast<std::ptrdiff_t>(at),
+                     all.begin() + static_cast<std::ptrdiff_t>(at + n));
+    parts.push_back(dump(body));
+  }
+  return parts;
+}
+
+std::string join_embedding_replies(api_kind api, const std::vector<std::string>& replies) {
+  if (replies.size() == 1) {
+    return replies.front();
+  }
+  if (api == api_kind::tei) {
+    json vectors = json::array();
+    for (const auto& reply : replies) {
+      auto doc = json::parse(reply, nullptr, /*allow_exceptions=*/false);
+      if (!doc.is_array()) {
+        return reply;
+      }
+      for (auto& v : doc) {
+        vectors.push_back(std::move(v));
+      }
+    }
+    return dump(vectors);
+  }
+  json out = json::object();
+  json data = json::array();
+  uint64_t prompt_tokens = 0;
+  uint64_t total_tokens = 0;
+  for (const auto& reply : replies) {
+    auto doc = json::parse(reply, nullptr, /*allow_exceptions=*/false);
+    auto part = doc.is_object() ? doc.find("data") : doc.end();
+    if (part == doc.end() || !part->is_array()) {
+      return reply;
+    }
+    const auto offset = static_cast<int64_t>(data.size());
+    for (auto& entry : *part) {
+      if (entry.is_object() && entry.contains("index") && entry["index"].is_number_integer()) {
+        entry["index"] = entry["index"].get<int64_t>() + offset;
+      }
+      data.push_back(std::move(entry));
+    }
+    if (out.empty() && doc.contains("model")) {
+      out["model"] = doc["model"];
+    }
+    prompt_tokens += usage_count(doc, "prompt_tokens");
+    total_tokens += usage_count(doc, "total_tokens");
+  }
+  out["object"] = "list";
+  out["data"] = std::move(data);
+  if (prompt_tokens > 0 || total_tokens > 0) {
+    out["usage"] = {{"prompt_tokens", prompt_tokens}, {"total_tokens", total_tokens}};
+  }
+  return dump(out);
+}
+
 std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts,
                                       const prepared_call& call,
                                       const std::vector<shared_item>& items,

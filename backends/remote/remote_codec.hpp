@@ -108,6 +108,20 @@ bool supports(api_kind api, std::string_view item_kind) noexcept;
 prepared_call prepare_call(api_kind api, const endpoint_options& opts,
                            const std::vector<shared_item>& items);
 
+/// The request bodies that carry `call`: one, its own, unless it is an embedding call with more
+/// input texts than `max_inputs` (0: no cap; the remote source passes a TEI endpoint's
+/// `max_batch_items`). Then its input list is cut into consecutive parts
+/// of at most `max_inputs` texts, each a body of its own with the same other fields: an item
+/// with more references than a call takes (TEI's --max-client-batch-size, 32 by default) is
+/// served in several requests instead of refused.
+std::vector<std::string> split_embedding_call(const prepared_call& call, uint32_t max_inputs);
+
+/// The replies to `split_embedding_call`'s parts, in order, as one reply to the whole call for
+/// `parse_reply`: TEI's lists of vectors one after another; OpenAI's `data` entries with their
+/// `index` moved past the parts before, and `usage` summed. A part that is not the shape its
+/// API answers is returned as it is, for `parse_reply` to refuse it by its words.
+std::string join_embedding_replies(api_kind api, const std::vector<std::string>& replies);
+
 /// Thrown by parse_reply when a 2xx body cannot be used at all (not JSON, wrong shape, wrong
 /// count): the whole attempt counts as a bad response (retryable elsewhere). Its what() names
 /// the problem and quotes at most the first 120 characters of the body (bytes that are not

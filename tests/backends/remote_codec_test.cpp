@@ -1064,6 +1064,67 @@ TEST(RemoteCodec, ARepeatedTextIsSentOnceAndItsVectorServesEachPlace) {
                bad_reply);
 }
 
+TEST(RemoteCodec, AnEmbeddingCallOverTheInputCapGoesInPartsWhoseRepliesJoinAsOne) {
+  // An item with more references than TEI takes in a call (32) went alone and was refused.
+  std::vector<std::string> refs;
+  for (int i = 0; i < 40; ++i) {
+    refs.push_back("alias " + std::to_string(i));
+  }
+  std::vector<shared_item> items{make_item("embedding", "candidate", refs)};
+  for (auto api : {api_kind::tei, api_kind::openai}) {
+    endpoint_options opts;
+    auto call = prepare_call(api, opts, items);
+    ASSERT_EQ(call.input_count, 41u);
+    EXPECT_EQ(split_embedding_call(call, 41), std::vector<std::string>{call.body});
+    EXPECT_EQ(split_embedding_call(call, 0), std::vector<std::string>{call.body});
+    auto parts = split_embedding_call(call, 16);
+    ASSERT_EQ(parts.size(), 3u);
+    const char* key = api == api_kind::tei ? "inputs" : "input";
+    json all = json::array();
+    for (const auto& part : parts) {
+      auto body = json::parse(part);
+      EXPECT_LE(body[key].size(), 16u);
+      if (api == api_kind::tei) {
+        EXPECT_EQ(body["truncate"], true) << "each part keeps the call's other fields";
+      }
+      all.insert(all.end(), body[key].begin(), body[key].end());
+    }
+    EXPECT_EQ(all, json::parse(call.body)[key]);
+    // Each part answered on its own, indexes from 0; the reference "alias 7" matches best.
+    std::vector<std::string> replies;
+    size_t at = 0;
+    for (const auto& part : parts) {
+      const auto n = json::parse(part)[key].size();
+      json vectors = json::array();
+      json data = json::array();
+      for (size_t i = 0; i < n; ++i, ++at) {
+        json v = at == 0 || at == 8 ? json{1.0, 0.0} : json{0.0, 1.0};
+        vectors.push_back(v);
+        data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", v}});
+      }
+      replies.push_back(api == api_kind::tei
+                          ? vectors.dump()
+                          : json{{"object", "list"}, {"data", data}, {"model", "m"},
+                                 {"usage", {{"prompt_tokens", 10}, {"total_tokens", 10}}}}
+                              .dump());
+    }
+    auto joined = join_embedding_replies(api, replies);
+    auto outcomes = parse_reply(api, opts, call, items, joined);
+    ASSERT_EQ(outcomes.size(), 1u);
+    EXPECT_EQ(outcomes[0].code, errc::none) << outcomes[0].error;
+    EXPECT_NEAR(outcomes[0].score, 1.0, 1e-12);
+    if (api == api_kind::openai) {
+      EXPECT_EQ(json::parse(joined)["usage"]["prompt_tokens"], 30) << "the parts' usage summed";
+      ASSERT_NE(outcomes[0].output, nullptr);
+      EXPECT_EQ(outcomes[0].output->prompt_tokens, 30u);
+    }
+    // A part that is not its API's shape comes back as it was, for parse_reply to refuse.
+    replies[1] = R"({"error": "overloaded"})";
+    EXPECT_EQ(join_embedding_replies(api, replies), replies[1]);
+    EXPECT_THROW(parse_reply(api, opts, call, items, replies[1]), bad_reply);
+  }
+}
+
 TEST(RemoteCodec, AnEmbeddingCallsUsageIsSharedOutOverItsItemsAndAddsUpToIt) {
   // OpenAI reports one prompt_tokens for the call. Each distinct text gets a part by its
   // estimated tokens (a repeat gets none), so the step accounts and costs equal the bill.

@@ -284,6 +284,31 @@ def test_a_text_past_teis_input_length_is_embedded_by_its_beginning_not_refused(
     assert p.stats()["faults"]["input_too_long"] == refused
 
 
+def test_an_item_with_more_texts_than_tei_takes_at_once_is_sent_in_parts(make_server, provider):
+    # TEI refuses a call over its --max-client-batch-size inputs (32) with a 413. An item whose
+    # candidate and references pass it (TriviaQA's alias lists do) went alone and was refused.
+    capped = provider("--max-batch-size", "32")
+    whole = provider()
+    aliases = [f"alias number {i}" for i in range(39)] + ["the eiffel tower"]
+    status, _, text = capped.post("/embed", {"inputs": ["the eiffel tower"] + aliases})
+    assert status == 413 and "batch size 41 > maximum allowed batch size 32" in text, text
+    item = {"reward": "embedding", "solution_str": "the eiffel tower", "ground_truth": aliases}
+    s = make_server(config(source_toml("tei", capped, kind="tei", caps=["embed"])))
+    status, _, body = s.score({"step": "parts", "items": [item]})
+    assert status == 200 and body["results"][0]["status"] == "ok", body
+    assert body["results"][0]["source"] == "tei"
+    stats = capped.stats()
+    assert stats["requests"]["/embed"]["200"] == 2, stats  # 32 distinct texts, then 8
+    status, _, step = s.request("GET", "/v1/steps/parts")
+    assert step["sources"]["tei"]["calls"] == 2, step
+    # The score is the one a provider taking all 41 texts at once gives.
+    s2 = make_server(config(source_toml("tei", whole, kind="tei", caps=["embed"],
+                                        max_batch_items=64)))
+    status, _, one = s2.score({"items": [item]})
+    assert status == 200 and one["scores"] == body["scores"], (one, body)
+    assert whole.stats()["requests"]["/embed"]["200"] == 1
+
+
 def test_bad_source_config_names_the_field(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[[sources]]\nname = "x"\nkind = "grpc"\nurl = "ftp://h"\n'
