@@ -118,6 +118,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   result.report.detail = "HTTP 429";
   result.report.cancelled = true;
   result.report.unsent = true;  // a node's cancelled call its client never wrote
+  result.report.extra_requests = 2; // a TEI call sent in three parts
   item_outcome failed;
   failed.code = errc::upstream_failed;
   failed.error = "HTTP 429: slow down";
@@ -151,6 +152,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_EQ(got.report.detail, "HTTP 429");
   EXPECT_TRUE(got.report.cancelled);
   EXPECT_TRUE(got.report.unsent);
+  EXPECT_EQ(got.report.extra_requests, 2u);
   ASSERT_EQ(got.outcomes.size(), 2u);
   EXPECT_EQ(got.outcomes[0].code, errc::upstream_failed);
   EXPECT_EQ(got.outcomes[0].error, failed.error);
