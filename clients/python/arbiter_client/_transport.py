@@ -2,6 +2,7 @@
 keep-alive connection per thread; the aiohttp one keeps one session per event loop."""
 import asyncio
 import http.client
+import os
 import threading
 import urllib.parse
 import weakref
@@ -36,8 +37,16 @@ class StdlibTransport:
         self._port = parts.port
         self._base_path = parts.path.rstrip("/")
         self._timeout_s = timeout_s
+        self._forget_connections()
+
+    def _forget_connections(self):
+        """Starts with no connection: at first, and in a child process after a fork. The
+        child's copies of the parent's sockets are left alone (closing them could end the
+        parent's exchanges): sent on by both, a socket would hand each process the other's
+        answers, another sample's score."""
+        self._pid = os.getpid()
         self._local = threading.local()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # a fork may copy it held by another thread
         self._open = weakref.WeakSet()
 
     def _new_connection(self):
@@ -56,6 +65,8 @@ class StdlibTransport:
         return self.request("GET", path, None, headers)
 
     def request(self, method, path, body, headers):
+        if self._pid != os.getpid():
+            self._forget_connections()
         conn = getattr(self._local, "conn", None)
         reused = conn is not None
         if conn is None:
@@ -94,6 +105,9 @@ class StdlibTransport:
 
     def close(self):
         """Closes every thread's connection (a thread opens a new one on its next call)."""
+        if self._pid != os.getpid():
+            self._forget_connections()
+            return
         with self._lock:
             conns = list(self._open)
         for conn in conns:
@@ -122,12 +136,20 @@ class AiohttpTransport:
         # instead of timing out in the client.
         self._timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=timeout_s,
                                               sock_read=timeout_s)
+        self._forget_sessions()
+
+    def _forget_sessions(self):
+        """No session: at first, and in a child process after a fork, whose copies of the
+        parent's sessions share its sockets (StdlibTransport._forget_connections)."""
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         # id(loop) -> (weak reference to the loop, session, its _close_when_the_loop_ends)
         self._sessions = {}
 
     async def _session(self):
         loop = asyncio.get_running_loop()
+        if self._pid != os.getpid():
+            self._forget_sessions()
         with self._lock:
             for key, (ref, _, _) in list(self._sessions.items()):
                 other = ref()
@@ -153,6 +175,8 @@ class AiohttpTransport:
     async def aclose(self):
         """Closes the running loop's session."""
         loop = asyncio.get_running_loop()
+        if self._pid != os.getpid():
+            self._forget_sessions()
         with self._lock:
             entry = self._sessions.pop(id(loop), None)
         if entry is not None and entry[0]() is loop:

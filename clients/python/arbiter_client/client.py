@@ -3,6 +3,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import json
+import os
 import re
 import threading
 import time
@@ -133,6 +134,7 @@ class ArbiterClient:
             self.attempt_timeout_s = max(s.timeout_s, s.deadline_ms / 1000.0 + 10.0)
         self._threads = None
         self._threads_lock = threading.Lock()
+        self._threads_pid = os.getpid()
         self._sync = StdlibTransport(s.url, self.attempt_timeout_s)
         if use_aiohttp and aiohttp is None:
             raise ImportError("use_aiohttp=True but aiohttp is not installed: "
@@ -212,6 +214,7 @@ class ArbiterClient:
 
     def close(self):
         """Closes the standard-library connections (and ascore()'s threads, if it made any)."""
+        self._forget_parents_threads()
         with self._threads_lock:
             threads, self._threads = self._threads, None
         if threads is not None:
@@ -351,10 +354,20 @@ class ArbiterClient:
             await asyncio.sleep(delay)
             attempt += 1
 
+    def _forget_parents_threads(self):
+        """In a child process after a fork: its copy of the parent's pool has none of the
+        pool's threads, so work given to it would never start (and no timeout would end the
+        wait); a new pool is made when needed."""
+        if self._threads_pid != os.getpid():
+            self._threads_pid = os.getpid()
+            self._threads_lock = threading.Lock()
+            self._threads = None
+
     def _thread_pool(self):
         """The threads that carry ascore()'s requests without aiohttp: asyncio's default
         executor has only a few (cores + 4), which would send a verl worker's chunk a few
         requests at a time."""
+        self._forget_parents_threads()
         with self._threads_lock:
             if self._threads is None:
                 self._threads = concurrent.futures.ThreadPoolExecutor(
