@@ -9,6 +9,16 @@ class ArbiterError(Exception):
 
     results = None
 
+    def __reduce__(self):
+        # Exception's own pickling calls the class with `args` (the message alone), which the
+        # subclasses' __init__ does not take: Ray, ProcessPoolExecutor and multiprocessing
+        # then lose the error (or the pool). Each class gives its arguments; the attributes
+        # set since (`results`) travel as its state.
+        return (self.__class__, self._init_args(), self.__dict__.copy())
+
+    def _init_args(self):
+        return self.args
+
 
 class ArbiterRequestError(ArbiterError):
     """Arbiter refused the request itself (a 4xx other than 429): retrying cannot help.
@@ -26,6 +36,9 @@ class ArbiterRequestError(ArbiterError):
         self.field = field
         super().__init__(f"Arbiter answered {status} {code}: {message}")
 
+    def _init_args(self):
+        return (self.status, self.code, self.message, self.field)
+
 
 class ArbiterUnavailable(ArbiterError):
     """Every attempt failed with a retryable outcome (429, 503, another 5xx, a timeout or a
@@ -35,6 +48,9 @@ class ArbiterUnavailable(ArbiterError):
         self.reason = reason
         self.attempts = attempts
         super().__init__(f"Arbiter unavailable after {attempts} attempt(s): {reason}")
+
+    def _init_args(self):
+        return (self.reason, self.attempts)
 
 
 class ArbiterItemError(ArbiterError):
@@ -51,3 +67,6 @@ class ArbiterItemError(ArbiterError):
         self.message = message
         self.result = result
         super().__init__(f"item {index} failed: {code}: {message}")
+
+    def _init_args(self):
+        return (self.index, self.code, self.message, self.result)

@@ -464,3 +464,109 @@ def test_a_numpy_step_is_sent_as_its_integer(scripted, make_client):
     assert proxy.requests[-1][2]["step"] == 12
     with pytest.raises(TypeError, match="^step: "):
         client.score([lexical("a", "a")], step=1.5)
+
+
+def _in_child(work, timeout_s=30.0):
+    """Runs `work()` in a forked child; returns what it returned (a JSON-able value), or
+    raises AssertionError when it raised or did not end within `timeout_s`."""
+    import json
+    import os
+    import signal
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        try:
+            out = {"value": work()}
+        except BaseException as e:  # noqa: B902 (reported to the parent)
+            out = {"error": f"{type(e).__name__}: {e}"}
+        with os.fdopen(write_end, "w") as f:
+            json.dump(out, f)
+        os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(read_end)
+        raise AssertionError(f"the forked child hung for {timeout_s} s")
+    with os.fdopen(read_end) as f:
+        out = json.load(f)
+    assert "error" not in out, out["error"]
+    return out["value"]
+
+
+def test_a_forked_child_gets_its_own_connections_and_threads(arbiter, make_client):
+    # A child forked after a call (verl.md's check, then datasets' map(num_proc=4)) sent on the
+    # parent's keep-alive socket, so each process could read the other's answers: another
+    # sample's score. A child of a client that had made ascore()'s threads hung for ever.
+    client = make_client(arbiter.url, use_aiohttp=False, batch_size=2)
+    assert client.score([lexical("a", "a")])[0].score == 1.0
+    assert run_async(client.ascore, [lexical("a", "a")])[0].score == 1.0
+    parent_port = client._sync._local.conn.sock.getsockname()[1]
+
+    def child():
+        ports = []
+        scores = []
+        for _ in range(50):
+            scores.append(client.score([lexical("ab", "b")])[0].score)
+            ports.append(client._sync._local.conn.sock.getsockname()[1])
+        # More than batch_size items (the thread pool), and ascore() on the stdlib transport.
+        scores += [r.score for r in client.score([lexical("ab", "b")] * 5)]
+        scores += [r.score for r in asyncio.run(client.ascore([lexical("ab", "b")] * 3))]
+        return {"ports": sorted(set(ports)), "scores": scores}
+
+    stop = threading.Event()
+    parent_scores = []
+
+    def parent_load():
+        while not stop.is_set():
+            parent_scores.append(client.score([lexical("a", "a")])[0].score)
+
+    load = threading.Thread(target=parent_load)
+    load.start()
+    try:
+        got = _in_child(child)
+    finally:
+        stop.set()
+        load.join()
+    assert parent_port not in got["ports"], "the child sent on the parent's socket"
+    assert got["scores"] == [ratio("ab", "b")] * (50 + 5 + 3)
+    assert parent_scores and set(parent_scores) == {1.0}
+
+
+def test_errors_cross_process_boundaries_whole(arbiter, make_client):
+    # Ray (verl's reward workers), ProcessPoolExecutor and multiprocessing pickle an exception
+    # to hand it to the caller: the subclasses' __init__ took the message alone, so Ray gave
+    # "Failed to deserialize exception", a ProcessPoolExecutor broke, a Pool hung.
+    import concurrent.futures
+    import multiprocessing
+    import pickle
+
+    client = make_client(arbiter.url)
+    with pytest.raises(ArbiterItemError) as raised:
+        client.score([lexical("a", "a"), failing_item()])
+    errors = [raised.value, ArbiterRequestError(400, "invalid_request", "bad", "items[0].x"),
+              ArbiterUnavailable("HTTP 503 shutting_down", 6)]
+    for e in errors:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+        assert {k: v for k, v in vars(back).items() if k != "results"} == \
+            {k: v for k, v in vars(e).items() if k != "results"}
+    back = pickle.loads(pickle.dumps(raised.value))
+    assert back.index == 1 and back.code == "reward_failed"
+    assert [r.score if r else None for r in back.results] == [1.0, None]
+    with concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with pytest.raises(ArbiterUnavailable) as far:
+            pool.submit(_raise_unavailable).result(timeout=60)
+    assert far.value.attempts == 3 and far.value.reason == "connection refused"
+
+
+def _raise_unavailable():
+    raise ArbiterUnavailable("connection refused", 3)
