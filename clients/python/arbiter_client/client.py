@@ -269,7 +269,15 @@ class ArbiterClient:
         return f"{self.settings.job}/{name}"
 
     def _encode(self, body):
-        return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        text = json.dumps(body, ensure_ascii=False, allow_nan=False)
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (text decoded with surrogateescape, a pair cut in two): UTF-8
+            # cannot carry it, so it goes as U+FFFD, as a tokenizer would read it, rather than
+            # failing the request with an error that names no item.
+            return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace") \
+                .encode("utf-8")
 
     @staticmethod
     def _capture(call):

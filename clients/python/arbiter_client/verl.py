@@ -23,11 +23,17 @@ from the ARBITER_* environment variables (see ArbiterClient):
 | job | ARBITER_JOB | this job's name before its group names and steps (a shared server) |
 
 The return value is a float, or a dict: with return_dict or on_failure=value, the same keys
-for every sample (verl builds its arrays from the first sample's keys): `score`,
-`arbiter_failed`, `arbiter_fallback`, `arbiter_cached` (0 or 1), `arbiter_queue_ms`,
-`arbiter_run_ms`; and for a reward that returns fields beside its score (math_dapo: `acc`,
-`pred`, as verl's own math_dapo returns them), `score` with those fields, plus the above
-under return_dict. verl's reward_extra_info gets them.
+for every sample, whichever reward scored it (verl builds its arrays from the first sample's
+keys): `score`, `acc` and `pred` (math_dapo's own; for another reward `acc` is the score, as
+verl's reward loop sets it for a number, and `pred` is None), `arbiter_failed`,
+`arbiter_fallback`, `arbiter_cached` (0 or 1), `arbiter_queue_ms`, `arbiter_run_ms`. Without
+them, a float, or for a reward that returns fields beside its score (math_dapo: `acc`, `pred`,
+as verl's own math_dapo returns them) `score` with those fields: then a run that mixes
+math_dapo with other rewards needs return_dict, as it would with verl's own function. verl's
+reward_extra_info gets them.
+
+A row whose ground truth is None is sent with no reference (its item fails alone, under the
+failure policy); `extra_info` values JSON cannot carry (NaN, objects) are left out.
 
 Each sample goes with its GRPO group (extra_info's `uid`, else the data source with the
 dataset row's `split` and `index` that verl's preprocessing scripts set), so Arbiter scores a
@@ -42,9 +48,10 @@ import os
 # Absolute imports: verl loads this file by path, as a module outside the package
 # (importlib's spec_from_file_location), where relative imports fail.
 from arbiter_client._adapters import shared_client
+from arbiter_client._json import is_json_value
 from arbiter_client._settings import env_value, parse_bool
 
-DICT_KEYS = ("score", "arbiter_failed", "arbiter_fallback", "arbiter_cached",
+DICT_KEYS = ("score", "acc", "pred", "arbiter_failed", "arbiter_fallback", "arbiter_cached",
              "arbiter_queue_ms", "arbiter_run_ms")
 
 # reward_kwargs key -> ArbiterClient argument
@@ -113,10 +120,17 @@ def _group(extra_info, data_source=None):
 
 
 def _item(data_source, solution_str, ground_truth, extra_info):
-    item = {"solution_str": solution_str, "ground_truth": ground_truth}
+    # A row with no answer (None) is an item with no reference, which fails alone (the failure
+    # policy applies), not a 400 for the request: in a batch, that would fail every row.
+    item = {"solution_str": solution_str, "ground_truth": [] if ground_truth is None
+            else ground_truth}
     if data_source is not None:
         item["data_source"] = data_source
-    if extra_info is not None:
+    if isinstance(extra_info, dict):
+        # Values JSON cannot carry (a NaN a dataset column holds, an object) are left out, as
+        # the TRL and slime adapters leave them: Arbiter reads a few known keys only.
+        item["extra_info"] = {k: v for k, v in extra_info.items() if is_json_value(v)}
+    elif extra_info is not None:
         item["extra_info"] = extra_info
     group = _group(extra_info, data_source)
     if group is not None:
@@ -135,6 +149,12 @@ def _value(result, as_dict):
     if not as_dict and not result.extra:
         return result.score
     value = {"score": result.score}
+    if as_dict:
+        # Every sample has the same keys, whichever reward scored it (verl builds its arrays
+        # from the first sample's keys): math_dapo's acc and pred where it gives them, else
+        # acc = score, as verl's reward loop sets it for a reward that returns a number, and
+        # pred = None, which verl's validation metrics skip.
+        value.update({"acc": result.score, "pred": None})
     value.update(result.extra)
     if as_dict:
         value.update({"arbiter_failed": int(result.failed),

@@ -39,7 +39,7 @@ def test_reward_kwargs_override_the_environment(arbiter, arbiter_env):
     kwargs = {"service_url": arbiter.url, "reward": "lexical", "timeout_s": 10,
               "on_failure": "value", "failure_score": -1.0}
     assert compute_score("x", "ab", "ab", **kwargs) == {
-        "score": 1.0, "arbiter_failed": 0, "arbiter_fallback": 0, "arbiter_cached": 0,
+        "score": 1.0, "acc": 1.0, "pred": None, "arbiter_failed": 0, "arbiter_fallback": 0, "arbiter_cached": 0,
         "arbiter_queue_ms": pytest.approx(0, abs=1000), "arbiter_run_ms": pytest.approx(0, abs=1000)}
     failed = compute_score("x", failing_item()["solution_str"], "x", **kwargs)
     assert failed["score"] == -1.0 and failed["arbiter_failed"] == 1
@@ -50,19 +50,27 @@ def test_reward_kwargs_override_the_environment(arbiter, arbiter_env):
 
 def test_dicts_have_the_same_keys_and_scalar_values_for_every_sample(
         arbiter, down_arbiter, arbiter_env):
+    # math_dapo gives acc and pred beside its score; mixed with other rewards in one run,
+    # verl indexed every sample with the first one's keys: a KeyError, or math_dapo's dropped.
     arbiter_env(arbiter.url, ARBITER_ON_FAILURE="value", ARBITER_FAILURE_SCORE="0.25")
     rows = compute_score_batched(
         data_sources=["lexical", "lexical", "gsm8k", "lexical"],
         solution_strs=["same", failing_item()["solution_str"], "7", "abc"],
         ground_truths=["same", "x", ["7"], "abd"],
         extra_infos=[{}, None, {"index": 3}, {}])
+    rows.append(compute_score(None, "Answer: 12", "12", reward="math_dapo"))
     fallback = compute_score(None, "The Cat", "the cat sat", reward="soft",
                              service_url=down_arbiter.url)
     for row in rows + [fallback]:
-        assert tuple(row) == DICT_KEYS
-        assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row.values())
-    assert [r["score"] for r in rows] == [1.0, 0.25, 1.0, ratio("abc", "abd")]
-    assert [r["arbiter_failed"] for r in rows] == [0, 1, 0, 0]
+        assert tuple(sorted(row)) == tuple(sorted(DICT_KEYS))
+        assert all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for k, v in row.items() if k not in ("acc", "pred"))
+    assert [r["score"] for r in rows] == [1.0, 0.25, 1.0, ratio("abc", "abd"), 1.0]
+    assert [r["arbiter_failed"] for r in rows] == [0, 1, 0, 0, 0]
+    # acc is the score where the reward gives none, as verl's reward loop sets it; pred None.
+    assert [r["acc"] for r in rows[:4]] == [r["score"] for r in rows[:4]]
+    assert rows[4]["acc"] is True and rows[4]["pred"] == "12"
+    assert all(r["pred"] is None for r in rows[:4])
     assert fallback["arbiter_fallback"] == 1 and fallback["arbiter_failed"] == 0
     assert fallback["score"] == pytest.approx(ratio("the cat", "the cat sat"))
 
@@ -143,3 +151,16 @@ def test_samples_go_with_their_grpo_group(scripted, arbiter_env):
     assert [item.get("group") for item in proxy.items()] == [
         "x:train:3", "x:train:3", "x:index:4", "uid:u-1", None, "gsm8k:train:3",
         "MATH:train:3"]
+
+
+def test_a_row_without_an_answer_or_with_values_json_cannot_carry_fails_alone(arbiter,
+                                                                                arbiter_env):
+    # A None ground truth was a 400 for the whole request (every row of a batch), and a NaN
+    # in extra_info a ValueError before sending: neither reached the failure policy.
+    arbiter_env(arbiter.url, ARBITER_ON_FAILURE="value", ARBITER_FAILURE_SCORE="-1")
+    rows = compute_score_batched(
+        data_sources=["lexical", "lexical", "lexical"], solution_strs=["a", "b", "c\ud800d"],
+        ground_truths=["a", None, "c\ufffdd"],
+        extra_infos=[{"difficulty": float("nan"), "index": 1}, {}, {"seen": object()}])
+    assert [r["score"] for r in rows] == [1.0, -1.0, 1.0], rows
+    assert [r["arbiter_failed"] for r in rows] == [0, 1, 0]
