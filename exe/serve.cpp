@@ -342,7 +342,7 @@ int serve(const serve_options& options) {
   int signo = stop_signal.get_future().get();
   log::info("received ", signal_name(signo), ": draining (up to ",
             cfg.scheduler.drain_timeout.count(), " ms)");
-  routes->begin_drain();
+  routes->begin_drain(cfg.scheduler.drain_timeout);
   server->begin_drain();
   {
     // Every shard is asked at once (a request is sent when made), then waited for in turn.

@@ -666,13 +666,23 @@ bool router::decode_predict(std::string_view body, std::string_view /*target*/,
   return true;
 }
 
+int64_t router::drain_retry_after_s() const noexcept {
+  const auto left = std::chrono::steady_clock::time_point{
+                      std::chrono::steady_clock::duration{drain_ends_ns_.load()}}
+                    - std::chrono::steady_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
+  return std::max<int64_t>(1, (ms + 999) / 1000);
+}
+
 bool router::refuse_while_draining(const std::string& route, const reply_fn& reply,
                                    error_style style) {
   if (!draining_) {
     return false;
   }
   refuse(route, "draining",
-         failure_reply(style, errc::shutting_down, "the server is shutting down"), reply);
+         failure_reply(style, errc::shutting_down, "the server is shutting down", {},
+                       drain_retry_after_s()),
+         reply);
   return true;
 }
 
@@ -706,7 +716,11 @@ void router::run(const std::string& route, steady_clock::time_point start,
                     : internal                     ? errc::internal
                                                    : errc::overloaded;
         refuse(route, internal ? "scheduler_error" : answer.rejection,
-               failure_reply(style, code, answer.reason, {}, answer.retry_after_s), reply);
+               failure_reply(style, code, answer.reason, {},
+                             code == errc::shutting_down && draining_
+                               ? drain_retry_after_s()
+                               : answer.retry_after_s),
+               reply);
         return;
       }
       auto& results = answer.results;

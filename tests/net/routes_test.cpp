@@ -294,12 +294,17 @@ TEST_F(Router, TrainerRoutesUseTheProtocolRewardAndTheirOwnShapes) {
 
 TEST_F(Router, DrainingRefusesNewWorkAndSaysSoOnHealth) {
   auto r = make_router();
-  r->begin_drain();
+  r->begin_drain(std::chrono::milliseconds{9500});
   auto health = call(*r, "GET", "/health");
   EXPECT_EQ(health.status, 503u);
   EXPECT_NE(health.body.find("draining"), std::string::npos);
   auto reply = call(*r, "POST", "/v1/score", two_items);
   EXPECT_EQ(reply.status, 503u) << reply.body;
-  EXPECT_FALSE(header(reply, "Retry-After").empty());
+  // The drain's time left, so that a client's retry finds the process restarted, not this
+  // one still going (it said 1 s, and clients gave up during a restart).
+  EXPECT_EQ(header(reply, "Retry-After"), "10");
   EXPECT_TRUE(seen().empty());
+  auto gone = make_router();
+  gone->begin_drain();
+  EXPECT_EQ(header(call(*gone, "POST", "/v1/score", two_items), "Retry-After"), "1");
 }
