@@ -57,12 +57,15 @@ admission_result decide_admission(const admission_input& in) {
     double alone_ms = std::chrono::duration<double, std::milli>(*in.alone_wait).count();
     double left_ms = std::chrono::duration<double, std::milli>(in.time_left).count();
     result.decision = admission_decision::reject_too_large;
-    result.reason = "its " + std::to_string(in.items) + " items alone take about "
+    // One item cannot be split: only a longer deadline helps it.
+    const bool one = in.items == 1;
+    result.reason = (one ? std::string{"its item alone takes about "}
+                         : "its " + std::to_string(in.items) + " items alone take about ")
                     + std::to_string(static_cast<int64_t>(alone_ms))
                     + " ms at the pace its sources allow, more than twice its deadline ("
-                    + std::to_string(static_cast<int64_t>(left_ms))
-                    + " ms left), so no retry fits: send them in smaller requests, or with a "
-                      "longer deadline_ms";
+                    + std::to_string(static_cast<int64_t>(left_ms)) + " ms left), so no retry fits: "
+                    + (one ? "send it with a longer deadline_ms"
+                           : "send them in smaller requests, or with a longer deadline_ms");
     return result;
   }
   if (in.expected_wait && *in.expected_wait > in.time_left) {

@@ -93,6 +93,15 @@ TEST(Admission, ARequestTooSlowEvenAloneIsRefusedForGoodNotAskedToRetry) {
   EXPECT_NE(r.reason.find("3000 items alone take about 229000 ms"), std::string::npos)
     << r.reason;
   EXPECT_NE(r.reason.find("longer deadline_ms"), std::string::npos) << r.reason;
+  // One item cannot be sent in smaller requests (helper-34: a 3 s judge, a 1 s deadline).
+  auto single = request_of(1, 10000);
+  single.alone_wait = 3s;
+  single.time_left = 1s;
+  r = decide_admission(single);
+  EXPECT_EQ(r.decision, admission_decision::reject_too_large);
+  EXPECT_NE(r.reason.find("its item alone takes about 3000 ms"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("send it with a longer deadline_ms"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.reason.find("smaller requests"), std::string::npos) << r.reason;
   // Within twice its deadline alone (the capacity estimate may grow): busy now, retry.
   in.alone_wait = 50s;
   r = decide_admission(in);
