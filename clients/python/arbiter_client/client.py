@@ -197,20 +197,30 @@ class ArbiterClient:
         its calls, tokens, cost, 429s, retries and hedges; docs/api.md, GET /v1/steps), as a
         dict, or None when the step is not among the recent ones. With no step: the list of
         the recent steps' accounts. For a trainer's logger (verl's reward_extra_info, TRL's
-        logs); blocking."""
+        logs); blocking. With `job`, the steps are this job's: the list holds no other job's.
+        A 429, a 503 or a connection that fails is retried as score() retries."""
         step = self._job_name(step)
         path = "/v1/steps" if step is None else \
             "/v1/steps/" + urllib.parse.quote(str(step), safe="")
-        try:
-            status, _, data = self._sync.get(path, self._headers)
-        except CONNECTION_ERRORS as exc:
-            raise ArbiterUnavailable(f"{type(exc).__name__}: {exc}", 1) from exc
-        if status == 404 and step is not None:
-            return None
-        if status != 200:
-            raise ArbiterError(f"GET {path}: HTTP {status}: {data[:300]!r}")
-        answer = json.loads(data)
-        return answer if step is not None else answer["steps"]
+        attempt = 0
+        while True:
+            try:
+                status, headers, data = self._sync.get(path, self._headers)
+            except CONNECTION_ERRORS as exc:
+                outcome = classify_exception(exc)
+            else:
+                if status == 404 and step is not None:
+                    return None
+                if status == 200:
+                    answer = json.loads(data)
+                    if step is not None:
+                        return answer
+                    prefix = None if self.settings.job is None else self.settings.job + "/"
+                    return [s for s in answer["steps"]
+                            if prefix is None or str(s.get("step", "")).startswith(prefix)]
+                outcome = classify_response(status, headers, data)
+            time.sleep(self._decide(attempt, outcome, 0))
+            attempt += 1
 
     def close(self):
         """Closes the standard-library connections (and ascore()'s threads, if it made any)."""

@@ -344,6 +344,10 @@ def test_connection_refused_is_retried_then_unavailable(make_client, use_aiohttp
     with pytest.raises(ArbiterUnavailable) as e:
         asyncio.run(main())
     assert e.value.attempts == 3
+    # step_account() retries as score() does (it made one attempt).
+    with pytest.raises(ArbiterUnavailable) as e:
+        client.step_account(3)
+    assert e.value.attempts == 3
 
 
 def test_empty_lists_send_nothing(make_client):

@@ -116,6 +116,9 @@ def test_a_job_keeps_its_groups_and_steps_apart_from_another_jobs(scripted, make
     account = make_client(arbiter.url, job="run-a").step_account(3)
     assert account["step"] == "run-a/3" and account["items"]["total"] == 2, "its own, not both"
     assert make_client(arbiter.url, job="run-b").step_account(3)["step"] == "run-b/3"
+    # The list of recent steps is the job's own too (it held every job's).
+    listed = {a["step"] for a in make_client(arbiter.url, job="run-a").step_account()}
+    assert "run-a/3" in listed and all(s.startswith("run-a/") for s in listed), listed
 
 
 def test_conversational_data(scripted, make_func):
