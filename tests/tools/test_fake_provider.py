@@ -268,7 +268,10 @@ def test_completions_choices_differ_and_seed_changes_them(fp):
     for other in (b, unseeded):
         assert all(x["text"] != y["text"] for x, y in zip(a["choices"], other["choices"]))
     assert fp.post_json("/v1/completions", {**seeded, "seed": None})[2]["choices"] == unseeded["choices"]
-    for bad in (-1, 1.5, "7"):
+    # A signed 64-bit integer, as OpenAI's and vLLM's: -1 is a seed, 2^63 is not.
+    status, _, negative = fp.post_json("/v1/completions", {**seeded, "seed": -1})
+    assert status == 200 and negative["choices"] != a["choices"]
+    for bad in (2 ** 63, 1.5, "7"):
         status, _, text = fp.post("/v1/completions", {**seeded, "seed": bad})
         assert status == 400 and json.loads(text)["error"]["param"] == "seed", bad
 
