@@ -113,6 +113,9 @@ void apply_element_environment(arbiter_config& cfg, const env_lookup& env,
 /// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
 std::string env_name(std::string_view path);
 
+/// "fake-a.v2" -> "FAKE_A_V2": an element's name as it stands in a variable name.
+std::string env_token(std::string_view text);
+
 /// The scalar field at the dotted `path`, or nullptr.
 const field_descriptor* find_field(std::string_view path);
 

@@ -456,6 +456,15 @@ const std::vector<field_descriptor>& scalar_fields() {
   return fields;
 }
 
+std::string env_token(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    auto u = static_cast<unsigned char>(c);
+    out.push_back(std::isalnum(u) != 0 ? static_cast<char>(std::toupper(u)) : '_');
+  }
+  return out;
+}
+
 /// "server.read_timeout_ms" -> "ARBITER_SERVER_READ_TIMEOUT_MS".
 std::string env_name(std::string_view path) {
   std::string name = "ARBITER_";

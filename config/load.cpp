@@ -268,16 +268,6 @@ T load_element(const std::vector<element_field<T>>& fields, const toml::node& no
   return element;
 }
 
-/// "fake-a.v2" -> "FAKE_A_V2": an element's name as it stands in a variable name.
-std::string env_token(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    out.push_back(std::isalnum(u) != 0 ? static_cast<char>(std::toupper(u)) : '_');
-  }
-  return out;
-}
-
 /// `PREFIX_<NAME>_<KEY>` variables over each element of `elements` (see
 /// `apply_element_environment`).
 template <typename T>

@@ -112,6 +112,20 @@ bool is_class_name_char(char ch) {
   return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-';
 }
 
+/// What a remote source of `kind` can serve (remote::supports): empty for an unknown kind.
+std::vector<std::string> kind_serves(const std::string& kind) {
+  if (kind == "openai") {
+    return {"chat", "generate", "embed"};
+  }
+  if (kind == "tei") {
+    return {"embed", "nli"};
+  }
+  if (kind == "ig_service") {
+    return {"ig"};
+  }
+  return {};
+}
+
 bool is_reward_name_char(char ch) {
   return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
          ch == '_' || ch == '.' || ch == '-';
@@ -234,6 +248,15 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
                         "must not exceed scheduler.max_deadline_ms (" +
                             std::to_string(sched.default_deadline.count()) + " > " +
                             std::to_string(sched.max_deadline.count()) + ")"});
+  }
+
+  // Routing.
+  if (cfg.routing.breaker_max_ejection < cfg.routing.breaker_ejection) {
+    // The first ejection would already pass the cap the operator set.
+    problems.push_back({"routing.breaker_max_ejection_ms",
+                        "must be at least routing.breaker_ejection_ms ("
+                          + std::to_string(cfg.routing.breaker_max_ejection.count()) + " < "
+                          + std::to_string(cfg.routing.breaker_ejection.count()) + ")"});
   }
 
   // The cluster.
@@ -383,8 +406,21 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
     } else if (std::find(source_names.begin(), source_names.end(), src.name)
                != source_names.end()) {
       problems.push_back({where + ".name", "duplicate source name " + detail::quoted(src.name)});
-    } else if (src.name == "cpu" || src.name == "cache") {
+    } else if (!std::all_of(src.name.begin(), src.name.end(), is_reward_name_char)) {
+      // As a model's: the name is a metric label, an environment variable's part, a model id.
+      problems.push_back({where + ".name", "must be letters, digits, '_', '.' or '-' (got "
+                                             + detail::quoted(src.name) + ")"});
+    } else if (src.name == "cpu" || src.name == "cache" || src.name == "reward-graph") {
       problems.push_back({where + ".name", detail::quoted(src.name) + " is reserved"});
+    } else if (auto twin = std::find_if(
+                 source_names.begin(), source_names.end(),
+                 [&](const std::string& o) { return env_token(o) == env_token(src.name); });
+               twin != source_names.end()) {
+      // ARBITER_SOURCES_A_B_... would set both.
+      problems.push_back({where + ".name",
+                          detail::quoted(src.name) + " and " + detail::quoted(*twin)
+                            + " name the same environment variables (ARBITER_SOURCES_"
+                            + env_token(src.name) + "_...); rename one"});
     }
     source_names.push_back(src.name);
     static const std::vector<std::string> kinds = {"openai", "tei", "ig_service"};
@@ -409,6 +445,16 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
         problems.push_back({where + ".capabilities[" + std::to_string(c) + "]",
                             "unknown capability " + detail::quoted(src.capabilities[c])
                               + "; expected one of " + join(capabilities)});
+      } else if (auto served = kind_serves(src.kind);
+                 !served.empty()
+                 && std::find(served.begin(), served.end(), src.capabilities[c])
+                      == served.end()) {
+        // Its calls would fail every item routed there (the scheduler takes the source at its
+        // word), and not as a fault that sends them elsewhere.
+        problems.push_back({where + ".capabilities[" + std::to_string(c) + "]",
+                            "a source of kind " + src.kind + " cannot serve "
+                              + detail::quoted(src.capabilities[c]) + "; it serves "
+                              + join(served)});
       }
     }
     if (src.initial_concurrency > src.max_concurrency) {

@@ -617,6 +617,50 @@ TEST(Validate, CatchesProblemsInConfigsBuiltInCode) {
             "a name must not be empty (\"*\" matches every name)");
 }
 
+TEST(Validate, ASourceDeclaresOnlyWhatItsKindServesUnderAUsableName) {
+  // helper-33: a tei source declaring chat passed check-config, then failed most judge items
+  // for good ("item kind 'chat' is not served by api 'tei'", a 422) while a healthy openai
+  // source sat idle; "reward-graph" merged with the graphs' metrics; "a-b" and "a_b" took
+  // each other's variables; a max ejection under the first one was ignored.
+  arbiter_config cfg = embedded_default();
+  auto source = [](std::string name, std::string kind, std::vector<std::string> caps) {
+    source_config s;
+    s.name = std::move(name);
+    s.kind = std::move(kind);
+    s.url = "http://127.0.0.1:1";
+    s.capabilities = std::move(caps);
+    return s;
+  };
+  cfg.sources = {source("good", "openai", {"chat", "generate", "embed"}),
+                 source("tei", "tei", {"embed", "chat"}),
+                 source("ig", "ig_service", {"ig", "nli"}),
+                 source("reward-graph", "openai", {}),
+                 source("x y", "openai", {}),
+                 source("a-b", "openai", {}),
+                 source("a_b", "openai", {})};
+  cfg.routing.breaker_ejection = 5000ms;
+  cfg.routing.breaker_max_ejection = 2000ms;
+  std::vector<config_problem> problems;
+  validate(cfg, problems);
+  const std::vector<std::string> expected = {
+      "routing.breaker_max_ejection_ms",
+      "sources[1].capabilities[1]",
+      "sources[2].capabilities[1]",
+      "sources[3].name",
+      "sources[4].name",
+      "sources[6].name",
+  };
+  EXPECT_EQ(fields_of(problems), expected) << describe(problems);
+  EXPECT_EQ(reason_for(problems, "sources[1].capabilities[1]"),
+            "a source of kind tei cannot serve \"chat\"; it serves embed, nli");
+  EXPECT_EQ(reason_for(problems, "sources[3].name"), "\"reward-graph\" is reserved");
+  EXPECT_EQ(reason_for(problems, "sources[6].name"),
+            "\"a_b\" and \"a-b\" name the same environment variables (ARBITER_SOURCES_A_B_...); "
+            "rename one");
+  EXPECT_EQ(reason_for(problems, "routing.breaker_max_ejection_ms"),
+            "must be at least routing.breaker_ejection_ms (2000 < 5000)");
+}
+
 TEST(Environment, OverridesWinOverFileValues) {
   std::vector<config_problem> problems;
   arbiter_config cfg = load_string(
