@@ -118,6 +118,51 @@ void check_reward_options(const config::arbiter_config& cfg,
   }
 }
 
+void check_reward_sources(const config::arbiter_config& cfg,
+                          std::vector<config::config_problem>& problems) {
+  // Whether the source or model called `name` serves `c`.
+  auto serves = [&cfg](const std::string& name, capability c) {
+    for (const auto& src : cfg.sources) {
+      if (src.name == name) {
+        return actors::serves(src, c);
+      }
+    }
+    for (const auto& m : cfg.models) {
+      if (m.name == name) {
+        auto caps = actors::model_capabilities(m);
+        return std::find(caps.begin(), caps.end(), c) != caps.end();
+      }
+    }
+    return false;  // named as unknown by the configuration's own check
+  };
+  for (const auto& [name, reward] : cfg.rewards) {
+    const auto* kind = backends::find_reward_kind(reward.kind);
+    if (reward.sources.empty() || kind == nullptr || kind->needs == capability::cpu) {
+      continue;
+    }
+    auto any_serves = [&](capability c) {
+      return std::any_of(reward.sources.begin(), reward.sources.end(),
+                         [&](const std::string& s) { return serves(s, c); });
+    };
+    if (any_serves(kind->needs)) {
+      continue;  // a source that takes the whole item (an IG service for info_gain)
+    }
+    // Otherwise its model calls go to these sources only: each call's capability needs one.
+    std::string missing;
+    for (auto c : kind->calls.empty() ? std::vector<capability>{kind->needs} : kind->calls) {
+      if (!any_serves(c)) {
+        missing += (missing.empty() ? "" : ", ") + std::string{name_of(c)};
+      }
+    }
+    if (!missing.empty()) {
+      // Every item would fail no_eligible_source at its first call.
+      problems.push_back({"rewards." + name + ".sources",
+                          "none of its sources serves " + missing + ", which its " + reward.kind
+                            + " calls need; name one that does, or none (any source)"});
+    }
+  }
+}
+
 bool apply_port_flag(const std::optional<int>& value, const char* flag, uint16_t& out,
                      std::vector<config::config_problem>& problems) {
   if (!value) {
@@ -157,6 +202,7 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   }
   if (problems.empty()) {
     check_reward_options(cfg, problems);
+    check_reward_sources(cfg, problems);
   }
   if (use == config_use::serve) {
     // As the source's HTTP client will read it, so that check-config and start-up refuse what

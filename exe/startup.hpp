@@ -102,6 +102,12 @@ bool load_configuration(const std::optional<std::string>& file, const config_ove
 void check_reward_options(const config::arbiter_config& cfg,
                           std::vector<config::config_problem>& problems);
 
+/// Checks that a reward that names its `sources` names one for each model call its kind
+/// makes (a judge's chat, an embedding's embed, ΔIG's generate and nli, or a source taking
+/// the whole item): else every item would fail no_eligible_source.
+void check_reward_sources(const config::arbiter_config& cfg,
+                          std::vector<config::config_problem>& problems);
+
 /// Spawns `n` CPU workers (source "cpu").
 void spawn_cpu_workers(caf::actor_system& sys, const config::arbiter_config& cfg, uint32_t n,
                        std::vector<actors::spawned_source>& out);

@@ -320,6 +320,45 @@ def test_bad_source_config_names_the_field(tmp_path):
     assert "sources[0].capabilities[1]" in out.stdout
 
 
+def test_a_source_or_reward_that_cannot_serve_what_it_is_given_is_refused(tmp_path):
+    # helper-33: these passed check-config; then a tei source declaring chat failed 18 of 20
+    # judge items for good (422) while an openai source sat idle, and a judge reward naming
+    # an embed-only source failed every item no_eligible_source.
+    sources = ('[[sources]]\nname = "good"\nkind = "openai"\nurl = "http://127.0.0.1:1"\n'
+               'capabilities = ["chat", "generate"]\n'
+               '[[sources]]\nname = "tei"\nkind = "tei"\nurl = "http://127.0.0.1:1"\n'
+               'capabilities = ["CAPS"]\n')
+
+    def check(text):
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(text)
+        return subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True,
+                              text=True)
+
+    out = check(sources.replace("CAPS", 'chat", "embed'))
+    assert out.returncode == 1
+    assert out.stdout == ('sources[1].capabilities[0]: a source of kind tei cannot serve '
+                          '"chat"; it serves embed, nli\n'), out.stdout
+    rewards = ('[rewards.j]\nkind = "judge"\nsources = ["tei"]\n'
+               '[rewards.ig]\nkind = "info_gain"\nsources = ["good"]\n'
+               '[rewards.e]\nkind = "embedding"\nsources = ["good"]\n')
+    out = check(sources.replace("CAPS", 'embed", "nli') + rewards)
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == [
+        "rewards.e.sources: none of its sources serves embed, which its embedding calls need; "
+        "name one that does, or none (any source)",
+        "rewards.ig.sources: none of its sources serves nli, which its info_gain calls need; "
+        "name one that does, or none (any source)",
+        "rewards.j.sources: none of its sources serves chat, which its judge calls need; "
+        "name one that does, or none (any source)"], out.stdout
+    # Named to serve what each call needs, between them: fine.
+    fixed = ('[rewards.j]\nkind = "judge"\nsources = ["good"]\n'
+             '[rewards.ig]\nkind = "info_gain"\nsources = ["good", "tei"]\n'
+             '[rewards.e]\nkind = "embedding"\nsources = ["tei"]\n')
+    out = check(sources.replace("CAPS", 'embed", "nli') + fixed)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 def test_a_judge_item_is_answered_when_its_own_calls_are_not_with_a_batch(make_server,
                                                                          provider):
     """The reward-graph runner takes one item per batch: it answers a batch when its last
