@@ -26,6 +26,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warn or error (stderr)")
     ->capture_default_str();
 
+  // A port given as "" read as 0 (any port); -1, the value of a flag not given, as none.
+  const auto not_empty = [](const std::string& text) {
+    return text.empty() ? std::string{"expected a number, got nothing"} : std::string{};
+  };
   arbiter::exe::serve_options options;
   auto* serve = app.add_subcommand(
     "serve", "Run the server until SIGINT/SIGTERM/SIGHUP, then drain and exit 0 (a second "
@@ -41,12 +45,16 @@ int main(int argc, char** argv) {
   std::string host;
   serve->add_option("--host", host, "address to bind (overrides server.host)");
   int port = -1;
-  serve->add_option("--port", port, "port to bind, 0 picks a free one (overrides server.port)");
+  auto* port_flag =
+    serve->add_option("--port", port, "port to bind, 0 picks a free one (overrides server.port)")
+      ->check(not_empty);
   serve->add_option("--log-level", log_level, "debug, info, warn or error (stderr)");
   int cluster_port = -1;
-  serve->add_option("--cluster-port", cluster_port,
-                    "turn the cluster on: worker nodes join on this port, 0 picks one "
-                    "(overrides cluster.port)");
+  auto* cluster_port_flag =
+    serve->add_option("--cluster-port", cluster_port,
+                      "turn the cluster on: worker nodes join on this port, 0 picks one "
+                      "(overrides cluster.port)")
+      ->check(not_empty);
   std::string cluster_host;
   serve->add_option("--cluster-host", cluster_host,
                     "address the cluster port binds (overrides cluster.host; a non-loopback "
@@ -68,11 +76,14 @@ int main(int argc, char** argv) {
   worker->add_option("--name", node.name,
                      "node name, prefix of its source names (default HOSTNAME-PID)");
   worker->add_option("--cpu-workers", cpu_workers,
-                     "CPU workers, 0 for one per core (overrides cpu.workers)");
+                     "CPU workers, 0 for one per core (overrides cpu.workers)")
+    ->check(CLI::Range(0, 65536));
   int status_port = -1;
-  worker->add_option("--status-port", status_port,
-                     "serve GET /health (200 while joined, 503 while not) and GET /metrics on "
-                     "this port, 0 picks one (logged); default none");
+  auto* status_port_flag =
+    worker->add_option("--status-port", status_port,
+                       "serve GET /health (200 while joined, 503 while not) and GET /metrics on "
+                       "this port, 0 picks one (logged); default none")
+      ->check(not_empty);
   std::string status_host;
   worker->add_option("--status-host", status_host,
                      "address the status port binds (overrides server.host, 127.0.0.1)");
@@ -151,7 +162,7 @@ int main(int argc, char** argv) {
     if (cpu_workers >= 0) {
       node.cpu_workers = static_cast<uint32_t>(cpu_workers);
     }
-    if (status_port != -1) {
+    if (status_port_flag->count() > 0) {
       node.status_port = status_port;
     }
     if (!status_host.empty()) {
@@ -162,7 +173,7 @@ int main(int argc, char** argv) {
     }
     return arbiter::exe::worker(node);
   }
-  if (cluster_port != -1) {
+  if (cluster_port_flag->count() > 0) {
     options.cluster_port = cluster_port;
   }
   if (!cluster_host.empty()) {
@@ -174,7 +185,7 @@ int main(int argc, char** argv) {
   if (!host.empty()) {
     options.host = host;
   }
-  if (port != -1) {
+  if (port_flag->count() > 0) {
     options.port = port;
   }
   return arbiter::exe::serve(options);

@@ -93,6 +93,16 @@ def test_serve_refuses_a_bad_configuration(tmp_path, make_server):
     result = run("serve", "--port", "0", env=env)
     assert result.returncode == 2
     assert "default_priority" in result.stderr
+    # -1 was the value of a flag not given, so "--port -1" served on 8080 (or
+    # ARBITER_SERVER_PORT), and "--port ''" on any port (helper-33).
+    result = run("serve", "--port", "-1")
+    assert result.returncode == 2 and "--port: must be between 0 and 65535 (got -1)" in \
+        result.stderr, result.stderr
+    result = run("serve", "--port", "")
+    assert result.returncode != 0 and "--port: expected a number" in result.stderr, result.stderr
+    result = run("worker", "--join", "127.0.0.1:1", "--status-port", "-1")
+    assert result.returncode == 2 and "--status-port: must be between 0 and 65535" in \
+        result.stderr, result.stderr
 
 
 def test_environment_overrides_the_file_and_flags_override_both(make_server):
