@@ -228,7 +228,14 @@ private:
     version_ = req.version();
     head_ = req.method() == http::verb::head;
     stream_.expires_never();
-    if (over_capacity_) {
+    const auto path = req.target().substr(0, req.target().find('?'));
+    if (over_capacity_ && req.method() == http::verb::get
+        && (path == "/health" || path == "/metrics")) {
+      // A readiness probe and a Prometheus scrape are answered beyond the cap (their answers
+      // are cheap): a saturated server failed its readiness check and lost its metrics just
+      // when they mattered (helper-33). The connection closes after it.
+      keep_alive_ = false;
+    } else if (over_capacity_) {
       impl_.routes.count_protocol_error("too_many_connections", 503);
       keep_alive_ = false;
       http_reply r;

@@ -104,6 +104,11 @@ def test_every_connection_busy_answers_the_newcomer_503(make_server, provider):
     assert body["error"]["code"] == "server_busy"
     assert "server.max_connections" in body["error"]["message"]
     assert headers["retry-after"] == "1"
+    # A readiness probe and a scrape are answered even so (they were 503 server_busy too).
+    status, _, health = s.request("GET", "/health")
+    assert (status, health) == (200, {"status": "ok"})
+    status, _, metrics = s.request("GET", "/metrics")
+    assert status == 200 and "arbiter_http_connections" in metrics
     for t in threads:
         t.join()
     assert results == [200, 200], "the connections in flight are answered"
