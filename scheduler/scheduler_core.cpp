@@ -290,7 +290,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.running_in.assign(n, {0, 0});
   req.remaining = n;
   deadlines_.emplace(deadline, id);
-  metrics_.requests_pending.Increment();
+  if (!internal) {
+    // A reward graph's model calls are part of the request that holds their item.
+    metrics_.requests_pending.Increment();
+  }
   groups_.prune(now);
   bool edf = cfg_.priorities.at(priority).order == config::queue_order::edf;
   for (uint32_t i = 0; i < n; ++i) {
@@ -1121,7 +1124,9 @@ scheduler_snapshot scheduler_core::snapshot() {
     snap.queues.push_back({queues_.class_name(i), queues_.depth(i), cfg_.priorities[i].capacity});
   }
   snap.sources = sources_.sources();
-  snap.pending_requests = requests_.size();
+  snap.pending_requests = static_cast<size_t>(
+    std::count_if(requests_.begin(), requests_.end(),
+                  [](const auto& entry) { return !entry.second.internal; }));
   snap.draining = draining_;
   return snap;
 }

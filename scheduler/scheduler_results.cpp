@@ -228,7 +228,9 @@ void scheduler_core::finish(request_id id) {
   if (found == requests_.end()) {
     return;
   }
-  schedule_histogram_->Observe(seconds_between(found->second.admitted, clock_.now()));
+  if (!found->second.internal) {
+    schedule_histogram_->Observe(seconds_between(found->second.admitted, clock_.now()));
+  }
   if (auto caller = found->second.caller; caller != 0) {
     auto [first, last] = callees_.equal_range(caller);
     for (auto it = first; it != last; ++it) {
@@ -250,8 +252,11 @@ void scheduler_core::finish(request_id id) {
   }
   finished_.push_back({id, found->second.internal, std::move(found->second.items),
                        std::move(found->second.results), std::move(groups)});
+  const bool internal = found->second.internal;
   requests_.erase(found);
-  metrics_.requests_pending.Decrement();
+  if (!internal) {
+    metrics_.requests_pending.Decrement();
+  }
 }
 
 prometheus::Counter& scheduler_core::items_counter(const std::string& reward,
