@@ -646,7 +646,9 @@ source_info source_registry::describe(source_id id) {
     info.max_inflight = sp->limit();
     if (sp->breaker) {
       info.breaker = sp->breaker->state(now);
-      info.breaker_reason = sp->breaker->reason();
+      // Why it opened, while it is not closed: once closed again the reason is history.
+      info.breaker_reason =
+        info.breaker == breaker_state::closed ? std::string{} : sp->breaker->reason();
     }
     info.latency_ms = sp->latency_ns / 1e6;
     if (sp->limiter) {

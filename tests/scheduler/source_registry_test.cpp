@@ -171,6 +171,11 @@ TEST(SourceRegistry, EjectsOnUnauthorizedAndSaysWhy) {
   clock.advance(30s);
   EXPECT_EQ(reg.describe(a).breaker, breaker_state::half_open) << "the ejection is timed";
   EXPECT_TRUE(reg.has_alternative("chat", b));
+  // Closed again, it says no reason (/info kept the old one, helper-33).
+  reg.acquire(a, 0, 1);
+  reg.release(a, ok_after(10ms), 30s);
+  EXPECT_EQ(reg.describe(a).breaker, breaker_state::closed);
+  EXPECT_EQ(reg.describe(a).breaker_reason, "");
 }
 
 TEST(SourceRegistry, BreakerOpensAfterConsecutiveFailuresAndClosesOnAProbeSuccess) {
