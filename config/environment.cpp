@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -91,6 +92,12 @@ void apply_source_shorthands(
     if (exists) {
       continue; // The file's table of that name wins.
     }
+    if (url->rfind("http://", 0) != 0 && url->rfind("https://", 0) != 0) {
+      // Named by its variable: the operator has no file with a sources[i] in it.
+      problems.push_back({sh.url, "must start with http:// or https:// (got " + quoted(*url)
+                                    + ")"});
+      continue;
+    }
     source_config src;
     src.name = sh.name;
     src.kind = sh.kind;
@@ -120,7 +127,9 @@ void apply_source_shorthands(
         problems.push_back({t->first, "expected a positive number of seconds, got "
                                         + quoted(t->second)});
       } else {
-        src.timeout = std::chrono::milliseconds{static_cast<int64_t>(*seconds * 1000.0)};
+        // Whole milliseconds, at least one: 0.0005 s was a 0 ms timeout that failed every call.
+        src.timeout = std::chrono::milliseconds{
+          std::max<int64_t>(1, static_cast<int64_t>(std::ceil(*seconds * 1000.0)))};
       }
     }
     if (sh.batch_size != nullptr) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -205,6 +206,15 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
     check_reward_sources(cfg, problems);
   }
   if (use == config_use::serve) {
+    // A model folder start-up cannot read: check-config said ok, and serve then exited 2.
+    for (size_t i = 0; i < cfg.models.size(); ++i) {
+      const auto file_in = cfg.models[i].path + "/config.json";
+      if (!std::ifstream{file_in}) {
+        problems.push_back({"models[" + std::to_string(i) + "].path",
+                            "cannot read " + file_in + " (a model folder holds its config.json, "
+                              "weights and tokenizer)"});
+      }
+    }
     // As the source's HTTP client will read it, so that check-config and start-up refuse what
     // would fail every call (and a URL with credentials is refused, not logged). A URL with
     // no http(s) scheme is named by the configuration's own check.

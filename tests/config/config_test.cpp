@@ -794,6 +794,18 @@ TEST(Environment, TheJudgeShorthandSendsTheSeedsModelUnlessOneIsNamed) {
                           problems);
   ASSERT_EQ(cfg.sources.size(), 1u);
   EXPECT_EQ(cfg.sources[0].model, "judge-70b");
+
+  // helper-33: a URL without a scheme was named as sources[0].url, in no file the operator
+  // has; 0.0005 s became a 0 ms timeout that failed every call.
+  cfg = embedded_default();
+  apply_source_shorthands(cfg, fake_env({{"LLM_JUDGE_SERVER_URL", "vllm:8000"},
+                                         {"EMBEDDING_SERVER_URL", "http://embed:8000"},
+                                         {"EMBEDDING_SERVER_TIMEOUT", "0.0005"}}),
+                          problems);
+  ASSERT_EQ(fields_of(problems), std::vector<std::string>{"LLM_JUDGE_SERVER_URL"});
+  EXPECT_EQ(problems[0].reason, "must start with http:// or https:// (got \"vllm:8000\")");
+  ASSERT_EQ(cfg.sources.size(), 1u);
+  EXPECT_EQ(cfg.sources[0].timeout.count(), 1);
 }
 
 TEST(Environment, UnsetVariablesChangeNothing) {

@@ -1,5 +1,6 @@
 """Arbiter routing to remote sources: real fake-provider processes on loopback, real faults."""
 
+import os
 import re
 import subprocess
 import threading
@@ -318,6 +319,22 @@ def test_bad_source_config_names_the_field(tmp_path):
     assert "sources[0].kind" in out.stdout
     assert "sources[0].url" in out.stdout
     assert "sources[0].capabilities[1]" in out.stdout
+
+
+def test_check_config_refuses_what_serve_would_and_names_the_variable(tmp_path):
+    # helper-33: check-config said ok for a model folder serve could not read (serve exited
+    # 2); a shorthand variable's URL without a scheme was named as sources[0].url.
+    cfg = tmp_path / "m.toml"
+    cfg.write_text('[[models]]\nname = "m"\npath = "/nonexistent"\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout.startswith(
+        "models[0].path: cannot read /nonexistent/config.json"), out.stdout
+    cfg.write_text("")
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True,
+                         env={**os.environ, "LLM_JUDGE_SERVER_URL": "vllm:8000"})
+    assert out.returncode == 1, out
+    assert out.stdout == 'LLM_JUDGE_SERVER_URL: must start with http:// or https:// (got ' \
+        '"vllm:8000")\n', out.stdout
 
 
 def test_a_source_or_reward_that_cannot_serve_what_it_is_given_is_refused(tmp_path):

@@ -240,12 +240,13 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
     log = tmp_path / "faults.jsonl"
     s = make_server("[routing]\nhedge = false\nmax_attempts = 1\n\n"
                     + source_toml("llm", down.url, "openai", ["chat"])
-                    + '[rewards.strict]\nkind = "embedding"\nsources = ["llm"]\n'
-                    + 'fallback = "none"\n\n'
+                    + '[rewards.strict]\nkind = "info_gain"\nfallback = "none"\n\n'
                     + f'[replay]\npath = "{log}"\n')
     items = [{"reward": "judge", "solution_str": f"a {i}", "ground_truth": "b",
               "extra_info": {"problem": "p"}} for i in range(3)]
-    items.append({"reward": "strict", "solution_str": "x", "ground_truth": ["y"]})
+    # No source here samples or compares (generate, nli, ig): it fails before it runs.
+    items.append({"reward": "strict", "solution_str": "x", "ground_truth": ["y"],
+                  "extra_info": {"question": "q"}})
     status, _, body = s.score({"items": items, "deadline_ms": 10000})
     assert status == 200, body
     assert [r["status"] for r in body["results"]] == ["failed"] * 4, body
@@ -260,7 +261,7 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
     assert code == 0, (summary, err)
     assert summary["by_kind"]["judge"] == {"items": 3, "identical": 3, "differs": 0,
                                            "not_replayable": 0}, summary
-    assert summary["by_kind"]["embedding"]["not_replayable"] == 1, summary
+    assert summary["by_kind"]["info_gain"]["not_replayable"] == 1, summary
     assert any("no_eligible_source" in reason
                for reason in summary["not_replayable_reasons"]), summary
     # Records the server could not log (the writer behind, the disk full) leave a gap record:
