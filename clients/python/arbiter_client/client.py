@@ -79,6 +79,21 @@ def _halves(error, offset, body):
             (offset + mid, dict(body, items=items[mid:]))]
 
 
+def _joined(done, halves):
+    """The results of a request sent again in halves: both halves' when both were answered;
+    else the first error, carrying in `_answered` what the other half was answered (an error
+    of the whole list then keeps those scores in its `results`)."""
+    error = next((e for _, e in done if e is not None), None)
+    if error is None:
+        return [r for answered, _ in done for r in answered]
+    answered = []
+    for (results, e), (_, body) in zip(done, halves):
+        answered += results if results is not None else \
+            (getattr(e, "_answered", None) or [None] * len(body["items"]))
+    error._answered = answered
+    raise error
+
+
 def _shift_index(text, offset):
     """`items[3].x` in a request that started at item `offset` -> `items[3+offset].x`."""
     if not text or not offset:
@@ -305,7 +320,8 @@ class ArbiterClient:
             halves = _halves(exc, offset, body)
             if halves is None:
                 raise
-            return [r for half in halves for r in self._batch_sync(*half)]
+            return _joined([self._capture(lambda h=h: self._batch_sync(*h)) for h in halves],
+                           halves)
 
     async def _batch_async(self, offset, body):
         try:
@@ -315,7 +331,13 @@ class ArbiterClient:
             halves = _halves(exc, offset, body)
             if halves is None:
                 raise
-            return [r for half in halves for r in await self._batch_async(*half)]
+            done = []
+            for half in halves:
+                try:
+                    done.append((await self._batch_async(*half), None))
+                except ArbiterError as error:
+                    done.append((None, error))
+            return _joined(done, halves)
 
     def _gathered(self, requests, done):
         """The requests' results in item order; raises the first error (a request's, else the
@@ -325,7 +347,7 @@ class ArbiterClient:
         for (offset, body), (answered, error) in zip(requests, done):
             if answered is None:
                 first_error = first_error or error
-                answered = [None] * len(body["items"])
+                answered = getattr(error, "_answered", None) or [None] * len(body["items"])
             results += answered
         if first_error is None and self.settings.on_failure == "raise":
             index = next((i for i, r in enumerate(results) if r.failed), None)

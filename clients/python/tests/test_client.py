@@ -77,6 +77,17 @@ def test_a_request_refused_as_too_large_goes_again_in_halves(tmp_path, make_clie
         assert [r.score for r in results] == [ratio(f"b{k}", f"b{k * 5}") for k in range(8)]
         assert sorted(len(body["items"]) for _, _, body in proxy.requests) == \
             [2, 2, 2, 2, 4, 4, 8]
+        # A half refused for a bad field: the error keeps the other halves' scores (all
+        # None before), in both transports.
+        bad = {"reward": "lexical", "solution_str": "a", "ground_truth": None}
+        for call in (client.score, lambda i: run_async(client.ascore, i)):
+            with pytest.raises(ArbiterRequestError) as e:
+                call(items[:6] + [bad, items[7]])
+            assert e.value.field == "items[6].ground_truth"
+            # 8 items: 413, so 4 and 4; the second 4 hold the bad field (a 400 comes before a
+            # 413), the first 4 go as 2 and 2 and are answered.
+            assert [r.score if r else None for r in e.value.results] == \
+                [ratio(f"b{k}", f"b{k * 5}") for k in range(4)] + [None] * 4
         # One item over max_body_bytes cannot be split: it is raised.
         with pytest.raises(ArbiterRequestError) as e:
             client.score([lexical("c" * 5000, "c")])
