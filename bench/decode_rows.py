@@ -19,7 +19,6 @@ same).
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import time
@@ -31,30 +30,13 @@ sys.path.insert(0, str(REPO / "tests" / "support"))
 sys.path.insert(0, str(REPO / "bench"))
 
 import arbiter_testing  # noqa: E402
-from generate_bench import silence_end_tokens  # noqa: E402
-from ig_bench import TOKENIZER  # noqa: E402
+from ig_bench import make_lm  # noqa: E402
 
-
-def make_lm(folder: Path) -> Path:
-    """A random-weight Qwen3: hidden 768, 6 layers, 1,024 positions, the fixture's 705 tokens."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-    marker = folder / "made"
-    if marker.exists():
-        return folder
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=705, hidden_size=768, intermediate_size=2048,
-                         num_hidden_layers=6, num_attention_heads=12, num_key_value_heads=4,
-                         head_dim=64, max_position_embeddings=1024, tie_word_embeddings=True)
-    model = Qwen3ForCausalLM(config).eval()
-    silence_end_tokens(model, TOKENIZER)
-    model.save_pretrained(folder, safe_serialization=True)
-    (folder / "generation_config.json").unlink(missing_ok=True)
-    shutil.copy(TOKENIZER, folder / "tokenizer.json")
-    marker.write_text("")
-    return folder
+# A random-weight Qwen3 of 37 M parameters: hidden 768, 6 layers, 1,024 positions, the
+# tokenizers fixture's 705 tokens.
+SHAPE = dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=6,
+             num_attention_heads=12, num_key_value_heads=4, head_dim=64,
+             max_position_embeddings=1024)
 
 
 def run(binary: Path, lm: Path, args: argparse.Namespace, tag: str) -> dict:
@@ -105,7 +87,7 @@ def main() -> int:
     p.add_argument("--stop", default="k", help="the stop string")
     p.add_argument("--tmp", default="/tmp/arbiter_decode_rows")
     args = p.parse_args()
-    lm = make_lm(Path(args.tmp) / "qwen3_768")
+    lm = make_lm(Path(args.tmp) / "qwen3_768", **SHAPE)
     rows = {name: run(binary, lm, args, name)
             for name, binary in (("baseline", args.baseline), ("arbiter", args.arbiter))}
     b, a = rows["baseline"], rows["arbiter"]

@@ -44,9 +44,10 @@ WORDS = ("the capital of france is paris city river mountain number one two thre
          "wrote book ocean sun moon star planet earth water fire tree house car road").split()
 
 
-def make_lm(folder: Path) -> Path:
-    """A tiny random-weight Qwen3 (2 layers, hidden 64, 512 positions) with the tokenizers
-    fixture's byte-level BPE, made once with transformers (under --tmp)."""
+def make_lm(folder: Path, **shape) -> Path:
+    """A tiny random-weight Qwen3 (2 layers, hidden 64, 512 positions; `shape` overrides its
+    Qwen3Config fields) with the tokenizers fixture's byte-level BPE, made once with
+    transformers (under --tmp)."""
     import shutil
 
     import torch
@@ -57,9 +58,10 @@ def make_lm(folder: Path) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     torch.manual_seed(0)
-    config = Qwen3Config(vocab_size=705, hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=16, max_position_embeddings=512, tie_word_embeddings=True)
+    fields = dict(vocab_size=705, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  max_position_embeddings=512, tie_word_embeddings=True)
+    config = Qwen3Config(**{**fields, **shape})
     model = Qwen3ForCausalLM(config).eval()
     silence_end_tokens(model, TOKENIZER)
     model.save_pretrained(folder, safe_serialization=True)

@@ -35,6 +35,11 @@ def test_example_configs_pass_check_config(tmp_path, pki, name):
     (tmp_path / "keys" / "api-keys").write_text("sk-deploy-test-key\n")
     text = (DEPLOY / "config" / name).read_text().replace("/etc/arbiter/tls", str(pki)) \
         .replace("/etc/arbiter/keys", str(tmp_path / "keys"))
+    # check-config reads what this machine holds: the model folders as the node mounts them.
+    for folder in re.findall(r'path = "/models/([^"]+)"', text):
+        (tmp_path / "models" / folder).mkdir(parents=True)
+        (tmp_path / "models" / folder / "config.json").write_text("{}")
+    text = text.replace('path = "/models/', f'path = "{tmp_path / "models"}/')
     path = tmp_path / name
     path.write_text(text)
     run = subprocess.run([ARBITER_BIN, "check-config", str(path)], capture_output=True,
