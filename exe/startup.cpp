@@ -245,6 +245,9 @@ bool load_configuration(const std::optional<std::string>& config_file,
                         const config_overrides& flags, config::arbiter_config& cfg,
                         config_use use) {
   auto file = config_file ? config_file : getenv_string("ARBITER_CONFIG");
+  if (!config_file && file && file->empty()) {
+    file.reset();  // ARBITER_CONFIG= is unset, as every empty ARBITER_* variable is
+  }
   auto problems = read_configuration(file, flags, cfg, use);
   if (!problems.empty()) {
     std::cerr << "arbiter: invalid configuration"

@@ -95,9 +95,11 @@ def test_serve_refuses_a_bad_configuration(tmp_path, make_server):
     assert "default_priority" in result.stderr
     # -1 was the value of a flag not given, so "--port -1" served on 8080 (or
     # ARBITER_SERVER_PORT), and "--port ''" on any port (helper-33).
-    result = run("serve", "--port", "-1")
+    result = run("serve", "--port", "-1", env={"ARBITER_CONFIG": "", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 2 and "--port: must be between 0 and 65535 (got -1)" in \
         result.stderr, result.stderr
+    # An empty ARBITER_CONFIG is unset, as every empty ARBITER_* variable ("cannot read ''").
+    assert "(embedded default + environment)" in result.stderr, result.stderr
     result = run("serve", "--port", "")
     assert result.returncode != 0 and "--port: expected a number" in result.stderr, result.stderr
     result = run("worker", "--join", "127.0.0.1:1", "--status-port", "-1")
