@@ -20,6 +20,7 @@
 #include "backends/rewards/reward_kinds.hpp"
 #include "backends/rewards/reward_options.hpp"
 #include "common/log.hpp"
+#include "config/config_fields.hpp"
 
 namespace arbiter::exe {
 
@@ -28,6 +29,38 @@ std::optional<std::string> getenv_string(const std::string& name) {
     return std::string{v};
   }
   return std::nullopt;
+}
+
+/// The ARBITER_* variable that set `field` ("server.port", "sources[2].url"), when it is
+/// set and not empty; nullopt for a field no variable set.
+std::optional<std::string> setting_variable(const config::arbiter_config& cfg,
+                                            const std::string& field) {
+  std::string variable;
+  auto element = [&](const char* list, const char* prefix, auto const& elements) {
+    const std::string head = std::string{list} + "[";
+    if (field.rfind(head, 0) != 0) {
+      return false;
+    }
+    auto close = field.find("].", head.size());
+    if (close == std::string::npos || field.find_first_of(".[", close + 2) != std::string::npos) {
+      return true;  // a list field's member (capabilities[1]): no variable sets it
+    }
+    auto index = std::strtoul(field.c_str() + head.size(), nullptr, 10);
+    if (index < elements.size()) {
+      variable = std::string{prefix} + "_" + config::detail::env_token(elements[index].name) + "_"
+                 + config::detail::env_token(field.substr(close + 2));
+    }
+    return true;
+  };
+  if (!element("sources", "ARBITER_SOURCES", cfg.sources)
+      && !element("models", "ARBITER_MODELS", cfg.models)
+      && !element("scheduler.priorities", "ARBITER_SCHEDULER_PRIORITIES", cfg.scheduler.priorities)
+      && field.find('[') == std::string::npos && field.rfind("rewards", 0) != 0
+      && field.rfind("data_sources", 0) != 0) {
+    variable = config::detail::env_name(field);
+  }
+  auto value = variable.empty() ? std::nullopt : getenv_string(variable);
+  return value && !value->empty() ? std::optional<std::string>{variable} : std::nullopt;
 }
 
 std::string url_host(const std::string& host) {
@@ -193,6 +226,12 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   std::vector<config::config_problem> cross;
   config::validate_loaded(cfg, cross);
   for (auto& problem : cross) {
+    if (auto variable = setting_variable(cfg, problem.field)) {
+      // The value came from the environment, which wins over the file: name the variable,
+      // since the operator may have no file with that field in it.
+      problem.reason += " (" + problem.field + ")";
+      problem.field = *variable;
+    }
     // `arbiter replay` reads the rewards alone: a served file's certificates, key files and
     // listening rules belong to the machine that served it.
     const auto& f = problem.field;

@@ -335,6 +335,17 @@ def test_check_config_refuses_what_serve_would_and_names_the_variable(tmp_path):
     assert out.returncode == 1, out
     assert out.stdout == 'LLM_JUDGE_SERVER_URL: must start with http:// or https:// (got ' \
         '"vllm:8000")\n', out.stdout
+    # A value a variable set over the file is named by the variable, the field after it.
+    cfg.write_text('[[sources]]\nname = "a-1"\nkind = "openai"\nurl = "http://127.0.0.1:1"\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True,
+                         env={**os.environ, "ARBITER_SOURCES_A_1_URL": "ftp://x",
+                              "ARBITER_SCHEDULER_DEFAULT_PRIORITY": "vip"})
+    assert out.returncode == 1, out
+    lines = out.stdout.splitlines()
+    assert 'ARBITER_SOURCES_A_1_URL: must start with http:// or https:// (got "ftp://x") ' \
+        '(sources[0].url)' in lines, lines
+    assert any(line.startswith("ARBITER_SCHEDULER_DEFAULT_PRIORITY: ") and
+               line.endswith("(scheduler.default_priority)") for line in lines), lines
 
 
 def test_a_source_or_reward_that_cannot_serve_what_it_is_given_is_refused(tmp_path):
