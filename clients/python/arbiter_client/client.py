@@ -94,6 +94,11 @@ def _joined(done, halves):
     raise error
 
 
+def _rebuild(made):
+    """An ArbiterClient from its settings (ArbiterClient.__reduce__)."""
+    return ArbiterClient(**made)
+
+
 def _shift_index(text, offset):
     """`items[3].x` in a request that started at item `offset` -> `items[3+offset].x`."""
     if not text or not offset:
@@ -134,6 +139,14 @@ class ArbiterClient:
                  failure_score=None, api_key=None, batch_size=None, priority=None,
                  deadline_ms=None, job=None, use_aiohttp=None, env=None, backoff_base_s=0.5,
                  backoff_cap_s=8.0, max_retry_after_s=60.0, rng=None):
+        # What a copy in another process is made from (__reduce__): its settings as resolved
+        # here (the environment read once), not its connections, threads or locks.
+        self._made_with = dict(
+            url=url, timeout_s=timeout_s, retries=retries, reward=reward, on_failure=on_failure,
+            failure_score=failure_score, api_key=api_key, batch_size=batch_size,
+            priority=priority, deadline_ms=deadline_ms, job=job, use_aiohttp=use_aiohttp,
+            backoff_base_s=backoff_base_s, backoff_cap_s=backoff_cap_s,
+            max_retry_after_s=max_retry_after_s, rng=rng)
         self.settings = _settings.resolve(
             env, url=url, timeout_s=timeout_s, retries=retries, reward=reward,
             on_failure=on_failure, failure_score=failure_score, api_key=api_key,
@@ -160,6 +173,16 @@ class ArbiterClient:
                          "User-Agent": f"arbiter-client/{__version__}"}
         if s.api_key:
             self._headers["Authorization"] = f"Bearer {s.api_key}"
+
+    def __reduce__(self):
+        # A client pickles (Ray, cloudpickle'd reward functions) as its settings: the copy
+        # opens its own connections. It failed on its locks ("cannot pickle '_thread.lock'").
+        s = self.settings
+        made = dict(self._made_with, env={}, url=s.url, timeout_s=s.timeout_s,
+                    retries=s.retries, reward=s.reward, on_failure=s.on_failure,
+                    failure_score=s.failure_score, api_key=s.api_key, batch_size=s.batch_size,
+                    priority=s.priority, deadline_ms=s.deadline_ms, job=s.job)
+        return (_rebuild, (made,))
 
     @property
     def async_transport(self):

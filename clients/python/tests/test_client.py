@@ -585,3 +585,15 @@ def test_errors_cross_process_boundaries_whole(arbiter, make_client):
 
 def _raise_unavailable():
     raise ArbiterUnavailable("connection refused", 3)
+
+
+def test_a_client_pickles_as_its_settings(arbiter, make_client):
+    # Ray and cloudpickle'd reward functions (TRL's, under some launchers) pickle the client:
+    # it failed on its locks ("cannot pickle '_thread.lock'").
+    import pickle
+    client = make_client(arbiter.url, retries=2, job="run-a", reward="lexical")
+    assert client.score([lexical("a", "a")])[0].score == 1.0
+    copy = pickle.loads(pickle.dumps(client))
+    assert copy.settings == client.settings
+    assert copy.score([{"solution_str": "ab", "ground_truth": "b"}])[0].score == ratio("ab", "b")
+    copy.close()
