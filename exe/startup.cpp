@@ -171,8 +171,9 @@ void check_reward_sources(const config::arbiter_config& cfg,
   };
   for (const auto& [name, reward] : cfg.rewards) {
     const auto* kind = backends::find_reward_kind(reward.kind);
-    if (reward.sources.empty() || kind == nullptr || kind->needs == capability::cpu) {
-      continue;
+    if (reward.sources.empty() || kind == nullptr || kind->needs == capability::cpu
+        || kind->needs == capability::em_ig) {
+      continue;  // em_info_gain's call is its nested info_gain reward's, checked there
     }
     auto any_serves = [&](capability c) {
       return std::any_of(reward.sources.begin(), reward.sources.end(),
