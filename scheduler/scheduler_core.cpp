@@ -465,14 +465,34 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
 }
 
 std::optional<scheduler_core::inflight_batch>
-scheduler_core::take_batch(batch_id id, const attempt_report& report) {
+scheduler_core::take_batch(batch_id id, attempt_report& report) {
   auto node = batches_.extract(id);
   if (node.empty()) {
     return std::nullopt;
   }
   auto batch = std::move(node.mapped());
-  sources_.release(batch.source, report, routing_.auth_ejection, batch.items.size(),
-                   batch.charged_tokens);
+  // The call's size: what its bucket was charged, or for a call sent before the endpoint's
+  // limits were known, what it would be charged now (prompt and completion).
+  uint64_t size = batch.charged_tokens;
+  if (size == 0) {
+    for (const auto& ref : batch.items) {
+      if (requests_.count(ref.first) > 0) {
+        size += sources_.tokens_for(batch.source, demand_of(ref));
+      }
+    }
+  }
+  if (auto burst = sources_.release(batch.source, report, routing_.auth_ejection,
+                                    batch.items.size(), batch.charged_tokens, size)) {
+    // A 429 for a call larger than all the endpoint takes at once: not retried after the
+    // Retry-After. Several items go again one by one (as for a 400); one goes to a source
+    // it fits, or fails saying so.
+    report.kind = batch.items.size() > 1 ? attempt_outcome_kind::bad_request
+                                         : attempt_outcome_kind::unsupported;
+    report.retry_after.reset();
+    report.detail = "its estimated " + std::to_string(size)
+                    + " tokens exceed the " + std::to_string(*burst) + " that source '"
+                    + batch.source_name + "' takes at once (" + report.detail + ")";
+  }
   const auto& name = batch.source_name;
   metrics_.of_source(metrics_.source_inflight, name).Decrement();
   metrics_

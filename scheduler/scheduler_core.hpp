@@ -391,7 +391,7 @@ private:
   void flush();
   void finish(request_id id);
   /// Removes `id` from the in-flight batches and frees its source's slot with `report`.
-  std::optional<inflight_batch> take_batch(batch_id id, const attempt_report& report);
+  std::optional<inflight_batch> take_batch(batch_id id, attempt_report& report);
   /// Decides, after a failed attempt, what happens to item `ref`.
   void after_failure(item_ref ref, const inflight_batch& batch, const attempt_report& report);
   std::string cache_key(const score_item& item) const;

@@ -380,11 +380,12 @@ void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t r
   learned.known = true;
 }
 
-void source_registry::release(source_id id, const attempt_report& report, nanoseconds eject_for,
-                              size_t items, uint64_t charged) {
+std::optional<uint64_t> source_registry::release(source_id id, const attempt_report& report,
+                                                 nanoseconds eject_for, size_t items,
+                                                 uint64_t charged, uint64_t call_tokens) {
   auto* s = find(id);
   if (s == nullptr) {
-    return;
+    return std::nullopt;
   }
   auto now = clock_.now();
   if (s->info.inflight > 0) {
@@ -394,8 +395,9 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
     if (s->breaker) {
       s->breaker->on_cancelled(now);
     }
-    return;
+    return std::nullopt;
   }
+  std::optional<uint64_t> too_large;
   if (s->limiter) {
     if (charged > 0
         && (report.kind == attempt_outcome_kind::rate_limited
@@ -409,11 +411,23 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
       // written in the configuration, so the concurrency limit need not creep up to it.
       s->concurrency->open_up();
     }
-    if (report.kind == attempt_outcome_kind::rate_limited) {
+    const double burst = s->limiter->token_capacity();
+    if (report.kind == attempt_outcome_kind::rate_limited && std::isfinite(burst)
+        && static_cast<double>(std::max(charged, call_tokens)) > burst) {
+      // More than the endpoint takes at once (a 10 s burst, say, under a per-minute limit
+      // it fits): this call is refused whatever the wait, and nobody else's is.
+      too_large = static_cast<uint64_t>(burst);
+    } else if (report.kind == attempt_outcome_kind::rate_limited) {
       s->limiter->on_rate_limited(report.retry_after, now - report.latency);
     } else {
       s->limiter->on_success();
     }
+  }
+  if (too_large) {
+    if (s->breaker) {
+      s->breaker->on_cancelled(now);  // the call's size, not the endpoint's health
+    }
+    return too_large;
   }
   if (s->breaker) {
     // An ejection and a recovery are each one log line: an operator's first sign of a
@@ -456,6 +470,7 @@ void source_registry::release(source_id id, const attempt_report& report, nanose
       s->has_item_seconds = true;
     }
   }
+  return std::nullopt;
 }
 
 std::optional<double> source_registry::capacity(const std::string& capability) {

@@ -270,8 +270,16 @@ public:
   /// back to the token bucket when the endpoint refused the call before running it (a 429 or
   /// a 400-class refusal): it counted none of them, and one call past the whole limit had
   /// overdrawn the bucket for a minute or more.
-  void release(source_id id, const attempt_report& report, nanoseconds eject_for,
-               size_t items = 1, uint64_t charged = 0);
+  ///
+  /// Returns the endpoint's token burst when the call was a 429 for more tokens than that
+  /// burst (once this answer's headers are learned; the call's size is `charged`, or
+  /// `call_tokens` when larger: a call sent before any limit was known was charged none):
+  /// the refusal is about the call's size, which no wait mends, so the endpoint is not
+  /// blocked for everyone's calls (its Retry-After, often a minute, held every other item),
+  /// and the caller fails the call as too large. nullopt otherwise.
+  std::optional<uint64_t> release(source_id id, const attempt_report& report,
+                                  nanoseconds eject_for, size_t items = 1, uint64_t charged = 0,
+                                  uint64_t call_tokens = 0);
 
   /// Whether a source other than `except` serves `capability` and is not ejected.
   bool has_alternative(const std::string& capability, source_id except);

@@ -455,6 +455,33 @@ TEST_F(RemoteRouting, ACallTheEndpointRefusedGivesItsTokensBack) {
   EXPECT_EQ(core_.dispatch().size(), 1u) << "the next call goes at once";
 }
 
+TEST_F(RemoteRouting, A429ForACallLargerThanTheBurstFailsItAloneAndBlocksNobody) {
+  // helper-35: a judge item of ~12.5k tokens against a 60k TPM endpoint enforcing a 10 s
+  // burst got 429 with Retry-After 60. The endpoint was blocked for a minute for every item,
+  // the same item went first again when the block lifted, and a short item waited 180 s.
+  auto spec = endpoint("a");
+  spec.rate_limit->tokens_per_minute = 60000;
+  spec.rate_limit->burst = 10s;  // 10,000 tokens at once
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(
+    core_.submit(1, 1, clock_.now() + 300s, {judge_item(std::string(60000, 'x'))}).admitted());
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u) << "paced on the rate: the endpoint's bucket may be a minute";
+  attempt_report limited = outcome(attempt_outcome_kind::rate_limited);
+  limited.retry_after = 60s;
+  limited.detail = "HTTP 429: Rate limit reached for tokens; try again in 1m0s";
+  core_.complete(sent[0].id, limited, {});
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "failed now, not retried after a minute";
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.status, item_status::failed);
+  EXPECT_NE(r.error.find("tokens exceed the 10000 that source 'a' takes at once (HTTP 429"),
+            std::string::npos)
+    << r.error;
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 300s, judge_items(1)).admitted());
+  EXPECT_EQ(core_.dispatch().size(), 1u) << "the endpoint is not blocked: a short item goes now";
+}
+
 TEST_F(RemoteRouting, WithOneSourceA5xxIsRetriedThereAfterABackoff) {
   core_.add_source(endpoint("a"));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1)).admitted());
