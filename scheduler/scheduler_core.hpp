@@ -324,9 +324,14 @@ private:
   /// what waits ahead of them and they themselves over the sources' capacity, plus a latency.
   /// For a reward graph, the longest of its model calls' capabilities. Nullopt while the
   /// capacity is unknown. `alone`: as if nothing else waited and the class had the whole
-  /// capacity (the least it could take on an idle server).
+  /// capacity (the least it could take on an idle server). `calls_ahead`: calls a graph
+  /// above will add ahead of them (`graph_items_ahead`).
   std::optional<nanoseconds> expected_wait(const std::string& capability, size_t cls,
-                                           size_t items, int depth = 0, bool alone = false);
+                                           size_t items, int depth = 0, bool alone = false,
+                                           double calls_ahead = 0.0);
+  /// A reward graph's items ahead of a new one at class `cls` whose model calls are not queued
+  /// yet: queued for the graph, or running there before their calls arrive.
+  double graph_items_ahead(const std::string& capability, size_t cls) const;
   /// When the scheduler stops waiting for `batch` (a remote call) and retries its items:
   /// `routing.straggler_timeout_factor` × its source's recent 95th-percentile latency after it
   /// was sent (at least `straggler_timeout_min`), once the source has answered a few calls.

@@ -192,16 +192,39 @@ bool scheduler_core::hold_for_faster(const std::string& capability, source_id so
   return true;
 }
 
+double scheduler_core::graph_items_ahead(const std::string& capability, size_t cls) const {
+  double ahead = 0.0;
+  for (size_t q = 0; q <= cls && q < queues_.class_count(); ++q) {
+    ahead += static_cast<double>(queues_.waiting(q, capability));
+  }
+  // Running at the graph, with no model call of theirs waiting yet (the calls of items
+  // admitted in the same instant come a message later: a herd of single-item requests saw
+  // none of the others and was admitted whole, to fail at its deadline).
+  for (const auto& [id, batch] : batches_) {
+    if (callees_.count(id) > 0 || batch.items.empty()) {
+      continue;
+    }
+    auto r = requests_.find(batch.items.front().first);
+    if (r != requests_.end() && r->second.items[batch.items.front().second]->capability
+                                  == capability) {
+      ahead += static_cast<double>(batch.items.size());
+    }
+  }
+  return ahead;
+}
+
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
                                                          size_t cls, size_t items, int depth,
-                                                         bool alone) {
+                                                         bool alone, double calls_ahead) {
   // A reward graph runs each item as model calls on the capabilities under it: its items wait
-  // as long as the slowest of those (a graph of graphs is followed a few levels down).
+  // as long as the slowest of those (a graph of graphs is followed a few levels down). Its
+  // items admitted but not yet calling will each make a call there, ahead of these.
   if (const auto* fed = sources_.feeds(capability)) {
     std::optional<nanoseconds> longest;
     if (depth < 4) {
+      const double pending = alone ? 0.0 : calls_ahead + graph_items_ahead(capability, cls);
       for (const auto& under : *fed) {
-        auto wait = expected_wait(under, cls, items, depth + 1, alone);
+        auto wait = expected_wait(under, cls, items, depth + 1, alone, pending);
         if (wait && (!longest || *wait > *longest)) {
           longest = wait;
         }
@@ -222,7 +245,8 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
       ahead += static_cast<double>(n);
     }
   }
-  auto own = static_cast<double>(queues_.waiting(cls, capability));
+  ahead += calls_ahead;
+  auto own = static_cast<double>(queues_.waiting(cls, capability)) + calls_ahead;
   // The last of the request's items starts once everything before it has: the first one of
   // an empty queue goes at once.
   auto count = static_cast<double>(items) - 1.0;

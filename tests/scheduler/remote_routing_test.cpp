@@ -1653,6 +1653,30 @@ TEST_F(RemoteRouting, AdmissionCountsTheCapacityOfTheSourcesUnderARewardGraph) {
   EXPECT_TRUE(core_.submit(3, 1, clock_.now() + 15s, {judge}).admitted());
 }
 
+TEST_F(RemoteRouting, AdmissionCountsGraphItemsWhoseCallsAreNotQueuedYet) {
+  // helper-35: 60 single-item judge requests at once, 30 s deadlines, a chat endpoint of
+  // about 0.6 calls a second: none was refused and 41 failed at their deadline. Each saw no
+  // chat call waiting: the judge items admitted just before had not made theirs yet.
+  core_.add_source(endpoint("a", 60));  // 1 call a second
+  core_.add_source(judge_graph());
+  size_t admitted = 0;
+  size_t refused = 0;
+  for (uint64_t id = 1; id <= 30; ++id) {
+    auto r = core_.submit(id, 1, clock_.now() + 10s, {judge_reward_item("x" + std::to_string(id))});
+    if (r.admitted()) {
+      ++admitted;
+      core_.dispatch();  // to the graph, which has not called yet
+    } else {
+      EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+      ++refused;
+    }
+  }
+  // About 10 s of calls at 1 a second fit the deadline.
+  EXPECT_GE(admitted, 8u);
+  EXPECT_LE(admitted, 11u);
+  EXPECT_EQ(admitted + refused, 30u);
+}
+
 TEST_F(RemoteRouting, ItemsTooSlowForTheDeadlineTakeTheirFallbackInsteadOfRefusingTheRequest) {
   recording_fallback fallback;
   core_.set_fallback(fallback.fn());
