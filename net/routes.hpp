@@ -144,7 +144,8 @@ public:
   /// drain's time left (at least 1 s): by then this process has gone, and one restarted in
   /// its place may answer. A client that retried each second gave up while the server
   /// restarted (helper-34: 5 retries in 5.4 s; the old process left at 6.2 s).
-  void begin_drain(std::chrono::milliseconds drain_timeout = std::chrono::milliseconds{0}) noexcept {
+  void begin_drain(
+    std::chrono::milliseconds drain_timeout = std::chrono::milliseconds{0}) noexcept {
     drain_ends_ns_ = (std::chrono::steady_clock::now() + drain_timeout).time_since_epoch().count();
     draining_ = true;
   }

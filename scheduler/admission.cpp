@@ -63,7 +63,8 @@ admission_result decide_admission(const admission_input& in) {
                          : "its " + std::to_string(in.items) + " items alone take about ")
                     + std::to_string(static_cast<int64_t>(alone_ms))
                     + " ms at the pace its sources allow, more than twice its deadline ("
-                    + std::to_string(static_cast<int64_t>(left_ms)) + " ms left), so no retry fits: "
+                    + std::to_string(static_cast<int64_t>(left_ms))
+                    + " ms left), so no retry fits: "
                     + (one ? "send it with a longer deadline_ms"
                            : "send them in smaller requests, or with a longer deadline_ms");
     return result;

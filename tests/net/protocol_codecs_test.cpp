@@ -365,7 +365,8 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(chat_refusal("{" + m + R"(,"top_logprobs":5})").field, "top_logprobs");
   auto hot = chat_refusal("{" + m + R"(,"temperature":3})");
   EXPECT_EQ(hot.field, "temperature");
-  EXPECT_EQ(hot.message, "temperature: expected a number from 0 to 2") << "not 0.000000 to 2.000000";
+  EXPECT_EQ(hot.message, "temperature: expected a number from 0 to 2")
+    << "not 0.000000 to 2.000000";
   EXPECT_EQ(chat_refusal("{" + m + R"(,"top_p":1.5})").message,
             "top_p: expected a number from 0 to 1");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"n":0})").field, "n");
