@@ -169,7 +169,10 @@ void check_reward_sources(const config::arbiter_config& cfg,
     }
     return false;  // named as unknown by the configuration's own check
   };
-  for (const auto& [name, reward] : cfg.rewards) {
+  for (const auto& entry : cfg.rewards) {
+    // Not a structured binding: a lambda below uses it (clang before 16 refuses that).
+    const auto& name = entry.first;
+    const auto& reward = entry.second;
     const auto* kind = backends::find_reward_kind(reward.kind);
     if (reward.sources.empty() || kind == nullptr || kind->needs == capability::cpu
         || kind->needs == capability::em_ig) {
