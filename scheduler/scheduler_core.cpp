@@ -472,9 +472,10 @@ scheduler_core::take_batch(batch_id id, attempt_report& report) {
   }
   auto batch = std::move(node.mapped());
   // The call's size: what its bucket was charged, or for a call sent before the endpoint's
-  // limits were known, what it would be charged now (prompt and completion).
+  // limits were known, what it would be charged now (prompt and completion). Only a 429
+  // asks: every other answer (a CPU batch's, a model's) skips the estimate.
   uint64_t size = batch.charged_tokens;
-  if (size == 0) {
+  if (size == 0 && report.kind == attempt_outcome_kind::rate_limited && !report.cancelled) {
     for (const auto& ref : batch.items) {
       if (requests_.count(ref.first) > 0) {
         size += sources_.tokens_for(batch.source, demand_of(ref));
