@@ -203,6 +203,10 @@ struct item_result {
   errc code = errc::none;
   /// Human-readable reason (empty unless failed).
   std::string error;
+  /// For a failure a later try may avoid: how long until its sources take calls again (a
+  /// rate limit's block or an ejection lifts), in ms; 0: not known. A route that answers the
+  /// failure with an HTTP error sends it as `Retry-After`.
+  int64_t retry_after_ms = 0;
   double queue_ms = 0.0;
   double run_ms = 0.0;
   /// For a fallback: why the reward asked for could not score it.

@@ -97,7 +97,10 @@ std::optional<http_reply> failed_items_reply(const std::vector<item_result>& res
     auto index = static_cast<size_t>(failed - results.data());
     message = "item " + std::to_string(index) + " failed: " + message;
   }
-  return failure_reply(style, failed->code, message);
+  // Where the sources are known to take calls again only later (a rate limit's block), a
+  // client that retries after a second (the OpenAI SDK does, on a 503) fails again at once.
+  return failure_reply(style, failed->code, message, {},
+                       std::max<int64_t>(1, (failed->retry_after_ms + 999) / 1000));
 }
 
 } // namespace arbiter::net

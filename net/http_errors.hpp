@@ -93,7 +93,8 @@ const item_result* deciding_failure(const std::vector<item_result>& results) noe
 
 /// The answer to such a request when an item failed: `failure_reply` for
 /// `deciding_failure(results)`, its message prefixed with "item I failed: " when the request
-/// had several items; nullopt when none failed.
+/// had several items, its `retry_after_ms` (rounded up to seconds, at least 1) as
+/// `Retry-After`; nullopt when none failed.
 std::optional<http_reply> failed_items_reply(const std::vector<item_result>& results,
                                              error_style style);
 

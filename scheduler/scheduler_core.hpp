@@ -349,15 +349,18 @@ private:
   /// Why a call to `source` now could only answer after `deadline` (less time is left than the
   /// remote source's fastest recent answer took), or nullopt when it may answer in time.
   std::optional<std::string> past_hope(source_id source, time_point deadline) const;
+  /// Whole milliseconds from now to `at`, rounded up; 0 when it has passed.
+  int64_t ms_until(time_point at) const;
   /// Fails the head of `cls`'s queue for `capability` with deadline_exceeded, unsent, `why`.
   void fail_hopeless(size_t cls, const std::string& capability, std::string why);
   /// Ends `item` of `r` before any call was sent for it, with `code` and `error` (a
   /// deadline_exceeded here is a hopeless item, and counted); `queued`: it leaves a queue now,
-  /// so its queue time ends too (a retry's was counted on its first attempt).
+  /// so its queue time ends too (a retry's was counted on its first attempt);
+  /// `retry_after_ms`: when its sources take calls again, if known (item_result's).
   void end_unsent(const item_ref& item, pending_request& r, errc code, std::string error,
-                  bool queued);
-  /// Whether no source can take an item before `deadline`: each is ejected, or holds back
-  /// after a 429, until past it.
+                  bool queued, int64_t retry_after_ms = 0);
+  /// Whether no source can take an item before `deadline`: each is ejected, holds back after
+  /// a 429, or is paced to its rate limit, until past it.
   static bool waits_past(const pick_result& pick, time_point deadline);
   /// Why an item fails when `waits_past`.
   std::string ejected_reason(const std::string& capability, const pick_result& pick,

@@ -75,7 +75,7 @@ void scheduler_core::dispatch_retries(std::vector<dispatch_batch>& out) {
         auto& r = req->second;
         end_unsent(entry.item, r, errc::upstream_failed,
                    ejected_reason(item.capability, pick, r.last_failure[entry.item.second]),
-                   false);
+                   false, ms_until(*pick.retry_at));
         continue;
       }
       note_wait(pick, item.capability);
@@ -331,19 +331,24 @@ void scheduler_core::dispatch_capability(const std::string& capability,
 }
 
 bool scheduler_core::waits_past(const pick_result& pick, time_point deadline) {
+  // Pacing counts too: a provider allowing one call a minute (learned from its headers) held
+  // an item to its deadline, to fail it there as deadline_exceeded.
   return !pick.busy && pick.retry_at && *pick.retry_at > deadline
-         && (pick.waiting_on == wait_cause::breaker || pick.waiting_on == wait_cause::backoff);
+         && pick.waiting_on != wait_cause::none;
 }
 
 std::string scheduler_core::ejected_reason(const std::string& capability,
                                            const pick_result& pick,
                                            const std::string& last_failure) {
-  const bool limited = pick.waiting_on == wait_cause::backoff;
-  std::string reason =
-    "every source serving '" + capability + "' is "
-    + (limited ? "rate-limited (a 429's Retry-After, or the backoff after 429s)"
-               : "ejected (circuit breaker open)")
-    + " for another "
+  const bool limited = pick.waiting_on != wait_cause::breaker;
+  const char* holds = pick.waiting_on == wait_cause::backoff
+                      ? "rate-limited (a 429's Retry-After, or the backoff after 429s)"
+                    : pick.waiting_on == wait_cause::requests
+                      ? "rate-limited (paced to its requests per minute)"
+                    : pick.waiting_on == wait_cause::tokens
+                      ? "rate-limited (paced to its tokens per minute)"
+                      : "ejected (circuit breaker open)";
+  std::string reason = "every source serving '" + capability + "' is " + holds + " for another "
     + std::to_string(static_cast<int64_t>(ms_between(clock_.now(), *pick.retry_at)))
     + " ms, past this item's deadline";
   if (!last_failure.empty() || limited) {
@@ -378,9 +383,15 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
   if (auto req = requests_.find(task.request); req != requests_.end()) {
     auto& r = req->second;
     end_unsent({task.request, task.index}, r, errc::upstream_failed,
-               ejected_reason(capability, pick, r.last_failure[task.index]), true);
+               ejected_reason(capability, pick, r.last_failure[task.index]), true,
+               ms_until(*pick.retry_at));
   }
   return true;
+}
+
+int64_t scheduler_core::ms_until(time_point at) const {
+  auto now = clock_.now();
+  return at > now ? static_cast<int64_t>(std::ceil(ms_between(now, at))) : 0;
 }
 
 std::optional<std::string> scheduler_core::past_hope(source_id source,
@@ -411,13 +422,14 @@ void scheduler_core::fail_hopeless(size_t cls, const std::string& capability,
 }
 
 void scheduler_core::end_unsent(const item_ref& item, pending_request& r, errc code,
-                                std::string error, bool queued) {
+                                std::string error, bool queued, int64_t retry_after_ms) {
   item_result result = r.results[item.second];
   if (queued) {
     result.queue_ms = ms_between(r.enqueued[item.second], clock_.now());
   }
   result.code = code;
   result.error = std::move(error);
+  result.retry_after_ms = std::max<int64_t>(retry_after_ms, 0);
   if (code == errc::deadline_exceeded) {
     metrics_.hopeless_items.Increment();
   }

@@ -354,6 +354,28 @@ def test_a_deadline_that_passes_is_a_504_with_retry_after(make_server, provider)
     assert int(e.value.response.headers["retry-after"]) >= 1
 
 
+def test_a_call_the_rate_limit_holds_past_its_deadline_is_a_503_saying_when(make_server,
+                                                                            provider):
+    """A provider that allows one call a minute, which nobody configured: its headers teach
+    Arbiter the limit. A pass-through call that cannot go before its deadline was held to it
+    (504 after 5 s, Retry-After 1); it now fails at once with 503, and its Retry-After is when
+    the provider takes a call again, not 1 s (the OpenAI SDK retries a 503 after it). The
+    same holds for a block after a 429 (RemoteRouting tests)."""
+    limited = provider("--rpm", "1", "--burst-seconds", "60")
+    server = make_server(source_toml("limited", limited) + "[routing]\nhedge = false\n")
+    client = sdk(server)
+    first = client.chat.completions.create(model="", messages=[{"role": "user", "content": "a"}])
+    assert first.choices[0].message.content
+    start = time.monotonic()
+    with pytest.raises(openai.APIStatusError) as e:
+        client.chat.completions.create(model="", messages=[{"role": "user", "content": "b"}],
+                                       extra_body={"deadline_ms": 5000})
+    assert time.monotonic() - start < 2
+    assert e.value.status_code == 503, e.value.body
+    assert e.value.body["code"] == "upstream_failed" and "rate-limited" in e.value.body["message"]
+    assert 30 <= int(e.value.response.headers["retry-after"]) <= 61, e.value.response.headers
+
+
 def test_remote_rm_refuses_bad_bodies_naming_the_field(make_server):
     server = make_server('[protocols]\nreward = "lexical"\n')
     for body, field in [({"prompt": "q"}, "response"),

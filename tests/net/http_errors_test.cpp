@@ -131,3 +131,16 @@ TEST(FailedItemsReply, APermanentFailureDecidesSoTheTrainerDoesNotRetryInVain) {
   EXPECT_EQ(header(*transient, "Retry-After"), "1");
   EXPECT_EQ(json::parse(transient->body)["error"], "item 0 failed: late");
 }
+
+TEST(FailedItemsReply, RetryAfterIsWhenTheSourcesTakeCallsAgain) {
+  // An item failed because every source is blocked by a rate limit for 41.2 s more: a client
+  // told to retry after 1 s (the OpenAI SDK retries a 503) would only fail again.
+  auto blocked = failed_result(errc::upstream_failed, "every source is rate-limited");
+  blocked.retry_after_ms = 41200;
+  auto reply = failed_items_reply({blocked}, error_style::openai);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 503u);
+  EXPECT_EQ(header(*reply, "Retry-After"), "42");
+  blocked.retry_after_ms = 3;
+  EXPECT_EQ(header(*failed_items_reply({blocked}, error_style::openai), "Retry-After"), "1");
+}

@@ -1174,11 +1174,40 @@ TEST_F(RemoteRouting, ItemsQueuedBehindARetryAfterPastTheirDeadlineFailAtOnce) {
     EXPECT_NE(r.error.find("is rate-limited (a 429's Retry-After, or the backoff after 429s) "
                            "for another"),
               std::string::npos) << r.error;
+    // When a retry may succeed: the block's end (a pass-through route's Retry-After).
+    EXPECT_EQ(r.retry_after_ms, 60000) << i;
   }
   // A request whose deadline outlives the Retry-After waits for it.
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 90s, judge_items(1, "late")).admitted());
   EXPECT_TRUE(core_.dispatch().empty());
   EXPECT_TRUE(core_.take_finished().empty());
+}
+
+TEST_F(RemoteRouting, AnItemPacedPastItsDeadlineFailsAtOnceSayingWhenToTryAgain) {
+  // A provider that takes one call a minute (its headers said so, or its configuration): the
+  // second item, due in 10 s, was held to its deadline to fail there as deadline_exceeded.
+  auto spec = endpoint("a", 1);
+  spec.rate_limit->burst = 60s;
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 30s, judge_items(1, "first")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "second")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "it ends now, not at its deadline";
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.code, errc::upstream_failed);
+  EXPECT_NE(r.error.find("is rate-limited (paced to its requests per minute) for another"),
+            std::string::npos) << r.error;
+  EXPECT_GT(r.retry_after_ms, 50000);
+  EXPECT_LE(r.retry_after_ms, 60000);
+  // One whose deadline outlives the wait waits for its turn.
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 90s, judge_items(1, "third")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  EXPECT_TRUE(core_.take_finished().empty());
+  clock_.advance(60s);
+  EXPECT_EQ(core_.dispatch().size(), 1u);
 }
 
 TEST_F(RemoteRouting, ABusySourceBesideAnEjectedOneKeepsItemsWaiting) {
