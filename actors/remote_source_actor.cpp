@@ -94,6 +94,7 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
   }
   if (r.error != backends::http_error::none) {
     report.kind = outcome_of(r.error);
+    report.unsent = r.error == backends::http_error::connect_failed && !r.sent;
     report.detail = std::string{to_string(r.error)} + ": " + r.error_message;
     return out;
   }

@@ -85,13 +85,15 @@ void circuit_breaker::on_success(time_point now) {
   // Open: a late answer to a request sent before the ejection changes nothing.
 }
 
-void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view cause) {
+void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view cause,
+                                 bool unheard) {
   const std::string last = cause.empty() ? std::string{} : ", the last: " + std::string{cause};
   advance(now);
   if (state_ == breaker_state::half_open) {
     // Keeps the first cause ("a probe failed after: 401 Unauthorized") through repeated probes.
     static const std::string prefix = "a probe failed after: ";
-    trip(now, reason_.compare(0, prefix.size(), prefix) == 0 ? reason_ : prefix + reason_);
+    trip(now, reason_.compare(0, prefix.size(), prefix) == 0 ? reason_ : prefix + reason_,
+         !unheard);
     return;
   }
   if (state_ == breaker_state::open) {
@@ -213,11 +215,13 @@ nanoseconds circuit_breaker::next_ejection() const noexcept {
   return nanoseconds{static_cast<int64_t>(length)};
 }
 
-void circuit_breaker::trip(time_point now, std::string reason) {
-  ++consecutive_ejections_;
+void circuit_breaker::trip(time_point now, std::string reason, bool grow) {
+  if (grow) {
+    ++consecutive_ejections_;
+  }
   ++ejections_;
   state_ = breaker_state::open;
-  open_until_ = now + next_ejection();
+  open_until_ = now + (grow ? next_ejection() : config_.base_ejection);
   reason_ = std::move(reason);
   probes_in_flight_ = 0;
   consecutive_failures_ = 0;

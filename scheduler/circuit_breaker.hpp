@@ -98,7 +98,12 @@ public:
   /// expire together and say nothing about the calls around them).
   /// `cause` (the failure's detail, e.g. "HTTP 500: ...") ends the reason the breaker gives
   /// when this failure trips it, as "5 consecutive failures, the last: CAUSE".
-  void on_failure(time_point now, bool in_a_row = true, std::string_view cause = {});
+  /// `unheard`: the request never reached the source (no connection could be made). A probe
+  /// that failed so re-opens the breaker for the first ejection's length, not a longer one:
+  /// trying again costs a source that is not listening nothing, and a provider restarted
+  /// after a long outage is then used again within that length of coming back.
+  void on_failure(time_point now, bool in_a_row = true, std::string_view cause = {},
+                  bool unheard = false);
 
   /// Gives back a probe slot whose request ended without an outcome (cancelled, e.g. a hedge
   /// that lost). Does nothing outside half-open.
@@ -164,8 +169,9 @@ private:
   void window_totals(time_point now, uint64_t& calls, uint64_t& failures) const;
   int64_t slice_of(time_point now) const noexcept;
   void clear_window();
-  /// Opens for the next automatic ejection length.
-  void trip(time_point now, std::string reason);
+  /// Opens for the next automatic ejection length (`grow` false: for the first ejection's
+  /// length, the next automatic one's unchanged).
+  void trip(time_point now, std::string reason, bool grow = true);
   void close();
   nanoseconds next_ejection() const noexcept;
 

@@ -441,7 +441,9 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
       // sent in one burst expire together.
       s->breaker->on_failure(now, !report.abandoned,
                              report.detail.empty() ? std::string_view{to_string(report.kind)}
-                                                   : std::string_view{report.detail});
+                                                   : std::string_view{report.detail},
+                             report.kind == attempt_outcome_kind::connect_failure
+                               && report.unsent);
     } else if (report.kind == attempt_outcome_kind::ok) {
       s->breaker->on_success(now);
     } else {

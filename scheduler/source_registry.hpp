@@ -81,8 +81,10 @@ struct attempt_report {
   /// The attempt was cancelled by the scheduler (a hedge that lost); it says nothing about
   /// the source.
   bool cancelled = false;
-  /// With `cancelled`: the request was never sent (it waited for a connection), so the
-  /// source did not see it and the call does not count for its steps.
+  /// The request was never sent, so the source did not see it. With `cancelled`: it waited
+  /// for a connection, and the call does not count for its steps. With `connect_failure`: no
+  /// connection could be made, and a breaker probe that failed so does not lengthen the
+  /// source's ejection (circuit_breaker::on_failure's `unheard`).
   bool unsent = false;
   /// The scheduler stopped waiting for it: a straggler past the source's latency tail
   /// (`kind` is `timeout`). It counts against the source's health, not against its load.

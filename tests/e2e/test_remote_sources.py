@@ -136,6 +136,67 @@ def test_once_every_source_is_ejected_requests_fall_back_at_once(make_server, pr
     assert elapsed < 2, f"{elapsed:.1f} s: waited for the deadline instead of falling back"
 
 
+def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejection(
+        make_server, provider):
+    """A provider restarted after an outage waited out ejections that had doubled while it was
+    down (0.2, 0.4, 0.8, 1.6, 3.2 s here; 5 s doubling to 300 s by default), though each probe
+    was only a refused connection. Now a probe refused at connect re-ejects for the first
+    ejection's length, so the provider is used again about that long after it is back."""
+    from arbiter_testing import Provider
+    first = provider()
+    port = first.port
+    s = make_server(config(source_toml("a", first, caps=("embed",)),
+                           routing="max_attempts = 1\nretry_budget_min = 0\n"
+                                   "breaker_ejection_ms = 200\nbreaker_max_ejection_ms = 60000\n"))
+
+    def one(i):
+        status, _, body = s.score({"items": [{"reward": "embedding", "solution_str": f"a {i}",
+                                              "ground_truth": f"a {i} b"}],
+                                   "deadline_ms": 2000})
+        assert status == 200, body
+        return body["results"][0]
+
+    assert one(0)["status"] == "ok"
+    first.kill()
+    down_until = time.monotonic() + 3.5
+    i = 1
+    while time.monotonic() < down_until:  # every probe in the outage is refused at connect
+        r = one(i)
+        assert r["status"] == "fallback", r
+        i += 1
+        time.sleep(0.05)
+    back = provider_at(Provider, port)
+    try:
+        back_at = time.monotonic()
+        while True:
+            r = one(i)
+            i += 1
+            if r["status"] == "ok":
+                break
+            assert r["status"] == "fallback", r
+            assert time.monotonic() - back_at < 10, "never used again"
+            time.sleep(0.05)
+        lag = time.monotonic() - back_at
+        assert r["source"] == "a", r
+        # Doubling ejections would next probe at 6.2 s from the outage's start: 2.7 s late.
+        assert lag < 1.5, f"used again {lag:.2f} s after it was back"
+    finally:
+        back.kill()
+
+
+def provider_at(provider_class, port):
+    """A fake provider on `port`, which a killed one just left: tries for a few seconds while
+    the port is released."""
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            return provider_class(port=port)
+        except Exception:  # the port still taken
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def test_an_ejection_is_logged_once_with_its_cause_and_info_keeps_it(tmp_path, provider):
     """A provider answering 500 to everything logged nothing at all, and /info said only
     "5 consecutive failures"."""

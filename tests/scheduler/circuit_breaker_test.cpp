@@ -206,6 +206,38 @@ TEST(CircuitBreaker, EjectionGrowsAndIsCapped) {
   EXPECT_EQ(b.reason(), "a probe failed after: 3 consecutive failures");
 }
 
+TEST(CircuitBreaker, AProbeThatReachedNobodyReopensForTheFirstEjectionOnly) {
+  // A provider restarting after a long outage: its ejection had grown to 20 s on failures it
+  // heard (5xx). While nothing listens, a probe refused at connect costs it nothing, so the
+  // next probe comes the first ejection's length later, not 35 s later.
+  manual_time_source clock;
+  circuit_breaker b(streak_config()); // 10 s, ×2, cap 35 s
+  fail_until_open(b, clock);
+  clock.advance(10s);
+  ASSERT_EQ(b.allows(clock.now()), breaker_decision::allow_probe);
+  b.on_failure(clock.now()); // heard: 20 s
+  ASSERT_EQ(b.open_until() - clock.now(), 20s);
+  for (int i = 0; i < 3; ++i) {
+    clock.advance(b.open_until() - clock.now());
+    ASSERT_EQ(b.allows(clock.now()), breaker_decision::allow_probe);
+    b.on_failure(clock.now(), true, "connect_failed: Connection refused", true);
+    EXPECT_EQ(b.state(clock.now()), breaker_state::open);
+    EXPECT_EQ(b.open_until() - clock.now(), 10s) << "probe " << i;
+    EXPECT_EQ(b.consecutive_ejections(), 2u);
+  }
+  EXPECT_EQ(b.reason(), "a probe failed after: 3 consecutive failures");
+  // Listening again but failing: the growth goes on from where the heard failures left it.
+  clock.advance(10s);
+  ASSERT_EQ(b.allows(clock.now()), breaker_decision::allow_probe);
+  b.on_failure(clock.now());
+  EXPECT_EQ(b.open_until() - clock.now(), 35s);
+  // Back: a probe that succeeds closes it.
+  clock.advance(35s);
+  ASSERT_EQ(b.allows(clock.now()), breaker_decision::allow_probe);
+  b.on_success(clock.now());
+  EXPECT_EQ(b.state(clock.now()), breaker_state::closed);
+}
+
 TEST(CircuitBreaker, GrowthResetsAfterAProbeSucceeds) {
   manual_time_source clock;
   circuit_breaker b(streak_config());

@@ -127,11 +127,11 @@ def start_server(tmp_path, config_text=None, env=None, args=(), stderr=None):
 
 
 class Provider:
-    """A running `arbiter-fake-provider --port 0 ARGS...` on 127.0.0.1. The caller owns it and
-    must stop or kill it."""
+    """A running `arbiter-fake-provider --port PORT ARGS...` on 127.0.0.1 (`port` 0: any free
+    one). The caller owns it and must stop or kill it."""
 
-    def __init__(self, *args):
-        self.proc = subprocess.Popen([FAKE_PROVIDER_BIN, "--port", "0", *args],
+    def __init__(self, *args, port=0):
+        self.proc = subprocess.Popen([FAKE_PROVIDER_BIN, "--port", str(port), *args],
                                      stdout=subprocess.PIPE, text=True)
         self.url, self.host, self.port = read_listening_line(self.proc)
 
