@@ -92,17 +92,139 @@ bool read_type(ondemand::value& value, ondemand::json_type& type, const std::str
   return true;
 }
 
+namespace {
+
+/// The value of hex digit `c`, or -1.
+int hex_value(char c) noexcept {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+/// The code unit of the four hex digits at `text[at]`, or -1.
+long hex4(std::string_view text, size_t at) noexcept {
+  if (at + 4 > text.size()) {
+    return -1;
+  }
+  long unit = 0;
+  for (size_t k = at; k < at + 4; ++k) {
+    int digit = hex_value(text[k]);
+    if (digit < 0) {
+      return -1;
+    }
+    unit = unit * 16 + digit;
+  }
+  return unit;
+}
+
+/// What the one-letter escape after a backslash stands for (`n`: a newline); 0 for `u` and
+/// for letters JSON has no escape for.
+char simple_escape(char e) noexcept {
+  constexpr std::string_view from = "\"\\/bfnrt";
+  constexpr std::string_view to = "\"\\/\b\f\n\r\t";
+  auto at = from.find(e);
+  return at == std::string_view::npos ? char{0} : to[at];
+}
+
+void append_utf8(std::string& out, unsigned long cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+} // namespace
+
+bool decode_string_token_lossy(std::string_view token, std::string& out) {
+  out.clear();
+  if (token.empty() || token.front() != '"') {
+    return false;
+  }
+  constexpr unsigned long replacement = 0xFFFD;
+  for (size_t i = 1; i < token.size();) {
+    char c = token[i];
+    if (c == '"') {
+      return true;
+    }
+    if (static_cast<unsigned char>(c) < 0x20) {
+      return false; // a raw control character: not JSON
+    }
+    if (c != '\\') {
+      out += c; // the body's UTF-8 was checked whole when it was opened
+      ++i;
+      continue;
+    }
+    if (i + 1 >= token.size()) {
+      return false;
+    }
+    char e = token[i + 1];
+    i += 2;
+    if (e != 'u') {
+      char plain = simple_escape(e);
+      if (plain == 0) {
+        return false;
+      }
+      out += plain;
+      continue;
+    }
+    long unit = hex4(token, i);
+    if (unit < 0) {
+      return false;
+    }
+    i += 4;
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      long low = i + 6 <= token.size() && token[i] == '\\' && token[i + 1] == 'u'
+                   ? hex4(token, i + 2)
+                   : -1;
+      if (low >= 0xDC00 && low <= 0xDFFF) {
+        append_utf8(out, 0x10000 + ((static_cast<unsigned long>(unit) - 0xD800) << 10)
+                           + (static_cast<unsigned long>(low) - 0xDC00));
+        i += 6;
+      } else {
+        append_utf8(out, replacement); // a high surrogate alone
+      }
+    } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
+      append_utf8(out, replacement); // a low surrogate alone
+    } else {
+      append_utf8(out, static_cast<unsigned long>(unit));
+    }
+  }
+  return false; // no closing quote
+}
+
 bool read_string(ondemand::value value, std::string& out, const std::string& field,
                  codec_error& err) {
   std::string_view view;
+  const std::string_view token = value.raw_json_token();
   if (auto e = value.get_string().get(view)) {
-    // A string whose escapes do not decode (Python's json.dumps writes a lone surrogate of a
-    // badly decoded text as "\ud800") is a string all the same: say what is wrong with it.
+    // A lone surrogate (Python's json.dumps writes one of a badly decoded text as "\ud800",
+    // and Python's json.loads takes it back) is read as U+FFFD, as the Python client sends
+    // it: one odd rollout does not fail its whole batch.
+    if (e == simdjson::STRING_ERROR && decode_string_token_lossy(token, out)) {
+      return true;
+    }
     err = {refusal::invalid, field,
            field
-             + (e == simdjson::STRING_ERROR
-                  ? ": invalid string escape (an unpaired \\u surrogate or a malformed \\u)"
-                  : ": expected a string")};
+             + (e == simdjson::STRING_ERROR ? ": invalid string escape (a malformed \\u)"
+                                            : ": expected a string")};
     return false;
   }
   out.assign(view);

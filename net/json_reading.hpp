@@ -36,6 +36,12 @@ private:
   ondemand::document doc_;
 };
 
+/// Decodes the JSON string token `token` (from its opening quote; what follows its closing
+/// quote is ignored) into `out`, reading a lone UTF-16 surrogate escape as U+FFFD where
+/// simdjson refuses the string. False when the token is malformed otherwise (an unknown or cut
+/// escape, a raw control character, no closing quote).
+bool decode_string_token_lossy(std::string_view token, std::string& out);
+
 /// Whether `text` is one well-formed JSON value. On-demand parsing checks only the brackets
 /// of a value it skips (`raw_json`), so a value kept as text (an item's `extra_info`) is
 /// checked whole before it is passed on. Integers past 64 bits are well-formed; numbers past

@@ -376,6 +376,27 @@ def test_a_call_the_rate_limit_holds_past_its_deadline_is_a_503_saying_when(make
     assert 30 <= int(e.value.response.headers["retry-after"]) <= 61, e.value.response.headers
 
 
+def test_a_lone_surrogate_in_a_raw_trainers_body_is_read_as_the_replacement_character(
+        make_server):
+    """Python's json.dumps writes a rollout holding a lone surrogate as "\\ud800", and Python's
+    json.loads takes it back; Arbiter refused the whole batch with 400. It now reads it as
+    U+FFFD, which is what the Python client sends: the same score either way."""
+    server = make_server('[protocols]\nreward = "lexical"\n')
+    odd, replaced = "abc \ud800 def", "abc \ufffd def"
+    body = json.dumps({"query": [odd, "abc def"], "labels": ["abc def", "abc def"]})
+    assert "\\ud800" in body
+    status, _, reply = server.request("POST", "/get_reward", body,
+                                      {"Content-Type": "application/json"})
+    assert status == 200, reply
+    expected = server.request("POST", "/get_reward",
+                              {"query": [replaced, "abc def"], "labels": ["abc def"] * 2})[2]
+    assert reply["rewards"] == expected["rewards"] and reply["rewards"][1] == 1.0, reply
+    status, _, reply = server.request("POST", "/v1/score", json.dumps(
+        {"items": [{"reward": "lexical", "solution_str": odd, "ground_truth": "abc def"}]}),
+        {"Content-Type": "application/json"})
+    assert status == 200 and reply["scores"] == expected["rewards"][:1], reply
+
+
 def test_remote_rm_refuses_bad_bodies_naming_the_field(make_server):
     server = make_server('[protocols]\nreward = "lexical"\n')
     for body, field in [({"prompt": "q"}, "response"),

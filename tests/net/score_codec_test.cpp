@@ -283,11 +283,26 @@ TEST_F(ScoreCodec, AnInfoGainItemMustCarryItsQuestion) {
   }
 }
 
-TEST_F(ScoreCodec, NamesAStringWhoseEscapesDoNotDecode) {
+TEST_F(ScoreCodec, ReadsALoneSurrogateAsTheReplacementCharacter) {
   // What Python's json.dumps writes for a text holding a lone surrogate (a rollout decoded
-  // with errors="surrogateescape" or cut inside a pair).
+  // with errors="surrogateescape" or cut inside a pair), and Python's json.loads takes back.
+  // It was a 400 for the whole batch; the Python client sends U+FFFD in its place.
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(
+    R"({"items": [{"reward":"lexical","solution_str":"ab\ud800\n\u00e9\ud83d\ude00\"",)"
+    R"("ground_truth":["\udc80", "x\ud800\ud800\u0041\/"]}]})",
+    ctx_, out, err))
+    << err.message;
+  ASSERT_EQ(out.items.size(), 1u);
+  EXPECT_EQ(out.items[0].solution_str, "ab\xEF\xBF\xBD\n\xC3\xA9\xF0\x9F\x98\x80\"");
+  EXPECT_EQ(out.items[0].ground_truth,
+            (std::vector<std::string>{"\xEF\xBF\xBD", "x\xEF\xBF\xBD\xEF\xBF\xBD" "A/"}));
+}
+
+TEST_F(ScoreCodec, NamesAStringWhoseEscapesDoNotDecode) {
   auto err = refusal(
-    R"({"items": [{"reward":"lexical","solution_str":"ab\ud800","ground_truth":"b"}]})");
+    R"({"items": [{"reward":"lexical","solution_str":"ab\ud800\u12G4","ground_truth":"b"}]})");
   EXPECT_EQ(err.field, "items[0].solution_str");
   EXPECT_EQ(refusal_answer_for(err.why).status, 400);
   EXPECT_NE(err.message.find("invalid string escape"), std::string::npos) << err.message;
