@@ -29,7 +29,11 @@ the capacity), FIFO leaves a group's late members behind newer groups' first one
 group-aware ordering cuts the p99 the more, the longer the queue. Beside each measurement the
 table gives the p99 each ordering reaches on an ideal service with the same send times
 (`ideal_p99`: one server at the providers' combined rate, no provider latency), so a shape's
-ceiling for the ratio is plain beside what the real service kept of it. Prints a markdown
+ceiling for the ratio is plain beside what the real service kept of it, and the p99 a plain
+dispatcher reaches on a model of the providers with their latencies (`latency_model_p99`,
+the mean of --model-draws draws): a group waits for the slowest of its members' calls, an item
+FIFO leaves behind for one call, so the latency spread takes more from group-aware ordering
+than from FIFO. Prints a markdown
 table, writes OUT/grpo_groups.json and, with matplotlib, OUT/grpo_groups.png (CDF of group
 completion).
 
@@ -189,6 +193,54 @@ def ideal_p99(items: List[Dict[str, Any]], sends: List[float], rate: float,
     return percentile([done[g] - first[g] for g in first], 0.99)
 
 
+def latency_model_p99(items: List[Dict[str, Any]], sends: List[float],
+                      settings: Sequence[Dict[str, float]], group_order: bool, seed: int,
+                      step_s: float = 0.001) -> float:
+    """The group p99 an ordering reaches on a model of the benchmark's providers: each paces
+    its calls with a token bucket (rpm / 60 a second, `burst_seconds` of them at once, full at
+    the start), and each call takes a latency drawn from the provider's lognormal (its median
+    and p99), as the fake provider draws it. Queued items go in order (the oldest group's
+    first, or the oldest item's) to the provider with a token that answers fastest at the
+    median. A plain dispatcher: no hedging, no holding work for the faster provider, no
+    overhead. Not a measurement: beside the ideal service (`ideal_p99`, no latency at all) it
+    shows what the providers' latency spread takes from the ratio, since a group waits for the
+    slowest of its members' calls, while an item FIFO leaves behind waits for one call."""
+    import bisect
+
+    rng = random.Random(seed)
+    provs = sorted(({"rate": s["rpm"] / 60.0, "cap": max(1.0, s["rpm"] * s["burst_seconds"] / 60.0),
+                     "median": s["latency_median_s"],
+                     "sigma": math.log(s["latency_p99_s"] / s["latency_median_s"]) / 2.326
+                     if s["latency_median_s"] > 0 and s["latency_p99_s"] > s["latency_median_s"]
+                     else 0.0} for s in settings if s["rpm"] > 0), key=lambda p: p["median"])
+    for p in provs:
+        p["tokens"] = p["cap"]
+    order = sorted(range(len(items)), key=lambda k: sends[k])
+    first: Dict[int, float] = {}
+    for i in order:
+        first.setdefault(items[i]["group"], sends[i])
+    queue: List[Any] = []
+    done: Dict[int, float] = {}
+    now, k, left = 0.0, 0, len(items)
+    while left > 0:
+        while k < len(order) and sends[order[k]] <= now:
+            i = order[k]
+            g = items[i]["group"]
+            bisect.insort(queue, (first[g] if group_order else sends[i], sends[i], i))
+            k += 1
+        for p in provs:
+            p["tokens"] = min(p["cap"], p["tokens"] + p["rate"] * step_s)
+            while queue and p["tokens"] >= 1.0:
+                _, _, i = queue.pop(0)
+                p["tokens"] -= 1.0
+                latency = p["median"] * math.exp(rng.gauss(0.0, p["sigma"]))
+                g = items[i]["group"]
+                done[g] = max(done.get(g, 0.0), now + latency)
+                left -= 1
+        now += step_s
+    return percentile([done[g] - first[g] for g in first], 0.99)
+
+
 def run_once(shape: str, mode: str, items: List[Dict[str, Any]], sends: List[float],
              specs: Dict[str, List[str]], settings: Dict[str, Dict[str, float]],
              args: argparse.Namespace) -> Dict[str, Any]:
@@ -216,29 +268,42 @@ def run_once(shape: str, mode: str, items: List[Dict[str, Any]], sends: List[flo
     return summary
 
 
+def model_cell(by_mode: Dict[str, float], mode: str) -> str:
+    """A model's p99 for `mode`, and for group-aware the ratio FIFO / group-aware after it."""
+    if mode not in by_mode:
+        return ""
+    cell = f"{by_mode[mode]:.2f}"
+    if mode == "group" and "fifo" in by_mode:
+        cell += f" ({by_mode['fifo'] / by_mode['group']:.2f}×)"
+    return cell
+
+
 def markdown_table(results: Dict[str, Dict[str, Dict[str, Any]]],
-                   ideal: Dict[str, Dict[str, float]]) -> str:
-    """`ideal`: per shape, each ordering's group p99 on the ideal service (`ideal_p99`)."""
+                   ideal: Dict[str, Dict[str, float]],
+                   latency_model: Optional[Dict[str, Dict[str, float]]] = None) -> str:
+    """`ideal`: per shape, each ordering's group p99 on the ideal service (`ideal_p99`);
+    `latency_model`: the mean over latency draws of `latency_model_p99`."""
+    latency_model = latency_model or {}
     lines = ["| arrivals | ordering | group p50 (s) | group p99 (s) | group mean (s) "
              "| after last rollout p50 / p99 (s) | makespan (s) | p99 FIFO / group-aware "
-             "| makespan group-aware / FIFO | ideal order's p99 (s) and ratio | failed or lost |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| makespan group-aware / FIFO | ideal order's p99 (s) and ratio "
+             "| plain dispatch with the providers' latencies: p99 (s) and ratio "
+             "| failed or lost |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for shape, by_mode in results.items():
         g, f = by_mode.get("group"), by_mode.get("fifo")
-        best = ideal.get(shape, {})
         for mode, s in by_mode.items():
             ratio = mspan = ""
-            model = f"{best[mode]:.2f}" if mode in best else ""
             if mode == "group" and g and f:
                 ratio = f"**{f['group_p99_s'] / g['group_p99_s']:.2f}×**"
                 mspan = f"{g['makespan_s'] / f['makespan_s']:.3f}"
-                if "group" in best and "fifo" in best:
-                    model += f" ({best['fifo'] / best['group']:.2f}×)"
             bad = sum(n for k, n in s["statuses"].items() if k not in ("ok", "fallback"))
             lines.append(f"| {shape} | {LABEL[mode]} | {s['group_p50_s']:.2f} | "
                          f"{s['group_p99_s']:.2f} | {s['group_mean_s']:.2f} | "
                          f"{s['wait_p50_s']:.2f} / {s['wait_p99_s']:.2f} | "
-                         f"{s['makespan_s']:.2f} | {ratio} | {mspan} | {model} | {bad} |")
+                         f"{s['makespan_s']:.2f} | {ratio} | {mspan} | "
+                         f"{model_cell(ideal.get(shape, {}), mode)} | "
+                         f"{model_cell(latency_model.get(shape, {}), mode)} | {bad} |")
     return "\n".join(lines)
 
 
@@ -285,6 +350,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                        help=f"arbiter-fake-provider flags of provider {name}")
     p.add_argument("--arbiter-bin", type=Path, default=REPO / "build" / "arbiter")
     p.add_argument("--fake-provider-bin", type=Path, default=REPO / "build" / "arbiter-fake-provider")
+    p.add_argument("--model-draws", type=int, default=8,
+                   help="latency draws the plain-dispatch model averages (0: no model column)")
     p.add_argument("--startup-timeout-s", type=float, default=30.0)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args(argv)
@@ -315,13 +382,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     items = grpo_step.make_items(args.prompts, args.samples, args.seed, False, 0.0)
     results: Dict[str, Dict[str, Dict[str, Any]]] = {}
     ideal: Dict[str, Dict[str, float]] = {}
+    latency_model: Dict[str, Dict[str, float]] = {}
     rate = sum(s["rpm"] for s in settings.values()) / 60.0
+    limited = all(s["rpm"] > 0 for s in settings.values())
     try:
         for shape in args.shapes:
             sends = arrivals(shape, items, args)
             results[shape] = {}
             if rate > 0:  # providers without a request limit have no ideal rate to model
                 ideal[shape] = {m: ideal_p99(items, sends, rate, m == "group") for m in MODES}
+            if limited and args.model_draws > 0:
+                latency_model[shape] = {
+                    m: sum(latency_model_p99(items, sends, list(settings.values()), m == "group",
+                                             args.seed + d) for d in range(args.model_draws))
+                    / args.model_draws for m in MODES}
             for mode in MODES:
                 results[shape][mode] = run_once(shape, mode, items, sends, specs, settings, args)
     except StartError as e:
@@ -332,10 +406,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         f"request; providers' combined limit {rate:g} calls/s; "
         f"{time.strftime('%Y-%m-%d')}, {grpo_step.machine_info()['nproc']} cores")
     log("")
-    log(markdown_table(results, ideal))
+    log(markdown_table(results, ideal, latency_model))
     (args.out / "grpo_groups.json").write_text(json.dumps(
         {"args": {k: str(v) for k, v in vars(args).items()}, "machine": grpo_step.machine_info(),
-         "results": results, "ideal_order_p99_s": ideal}, indent=1))
+         "results": results, "ideal_order_p99_s": ideal,
+         "latency_model_p99_s": latency_model}, indent=1))
     plot(results, args.out / "grpo_groups.png")
     return 0
 

@@ -1,5 +1,6 @@
 """Checks of bench/grpo_groups.py that need no Arbiter: the ideal service's group p99
-(`ideal_p99`), the shape's ceiling printed beside each measurement."""
+(`ideal_p99`), the shape's ceiling printed beside each measurement, and the model of the
+providers with their latencies (`latency_model_p99`)."""
 
 import importlib.util
 import sys
@@ -48,3 +49,38 @@ def test_the_ideal_ratio_of_the_benchmarks_stream_shape():
     fifo = groups.ideal_p99(items, sends, 30.0, False)
     assert aware == pytest.approx(9.99, abs=0.01)
     assert fifo / aware == pytest.approx(1.62, abs=0.01)
+
+
+def provider(rpm, burst_s, median_s=0.0, p99_s=0.0):
+    return {"rpm": rpm, "tpm": 0.0, "burst_seconds": burst_s, "latency_median_s": median_s,
+            "latency_p99_s": p99_s, "error_rate": 0.0}
+
+
+def test_the_latency_model_without_latency_is_the_ideal_service():
+    # One provider at 1 call/s holding one call: the model dispatches as the ideal server
+    # serves (to its 1 ms step), with the answer at the dispatch rather than a service time
+    # later, so each group ends 1 s sooner than on the ideal server, whose serving takes 1 s.
+    items = items_of(0, 1, 1, 0)
+    sends = [0.0, 0.1, 0.2, 0.5]
+    for aware in (True, False):
+        model = groups.latency_model_p99(items, sends, [provider(60, 1)], aware, 1)
+        ideal = groups.ideal_p99(items, sends, 1.0, aware)
+        assert model == pytest.approx(ideal - 1.0, abs=0.01), aware
+
+
+def test_a_latency_spread_costs_group_order_more_than_fifo():
+    # The benchmark's providers at W = 16: latencies take more from group-aware ordering (the
+    # slowest of 8 calls) than from FIFO (one call), so the ratio falls below the ideal 1.62.
+    args = groups.parse_args([])
+    items = groups.grpo_step.make_items(args.prompts, args.samples, args.seed, False, 0.0)
+    sends = groups.arrivals("stream:16", items, args)
+    settings = [groups.grpo_step.provider_settings(spec.split())
+                for spec in groups.DEFAULT_PROVIDERS.values()]
+    aware = [groups.latency_model_p99(items, sends, settings, True, d) for d in range(4)]
+    fifo = [groups.latency_model_p99(items, sends, settings, False, d) for d in range(4)]
+    ratio = sum(fifo) / sum(aware)
+    assert 1.3 < ratio < 1.5, (aware, fifo)
+    # The same draws with no latency at all: the ideal's ratio, to the model's step.
+    flat = [dict(s, latency_median_s=0.0, latency_p99_s=0.0) for s in settings]
+    assert groups.latency_model_p99(items, sends, flat, False, 0) / groups.latency_model_p99(
+        items, sends, flat, True, 0) > 1.55
