@@ -286,7 +286,13 @@ pick_result source_registry::pick(const std::string& capability, const token_dem
       // and its cost overdraws it.
       auto d = s.limiter->peek_paced(s.tokens_for(demand));
       if (d.kind == acquire_decision_kind::wait) {
-        wait_until(d.until, cause_of(d.reason));
+        const auto cause = cause_of(d.reason);
+        wait_until(d.until, cause);
+        if (cause != wait_cause::backoff && s.info.inflight > 0) {
+          // An answer on its way may say the endpoint's limits afresh and fill the buckets
+          // sooner than they would refill: an item is not given up on for pacing meanwhile.
+          out.busy = true;
+        }
         continue;
       }
     }

@@ -178,7 +178,8 @@ struct pick_result {
   /// Why the nearest one waits (`none` unless `retry_at` is set).
   wait_cause waiting_on = wait_cause::none;
   /// Some source serving the capability is only busy (no free slot, or its half-open probes
-  /// are out): a completion will free it.
+  /// are out; or it waits on its pacing with calls in flight, whose answers' rate-limit
+  /// headers may fill its buckets): a completion will free it.
   bool busy = false;
 };
 

@@ -1193,6 +1193,12 @@ TEST_F(RemoteRouting, AnItemPacedPastItsDeadlineFailsAtOnceSayingWhenToTryAgain)
   auto first = core_.dispatch();
   ASSERT_EQ(first.size(), 1u);
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "second")).admitted());
+  // While the first call is out, its answer's rate-limit headers may fill the bucket: the
+  // second waits.
+  EXPECT_TRUE(core_.dispatch().empty());
+  EXPECT_TRUE(core_.take_finished().empty());
+  core_.complete(first[0].id, outcome(attempt_outcome_kind::ok), {});
+  ASSERT_EQ(core_.take_finished().size(), 1u);
   EXPECT_TRUE(core_.dispatch().empty());
   auto done = core_.take_finished();
   ASSERT_EQ(done.size(), 1u) << "it ends now, not at its deadline";
