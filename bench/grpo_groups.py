@@ -163,6 +163,16 @@ def summarize(items: List[Dict[str, Any]], raw: Dict[str, Any]) -> Dict[str, Any
             "statuses": statuses, "errors": raw["errors"][:10], "completion_s": sorted(completion)}
 
 
+def send_order(items: List[Dict[str, Any]],
+               sends: List[float]) -> "tuple[List[int], Dict[int, float]]":
+    """The items' indices by send time, and each group's first send."""
+    order = sorted(range(len(items)), key=lambda k: sends[k])
+    first: Dict[int, float] = {}
+    for i in order:
+        first.setdefault(items[i]["group"], sends[i])
+    return order, first
+
+
 def ideal_p99(items: List[Dict[str, Any]], sends: List[float], rate: float,
               group_order: bool) -> float:
     """The group p99 an ordering reaches on an ideal service with the same send times: one
@@ -171,10 +181,7 @@ def ideal_p99(items: List[Dict[str, Any]], sends: List[float], rate: float,
     (FIFO). Not a measurement: it is the shape's ceiling for the ratio of the two."""
     import heapq
 
-    order = sorted(range(len(items)), key=lambda k: sends[k])
-    first: Dict[int, float] = {}
-    for i in order:
-        first.setdefault(items[i]["group"], sends[i])
+    order, first = send_order(items, sends)
     queue: List[Any] = []
     done: Dict[int, float] = {}
     now, k = 0.0, 0
@@ -215,10 +222,7 @@ def latency_model_p99(items: List[Dict[str, Any]], sends: List[float],
                      else 0.0} for s in settings if s["rpm"] > 0), key=lambda p: p["median"])
     for p in provs:
         p["tokens"] = p["cap"]
-    order = sorted(range(len(items)), key=lambda k: sends[k])
-    first: Dict[int, float] = {}
-    for i in order:
-        first.setdefault(items[i]["group"], sends[i])
+    order, first = send_order(items, sends)
     queue: List[Any] = []
     done: Dict[int, float] = {}
     now, k, left = 0.0, 0, len(items)
