@@ -297,12 +297,17 @@ private:
                    std::vector<dispatch_batch>& out);
   void dispatch_retries(std::vector<dispatch_batch>& out);
   void dispatch_queues(std::vector<dispatch_batch>& out);
-  /// Dispatches what waits for `capability`, class by class as `choose_class` says.
-  void dispatch_capability(const std::string& capability, std::vector<dispatch_batch>& out);
+  /// Dispatches one batch of what waits for `capability`, from the class `choose_class`
+  /// says (`dispatched`: its items; 0 when items were failed instead, past hope or with every
+  /// source ejected). False when the capability can dispatch nothing more now (nothing
+  /// waits, no source can take it yet, or its work is held back).
+  bool dispatch_step(const std::string& capability, std::vector<dispatch_batch>& out,
+                     size_t& dispatched);
   void dispatch_hedges(std::vector<dispatch_batch>& out);
   /// The class whose head item for `capability` goes next: one about to miss its deadline
-  /// (the earliest such), else the fair share's choice. Nullopt when nothing waits.
-  std::optional<size_t> choose_class(const std::string& capability);
+  /// (the earliest such; `urgent_out`, when given, says so), else the fair share's choice.
+  /// Nullopt when nothing waits.
+  std::optional<size_t> choose_class(const std::string& capability, bool* urgent_out = nullptr);
   /// Whether to hold the queue's tail back from `source` (a remote one) because the other
   /// sources serving `capability` would answer everything waiting sooner than it could answer
   /// one item (a slow endpoint at the end of a step).

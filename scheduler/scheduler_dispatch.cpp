@@ -17,6 +17,10 @@ namespace {
 /// of other classes.
 constexpr nanoseconds urgent_margin = std::chrono::milliseconds{100};
 
+/// The fair-share lane (fair_share's key) that orders the capabilities' turns at dispatch by
+/// their classes; no capability is named so.
+const std::string across_capabilities = "(across capabilities)";
+
 } // namespace
 
 void scheduler_core::note_wait(const pick_result& pick, const std::string& capability) {
@@ -131,15 +135,62 @@ token_demand scheduler_core::demand_of(item_ref ref) const {
 }
 
 void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
-  for (const auto& capability : queues_.waiting_capabilities()) {
-    dispatch_capability(capability, out);
+  // One batch at a time, from the capability whose next class comes first across all of
+  // them: one source may serve several (a provider's chat and embed, a vLLM's chat and
+  // generate). Each capability used to dispatch all it could in turn, so the class whose
+  // items were listed first took every token of a source it shared with another class's
+  // capability, whatever the weights: 11 s without a single call for the other class.
+  struct turn {
+    std::string capability;
+    size_t cls = 0;
+    bool urgent = false;
+  };
+  std::vector<turn> turns;
+  for (auto& capability : queues_.waiting_capabilities()) {
+    turns.push_back({std::move(capability), 0, false});
+  }
+  std::vector<bool> waiting(queues_.class_count(), false);
+  while (!turns.empty()) {
+    std::fill(waiting.begin(), waiting.end(), false);
+    for (size_t k = 0; k < turns.size();) {
+      auto cls = choose_class(turns[k].capability, &turns[k].urgent);
+      if (!cls) {
+        turns.erase(turns.begin() + static_cast<std::ptrdiff_t>(k));
+        continue;
+      }
+      turns[k].cls = *cls;
+      waiting[*cls] = true;
+      ++k;
+    }
+    if (turns.empty()) {
+      break;
+    }
+    // An item about to miss its deadline goes first, as within a capability; then the class
+    // the fair share across capabilities says; among capabilities serving the same class, the
+    // one whose turn is longest ago (a capability that took one goes to the back).
+    auto next = std::find_if(turns.begin(), turns.end(), [](const turn& t) { return t.urgent; });
+    if (next == turns.end()) {
+      auto cls = fair_.next(across_capabilities, waiting);
+      next = std::find_if(turns.begin(), turns.end(), [&](const turn& t) { return t.cls == cls; });
+    }
+    turn taken = std::move(*next);
+    turns.erase(next);
+    size_t dispatched = 0;
+    const bool more = dispatch_step(taken.capability, out, dispatched);
+    if (dispatched > 0) {
+      fair_.charge(across_capabilities, taken.cls, dispatched);
+    }
+    if (more) {
+      turns.push_back(std::move(taken));
+    }
   }
   for (size_t cls = 0; cls < queues_.class_count(); ++cls) {
     note_depth(cls);
   }
 }
 
-std::optional<size_t> scheduler_core::choose_class(const std::string& capability) {
+std::optional<size_t> scheduler_core::choose_class(const std::string& capability,
+                                                   bool* urgent_out) {
   auto now = clock_.now();
   std::vector<bool> waiting(queues_.class_count(), false);
   bool any = false;
@@ -161,6 +212,9 @@ std::optional<size_t> scheduler_core::choose_class(const std::string& capability
   }
   if (!any) {
     return std::nullopt;
+  }
+  if (urgent_out != nullptr) {
+    *urgent_out = urgent.has_value();
   }
   return urgent ? urgent : fair_.next(capability, waiting);
 }
@@ -262,72 +316,77 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
 }
 
-void scheduler_core::dispatch_capability(const std::string& capability,
-                                         std::vector<dispatch_batch>& out) {
-  while (auto chosen = choose_class(capability)) {
-    auto cls = *chosen;
-    const auto* head = queues_.peek(cls, capability);
-    auto head_ref = item_ref{head->request, head->index};
-    auto pick = sources_.pick(capability, demand_of(head_ref));
-    if (!pick.source) {
-      if (fail_ejected(cls, capability, pick)) {
-        continue;
-      }
-      note_wait(pick, capability);
-      return;
-    }
-    auto source = *pick.source;
-    if (hold_for_faster(capability, source)) {
-      return;
-    }
-    auto limit = sources_.max_batch_items(source);
-    if (auto wait = sources_.batch_wait(source);
-        wait.count() > 0 && (sources_.busy(source) || sources_.waits_when_idle(source))
-        && queues_.waiting(cls, capability) < limit) {
-      // Micro-batching: items that trickle in while the source works share its next call.
-      auto due = head->enqueued + wait;
-      if (clock_.now() < due) {
-        if (!pacing_wakeup_ || due < *pacing_wakeup_) {
-          pacing_wakeup_ = due;
-        }
-        return;
-      }
-    }
-    bool count_tokens = sources_.paces_tokens(source);
-    double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
-    const uint32_t max_inputs = sources_.max_batch_inputs(source);
-    std::vector<item_ref> items;
-    uint64_t tokens = 0;
-    uint64_t inputs = 0;
-    while (items.size() < limit) {
-      const auto* next = queues_.peek(cls, capability);
-      if (next == nullptr) {
-        break;
-      }
-      if (auto why = past_hope(source, next->deadline)) {
-        fail_hopeless(cls, capability, std::move(*why));
-        continue;
-      }
-      item_ref ref{next->request, next->index};
-      uint64_t t = count_tokens ? sources_.tokens_for(source, demand_of(ref)) : 0;
-      if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
-        break;
-      }
-      uint64_t n = max_inputs > 0 ? inputs_of(ref) : 0;
-      if (!items.empty() && max_inputs > 0 && inputs + n > max_inputs) {
-        break;
-      }
-      queues_.pop(cls, capability);
-      tokens += t;
-      inputs += n;
-      items.push_back(ref);
-    }
-    if (items.empty()) {
-      continue; // each was past hope
-    }
-    fair_.charge(capability, cls, items.size());
-    start_batch(source, std::move(items), tokens, false, out);
+bool scheduler_core::dispatch_step(const std::string& capability,
+                                   std::vector<dispatch_batch>& out, size_t& dispatched) {
+  dispatched = 0;
+  auto chosen = choose_class(capability);
+  if (!chosen) {
+    return false;
   }
+  auto cls = *chosen;
+  const auto* head = queues_.peek(cls, capability);
+  auto head_ref = item_ref{head->request, head->index};
+  auto pick = sources_.pick(capability, demand_of(head_ref));
+  if (!pick.source) {
+    if (fail_ejected(cls, capability, pick)) {
+      return true;
+    }
+    note_wait(pick, capability);
+    return false;
+  }
+  auto source = *pick.source;
+  if (hold_for_faster(capability, source)) {
+    return false;
+  }
+  auto limit = sources_.max_batch_items(source);
+  if (auto wait = sources_.batch_wait(source);
+      wait.count() > 0 && (sources_.busy(source) || sources_.waits_when_idle(source))
+      && queues_.waiting(cls, capability) < limit) {
+    // Micro-batching: items that trickle in while the source works share its next call.
+    auto due = head->enqueued + wait;
+    if (clock_.now() < due) {
+      if (!pacing_wakeup_ || due < *pacing_wakeup_) {
+        pacing_wakeup_ = due;
+      }
+      return false;
+    }
+  }
+  bool count_tokens = sources_.paces_tokens(source);
+  double allowance = count_tokens ? sources_.token_allowance(source) : 0.0;
+  const uint32_t max_inputs = sources_.max_batch_inputs(source);
+  std::vector<item_ref> items;
+  uint64_t tokens = 0;
+  uint64_t inputs = 0;
+  while (items.size() < limit) {
+    const auto* next = queues_.peek(cls, capability);
+    if (next == nullptr) {
+      break;
+    }
+    if (auto why = past_hope(source, next->deadline)) {
+      fail_hopeless(cls, capability, std::move(*why));
+      continue;
+    }
+    item_ref ref{next->request, next->index};
+    uint64_t t = count_tokens ? sources_.tokens_for(source, demand_of(ref)) : 0;
+    if (!items.empty() && count_tokens && static_cast<double>(tokens + t) > allowance) {
+      break;
+    }
+    uint64_t n = max_inputs > 0 ? inputs_of(ref) : 0;
+    if (!items.empty() && max_inputs > 0 && inputs + n > max_inputs) {
+      break;
+    }
+    queues_.pop(cls, capability);
+    tokens += t;
+    inputs += n;
+    items.push_back(ref);
+  }
+  if (items.empty()) {
+    return true; // each was past hope
+  }
+  fair_.charge(capability, cls, items.size());
+  dispatched = items.size();
+  start_batch(source, std::move(items), tokens, false, out);
+  return true;
 }
 
 bool scheduler_core::waits_past(const pick_result& pick, time_point deadline) {

@@ -1646,6 +1646,35 @@ TEST_F(RemoteRouting, LowPriorityIsServedBesideAHighBacklogAndUrgentItemsGoFirst
   EXPECT_EQ(next[0].items[0]->solution_str, "urgent0");
 }
 
+TEST_F(RemoteRouting, ClassesShareASourceByTheirWeightsWhenTheirItemsAreOfOtherCapabilities) {
+  // One provider serving two jobs: one scores with embeddings, the other with a judge. The
+  // first capability listed took every call while it had work, whatever the weights: here
+  // high's, so low waited out high's whole backlog (and with the weights the other way round,
+  // the heavier class waited).
+  auto spec = endpoint("a", 60); // one call a second, one at a time in the bucket
+  spec.capabilities = {"chat", "embed"};
+  core_.add_source(std::move(spec));
+  auto embed = judge_items(40, "emb");
+  for (auto& item : embed) {
+    item.capability = "embed";
+  }
+  ASSERT_TRUE(core_.submit(1, 0, clock_.now() + 600s, std::move(embed)).admitted());
+  ASSERT_TRUE(core_.submit(2, 2, clock_.now() + 600s, judge_items(40, "jud")).admitted());
+  std::vector<std::string> order;
+  for (int s = 0; s < 34; ++s) {
+    for (auto& batch : core_.dispatch()) {
+      order.push_back(batch.items[0]->solution_str.substr(0, 3));
+      ok(batch, 0.5);
+    }
+    clock_.advance(1s);
+    core_.on_timer();
+  }
+  ASSERT_EQ(order.size(), 34u);
+  // high's weight is 16 to low's 1: low gets one call in 17, not none.
+  EXPECT_EQ(std::count(order.begin(), order.end(), "jud"), 2) << ::testing::PrintToString(order);
+  EXPECT_EQ(order.front(), "emb") << "high goes first";
+}
+
 namespace {
 
 /// The reward graph as a source: judge items, run as chat calls.
