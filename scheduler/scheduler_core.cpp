@@ -362,14 +362,16 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
       if (routing_.coalesce) {
         auto [f, fresh] = flights_.try_emplace(key);
-        if (!fresh) {
+        if (!fresh && !waits_behind(f->second.leader, priority, deadline)) {
           f->second.followers.emplace_back(id, i);
           req.states[i] = item_state::following;
           req.keys[i] = std::move(key);
           metrics_.coalesced_items.Increment();
           continue;
         }
-        f->second.leader = {id, i};
+        if (fresh) {
+          f->second.leader = {id, i};
+        }
       }
       if (auto place = abandoned_places_.take(key, now)) {
         // Sent again by a client that hung up on it: back to where it was.
@@ -394,6 +396,20 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   note_depth(priority);
   flush();
   return decision;
+}
+
+bool scheduler_core::waits_behind(item_ref leader, size_t priority, time_point deadline) const {
+  // An identical item still queued in a lower class (or due later) would hold this one to its
+  // place: a high class's item that followed a low class's flood missed its deadline. It
+  // queues on its own then; the cache takes whichever answer comes first.
+  auto found = requests_.find(leader.first);
+  if (found == requests_.end()) {
+    return false;
+  }
+  const auto& r = found->second;
+  auto state = r.states[leader.second];
+  return (state == item_state::queued || state == item_state::retrying)
+         && (priority < r.priority || deadline < r.deadline);
 }
 
 void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens,

@@ -364,6 +364,10 @@ private:
   /// `retry_after_ms`: when its sources take calls again, if known (item_result's).
   void end_unsent(const item_ref& item, pending_request& r, errc code, std::string error,
                   bool queued, int64_t retry_after_ms = 0);
+  /// Whether an item of class `priority` due at `deadline` would wait longer following
+  /// `leader` (an identical item) than queued on its own: the leader is still queued or
+  /// waiting to retry, in a lower class or due later.
+  bool waits_behind(item_ref leader, size_t priority, time_point deadline) const;
   /// Whether no source can take an item before `deadline`: each is ejected, holds back after
   /// a 429, or is paced to its rate limit, until past it.
   static bool waits_past(const pick_result& pick, time_point deadline);

@@ -615,6 +615,32 @@ TEST_F(RemoteRouting, IdenticalItemsInFlightAreSentOnce) {
   EXPECT_NE(metrics_text().find("arbiter_coalesced_items_total 1"), std::string::npos);
 }
 
+TEST_F(RemoteRouting, AnItemDoesNotFollowAnIdenticalOneQueuedInALowerClass) {
+  // Two jobs on one dataset: a high class's item identical to one still queued in a low
+  // class's flood waited in the flood's place, and missed its deadline.
+  core_.add_source(endpoint("a", 60)); // one call a second
+  auto flood = judge_items(5, "flood");
+  flood.push_back(judge_item("same0"));
+  ASSERT_TRUE(core_.submit(1, 2, clock_.now() + 600s, std::move(flood)).admitted());
+  ASSERT_EQ(core_.dispatch().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 0, clock_.now() + 600s, judge_items(1, "same")).admitted());
+  clock_.advance(1s);
+  core_.on_timer();
+  auto next = core_.dispatch();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].items[0]->solution_str, "same0");
+  ok(next[0], 0.5);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, 2u);
+  EXPECT_FALSE(done[0].results[0].coalesced);
+  // In its own class an identical item still follows one in flight (flood0) or queued ahead
+  // of it (flood1).
+  ASSERT_TRUE(core_.submit(3, 2, clock_.now() + 600s, judge_items(2, "flood")).admitted());
+  EXPECT_NE(metrics_text().find("arbiter_coalesced_items_total 2"), std::string::npos)
+    << metrics_text();
+}
+
 TEST_F(RemoteRouting, AFollowerTakesOverWhenTheLeadersRequestTimesOut) {
   core_.add_source(endpoint("a", 60));
   // The bucket holds one call: the first request's item waits behind an unrelated one.
