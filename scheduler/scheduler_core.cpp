@@ -263,7 +263,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
       }
     } else if (!items.empty()) {
-      in.items_per_second = sources_.capacity(items.front()->capability);
+      // A judge item's room comes back at the pace of its chat calls: the graph itself has no
+      // rate, so a full class said Retry-After: 1 every time and clients gave up.
+      in.items_per_second = capacity_through(items.front()->capability);
     }
     decision = decide_admission(in);
     if (!decision.admitted()) {

@@ -325,6 +325,9 @@ private:
   /// The input texts an item adds to a call (an embedding item: its candidate and each
   /// reference; anything else: 1), against a source's `max_batch_inputs`.
   uint64_t inputs_of(item_ref ref) const;
+  /// Items a second the sources under `capability` take: a reward graph's, the slowest of
+  /// the capabilities its items call (a few levels down); unset while unknown.
+  std::optional<double> capacity_through(const std::string& capability, int depth = 0);
   /// The expected time until `items` more items of `capability` at class `cls` are answered:
   /// what waits ahead of them and they themselves over the sources' capacity, plus a latency.
   /// For a reward graph, the longest of its model calls' capabilities. Nullopt while the

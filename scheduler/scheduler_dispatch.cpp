@@ -246,6 +246,22 @@ bool scheduler_core::hold_for_faster(const std::string& capability, source_id so
   return true;
 }
 
+std::optional<double> scheduler_core::capacity_through(const std::string& capability,
+                                                       int depth) {
+  const auto* fed = sources_.feeds(capability);
+  if (fed == nullptr) {
+    return sources_.capacity(capability);
+  }
+  std::optional<double> least;
+  for (const auto& under : *fed) {
+    auto rate = depth < 4 ? capacity_through(under, depth + 1) : std::nullopt;
+    if (rate && (!least || *rate < *least)) {
+      least = rate;
+    }
+  }
+  return least;
+}
+
 double scheduler_core::graph_items_ahead(const std::string& capability, size_t cls) const {
   double ahead = 0.0;
   for (size_t q = 0; q <= cls && q < queues_.class_count(); ++q) {

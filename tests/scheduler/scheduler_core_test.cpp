@@ -909,3 +909,36 @@ TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRet
   ASSERT_EQ(done.size(), 1u);
   EXPECT_TRUE(done[0].results[0].cached);
 }
+
+TEST_F(SchedulerCore, AFullClassOfJudgeItemsSaysWhenItsChatCallsMakeRoom) {
+  // A judge item's room comes back at the pace of its chat calls (10 a second here). The
+  // graph has no rate of its own, so a full class said Retry-After: 1 each time, and a
+  // client that honours it gave up after its retries.
+  auto chat = remote_chat_source();
+  chat.rate_limit = rate_limit_config{};
+  chat.rate_limit->requests_per_minute = 600;
+  chat.rate_limit->burst = 1s;
+  core_.add_source(chat);
+  source_spec graph;
+  graph.name = "reward-graph";
+  graph.capabilities = {"judge"};
+  graph.max_inflight = 1u << 16;
+  graph.feeds["judge"] = {"chat"};
+  core_.add_source(graph);
+  std::vector<score_item> held;
+  for (int i = 0; i < 100; ++i) {
+    auto item = cpu_item("held " + std::to_string(i));
+    item.capability = "judge";
+    held.push_back(std::move(item));
+  }
+  ASSERT_TRUE(core_.submit(1, 2, clock_.now() + 60s, std::move(held)).admitted());
+  std::vector<score_item> more;
+  for (int i = 0; i < 50; ++i) {
+    auto item = cpu_item("more " + std::to_string(i));
+    item.capability = "judge";
+    more.push_back(std::move(item));
+  }
+  auto r = core_.submit(2, 2, clock_.now() + 60s, std::move(more));
+  ASSERT_EQ(r.decision, admission_decision::reject_queue_full);
+  EXPECT_EQ(r.retry_after, 5s) << "50 items' room at 10 a second";
+}
