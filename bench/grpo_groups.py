@@ -31,9 +31,9 @@ table gives the p99 each ordering reaches on an ideal service with the same send
 (`ideal_p99`: one server at the providers' combined rate, no provider latency), so a shape's
 ceiling for the ratio is plain beside what the real service kept of it, and the p99 a plain
 dispatcher reaches on a model of the providers with their latencies (`latency_model_p99`,
-the mean of --model-draws draws): a group waits for the slowest of its members' calls, an item
-FIFO leaves behind for one call, so the latency spread takes more from group-aware ordering
-than from FIFO. Prints a markdown
+the mean of --model-draws draws, 32 by default: one draw's p99 spreads over seconds): a
+group waits for the slowest of its members' calls, an item FIFO leaves behind for one call,
+so the latency spread takes more from group-aware ordering than from FIFO. Prints a markdown
 table, writes OUT/grpo_groups.json and, with matplotlib, OUT/grpo_groups.png (CDF of group
 completion).
 
@@ -354,7 +354,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                        help=f"arbiter-fake-provider flags of provider {name}")
     p.add_argument("--arbiter-bin", type=Path, default=REPO / "build" / "arbiter")
     p.add_argument("--fake-provider-bin", type=Path, default=REPO / "build" / "arbiter-fake-provider")
-    p.add_argument("--model-draws", type=int, default=8,
+    p.add_argument("--model-draws", type=int, default=32,
                    help="latency draws the plain-dispatch model averages (0: no model column)")
     p.add_argument("--startup-timeout-s", type=float, default=30.0)
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
