@@ -237,12 +237,18 @@ TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
   EXPECT_EQ(item.ground_truth, std::vector<std::string>{"4"});
   EXPECT_EQ(json::parse(item.extra_info)["question"], "q?");
   EXPECT_EQ(json::parse(item.extra_info)["prompt"], "s\nq?");
-  // A text part that does not decode is refused by its path, not dropped from the prompt.
+  // A text part that does not decode is refused by its path, not dropped from the prompt; a
+  // lone surrogate decodes, as U+FFFD.
   EXPECT_FALSE(decode_slime_request(
-    R"({"prompt":[{"role":"user","content":[{"type":"text","text":"q\ud800"}]}],"response":"4"})",
+    R"({"prompt":[{"role":"user","content":[{"type":"text","text":"q\u12G4"}]}],"response":"4"})",
     reward("exact_match"), item, err));
   EXPECT_EQ(err.field, "prompt[0].content[0].text") << err.message;
   EXPECT_NE(err.message.find("invalid string escape"), std::string::npos) << err.message;
+  ASSERT_TRUE(decode_slime_request(
+    R"({"prompt":[{"role":"user","content":[{"type":"text","text":"q\ud800"}]}],"response":"4"})",
+    reward("exact_match"), item, err))
+    << err.message;
+  EXPECT_EQ(json::parse(item.extra_info)["question"], "q\xEF\xBF\xBD");
   ASSERT_TRUE(decode_slime_request(R"({"prompt":"p","response":"r","label":null})",
                                    reward("lexical"), item, err));
   EXPECT_TRUE(item.ground_truth.empty());
