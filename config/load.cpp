@@ -211,23 +211,26 @@ std::vector<bool> read_fields(const std::vector<element_field<T>>& fields,
         const double got = *number;
         const bool above_min = field.min_exclusive ? got > field.min_num : got >= field.min_num;
         if (!(above_min && got <= field.max_num)) {
-          // Bounds as written in the docs ("1000000", not "1e+06"); the value as given.
+          // Bounds and value as written ("1000000", not "1e+06": a weight of 1000001 read
+          // "at most 1000000 (got 1e+06)").
           auto bound = [](double x) {
             std::ostringstream out;
             if (std::floor(x) == x && std::fabs(x) < 1e15) {
               out << static_cast<long long>(x);
             } else {
-              out << x;
+              char digits[32];
+              std::snprintf(digits, sizeof digits, "%.15g", x);
+              out << digits;
             }
             return out.str();
           };
           std::ostringstream text;
           if (field.min_exclusive) {
             text << "must be above " << bound(field.min_num) << " and at most "
-                 << bound(field.max_num) << " (got " << got << ")";
+                 << bound(field.max_num) << " (got " << bound(got) << ")";
           } else {
             text << "must be between " << bound(field.min_num) << " and " << bound(field.max_num)
-                 << " (got " << got << ")";
+                 << " (got " << bound(got) << ")";
           }
           problems.push_back({at, text.str()});
           break;

@@ -398,6 +398,9 @@ weight = "heavy"
 [[scheduler.priorities]]
 name = "normal"
 weight = 2
+[[scheduler.priorities]]
+name = "d"
+weight = 1000001
 )";
   std::vector<config_problem> problems;
   const arbiter_config cfg = load_string(text, "weights.toml", problems);
@@ -406,7 +409,10 @@ weight = 2
     << describe(problems);
   EXPECT_EQ(reason_for(problems, "scheduler.priorities[1].weight"),
             "expected a number, got a string");
-  EXPECT_EQ(problems.size(), 2u) << describe(problems);
+  // Written in full: it read "at most 1000000 (got 1e+06)", the bound itself.
+  EXPECT_EQ(reason_for(problems, "scheduler.priorities[3].weight"),
+            "must be above 0 and at most 1000000 (got 1000001)");
+  EXPECT_EQ(problems.size(), 3u) << describe(problems);
   EXPECT_EQ(cfg.scheduler.priorities[2].weight, 2.0);
 }
 
