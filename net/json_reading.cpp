@@ -1,6 +1,9 @@
 #include "net/json_reading.hpp"
 
+#include <charconv>
+
 #include <nlohmann/json.hpp>
+#include <utf8proc.h>
 
 #include "net/number_text.hpp"
 
@@ -94,34 +97,15 @@ bool read_type(ondemand::value& value, ondemand::json_type& type, const std::str
 
 namespace {
 
-/// The value of hex digit `c`, or -1.
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
-  }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
-}
-
 /// The code unit of the four hex digits at `text[at]`, or -1.
 long hex4(std::string_view text, size_t at) noexcept {
   if (at + 4 > text.size()) {
     return -1;
   }
-  long unit = 0;
-  for (size_t k = at; k < at + 4; ++k) {
-    int digit = hex_value(text[k]);
-    if (digit < 0) {
-      return -1;
-    }
-    unit = unit * 16 + digit;
-  }
-  return unit;
+  unsigned unit = 0;
+  const char* first = text.data() + at;
+  auto [end, error] = std::from_chars(first, first + 4, unit, 16);
+  return error == std::errc{} && end == first + 4 ? static_cast<long>(unit) : -1;
 }
 
 /// What the one-letter escape after a backslash stands for (`n`: a newline); 0 for `u` and
@@ -133,22 +117,10 @@ char simple_escape(char e) noexcept {
   return at == std::string_view::npos ? char{0} : to[at];
 }
 
-void append_utf8(std::string& out, unsigned long cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+void append_utf8(std::string& out, long cp) {
+  utf8proc_uint8_t bytes[4];
+  auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), bytes);
+  out.append(reinterpret_cast<const char*>(bytes), static_cast<size_t>(n));
 }
 
 } // namespace
@@ -158,7 +130,7 @@ bool decode_string_token_lossy(std::string_view token, std::string& out) {
   if (token.empty() || token.front() != '"') {
     return false;
   }
-  constexpr unsigned long replacement = 0xFFFD;
+  constexpr long replacement = 0xFFFD;
   for (size_t i = 1; i < token.size();) {
     char c = token[i];
     if (c == '"') {
@@ -195,8 +167,7 @@ bool decode_string_token_lossy(std::string_view token, std::string& out) {
                    ? hex4(token, i + 2)
                    : -1;
       if (low >= 0xDC00 && low <= 0xDFFF) {
-        append_utf8(out, 0x10000 + ((static_cast<unsigned long>(unit) - 0xD800) << 10)
-                           + (static_cast<unsigned long>(low) - 0xDC00));
+        append_utf8(out, 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00));
         i += 6;
       } else {
         append_utf8(out, replacement); // a high surrogate alone
@@ -204,7 +175,7 @@ bool decode_string_token_lossy(std::string_view token, std::string& out) {
     } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
       append_utf8(out, replacement); // a low surrogate alone
     } else {
-      append_utf8(out, static_cast<unsigned long>(unit));
+      append_utf8(out, unit);
     }
   }
   return false; // no closing quote

@@ -297,12 +297,12 @@ private:
                    std::vector<dispatch_batch>& out);
   void dispatch_retries(std::vector<dispatch_batch>& out);
   void dispatch_queues(std::vector<dispatch_batch>& out);
-  /// Dispatches one batch of what waits for `capability`, from the class `choose_class`
-  /// says (`dispatched`: its items; 0 when items were failed instead, past hope or with every
-  /// source ejected). False when the capability can dispatch nothing more now (nothing
-  /// waits, no source can take it yet, or its work is held back).
-  bool dispatch_step(const std::string& capability, std::vector<dispatch_batch>& out,
-                     size_t& dispatched);
+  /// Dispatches one batch of what waits for `capability` in class `cls` (what `choose_class`
+  /// just said; `dispatched`: its items; 0 when items were failed instead, past hope or with
+  /// every source ejected). False when the capability can dispatch nothing more now (no
+  /// source can take it yet, or its work is held back).
+  bool dispatch_step(const std::string& capability, size_t cls,
+                     std::vector<dispatch_batch>& out, size_t& dispatched);
   void dispatch_hedges(std::vector<dispatch_batch>& out);
   /// The class whose head item for `capability` goes next: one about to miss its deadline
   /// (the earliest such; `urgent_out`, when given, says so), else the fair share's choice.

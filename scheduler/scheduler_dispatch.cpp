@@ -176,7 +176,7 @@ void scheduler_core::dispatch_queues(std::vector<dispatch_batch>& out) {
     turn taken = std::move(*next);
     turns.erase(next);
     size_t dispatched = 0;
-    const bool more = dispatch_step(taken.capability, out, dispatched);
+    const bool more = dispatch_step(taken.capability, taken.cls, out, dispatched);
     if (dispatched > 0) {
       fair_.charge(across_capabilities, taken.cls, dispatched);
     }
@@ -332,14 +332,9 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
 }
 
-bool scheduler_core::dispatch_step(const std::string& capability,
+bool scheduler_core::dispatch_step(const std::string& capability, size_t cls,
                                    std::vector<dispatch_batch>& out, size_t& dispatched) {
   dispatched = 0;
-  auto chosen = choose_class(capability);
-  if (!chosen) {
-    return false;
-  }
-  auto cls = *chosen;
   const auto* head = queues_.peek(cls, capability);
   auto head_ref = item_ref{head->request, head->index};
   auto pick = sources_.pick(capability, demand_of(head_ref));

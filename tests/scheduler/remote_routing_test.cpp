@@ -97,6 +97,21 @@ protected:
     core_.take_finished();
   }
 
+  /// For `seconds` seconds, dispatches and answers what goes each second; the first three
+  /// letters of each batch's first item, in the order they went.
+  std::vector<std::string> answer_for(int seconds) {
+    std::vector<std::string> order;
+    for (int s = 0; s < seconds; ++s) {
+      for (auto& batch : core_.dispatch()) {
+        order.push_back(batch.items[0]->solution_str.substr(0, 3));
+        ok(batch, 0.5);
+      }
+      clock_.advance(1s);
+      core_.on_timer();
+    }
+    return order;
+  }
+
   std::string metrics_text() {
     return metrics_.registry.render();
   }
@@ -1650,15 +1665,7 @@ TEST_F(RemoteRouting, LowPriorityIsServedBesideAHighBacklogAndUrgentItemsGoFirst
   core_.add_source(endpoint("a", 60)); // one call a second, one at a time in the bucket
   ASSERT_TRUE(core_.submit(1, 0, clock_.now() + 600s, judge_items(40, "high")).admitted());
   ASSERT_TRUE(core_.submit(2, 2, clock_.now() + 600s, judge_items(2, "low")).admitted());
-  std::vector<std::string> order;
-  for (int s = 0; s < 40; ++s) {
-    for (auto& batch : core_.dispatch()) {
-      order.push_back(batch.items[0]->solution_str.substr(0, 3));
-      ok(batch, 0.5);
-    }
-    clock_.advance(1s);
-    core_.on_timer();
-  }
+  auto order = answer_for(40);
   // high's weight is 16 to low's 1: low's first item goes within the first 17 calls.
   auto first_low = std::find(order.begin(), order.end(), "low") - order.begin();
   EXPECT_LE(first_low, 17) << "low is not starved";
@@ -1686,15 +1693,7 @@ TEST_F(RemoteRouting, ClassesShareASourceByTheirWeightsWhenTheirItemsAreOfOtherC
   }
   ASSERT_TRUE(core_.submit(1, 0, clock_.now() + 600s, std::move(embed)).admitted());
   ASSERT_TRUE(core_.submit(2, 2, clock_.now() + 600s, judge_items(40, "jud")).admitted());
-  std::vector<std::string> order;
-  for (int s = 0; s < 34; ++s) {
-    for (auto& batch : core_.dispatch()) {
-      order.push_back(batch.items[0]->solution_str.substr(0, 3));
-      ok(batch, 0.5);
-    }
-    clock_.advance(1s);
-    core_.on_timer();
-  }
+  auto order = answer_for(34);
   ASSERT_EQ(order.size(), 34u);
   // high's weight is 16 to low's 1: low gets one call in 17, not none.
   EXPECT_EQ(std::count(order.begin(), order.end(), "jud"), 2) << ::testing::PrintToString(order);
