@@ -80,6 +80,7 @@ void finish(graph_actor* self, uint64_t id, item_outcome outcome) {
     const auto& sources = j.graph->sources();
     outcome.sources.assign(sources.begin(), sources.end());
     outcome.cached = j.graph->all_cached();
+    outcome.coalesced = !outcome.cached && j.graph->all_shared();
     outcome.attempts = j.graph->attempts();
   }
   if (j.trace) {
@@ -88,6 +89,7 @@ void finish(graph_actor* self, uint64_t id, item_outcome outcome) {
   if (outcome.sources.empty()) {
     outcome.sources.push_back(reward_graph_source); // no model call was needed
     outcome.cached = false;
+    outcome.coalesced = false;
   }
   outcome.run_ms = std::chrono::duration<double, std::milli>(st.clock.now() - j.started).count();
   auto b = st.batches.find(j.batch);

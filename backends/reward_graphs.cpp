@@ -374,6 +374,7 @@ graph_step reward_graph::advance(const std::vector<item_result>& answers) {
     }
     attempts_ += r.attempts;
     all_cached_ = all_cached_ && r.cached;
+    all_shared_ = all_shared_ && (r.cached || r.coalesced);
     if (r.status == item_status::failed && !failed) {
       failed = failure(r.code, std::string{calls_name()} + " call " + std::to_string(i + 1)
                                  + " of " + std::to_string(answers.size()) + " failed: " + r.error);

@@ -43,8 +43,9 @@ public:
   /// fails the item with the first failed call's code and reason, else the next step.
   graph_step advance(const std::vector<item_result>& answers);
 
-  /// Provenance over every answer so far: the sources that scored them, their attempts, and
-  /// whether all came from the cache.
+  /// Provenance over every answer so far: the sources that scored them, their attempts,
+  /// whether all came from the cache, and whether all came from the cache or from identical
+  /// calls in flight (none was made for this item).
   const std::set<std::string>& sources() const noexcept {
     return sources_;
   }
@@ -53,6 +54,9 @@ public:
   }
   bool all_cached() const noexcept {
     return all_cached_;
+  }
+  bool all_shared() const noexcept {
+    return all_shared_;
   }
 
 protected:
@@ -73,6 +77,7 @@ private:
   std::set<std::string> sources_;
   uint32_t attempts_ = 0;
   bool all_cached_ = true;
+  bool all_shared_ = true;
 };
 
 /// The graph of `item`'s kind (judge, info_gain, em_info_gain), or nullptr for a kind without

@@ -150,9 +150,12 @@ struct item_outcome {
   /// Model calls: what the model returned. Null for rewards.
   std::shared_ptr<const model_output> output;
   /// Rewards computed from several model calls (graphs): the sources they ran on, whether
-  /// every call came from the cache, and the attempts all calls took. Empty/0 otherwise.
+  /// every call came from the cache (`cached`) or else from the cache and identical calls in
+  /// flight (`coalesced`: made for another item), and the attempts all calls took.
+  /// Empty/false/0 otherwise.
   std::vector<std::string> sources;
   bool cached = false;
+  bool coalesced = false;
   uint32_t attempts = 0;
   /// Optional details as JSON text (info_gain: samples, weights, entailment matrices).
   std::string detail;

@@ -810,6 +810,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
         // A reward graph: its model calls' provenance replaces the graph's own.
         result.sources = o.sources;
         result.cached = o.cached;
+        result.coalesced = o.coalesced;
         result.attempts = o.attempts;
         if (o.sources.size() == 1) {
           result.source = o.sources.front();

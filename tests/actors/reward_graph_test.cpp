@@ -214,6 +214,28 @@ TEST_F(RewardGraph, JudgeFailuresSayWhy) {
   EXPECT_EQ(calls, 3u);
 }
 
+TEST_F(RewardGraph, AnItemWhoseCallsWereAllSharedSaysSoForItsStepsCacheHits) {
+  // Each reference's call answered by: the cache (a), an identical call in flight (b), or a
+  // call of its own (c). Only an item none of whose calls was made for it is coalesced.
+  answer_with([](const score_item& call) {
+    auto r = texts({"REWARD: 0.5"});
+    r.cached = call.call->prompt.find("ref-a") != std::string::npos;
+    r.coalesced = call.call->prompt.find("ref-b") != std::string::npos;
+    return r;
+  });
+  auto out = run({judge_item("x", {"ref-a"}), judge_item("x", {"ref-b"}),
+                  judge_item("x", {"ref-a", "ref-b"}), judge_item("x", {"ref-b", "ref-c"})});
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_TRUE(out[0].cached);
+  EXPECT_FALSE(out[0].coalesced);
+  EXPECT_FALSE(out[1].cached);
+  EXPECT_TRUE(out[1].coalesced);
+  EXPECT_FALSE(out[2].cached);
+  EXPECT_TRUE(out[2].coalesced) << "one call from the cache, one shared in flight";
+  EXPECT_FALSE(out[3].cached);
+  EXPECT_FALSE(out[3].coalesced) << "one of its calls was its own";
+}
+
 TEST_F(RewardGraph, ARefusedCallRequestFailsTheItemAsOverloadedOrShuttingDown) {
   auto out = run({judge_item("x", {"y"})});
   ASSERT_EQ(out.size(), 1u);

@@ -127,6 +127,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   scored.run_ms = 3.5;
   scored.sources = {"vllm-a", "tei"};
   scored.cached = true;
+  scored.coalesced = true;
   scored.attempts = 2;
   scored.detail = R"({"samples":[]})";
   scored.evidence = R"({"model":"m","vectors":[[0.5]]})";
@@ -162,6 +163,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_EQ(s.score, 0.25);
   EXPECT_EQ(s.sources, scored.sources);
   EXPECT_TRUE(s.cached);
+  EXPECT_TRUE(s.coalesced);
   EXPECT_EQ(s.attempts, 2u);
   EXPECT_EQ(s.detail, scored.detail);
   EXPECT_EQ(s.evidence, scored.evidence);

@@ -1000,14 +1000,20 @@ TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
   core_.add_source(graph);
   auto item = judge_item("x");
   item.capability = "judge";
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {item}).admitted());
+  item.step = "7";
+  auto shared = item;
+  shared.solution_str = "y";
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {item, shared}).admitted());
   auto batches = core_.dispatch();
   ASSERT_EQ(batches.size(), 1u);
   item_outcome o = ok_outcome(0.5);
   o.sources = {"judge-a"};
   o.attempts = 3;
   o.cached = true;
-  core_.complete(batches[0].id, {o});
+  item_outcome followed = ok_outcome(0.25); // its calls followed another job's in flight
+  followed.sources = {"judge-a"};
+  followed.coalesced = true;
+  core_.complete(batches[0].id, {o, followed});
   auto done = core_.take_finished();
   ASSERT_EQ(done.size(), 1u);
   const auto& r = done[0].results[0];
@@ -1015,6 +1021,10 @@ TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
   EXPECT_EQ(r.sources, std::vector<std::string>{"judge-a"});
   EXPECT_EQ(r.attempts, 3u);
   EXPECT_TRUE(r.cached);
+  EXPECT_TRUE(done[0].results[1].coalesced);
+  auto account = core_.steps().find("7");
+  ASSERT_TRUE(account);
+  EXPECT_EQ(account->cache_hits, 2u) << "the cached item and the one whose calls were shared";
 }
 
 namespace {
