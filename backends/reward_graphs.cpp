@@ -378,6 +378,7 @@ graph_step reward_graph::advance(const std::vector<item_result>& answers) {
     if (r.status == item_status::failed && !failed) {
       failed = failure(r.code, std::string{calls_name()} + " call " + std::to_string(i + 1)
                                  + " of " + std::to_string(answers.size()) + " failed: " + r.error);
+      failed->retry_after_ms = r.retry_after_ms;
     }
   }
   if (failed) {

@@ -145,6 +145,8 @@ struct item_outcome {
   double score = 0.0;
   /// Why the item failed (empty when it did not).
   std::string error;
+  /// A reward graph failed by a model call: that call's `item_result::retry_after_ms`.
+  int64_t retry_after_ms = 0;
   /// Time the worker spent on this item.
   double run_ms = 0.0;
   /// Model calls: what the model returned. Null for rewards.

@@ -804,6 +804,7 @@ void scheduler_core::complete(batch_id id, attempt_report report,
       } else {
         result.code = o.code;
         result.error = o.error;
+        result.retry_after_ms = o.retry_after_ms;
       }
       result.evidence = o.evidence; // a failed reward's too: replay reproduces the failure
       if (!o.sources.empty()) {

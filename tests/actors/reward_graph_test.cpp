@@ -193,6 +193,7 @@ TEST_F(RewardGraph, JudgeFailuresSayWhy) {
     failed.status = item_status::failed;
     failed.code = errc::upstream_failed;
     failed.error = "judge-a answered 503";
+    failed.retry_after_ms = 4500; // ejected for another 4.5 s
     return failed;
   });
   auto out = run({judge_item("x", {"no-score"}), judge_item("x", {"too-high"}),
@@ -204,6 +205,7 @@ TEST_F(RewardGraph, JudgeFailuresSayWhy) {
   EXPECT_EQ(out[1].error, "judge score 7 outside [0, 1]: \"REWARD: 7\"");
   EXPECT_EQ(out[2].code, errc::upstream_failed);
   EXPECT_EQ(out[2].error, "judge call 1 of 1 failed: judge-a answered 503");
+  EXPECT_EQ(out[2].retry_after_ms, 4500) << "a trainer route's Retry-After";
   EXPECT_EQ(out[3].code, errc::reward_failed);
   EXPECT_EQ(out[3].error, "judge needs at least one reference in ground_truth");
   // Three items sent their calls; the one without a reference sent none.

@@ -122,6 +122,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   item_outcome failed;
   failed.code = errc::upstream_failed;
   failed.error = "HTTP 429: slow down";
+  failed.retry_after_ms = 29000;
   item_outcome scored;
   scored.score = 0.25;
   scored.run_ms = 3.5;
@@ -156,6 +157,7 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_EQ(got.report.extra_requests, 2u);
   ASSERT_EQ(got.outcomes.size(), 2u);
   EXPECT_EQ(got.outcomes[0].code, errc::upstream_failed);
+  EXPECT_EQ(got.outcomes[0].retry_after_ms, 29000);
   EXPECT_EQ(got.outcomes[0].error, failed.error);
   EXPECT_EQ(got.outcomes[0].output, nullptr);
   const auto& s = got.outcomes[1];
