@@ -886,6 +886,12 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
     why = report.kind == attempt_outcome_kind::rate_limited
             ? "rate limited until after the deadline, and no other source serves it"
             : "no time left before the deadline";
+    // When a source takes calls again (a trainer route's Retry-After).
+    if (auto pick = sources_.pick(item.capability, demand_of(ref));
+        !pick.source && pick.retry_at && *pick.retry_at > now) {
+      r.retry_after_ms = std::chrono::ceil<std::chrono::milliseconds>(*pick.retry_at - now)
+                           .count();
+    }
   } else if (d.reason == "budget_exhausted") {
     why = "the retry budget is spent";
   } else if (report.kind == attempt_outcome_kind::bad_request) {

@@ -317,19 +317,25 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   }
   ahead += calls_ahead;
   auto own = static_cast<double>(queues_.waiting(cls, capability)) + calls_ahead;
-  // The last of the request's items starts once everything before it has: the first one of
-  // an empty queue goes at once.
-  auto count = static_cast<double>(items) - 1.0;
+  // The last of the request's items starts once everything before it has. What the sources'
+  // buckets and free slots hold goes at once, the rest at their pace.
+  auto count = static_cast<double>(items);
+  auto start = [this, &capability, rate, alone](double n) {
+    return sources_.seconds_to_start(capability, n, alone)
+      .value_or(std::max(n - 1.0, 0.0) / *rate);
+  };
+  auto latency = sources_.latency(capability);
   if (alone) {
-    auto seconds = std::chrono::duration<double>(count / *rate);
-    return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
+    auto seconds = std::chrono::duration<double>(start(count));
+    return std::chrono::duration_cast<nanoseconds>(seconds) + latency;
   }
   // Higher classes first at the latest (strict priority), or the class's fair share of the
-  // capacity while lower classes wait too, whichever finishes sooner.
-  double strict = (ahead + count) / *rate;
-  double fair = (own + count) / (*rate * fair_.share(cls, waiting));
+  // capacity while lower classes wait too, whichever finishes sooner: its next item goes at
+  // the next start, each further one 1/share starts later.
+  double strict = start(ahead + count);
+  double fair = start(1.0 + (own + count - 1.0) / fair_.share(cls, waiting));
   auto seconds = std::chrono::duration<double>(std::min(strict, fair));
-  return std::chrono::duration_cast<nanoseconds>(seconds) + sources_.latency(capability);
+  return std::chrono::duration_cast<nanoseconds>(seconds) + latency;
 }
 
 bool scheduler_core::dispatch_step(const std::string& capability, size_t cls,

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "common/enum_names.hpp"
 #include "common/log.hpp"
@@ -493,6 +494,140 @@ std::optional<double> source_registry::capacity(const std::string& capability) {
     }
   }
   return total;
+}
+
+std::optional<double> source_registry::seconds_to_start(const std::string& capability,
+                                                        double items, bool idle) {
+  constexpr double unbounded = std::numeric_limits<double>::infinity();
+  /// One source's starts by time t (s): min(now_a + rate_a·t, now_b + rate_b·t) from `delay`.
+  struct pace {
+    double delay = 0.0;
+    double bucket_now = unbounded;
+    double bucket_rate = unbounded;
+    double slots_now = unbounded;
+    double slots_rate = unbounded;
+    double starts_by(double t) const {
+      if (t < delay) {
+        return 0.0;
+      }
+      t -= delay;
+      return std::max(0.0, std::min(line(bucket_now, bucket_rate, t),
+                                    line(slots_now, slots_rate, t)));
+    }
+    /// How fast `starts_by` grows just after `t`.
+    double slope_after(double t) const {
+      if (t < delay) {
+        return 0.0;
+      }
+      t -= delay;
+      auto bucket = line(bucket_now, bucket_rate, t);
+      auto slots = line(slots_now, slots_rate, t);
+      if (std::min(bucket, slots) < 0.0) {
+        return 0.0; // an overdrawn bucket still paying back
+      }
+      if (bucket != slots) {
+        return bucket < slots ? bucket_rate : slots_rate;
+      }
+      return std::min(bucket_rate, slots_rate);
+    }
+    static double line(double at_zero, double rate, double t) {
+      return rate == unbounded ? unbounded : at_zero + rate * t; // not ∞ × 0
+    }
+  };
+  auto now = clock_.now();
+  std::vector<pace> paces;
+  double total_rate = 0.0;
+  for (const auto& sp : sources_) {
+    auto& s = *sp;
+    if (!s.serves(capability)) {
+      continue;
+    }
+    auto rate = s.rate(now);
+    if (!rate || *rate <= 0.0) {
+      continue; // Nothing bounds it yet (as `capacity`), or ejected.
+    }
+    total_rate += *rate;
+    pace p;
+    const auto batch = static_cast<double>(s.spec.max_batch_items);
+    if (s.has_item_seconds && s.item_seconds > 0.0) {
+      auto free = static_cast<double>(s.limit())
+                  - (idle ? 0.0 : static_cast<double>(s.info.inflight));
+      p.slots_now = std::max(free, 0.0) * batch;
+      p.slots_rate = static_cast<double>(s.limit()) / s.item_seconds;
+    }
+    if (s.limiter) {
+      auto& l = *s.limiter;
+      if (auto blocked = l.blocked_until(); blocked > now && !idle) {
+        p.delay = std::chrono::duration<double>(blocked - now).count();
+      }
+      // What a bucket holds when the source may send again (it refills during a block), in
+      // items, and its refill rate.
+      auto bucket = [&p, idle](double level, double capacity, double per_second) {
+        auto then = idle ? capacity : std::min(capacity, level + per_second * p.delay);
+        return std::make_pair(then, per_second);
+      };
+      if (auto rpm = l.requests_per_minute(); rpm > 0.0) {
+        std::tie(p.bucket_now, p.bucket_rate) =
+          bucket(l.available_requests() * batch, l.request_capacity() * batch, rpm / 60.0 * batch);
+      }
+      if (auto tpm = l.tokens_per_minute();
+          tpm > 0.0 && s.has_tokens_per_item && s.tokens_per_item > 0.0) {
+        // Both buckets bound it; the one that runs dry first decides (a close enough line).
+        auto per_item = s.tokens_per_item;
+        auto [now_items, rate_items] = bucket(l.available_tokens() / per_item,
+                                              l.token_capacity() / per_item, tpm / 60.0 / per_item);
+        p.bucket_now = std::min(p.bucket_now, now_items);
+        p.bucket_rate = std::min(p.bucket_rate, rate_items);
+      }
+    }
+    paces.push_back(p);
+  }
+  if (paces.empty() || total_rate <= 0.0) {
+    return std::nullopt;
+  }
+  if (items <= 0.0) {
+    return 0.0;
+  }
+  // The sum is piecewise linear: find the stretch between two corners where it reaches
+  // `items` and solve on it (exact, unlike a bisection, so whole seconds stay whole).
+  std::vector<double> corners{0.0};
+  for (const auto& p : paces) {
+    corners.push_back(p.delay);
+    if (p.bucket_rate != unbounded && p.bucket_now < 0.0) {
+      corners.push_back(p.delay - p.bucket_now / p.bucket_rate); // an overdraft paid back
+    }
+    if (p.bucket_rate != unbounded && p.slots_rate != unbounded
+        && p.bucket_rate != p.slots_rate) {
+      auto t = (p.slots_now - p.bucket_now) / (p.bucket_rate - p.slots_rate);
+      if (t > 0.0) {
+        corners.push_back(p.delay + t); // where its bound changes from one line to the other
+      }
+    }
+  }
+  std::sort(corners.begin(), corners.end());
+  // Between two corners the sum grows linearly; at a corner it may jump (a block ending hands
+  // out its bucket at once).
+  for (size_t i = 0; i < corners.size(); ++i) {
+    double at = 0.0;
+    double slope = 0.0;
+    for (const auto& p : paces) {
+      at += p.starts_by(corners[i]);
+      slope += p.slope_after(corners[i]);
+    }
+    if (at >= items) {
+      return corners[i];
+    }
+    bool last = i + 1 == corners.size();
+    if (slope > 0.0) {
+      auto t = corners[i] + (items - at) / slope;
+      if (last || t <= corners[i + 1]) {
+        return t;
+      }
+    } else if (last) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
 }
 
 nanoseconds source_registry::latency(const std::string& capability) const {

@@ -246,6 +246,16 @@ public:
   /// Nullopt while no source has a bound (nothing measured and no limits).
   std::optional<double> capacity(const std::string& capability);
 
+  /// Seconds until the sources serving `capability` could have started `items` more items,
+  /// each going as soon as its pacing and slots allow: what their buckets hold now goes at
+  /// once (a rate limit's burst), the rest at the refill rate, and no faster than free slots
+  /// and the measured time per item turn over. A source blocked by a 429 starts when the
+  /// block ends; an ejected one adds nothing. Nullopt where `capacity` is unset or 0.
+  /// `idle`: as the sources would be with nothing in flight, full buckets and no block (the
+  /// least a later try could see).
+  std::optional<double> seconds_to_start(const std::string& capability, double items,
+                                         bool idle = false);
+
   /// The smoothed latency of the fastest source serving `capability` (0 before any answer).
   nanoseconds latency(const std::string& capability) const;
 

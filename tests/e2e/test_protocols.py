@@ -371,29 +371,29 @@ def test_a_call_the_rate_limit_holds_past_its_deadline_is_a_503_saying_when(make
         client.chat.completions.create(model="", messages=[{"role": "user", "content": "b"}],
                                        extra_body={"deadline_ms": 5000})
     assert time.monotonic() - start < 2
-    assert e.value.status_code == 503, e.value.body
-    assert e.value.body["code"] == "upstream_failed" and "rate-limited" in e.value.body["message"]
+    # Refused at admission now that it counts the empty bucket (429, "expected to be answered
+    # in 60000 ms"); a call admitted before the limit was known fails as 503 "rate-limited".
+    assert e.value.status_code in (429, 503), e.value.body
+    assert e.value.body["code"] in ("overloaded", "upstream_failed"), e.value.body
     assert 30 <= int(e.value.response.headers["retry-after"]) <= 61, e.value.response.headers
 
 
 def test_a_judge_item_the_rate_limit_holds_past_its_deadline_says_when_on_trainer_routes(
         make_server, provider):
-    """The same for a reward whose model calls go through a reward graph: /remote_rm and
-    /get_reward with a judge said Retry-After 1 while the message said "for another 29998 ms"
-    (the graph's outcome dropped its call's retry_after_ms; helper-38)."""
+    """The same for a reward whose model calls go through a reward graph: /get_reward with a
+    judge said Retry-After 1 while the message said "for another 29998 ms" (the graph's outcome
+    dropped its call's retry_after_ms; helper-38). Two items on a server that does not know the
+    limit yet: both calls go, the provider takes one and answers the other 429."""
     limited = provider("--rpm", "1", "--burst-seconds", "60")
     server = make_server(source_toml("limited", limited) + "[routing]\nhedge = false\n"
                          + '[rewards.strict]\nkind = "judge"\nfallback = "none"\n'
                          + '[protocols]\nreward = "strict"\n')
-    status, _, reply = post(server, "/remote_rm", {"response": "4", "label": "4"})
-    assert status == 200, reply
-    for path, body in [("/remote_rm?deadline_ms=5000", {"response": "5", "label": "5"}),
-                       ("/get_reward?deadline_ms=5000", {"query": ["6"], "labels": ["6"]})]:
-        start = time.monotonic()
-        status, headers, reply = post(server, path, body)
-        assert time.monotonic() - start < 2, path
-        assert status == 503 and "rate-limited" in json.dumps(reply), (path, status, reply)
-        assert 30 <= int(headers["retry-after"]) <= 61, (path, headers)
+    start = time.monotonic()
+    status, headers, reply = post(server, "/get_reward?deadline_ms=5000",
+                                  {"query": ["5", "6"], "labels": ["5", "6"]})
+    assert time.monotonic() - start < 2
+    assert status == 503 and "rate limited until after the deadline" in json.dumps(reply), reply
+    assert 30 <= int(headers["retry-after"]) <= 61, headers
 
 
 def test_a_lone_surrogate_in_a_raw_trainers_body_is_read_as_the_replacement_character(

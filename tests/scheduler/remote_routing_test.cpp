@@ -662,9 +662,10 @@ TEST_F(RemoteRouting, AFollowerTakesOverWhenTheLeadersRequestTimesOut) {
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, judge_items(1, "other")).admitted());
   auto first = core_.dispatch();
   ASSERT_EQ(first.size(), 1u);
-  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 500ms, judge_items(1, "same")).admitted());
+  // Its next call goes in 1 s, just in time for request 2 (admitted), which is held past it.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 1s, judge_items(1, "same")).admitted());
   ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, judge_items(1, "same")).admitted());
-  clock_.advance(500ms);
+  clock_.advance(1s);
   core_.on_timer();
   auto done = core_.take_finished();
   ASSERT_EQ(done.size(), 1u);
@@ -1240,10 +1241,12 @@ TEST_F(RemoteRouting, AnItemPacedPastItsDeadlineFailsAtOnceSayingWhenToTryAgain)
   auto spec = endpoint("a", 1);
   spec.rate_limit->burst = 60s;
   core_.add_source(std::move(spec));
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 30s, judge_items(1, "first")).admitted());
+  // Admitted while the bucket holds its one call, which a high-class item then takes.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "second")).admitted());
+  ASSERT_TRUE(core_.submit(1, 0, clock_.now() + 30s, judge_items(1, "first")).admitted());
   auto first = core_.dispatch();
   ASSERT_EQ(first.size(), 1u);
-  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "second")).admitted());
+  ASSERT_EQ(first[0].items[0]->solution_str, "first0");
   // While the first call is out, its answer's rate-limit headers may fill the bucket: the
   // second waits.
   EXPECT_TRUE(core_.dispatch().empty());
@@ -1365,6 +1368,7 @@ TEST_F(RemoteRouting, ARetryAfterPastTheDeadlineEndsTheItemAtOnceSayingSo) {
   EXPECT_NE(done[0].results[0].error.find("rate limited until after the deadline"),
             std::string::npos)
     << done[0].results[0].error;
+  EXPECT_EQ(done[0].results[0].retry_after_ms, 30000) << "a trainer route said Retry-After 1";
 }
 
 TEST_F(RemoteRouting, AnAuthFailureSendsTheItemToAnotherSource) {
@@ -1774,6 +1778,21 @@ TEST_F(RemoteRouting, AdmissionCountsGraphItemsWhoseCallsAreNotQueuedYet) {
   EXPECT_GE(admitted, 8u);
   EXPECT_LE(admitted, 11u);
   EXPECT_EQ(admitted + refused, 30u);
+}
+
+TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
+  // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
+  // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
+  // 40 items with a fallback took it at admission (lexical scores instead of the judge's).
+  auto spec = endpoint("a", 600);
+  spec.rate_limit->burst = 60s;
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1500ms, judge_items(25, "now")).admitted());
+  // 600 in the bucket, then 10 a second: 725 items in 12.5 s.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 13s, judge_items(700, "bulk")).admitted());
+  auto r = core_.submit(3, 1, clock_.now() + 5s, judge_items(1, "late"));
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+  EXPECT_EQ(r.retry_after, 8s) << "12.6 s away against a 5 s deadline, rounded up";
 }
 
 TEST_F(RemoteRouting, ItemsTooSlowForTheDeadlineTakeTheirFallbackInsteadOfRefusingTheRequest) {

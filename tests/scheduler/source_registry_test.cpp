@@ -339,6 +339,36 @@ TEST(SourceRegistry, CapacityIsTheLeastOfConcurrencyAndPacing) {
   EXPECT_DOUBLE_EQ(*reg.capacity("chat"), 128.0) << "an ejected source adds nothing";
 }
 
+TEST(SourceRegistry, SecondsToStartSpendWhatTheBucketHoldsThenThePace) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("a", 60, 10s); // ten calls at once, then one a second
+  spec.max_batch_items = 1;
+  auto a = reg.add(spec);
+  EXPECT_EQ(reg.seconds_to_start("chat", 10), 0.0) << "the burst goes at once";
+  EXPECT_DOUBLE_EQ(*reg.seconds_to_start("chat", 15), 5.0);
+  EXPECT_DOUBLE_EQ(*reg.capacity("chat"), 1.0) << "what it sustains is unchanged";
+  // A 429 blocks it for 3 s and empties the bucket, which refills meanwhile.
+  reg.acquire(a, 0, 1);
+  auto limited = failed(attempt_outcome_kind::rate_limited);
+  limited.retry_after = 3s;
+  reg.release(a, limited, 1s);
+  EXPECT_DOUBLE_EQ(*reg.seconds_to_start("chat", 1), 3.0);
+  EXPECT_DOUBLE_EQ(*reg.seconds_to_start("chat", 5), 5.0) << "3 at the block's end, then 1/s";
+  EXPECT_DOUBLE_EQ(*reg.seconds_to_start("chat", 15, /*idle=*/true), 5.0)
+    << "a later try finds no block and a full bucket";
+  // Slots: two workers at 1 s an item, both busy: the next starts as one frees.
+  auto c = reg.add(local("c", {"nli"}, 2));
+  reg.acquire(c, 0, 1);
+  reg.release(c, ok_after(1s), 1s);
+  EXPECT_EQ(reg.seconds_to_start("nli", 2), 0.0) << "both slots free";
+  reg.acquire(c, 0, 1);
+  reg.acquire(c, 0, 1);
+  EXPECT_DOUBLE_EQ(*reg.seconds_to_start("nli", 1), 0.5);
+  EXPECT_DOUBLE_EQ(*reg.seconds_to_start("nli", 4), 2.0);
+  EXPECT_FALSE(reg.seconds_to_start("embed", 1).has_value()) << "nothing serves it";
+}
+
 TEST(SourceRegistry, AnEndpointThatSaysItsLimitsLeavesSlowStart) {
   manual_time_source clock;
   source_registry reg{clock};
