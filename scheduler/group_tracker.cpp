@@ -11,6 +11,11 @@ group_tracker::order group_tracker::admit(const std::string& group, time_point n
                                           time_point deadline, bool scored_member) {
   auto [found, fresh] = groups_.try_emplace(group);
   auto& g = found->second;
+  if (!fresh && expired(g, now)) {
+    // The name is used again after the group was forgotten (a later step): a new group.
+    g = state{};
+    fresh = true;
+  }
   if (fresh) {
     g.first_arrival = now;
     g.earliest_deadline = deadline;
@@ -78,9 +83,10 @@ std::optional<nanoseconds> group_tracker::ended(const std::string& group, time_p
   return complete;
 }
 
-std::optional<time_point> group_tracker::first_arrival(const std::string& group) const {
+std::optional<time_point> group_tracker::first_arrival(const std::string& group,
+                                                       time_point now) const {
   auto found = groups_.find(group);
-  if (found == groups_.end()) {
+  if (found == groups_.end() || expired(found->second, now)) {
     return std::nullopt;
   }
   return found->second.first_arrival;
@@ -120,7 +126,7 @@ void group_tracker::prune(time_point now) {
   }
   last_prune_ = now;
   for (auto it = groups_.begin(); it != groups_.end();) {
-    if (it->second.pending == 0 && now - it->second.last_active > memory_) {
+    if (expired(it->second, now)) {
       it = groups_.erase(it);
     } else {
       ++it;

@@ -56,8 +56,9 @@ public:
   order admit(const std::string& group, time_point now, time_point deadline,
               bool scored_member);
 
-  /// When `group`'s first member arrived, if the group is known.
-  std::optional<time_point> first_arrival(const std::string& group) const;
+  /// When `group`'s first member arrived, if the group is known at `now` (not forgotten, nor
+  /// due to be: a name used again past the memory is a new group).
+  std::optional<time_point> first_arrival(const std::string& group, time_point now) const;
 
   /// Notes that a scored member of `group` ended at `now`: with `score`, or failed (null).
   /// Returns the time since the group's first arrival when this left nothing of it pending.
@@ -94,6 +95,12 @@ private:
     double min = 0.0;
     double max = 0.0;
   };
+
+  /// Nothing of it pending and idle for longer than the memory: forgotten, though `prune` may
+  /// not have erased it yet.
+  bool expired(const state& g, time_point now) const noexcept {
+    return g.pending == 0 && now - g.last_active > memory_;
+  }
 
   /// Forgets the idle groups idle longest until at most three quarters of `max_groups_` are
   /// known (fewer only if enough are idle), then waits for a quarter more before the next

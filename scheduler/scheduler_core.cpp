@@ -205,7 +205,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     if (item.group.empty() || item.group_deadline_ms == 0) {
       continue;
     }
-    auto due = groups_.first_arrival(item.group).value_or(now)
+    auto due = groups_.first_arrival(item.group, now).value_or(now)
                + std::chrono::milliseconds{item.group_deadline_ms};
     if (due <= now) {
       late.resize(items.size());

@@ -112,6 +112,19 @@ TEST(GroupTracker, AnIdleGroupIsForgottenAfterTheMemoryAndAPendingOneNever) {
   EXPECT_EQ(groups.summary("done").scored, 0u);
 }
 
+TEST(GroupTracker, ANameUsedAgainPastTheMemoryIsANewGroupBeforeAnyPrune) {
+  group_tracker groups{60s};
+  groups.admit("g", t0, t0 + 30s, true);
+  double s = 1.0;
+  groups.ended("g", t0 + 1s, &s);
+  EXPECT_EQ(groups.first_arrival("g", t0 + 60s), t0) << "idle for less than the memory";
+  EXPECT_FALSE(groups.first_arrival("g", t0 + 62s).has_value());
+  auto again = groups.admit("g", t0 + 62s, t0 + 90s, true);
+  EXPECT_EQ(again.first_arrival, t0 + 62s);
+  EXPECT_EQ(groups.summary("g").scored, 0u);
+  EXPECT_EQ(groups.summary("g").pending, 1u);
+}
+
 TEST(GroupTracker, PastItsCapTheGroupsIdleLongestAreForgottenAndPendingOnesKept) {
   // A client naming a fresh group per item must not grow the tracker without bound.
   group_tracker groups{1h, 8};

@@ -613,6 +613,19 @@ TEST_F(SchedulerCore, ALateGroupsMemberFailsAloneItsRequestsOtherItemsAreScored)
   }
   EXPECT_TRUE(seen_new);
   EXPECT_TRUE(core_.idle());
+  // Past the group memory (5 min) the name is a new group, whose first member is in time: it
+  // failed, read against the forgotten group's first arrival (helper-37).
+  clock_.advance(301s);
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, {timed("old", "next step")}).admitted());
+  auto reused = core_.dispatch();
+  ASSERT_EQ(reused.size(), 1u);
+  answer(reused[0], 0.25);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok) << done[0].results[0].error;
+  ASSERT_EQ(done[0].groups.size(), 1u);
+  EXPECT_EQ(done[0].groups[0].scored, 1u);
+  EXPECT_EQ(done[0].groups[0].failed, 0u) << "nothing of the old group's";
 }
 
 namespace {
