@@ -12,6 +12,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/messages.hpp"
+#include "backends/embedding_scoring.hpp"
 #include "common/log.hpp"
 #include "scheduler/scheduler_core.hpp"
 #include "scheduler/wakeup_timers.hpp"
@@ -209,6 +210,7 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
   st.core = std::make_unique<scheduler::scheduler_core>(cfg, st.clock, *metrics, routing,
                                                         std::random_device{}());
   st.core->set_fallback(std::move(fallback));
+  st.core->set_item_check(backends::embedding_unscorable);
   st.core->set_recording(recorder != nullptr);
   st.recorder = std::move(recorder);
   // A bug that throws must not leave requests without an answer: fail every pending request,

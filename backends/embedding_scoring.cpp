@@ -22,6 +22,8 @@ struct embedding_plan {
   std::string candidate;
 };
 
+constexpr const char* no_reference = "embedding needs at least one reference in ground_truth";
+
 embedding_plan plan_embedding(std::string_view model, const score_item& item) {
   embedding_plan plan;
   if (item.call) {
@@ -121,7 +123,7 @@ item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
     return out;
   }
   if (span.references == 0) {
-    return failure("embedding needs at least one reference in ground_truth");
+    return failure(no_reference);
   }
   const auto& candidate = vectors[span.first];
   for (uint32_t r = 1; r <= span.references; ++r) {
@@ -179,6 +181,10 @@ item_outcome score_embedding(const score_item& item, const embedding_plan& plan,
 }
 
 } // namespace
+
+std::string embedding_unscorable(const score_item& item) {
+  return item.kind == "embedding" && !item.call && item.ground_truth.empty() ? no_reference : "";
+}
 
 embedding_inputs embedding_texts(const std::vector<shared_item>& items, std::string_view model) {
   embedding_inputs out;

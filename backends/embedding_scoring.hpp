@@ -39,6 +39,11 @@ struct embedding_inputs {
 /// on, unless the item's options set `instruction`.
 embedding_inputs embedding_texts(const std::vector<shared_item>& items, std::string_view model);
 
+/// Why an embedding reward item cannot be scored whatever its embedder answers (it has no
+/// reference: a filter that keeps none keeps all), or "" when it can or is not one. The
+/// scheduler fails such an item before any call (`scheduler_core::set_item_check`).
+std::string embedding_unscorable(const score_item& item);
+
 /// Vectors of one batch that cannot be compared (different dimensions): the embedder's fault.
 class embedding_mismatch : public std::runtime_error {
 public:

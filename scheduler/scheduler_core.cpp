@@ -195,24 +195,39 @@ bool scheduler_core::shares_answers(const score_item& item) const {
 admission_result scheduler_core::submit(request_id id, size_t priority, time_point deadline,
                                         std::vector<shared_item> items, bool internal) {
   auto now = clock_.now();
-  // A group deadline counts from the group's first arrival: it may leave this request less
-  // time than its own. A member whose group's deadline has passed fails at once (not
-  // refused); the request's other items keep the earliest deadline still ahead.
-  std::vector<std::string> late;  // sized at the first late member: most requests have none
+  // Items that end at once, failed, whatever the sources do (sized at the first: most requests
+  // have none), and how. A group deadline counts from the group's first arrival: it may leave
+  // this request less time than its own. A member whose group's deadline has passed fails at
+  // once (not refused); the request's other items keep the earliest deadline still ahead. An
+  // item its reward cannot score (`set_item_check`) fails as reward_failed, making no call.
+  std::vector<std::string> late;
+  std::vector<errc> late_code;
   size_t late_items = 0;
+  auto end_at_once = [&](size_t i, errc code, std::string why) {
+    late.resize(items.size());
+    late_code.resize(items.size(), errc::none);
+    late[i] = std::move(why);
+    late_code[i] = code;
+    ++late_items;
+  };
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& item = *items[i];
+    if (item_check_) {
+      if (auto why = item_check_(item); !why.empty()) {
+        end_at_once(i, errc::reward_failed, std::move(why));
+        continue;
+      }
+    }
     if (item.group.empty() || item.group_deadline_ms == 0) {
       continue;
     }
     auto due = groups_.first_arrival(item.group, now).value_or(now)
                + std::chrono::milliseconds{item.group_deadline_ms};
     if (due <= now) {
-      late.resize(items.size());
-      late[i] = "the deadline of group '" + item.group + "' ("
-                + std::to_string(item.group_deadline_ms)
-                + " ms after its first member arrived) passed before this request arrived";
-      ++late_items;
+      end_at_once(i, errc::deadline_exceeded,
+                  "the deadline of group '" + item.group + "' ("
+                    + std::to_string(item.group_deadline_ms)
+                    + " ms after its first member arrived) passed before this request arrived");
     } else {
       deadline = std::min(deadline, due);
     }
@@ -313,7 +328,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     const auto& item = *req.items[i];
     if (!late.empty() && !late[i].empty()) {
       item_result r;
-      r.code = errc::deadline_exceeded;
+      r.code = late_code[i];
       r.error = std::move(late[i]);
       end_item(id, req, i, std::move(r), false);
       continue;

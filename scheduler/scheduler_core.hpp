@@ -48,6 +48,8 @@ struct dispatch_batch {
 
 /// Scores an item with its reward's fallback kind (see `score_item::fallback`).
 using fallback_fn = std::function<item_outcome(const score_item&)>;
+/// See `scheduler_core::set_item_check`.
+using item_check_fn = std::function<std::string(const score_item&)>;
 
 /// A batch the scheduler gave up on (a hedge that lost): the caller tells its source to stop.
 struct cancelled_batch {
@@ -112,6 +114,13 @@ public:
   /// worker failure, overload, shutdown), `fallback` scores it and it ends `fallback`.
   void set_fallback(fallback_fn fallback) {
     fallback_ = std::move(fallback);
+  }
+
+  /// Asked of every item a client submits: a reason its reward cannot score it whatever the
+  /// sources answer (an embedding item with no reference), or "". Such an item fails at once
+  /// as reward_failed and makes no model call.
+  void set_item_check(item_check_fn check) {
+    item_check_ = std::move(check);
   }
 
   /// With the replay log on, every batch asks its source for the evidence of its scores
@@ -482,6 +491,7 @@ private:
   /// `calls` (it did not reach the provider).
   void settle_given_up(batch_id id, const attempt_report& report);
   fallback_fn fallback_;
+  item_check_fn item_check_;
   std::vector<prometheus::Gauge*> depth_gauges_;
   /// What this core last added to each depth gauge (see `note_depth`).
   std::vector<size_t> depth_noted_;

@@ -85,6 +85,30 @@ def test_embedding_falls_back_to_lexical_when_its_source_is_down(make_server, pr
     assert 'arbiter_items_total{reward="embedding",status="fallback"} 1' in metrics
 
 
+def test_an_embedding_item_without_a_reference_fails_as_such_with_no_call(make_server,
+                                                                          provider):
+    """It was sent to the provider and failed after its vector came back: under an outage it
+    failed upstream_failed after three calls, which /remote_rm answered 503, a status a
+    trainer retries, though no retry can score it (helper-38)."""
+    p = provider("--outage", "0:3600")
+    s = make_server("[routing]\nhedge = false\n\n" + source_toml("tei", p.url, "tei", ["embed"]))
+    good = {"reward": "embedding", "solution_str": "a cat", "ground_truth": ["a cat"]}
+    status, _, body = s.score({"items": [{"reward": "embedding", "solution_str": "a cat",
+                                          "ground_truth": gt} for gt in ([], {"target": []})]
+                               + [good], "deadline_ms": 3000})
+    assert status == 200, body
+    for r in body["results"][:2]:
+        assert r["status"] == "failed" and r["error"]["code"] == "reward_failed", r
+        assert "at least one reference" in r["error"]["message"], r
+        assert r["attempts"] == 0, r
+    assert body["results"][2]["status"] == "fallback", "the healthy item still takes its course"
+    calls = p.stats()["requests_total"]
+    status, _, body = s.request("POST", "/remote_rm?reward=embedding",
+                                {"response": "a cat", "label": None})
+    assert status == 422, body
+    assert p.stats()["requests_total"] == calls, "no call for it"
+
+
 def test_a_reward_without_fallback_fails_explicitly(make_server, provider):
     p = provider("--outage", "0:3600")
     s = make_server("[routing]\nhedge = false\nmax_attempts = 2\n\n"

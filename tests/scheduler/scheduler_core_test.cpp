@@ -243,6 +243,27 @@ TEST_F(SchedulerCore, ItemsNoSourceServesFailAtOnceOthersRun) {
   EXPECT_EQ(done[0].results[1].code, errc::no_eligible_source);
 }
 
+TEST_F(SchedulerCore, AnItemItsRewardCannotScoreFailsAtOnceAndMakesNoCall) {
+  core_.add_source("cpu", {"cpu"});
+  core_.set_item_check([](const score_item& item) {
+    return item.ground_truth.empty() ? std::string{"no reference"} : std::string{};
+  });
+  auto bare = cpu_item("nothing to compare with");
+  bare.ground_truth.clear();
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, {cpu_item("x"), bare}).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].items.size(), 1u);
+  EXPECT_EQ(batches[0].items[0]->solution_str, "x");
+  answer(batches[0], 1.0);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_EQ(done[0].results[1].code, errc::reward_failed);
+  EXPECT_EQ(done[0].results[1].error, "no reference");
+  EXPECT_EQ(done[0].results[1].attempts, 0u);
+}
+
 TEST_F(SchedulerCore, ALostSourcesItemsAreRetriedOnAnotherAndItsLateAnswerIgnored) {
   auto a = core_.add_source("a", {"cpu"});
   core_.add_source("b", {"cpu"});
