@@ -365,7 +365,8 @@ graph_step reward_graph::advance(const std::vector<item_result>& answers) {
   std::optional<item_outcome> failed;
   for (size_t i = 0; i < answers.size(); ++i) {
     const auto& r = answers[i];
-    if (!r.source.empty() && r.status != item_status::failed) {
+    // A failed call's source too: a failed item names the source that failed it.
+    if (!r.source.empty()) {
       if (r.sources.empty()) {
         sources_.insert(r.source);
       } else {

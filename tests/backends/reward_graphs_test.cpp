@@ -166,6 +166,14 @@ TEST_F(RewardGraphs, AFailedCallFailsTheItemNamingTheCall) {
   EXPECT_EQ(step.outcome.code, errc::upstream_failed);
   EXPECT_EQ(step.outcome.error, "judge call 2 of 2 failed: HTTP 503");
   EXPECT_EQ(graph->sources(), std::set<std::string>{"judge-a"}) << "the failed one ran nowhere";
+  // One that failed at a source names it (an info_gain item failed by its NLI source named
+  // only the generator that had answered; a judge item, "reward-graph"; helper-38).
+  graph = make_reward_graph(make_item("judge", "x", {"a", "b"}), catalog_);
+  ASSERT_EQ(graph->start().calls.size(), 2u);
+  failed.source = "judge-b";
+  step = graph->advance({completions("judge-a", {"REWARD: 1"}), failed});
+  ASSERT_TRUE(step.done());
+  EXPECT_EQ(graph->sources(), (std::set<std::string>{"judge-a", "judge-b"}));
 }
 
 TEST_F(RewardGraphs, InfoGainGeneratesBothSidesThenJudgesEverySampleThenTakesTheDelta) {
