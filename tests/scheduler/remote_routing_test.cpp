@@ -50,6 +50,13 @@ source_spec endpoint(std::string name, uint32_t rpm = 0) {
   return s;
 }
 
+/// `endpoint` whose bucket holds `burst` of its per-minute limit (a minute: all of it).
+source_spec endpoint(std::string name, uint32_t rpm, nanoseconds burst) {
+  auto s = endpoint(std::move(name), rpm);
+  s.rate_limit->burst = burst;
+  return s;
+}
+
 attempt_report outcome(attempt_outcome_kind kind, nanoseconds latency = 100ms) {
   attempt_report r;
   r.kind = kind;
@@ -1238,9 +1245,7 @@ TEST_F(RemoteRouting, ItemsQueuedBehindARetryAfterPastTheirDeadlineFailAtOnce) {
 TEST_F(RemoteRouting, AnItemPacedPastItsDeadlineFailsAtOnceSayingWhenToTryAgain) {
   // A provider that takes one call a minute (its headers said so, or its configuration): the
   // second item, due in 10 s, was held to its deadline to fail there as deadline_exceeded.
-  auto spec = endpoint("a", 1);
-  spec.rate_limit->burst = 60s;
-  core_.add_source(std::move(spec));
+  core_.add_source(endpoint("a", 1, 60s));
   // Admitted while the bucket holds its one call, which a high-class item then takes.
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, judge_items(1, "second")).admitted());
   ASSERT_TRUE(core_.submit(1, 0, clock_.now() + 30s, judge_items(1, "first")).admitted());
@@ -1784,9 +1789,7 @@ TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
   // 40 items with a fallback took it at admission (lexical scores instead of the judge's).
-  auto spec = endpoint("a", 600);
-  spec.rate_limit->burst = 60s;
-  core_.add_source(std::move(spec));
+  core_.add_source(endpoint("a", 600, 60s));
   ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1500ms, judge_items(25, "now")).admitted());
   // 600 in the bucket, then 10 a second: 725 items in 12.5 s.
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 13s, judge_items(700, "bulk")).admitted());
