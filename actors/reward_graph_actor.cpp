@@ -82,6 +82,7 @@ void finish(graph_actor* self, uint64_t id, item_outcome outcome) {
     outcome.cached = j.graph->all_cached();
     outcome.coalesced = !outcome.cached && j.graph->all_shared();
     outcome.attempts = j.graph->attempts();
+    outcome.queue_ms = j.graph->queued_ms();
   }
   if (j.trace) {
     outcome.evidence = j.trace->encode();

@@ -180,8 +180,8 @@ typename Inspector::result_type inspect(Inspector& f, item_outcome& x) {
   wire::enum_ref<errc, errc::client_closed> code{x.code};
   wire::shared_ref<model_output> output{x.output};
   return f(caf::meta::type_name("item_outcome"), code, x.score, x.error, x.retry_after_ms,
-           x.run_ms, output, x.sources, x.cached, x.coalesced, x.attempts, x.detail, x.extra,
-           x.evidence);
+           x.run_ms, x.queue_ms, output, x.sources, x.cached, x.coalesced, x.attempts, x.detail,
+           x.extra, x.evidence);
 }
 
 } // namespace arbiter

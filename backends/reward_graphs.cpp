@@ -363,8 +363,10 @@ private:
 
 graph_step reward_graph::advance(const std::vector<item_result>& answers) {
   std::optional<item_outcome> failed;
+  double longest_wait = 0.0;
   for (size_t i = 0; i < answers.size(); ++i) {
     const auto& r = answers[i];
+    longest_wait = std::max(longest_wait, r.queue_ms);
     // A failed call's source too: a failed item names the source that failed it.
     if (!r.source.empty()) {
       if (r.sources.empty()) {
@@ -382,6 +384,7 @@ graph_step reward_graph::advance(const std::vector<item_result>& answers) {
       failed->retry_after_ms = r.retry_after_ms;
     }
   }
+  queued_ms_ += longest_wait;
   if (failed) {
     return outcome_step(std::move(*failed));
   }

@@ -58,6 +58,10 @@ public:
   bool all_shared() const noexcept {
     return all_shared_;
   }
+  /// How long its calls waited in their queues: per step, the longest wait, summed.
+  double queued_ms() const noexcept {
+    return queued_ms_;
+  }
 
 protected:
   /// What the current step's calls are, for failures ("judge", "generation", "NLI", ...).
@@ -78,6 +82,7 @@ private:
   uint32_t attempts_ = 0;
   bool all_cached_ = true;
   bool all_shared_ = true;
+  double queued_ms_ = 0.0;
 };
 
 /// The graph of `item`'s kind (judge, info_gain, em_info_gain), or nullptr for a kind without

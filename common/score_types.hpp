@@ -149,6 +149,9 @@ struct item_outcome {
   int64_t retry_after_ms = 0;
   /// Time the worker spent on this item.
   double run_ms = 0.0;
+  /// A reward graph: of `run_ms`, the time its model calls waited in their queues (per step
+  /// of calls, the longest wait), which the scheduler reports as the item's queue time.
+  double queue_ms = 0.0;
   /// Model calls: what the model returned. Null for rewards.
   std::shared_ptr<const model_output> output;
   /// Rewards computed from several model calls (graphs): the sources they ran on, whether

@@ -444,11 +444,17 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   record.source_name = sources_.name(source);
   record.dispatched = now;
   record.hedge = hedge;
+  // An item sent to a reward graph waits on in its model calls' queues: they are observed.
+  const bool observe_wait =
+    items.empty() || sources_.feeds(requests_.at(items.front().first)
+                                      .items[items.front().second]->capability) == nullptr;
   for (auto [rid, index] : items) {
     auto& req = requests_.at(rid);
     if (req.states[index] != item_state::running) {
       req.results[index].queue_ms = ms_between(req.enqueued[index], now);
-      wait_histograms_[req.priority]->Observe(seconds_between(req.enqueued[index], now));
+      if (observe_wait) {
+        wait_histograms_[req.priority]->Observe(seconds_between(req.enqueued[index], now));
+      }
     }
     req.states[index] = item_state::running;
     req.results[index].attempts += 1;
@@ -809,6 +815,9 @@ void scheduler_core::complete(batch_id id, attempt_report report,
       result.run_ms = o.run_ms > 0.0 ? o.run_ms
                                      : std::chrono::duration<double, std::milli>(report.latency)
                                          .count();
+      // A reward graph's calls waited in the queues while it ran: queue time, not run time.
+      result.queue_ms += o.queue_ms;
+      result.run_ms = std::max(0.0, result.run_ms - o.queue_ms);
       run_histogram_->Observe(result.run_ms / 1000.0);
       if (o.code == errc::none) {
         result.score = o.score;

@@ -99,6 +99,7 @@ TEST_F(RewardGraphs, JudgeAsksOneChatPerReferenceAndKeepsTheBestMeanOfVotes) {
   EXPECT_EQ(graph->sources(), (std::set<std::string>{"judge-a", "judge-b"}));
   EXPECT_EQ(graph->attempts(), 3u);
   EXPECT_FALSE(graph->all_cached());
+  EXPECT_DOUBLE_EQ(graph->queued_ms(), 0.0);
 }
 
 TEST_F(RewardGraphs, JudgeVotesCutInsideTheirScoreOrFilteredAreLeftOut) {
@@ -192,8 +193,11 @@ TEST_F(RewardGraphs, InfoGainGeneratesBothSidesThenJudgesEverySampleThenTakesThe
   EXPECT_NE(step.calls[0].call->prompt.find("Paris is the capital"), std::string::npos);
   EXPECT_EQ(step.calls[1].call->prompt.find("Paris is the capital"), std::string::npos);
 
-  step = graph->advance({completions("gen-1", {"Paris", "Paris."}),
-                         completions("gen-1", {"Lyon", "Nice"})});
+  auto with_context = completions("gen-1", {"Paris", "Paris."});
+  auto without = completions("gen-1", {"Lyon", "Nice"});
+  with_context.queue_ms = 30.0;
+  without.queue_ms = 50.0; // queued together: the longer wait is the item's
+  step = graph->advance({with_context, without});
   ASSERT_FALSE(step.done());
   // soft, one gold answer: for each sample, (sample => answer) and (answer => sample).
   ASSERT_EQ(step.calls.size(), 8u);
@@ -204,6 +208,7 @@ TEST_F(RewardGraphs, InfoGainGeneratesBothSidesThenJudgesEverySampleThenTakesThe
   std::vector<item_result> probs;
   for (int i = 0; i < 8; ++i) {
     probs.push_back(entailment(i < 4 ? 0.9 : 0.2));
+    probs.back().queue_ms = i; // then up to 7 ms more
   }
   step = graph->advance(probs);
   ASSERT_TRUE(step.done());
@@ -215,6 +220,7 @@ TEST_F(RewardGraphs, InfoGainGeneratesBothSidesThenJudgesEverySampleThenTakesThe
   EXPECT_NEAR(detail["delta"].get<double>(), 0.7, 1e-12);
   EXPECT_EQ(graph->sources(), (std::set<std::string>{"gen-1", "nli-1"}));
   EXPECT_EQ(graph->attempts(), 10u);
+  EXPECT_DOUBLE_EQ(graph->queued_ms(), 50.0 + 7.0) << "each step's longest wait, summed";
 }
 
 TEST_F(RewardGraphs, InfoGainNamesTheStageThatFailed) {

@@ -85,6 +85,25 @@ def test_embedding_falls_back_to_lexical_when_its_source_is_down(make_server, pr
     assert 'arbiter_items_total{reward="embedding",status="fallback"} 1' in metrics
 
 
+def test_a_judge_items_wait_for_its_call_is_its_queue_time(make_server, provider):
+    """A judge item went to the reward graph at once: its queue_ms was near 0 and its call's
+    wait behind the others showed as run_ms; the queue-wait histogram counted every item twice,
+    half of them near 0 (helper-36)."""
+    p = provider("--latency-median-ms", "300")
+    s = make_server("[routing]\nhedge = false\n\n"
+                    + source_toml("llm", p.url, "openai", ["chat"], max_concurrency=1))
+    items = [{"reward": "judge", "solution_str": f"answer {i}", "ground_truth": [f"ref {i}"]}
+             for i in range(4)]
+    status, _, body = s.score({"items": items, "deadline_ms": 20000})
+    assert status == 200, body
+    results = body["results"]
+    assert all(r["status"] == "ok" and r["attempts"] == 1 for r in results), results
+    assert max(r["queue_ms"] for r in results) >= 500, "the last call waited behind two or three"
+    assert all(r["run_ms"] < 900 for r in results), [r["run_ms"] for r in results]
+    _, _, metrics = s.request("GET", "/metrics")
+    assert 'arbiter_queue_wait_seconds_count{priority="normal"} 4' in metrics
+
+
 def test_an_embedding_item_without_a_reference_fails_as_such_with_no_call(make_server,
                                                                           provider):
     """It was sent to the provider and failed after its vector came back: under an outage it

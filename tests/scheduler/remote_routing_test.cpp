@@ -1005,6 +1005,7 @@ TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
   graph.capabilities = {"judge"};
   graph.max_batch_items = 16;
   graph.max_inflight = 100;
+  graph.feeds["judge"] = {"chat"};
   core_.add_source(graph);
   auto item = judge_item("x");
   item.capability = "judge";
@@ -1018,6 +1019,8 @@ TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
   o.sources = {"judge-a"};
   o.attempts = 3;
   o.cached = true;
+  o.run_ms = 100.0;
+  o.queue_ms = 40.0; // its calls waited in their queues
   item_outcome followed = ok_outcome(0.25); // its calls followed another job's in flight
   followed.sources = {"judge-a"};
   followed.coalesced = true;
@@ -1030,6 +1033,13 @@ TEST_F(RemoteRouting, AGraphOutcomeCarriesItsCallsProvenance) {
   EXPECT_EQ(r.attempts, 3u);
   EXPECT_TRUE(r.cached);
   EXPECT_TRUE(done[0].results[1].coalesced);
+  EXPECT_DOUBLE_EQ(r.queue_ms, 40.0) << "its calls' waits are its queue time";
+  EXPECT_DOUBLE_EQ(r.run_ms, 60.0);
+  // Its dispatch to the graph is not a queue wait of its own (its calls' are): the histogram
+  // counted each judge item and each of its calls, half of them near 0.
+  EXPECT_NE(metrics_text().find(R"(arbiter_queue_wait_seconds_count{priority="normal"} 0)"),
+            std::string::npos)
+    << metrics_text();
   auto account = core_.steps().find("7");
   ASSERT_TRUE(account);
   EXPECT_EQ(account->cache_hits, 2u) << "the cached item and the one whose calls were shared";
