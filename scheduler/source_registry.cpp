@@ -65,6 +65,10 @@ struct source_registry::state {
   /// Smoothed seconds per item of good answers (latency ÷ items), for capacity.
   double item_seconds = 0.0;
   bool has_item_seconds = false;
+  /// Smoothed items per call sent (a batching source's calls carry fewer than it allows while
+  /// items arrive one at a time), for what a bucket's requests hold in items.
+  double items_per_call = 0.0;
+  bool has_items_per_call = false;
   /// Smoothed tokens charged per item, for the token-pacing share of capacity.
   double tokens_per_item = 0.0;
   bool has_tokens_per_item = false;
@@ -356,6 +360,11 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
     // it overdraws, so the buckets stay honest (the overdraft delays the next send).
     s->limiter->take(tokens);
   }
+  if (items > 0) {
+    s->items_per_call = smoothed(s->items_per_call, static_cast<double>(items),
+                                 !s->has_items_per_call);
+    s->has_items_per_call = true;
+  }
   if (tokens > 0 && items > 0) {
     s->tokens_per_item = smoothed(s->tokens_per_item,
                                   static_cast<double>(tokens) / static_cast<double>(items),
@@ -522,13 +531,21 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       t -= delay;
       auto bucket = line(bucket_now, bucket_rate, t);
       auto slots = line(slots_now, slots_rate, t);
-      if (std::min(bucket, slots) < 0.0) {
+      auto least = std::min(bucket, slots);
+      // At a corner the lines meet up to rounding: the one that binds after it is the one
+      // that grows slower (a rounding error picked the other, and admitted a herd).
+      auto tolerance = 1e-9 * std::max(1.0, std::abs(least));
+      if (least < -tolerance) {
         return 0.0; // an overdrawn bucket still paying back
       }
-      if (bucket != slots) {
-        return bucket < slots ? bucket_rate : slots_rate;
+      double slope = unbounded;
+      if (bucket <= least + tolerance) {
+        slope = bucket_rate;
       }
-      return std::min(bucket_rate, slots_rate);
+      if (slots <= least + tolerance) {
+        slope = std::min(slope, slots_rate);
+      }
+      return slope;
     }
     static double line(double at_zero, double rate, double t) {
       return rate == unbounded ? unbounded : at_zero + rate * t; // not ∞ × 0
@@ -549,10 +566,14 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
     total_rate += *rate;
     pace p;
     const auto batch = static_cast<double>(s.spec.max_batch_items);
+    // What one call sent now carries: items arriving at once go one a call (a herd of
+    // single-item requests took a 120-call bucket for 3,840 embedding items), so as many as
+    // calls have lately carried, one while none has gone.
+    const auto per_call = std::min(batch, s.has_items_per_call ? s.items_per_call : 1.0);
     if (s.has_item_seconds && s.item_seconds > 0.0) {
       auto free = static_cast<double>(s.limit())
                   - (idle ? 0.0 : static_cast<double>(s.info.inflight));
-      p.slots_now = std::max(free, 0.0) * batch;
+      p.slots_now = std::max(free, 0.0) * per_call;
       p.slots_rate = static_cast<double>(s.limit()) / s.item_seconds;
     }
     if (s.limiter) {
@@ -567,8 +588,8 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
         return std::make_pair(then, per_second);
       };
       if (auto rpm = l.requests_per_minute(); rpm > 0.0) {
-        std::tie(p.bucket_now, p.bucket_rate) =
-          bucket(l.available_requests() * batch, l.request_capacity() * batch, rpm / 60.0 * batch);
+        std::tie(p.bucket_now, p.bucket_rate) = bucket(
+          l.available_requests() * per_call, l.request_capacity() * per_call, rpm / 60.0 * batch);
       }
       if (auto tpm = l.tokens_per_minute();
           tpm > 0.0 && s.has_tokens_per_item && s.tokens_per_item > 0.0) {
