@@ -271,13 +271,19 @@ double scheduler_core::graph_items_ahead(const std::string& capability, size_t c
   // admitted in the same instant come a message later: a herd of single-item requests saw
   // none of the others and was admitted whole, to fail at its deadline).
   for (const auto& [id, batch] : batches_) {
-    if (callees_.count(id) > 0 || batch.items.empty()) {
+    if (batch.items.empty()) {
       continue;
     }
     auto r = requests_.find(batch.items.front().first);
     if (r != requests_.end() && r->second.items[batch.items.front().second]->capability
                                   == capability) {
-      ahead += static_cast<double>(batch.items.size());
+      // The graph sends each item's calls as a request of their own: a batch's items whose
+      // requests have not come yet (a herd admitted in one instant counted none of them once
+      // the first had come, and over-admitted what the buckets hold).
+      auto calling = callees_.count(id);
+      if (calling < batch.items.size()) {
+        ahead += static_cast<double>(batch.items.size() - calling);
+      }
     }
   }
   return ahead;

@@ -1795,6 +1795,30 @@ TEST_F(RemoteRouting, AdmissionCountsGraphItemsWhoseCallsAreNotQueuedYet) {
   EXPECT_EQ(admitted + refused, 30u);
 }
 
+TEST_F(RemoteRouting, AGraphBatchWhoseFirstItemHasCalledStillCountsTheOthersAhead) {
+  // helper-39: 200 single-item judge requests in one instant against a 120-call bucket: the
+  // graph takes them in batches, and once a batch's first item had sent its calls the rest of
+  // the batch counted for nothing, so more were admitted than the bucket and its refill hold.
+  core_.add_source(endpoint("a", 60)); // one call in the bucket, then one a second
+  auto graph = judge_graph();
+  graph.max_batch_items = 16;
+  core_.add_source(graph);
+  for (uint64_t id = 1; id <= 5; ++id) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 10s, {judge_reward_item("x" + std::to_string(id))})
+                  .admitted());
+  }
+  auto to_graph = core_.dispatch();
+  ASSERT_EQ(to_graph.size(), 1u);
+  ASSERT_EQ(to_graph[0].items.size(), 5u);
+  // The first item's chat call arrives; the other four have yet to send theirs.
+  ASSERT_TRUE(core_.submit(100, 1, clock_.now() + 10s, judge_items(1, "call"), true).admitted());
+  core_.follow_caller(100, to_graph[0].id);
+  // Six calls before this one's ends: about 5 s at one a second.
+  auto r = core_.submit(6, 1, clock_.now() + 3s, {judge_reward_item("late")});
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+  EXPECT_TRUE(core_.submit(7, 1, clock_.now() + 6s, {judge_reward_item("in time")}).admitted());
+}
+
 TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
