@@ -247,9 +247,11 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     if (!draining_ && in.items <= in.free_capacity) {
       // The request's items by capability (most requests need one).
       // Per capability: its items, and whether every one of them has a fallback.
+      // Their prompt tokens, summed, and one of them, for token pacing.
       struct need {
         size_t count = 0;
         bool all_fall_back = true;
+        token_demand tokens;
       };
       std::map<std::string, need> needs;
       for (size_t i = 0; i < items.size(); ++i) {
@@ -257,10 +259,12 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           auto& n = needs[items[i]->capability];
           ++n.count;
           n.all_fall_back = n.all_fall_back && !items[i]->fallback.empty() && fallback_;
+          n.tokens.prompt += estimate_prompt_tokens(*items[i]);
+          n.tokens.item = items[i].get();
         }
       }
       for (const auto& [capability, n] : needs) {
-        auto wait = expected_wait(capability, priority, n.count);
+        auto wait = expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens);
         if (wait && *wait > in.time_left && n.all_fall_back) {
           // Too slow for this deadline, but each of these items has a fallback: they take it
           // at once (below) rather than the request being refused.
@@ -271,7 +275,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           in.expected_wait = wait;
         }
         if (wait && *wait > in.time_left) {
-          auto least = expected_wait(capability, priority, n.count, 0, /*alone=*/true);
+          auto least = expected_wait(capability, priority, n.count, 0, /*alone=*/true, 0.0,
+                                     n.tokens);
           if (least && (!in.alone_wait || *least > *in.alone_wait)) {
             in.alone_wait = least;
           }

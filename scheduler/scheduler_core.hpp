@@ -343,9 +343,12 @@ private:
   /// capacity is unknown. `alone`: as if nothing else waited and the class had the whole
   /// capacity (the least it could take on an idle server). `calls_ahead`: calls a graph
   /// above will add ahead of them (`graph_items_ahead`).
+  /// `tokens`: the request's items' prompt tokens, summed, and one of them (token pacing
+  /// counts them at their own size); unset: at what recent calls cost.
   std::optional<nanoseconds> expected_wait(const std::string& capability, size_t cls,
                                            size_t items, int depth = 0, bool alone = false,
-                                           double calls_ahead = 0.0);
+                                           double calls_ahead = 0.0,
+                                           const token_demand& tokens = {});
   /// A reward graph's items ahead of a new one at class `cls` whose model calls are not queued
   /// yet: queued for the graph, or running there before their calls arrive.
   double graph_items_ahead(const std::string& capability, size_t cls) const;

@@ -291,7 +291,8 @@ double scheduler_core::graph_items_ahead(const std::string& capability, size_t c
 
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
                                                          size_t cls, size_t items, int depth,
-                                                         bool alone, double calls_ahead) {
+                                                         bool alone, double calls_ahead,
+                                                         const token_demand& tokens) {
   // A reward graph runs each item as model calls on the capabilities under it: its items wait
   // as long as the slowest of those (a graph of graphs is followed a few levels down). Its
   // items admitted but not yet calling will each make a call there, ahead of these.
@@ -300,7 +301,7 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
     if (depth < 4) {
       const double pending = alone ? 0.0 : calls_ahead + graph_items_ahead(capability, cls);
       for (const auto& under : *fed) {
-        auto wait = expected_wait(under, cls, items, depth + 1, alone, pending);
+        auto wait = expected_wait(under, cls, items, depth + 1, alone, pending, tokens);
         if (wait && (!longest || *wait > *longest)) {
           longest = wait;
         }
@@ -322,12 +323,13 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
     }
   }
   ahead += calls_ahead;
-  auto own = static_cast<double>(queues_.waiting(cls, capability)) + calls_ahead;
+  auto in_class = static_cast<double>(queues_.waiting(cls, capability)) + calls_ahead;
   // The last of the request's items starts once everything before it has. What the sources'
   // buckets and free slots hold goes at once, the rest at their pace.
   auto count = static_cast<double>(items);
-  auto start = [this, &capability, rate, alone](double n) {
-    return sources_.seconds_to_start(capability, n, alone)
+  const source_registry::own_items mine{count, tokens};
+  auto start = [this, &capability, rate, alone, &mine](double n) {
+    return sources_.seconds_to_start(capability, n, alone, mine.demand.item ? &mine : nullptr)
       .value_or(std::max(n - 1.0, 0.0) / *rate);
   };
   auto latency = sources_.latency(capability);
@@ -339,7 +341,7 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   // capacity while lower classes wait too, whichever finishes sooner: its next item goes at
   // the next start, each further one 1/share starts later.
   double strict = start(ahead + count);
-  double fair = start(1.0 + (own + count - 1.0) / fair_.share(cls, waiting));
+  double fair = start(1.0 + (in_class + count - 1.0) / fair_.share(cls, waiting));
   auto seconds = std::chrono::duration<double>(std::min(strict, fair));
   return std::chrono::duration_cast<nanoseconds>(seconds) + latency;
 }

@@ -506,7 +506,8 @@ std::optional<double> source_registry::capacity(const std::string& capability) {
 }
 
 std::optional<double> source_registry::seconds_to_start(const std::string& capability,
-                                                        double items, bool idle) {
+                                                        double items, bool idle,
+                                                        const own_items* own) {
   constexpr double unbounded = std::numeric_limits<double>::infinity();
   /// One source's starts by time t (s): min(now_a + rate_a·t, now_b + rate_b·t) from `delay`.
   struct pace {
@@ -591,10 +592,21 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
         std::tie(p.bucket_now, p.bucket_rate) = bucket(
           l.available_requests() * per_call, l.request_capacity() * per_call, rpm / 60.0 * batch);
       }
-      if (auto tpm = l.tokens_per_minute();
-          tpm > 0.0 && s.has_tokens_per_item && s.tokens_per_item > 0.0) {
+      auto per_item = s.has_tokens_per_item ? s.tokens_per_item : 0.0;
+      if (own != nullptr && own->count > 0.0 && own->demand.item != nullptr) {
+        // The request's items at their own size, those ahead at the recent calls' (or, with
+        // none yet, at the request's).
+        const auto& item = *own->demand.item;
+        auto tokens = static_cast<double>(
+                        s.prompt_tokens_for(own->demand.prompt, estimate_of(item)))
+                      + own->count * static_cast<double>(
+                                       estimate_completion_tokens(item, s.spec.completion_tokens));
+        auto ahead = std::max(items - own->count, 0.0);
+        auto ahead_each = per_item > 0.0 ? per_item : tokens / own->count;
+        per_item = (ahead * ahead_each + tokens) / std::max(items, own->count);
+      }
+      if (auto tpm = l.tokens_per_minute(); tpm > 0.0 && per_item > 0.0) {
         // Both buckets bound it; the one that runs dry first decides (a close enough line).
-        auto per_item = s.tokens_per_item;
         auto [now_items, rate_items] = bucket(l.available_tokens() / per_item,
                                               l.token_capacity() / per_item, tpm / 60.0 / per_item);
         p.bucket_now = std::min(p.bucket_now, now_items);

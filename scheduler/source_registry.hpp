@@ -252,9 +252,16 @@ public:
   /// and the measured time per item turn over. A source blocked by a 429 starts when the
   /// block ends; an ejected one adds nothing. Nullopt where `capacity` is unset or 0.
   /// `idle`: as the sources would be with nothing in flight, full buckets and no block (the
-  /// least a later try could see).
+  /// least a later try could see). `own`: the last `own->count` of the items are a request's,
+  /// whose prompt tokens are known (`own->demand.prompt`, summed; `demand.item` one of them):
+  /// a token bucket counts them by their own size, the others by what recent calls cost per
+  /// item (a request of long prompts after short ones was admitted on the short ones' cost).
+  struct own_items {
+    double count = 0.0;
+    token_demand demand;
+  };
   std::optional<double> seconds_to_start(const std::string& capability, double items,
-                                         bool idle = false);
+                                         bool idle = false, const own_items* own = nullptr);
 
   /// The smoothed latency of the fastest source serving `capability` (0 before any answer).
   nanoseconds latency(const std::string& capability) const;

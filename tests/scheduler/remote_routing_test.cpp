@@ -1819,6 +1819,41 @@ TEST_F(RemoteRouting, AGraphBatchWhoseFirstItemHasCalledStillCountsTheOthersAhea
   EXPECT_TRUE(core_.submit(7, 1, clock_.now() + 6s, {judge_reward_item("in time")}).admitted());
 }
 
+TEST_F(RemoteRouting, AdmissionCountsARequestsTokensAtTheirOwnSize) {
+  // helper-40: after short judge items, 60 of 2,000 words due in 10 s were admitted on the
+  // short ones' cost per item (a minute's bucket held "300 items") and 30 failed at their
+  // deadline; after long ones, 100 short items due in 10 s were refused 413 "no retry fits",
+  // though they took 0.8 s.
+  auto spec = endpoint("a", 0, 60s);
+  spec.rate_limit->tokens_per_minute = 60000; // 60,000 tokens at once, then 1,000 a second
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(4, "short ")).admitted());
+  for (auto& batch : core_.dispatch()) {
+    ok(batch, 0.5);
+  }
+  core_.take_finished();
+  auto long_items = [](size_t n) {
+    std::vector<score_item> items;
+    for (size_t i = 0; i < n; ++i) {
+      items.push_back(judge_item(std::to_string(i) + std::string(6000, 'x'))); // ~2,000 tokens
+    }
+    return items;
+  };
+  // Each long one charged at its own size, about 2,070 tokens (a short one, about 70): 29 fit
+  // the bucket at once, then one each 2 s, so 60 take about a minute.
+  auto r = core_.submit(2, 1, clock_.now() + 10s, long_items(60));
+  EXPECT_EQ(r.decision, admission_decision::reject_too_large) << r.reason;
+  r = core_.submit(3, 1, clock_.now() + 10s, long_items(25));
+  EXPECT_TRUE(r.admitted()) << r.reason;
+  for (auto& batch : core_.dispatch()) {
+    ok(batch, 0.5);
+  }
+  core_.take_finished();
+  // Short ones after long ones: about 8,000 tokens are left, and these need about 14,000.
+  r = core_.submit(4, 1, clock_.now() + 10s, judge_items(200, "short "));
+  EXPECT_TRUE(r.admitted()) << r.reason;
+}
+
 TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
