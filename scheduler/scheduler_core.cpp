@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/token_estimate.hpp"
 
@@ -200,16 +201,20 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // this request less time than its own. A member whose group's deadline has passed fails at
   // once (not refused); the request's other items keep the earliest deadline still ahead. An
   // item its reward cannot score (`set_item_check`) fails as reward_failed, making no call.
-  std::vector<std::string> late;
-  std::vector<errc> late_code;
-  size_t late_items = 0;
+  std::vector<std::string> ends_now;
+  std::vector<errc> ends_now_code;
+  size_t ending_now = 0;
   auto end_at_once = [&](size_t i, errc code, std::string why) {
-    late.resize(items.size());
-    late_code.resize(items.size(), errc::none);
-    late[i] = std::move(why);
-    late_code[i] = code;
-    ++late_items;
+    ends_now.resize(items.size());
+    ends_now_code.resize(items.size(), errc::none);
+    ends_now[i] = std::move(why);
+    ends_now_code[i] = code;
+    ++ending_now;
   };
+  // Prompt tokens, estimated once (admission's token pacing, then the sources' buckets) for the
+  // items of remote capabilities and reward graphs; `no_estimate` for the others.
+  constexpr uint64_t no_estimate = std::numeric_limits<uint64_t>::max();
+  std::vector<uint64_t> estimated;
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& item = *items[i];
     if (item_check_) {
@@ -236,10 +241,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // Capabilities whose sources are expected to answer only after the deadline, for items
   // that all have a fallback: their expected wait.
   std::map<std::string, nanoseconds> too_slow;
-  if (!internal && late_items < items.size()) {
+  if (!internal && ending_now < items.size()) {
     admission_input in;
     in.draining = draining_;
-    in.items = items.size() - late_items;
+    in.items = items.size() - ending_now;
     in.priority = queues_.class_name(priority);
     in.free_capacity = queues_.free_capacity(priority);
     in.capacity = queues_.capacity(priority);
@@ -255,12 +260,17 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       };
       std::map<std::string, need> needs;
       for (size_t i = 0; i < items.size(); ++i) {
-        if (late.empty() || late[i].empty()) {
+        if (ends_now.empty() || ends_now[i].empty()) {
           auto& n = needs[items[i]->capability];
           ++n.count;
           n.all_fall_back = n.all_fall_back && !items[i]->fallback.empty() && fallback_;
-          n.tokens.prompt += estimate_prompt_tokens(*items[i]);
-          n.tokens.item = items[i].get();
+          const auto& capability = items[i]->capability;
+          if (remote_capability(capability) || sources_.feeds(capability) != nullptr) {
+            estimated.resize(items.size(), no_estimate);
+            estimated[i] = estimate_prompt_tokens(*items[i]);
+            n.tokens.prompt += estimated[i];
+            n.tokens.item = items[i].get();
+          }
         }
       }
       for (const auto& [capability, n] : needs) {
@@ -331,10 +341,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   bool use_cache = routing_.cache_capacity > 0;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& item = *req.items[i];
-    if (!late.empty() && !late[i].empty()) {
+    if (!ends_now.empty() && !ends_now[i].empty()) {
       item_result r;
-      r.code = late_code[i];
-      r.error = std::move(late[i]);
+      r.code = ends_now_code[i];
+      r.error = std::move(ends_now[i]);
       end_item(id, req, i, std::move(r), false);
       continue;
     }
@@ -360,8 +370,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       continue;
     }
     if (remote_capability(item.capability)) {
-      // Estimated once here; each source scales it by what its usage reports taught.
-      req.tokens[i] = estimate_prompt_tokens(item);
+      // Estimated once; each source scales it by what its usage reports taught.
+      req.tokens[i] = i < estimated.size() && estimated[i] != no_estimate
+                        ? estimated[i]
+                        : estimate_prompt_tokens(item);
     }
     if ((use_cache || routing_.coalesce) && shares_answers(item)) {
       auto key = cache_key(item);

@@ -592,8 +592,9 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
         std::tie(p.bucket_now, p.bucket_rate) = bucket(
           l.available_requests() * per_call, l.request_capacity() * per_call, rpm / 60.0 * batch);
       }
+      auto tpm = l.tokens_per_minute();
       auto per_item = s.has_tokens_per_item ? s.tokens_per_item : 0.0;
-      if (own != nullptr && own->count > 0.0 && own->demand.item != nullptr) {
+      if (tpm > 0.0 && own != nullptr && own->count > 0.0 && own->demand.item != nullptr) {
         // The request's items at their own size, those ahead at the recent calls' (or, with
         // none yet, at the request's).
         const auto& item = *own->demand.item;
@@ -605,7 +606,7 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
         auto ahead_each = per_item > 0.0 ? per_item : tokens / own->count;
         per_item = (ahead * ahead_each + tokens) / std::max(items, own->count);
       }
-      if (auto tpm = l.tokens_per_minute(); tpm > 0.0 && per_item > 0.0) {
+      if (tpm > 0.0 && per_item > 0.0) {
         // Both buckets bound it; the one that runs dry first decides (a close enough line).
         auto [now_items, rate_items] = bucket(l.available_tokens() / per_item,
                                               l.token_capacity() / per_item, tpm / 60.0 / per_item);
