@@ -7,7 +7,7 @@ namespace arbiter::scheduler {
 priority_queues::priority_queues(const std::vector<config::priority_class>& classes) {
   classes_.reserve(classes.size());
   for (const auto& c : classes) {
-    classes_.push_back(queue_class{c, 0, {}});
+    classes_.push_back(queue_class{c, 0, {}, {}});
   }
 }
 
@@ -35,6 +35,9 @@ bool priority_queues::push(size_t cls, const std::string& capability, const queu
   int64_t primary = task.order_at.value_or(own).time_since_epoch().count();
   key k{primary, task.id};
   c.by_capability[capability].insert(k);
+  if (task.tokens > 0) {
+    c.tokens_by_capability[capability] += task.tokens;
+  }
   ++c.size;
   index_.emplace(task.id, entry{cls, capability, k, task});
   return true;
@@ -51,14 +54,35 @@ std::optional<queued_task> priority_queues::pop(size_t cls, const std::string& c
   --c.size;
   auto e = index_.find(id);
   auto task = e->second.task;
+  forget_tokens(c, capability, task.tokens);
   index_.erase(e);
   return task;
+}
+
+void priority_queues::forget_tokens(queue_class& c, const std::string& capability,
+                                    uint64_t tokens) {
+  if (tokens == 0) {
+    return;
+  }
+  auto sum = c.tokens_by_capability.find(capability);
+  if (sum != c.tokens_by_capability.end()) {
+    sum->second -= std::min(sum->second, tokens);
+    if (sum->second == 0) {
+      c.tokens_by_capability.erase(sum);
+    }
+  }
 }
 
 size_t priority_queues::waiting(size_t cls, const std::string& capability) const {
   const auto& by = classes_.at(cls).by_capability;
   auto found = by.find(capability);
   return found == by.end() ? 0 : found->second.size();
+}
+
+uint64_t priority_queues::waiting_tokens(size_t cls, const std::string& capability) const {
+  const auto& sums = classes_.at(cls).tokens_by_capability;
+  auto found = sums.find(capability);
+  return found == sums.end() ? 0 : found->second;
 }
 
 std::vector<std::string> priority_queues::waiting_capabilities() const {
@@ -90,6 +114,7 @@ bool priority_queues::remove(task_id id) {
   auto& c = classes_[e->second.cls];
   auto q = c.by_capability.find(e->second.capability);
   q->second.erase(e->second.order_key);
+  forget_tokens(c, e->second.capability, e->second.task.tokens);
   --c.size;
   index_.erase(e);
   return true;

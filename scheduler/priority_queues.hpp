@@ -28,6 +28,9 @@ struct queued_task {
   /// When set, the time the task is ordered by instead of its own (`enqueued` in a FIFO
   /// class, `deadline` in an EDF one): its GRPO group's, so that the group leaves together.
   std::optional<time_point> order_at;
+  /// Its prompt tokens as estimated at submission (unscaled; 0 where none is kept), summed by
+  /// `waiting_tokens` for admission's token pacing.
+  uint64_t tokens = 0;
 };
 
 /// Bounded queues, one per priority class, each split by the capability its tasks need so that
@@ -79,6 +82,10 @@ public:
   /// Tasks of `cls` waiting for `capability`.
   size_t waiting(size_t cls, const std::string& capability) const;
 
+  /// The estimated prompt tokens (`queued_task::tokens`) of the tasks of `cls` waiting for
+  /// `capability`, summed.
+  uint64_t waiting_tokens(size_t cls, const std::string& capability) const;
+
   /// Every capability with tasks waiting in some class.
   std::vector<std::string> waiting_capabilities() const;
 
@@ -101,7 +108,11 @@ private:
     config::priority_class config;
     size_t size = 0;
     std::map<std::string, std::set<key>, std::less<>> by_capability;
+    std::map<std::string, uint64_t, std::less<>> tokens_by_capability;
   };
+
+  /// Takes a task leaving `c` out of its capability's token sum.
+  static void forget_tokens(queue_class& c, const std::string& capability, uint64_t tokens);
 
   std::vector<queue_class> classes_;
   std::unordered_map<task_id, entry> index_;

@@ -414,7 +414,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
       req.keys[i] = std::move(key);
     }
-    queued_task task{next_task_++, id, i, deadline, now, req.order_at[i]};
+    queued_task task{next_task_++, id, i, deadline, now, req.order_at[i], req.tokens[i]};
     req.tasks[i] = task.id;
     // Admission checked the capacity, so the push cannot fail. A reward graph's model calls
     // (internal) pass no admission: their item was admitted, and left the class's queue when
@@ -949,7 +949,7 @@ void scheduler_core::requeue(item_ref ref) {
   auto index = ref.second;
   req.states[index] = item_state::queued;
   queued_task task{next_task_++, ref.first, index, req.deadline, req.enqueued[index],
-                   req.order_at[index]};
+                   req.order_at[index], req.tokens[index]};
   req.tasks[index] = task.id;
   if (!queues_.push(req.priority, req.items[index]->capability, task)) {
     // The class is full: the retry lane takes it instead.

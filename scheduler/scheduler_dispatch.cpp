@@ -315,11 +315,16 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   }
   std::vector<bool> waiting(queues_.class_count(), false);
   double ahead = 0.0;
+  source_registry::own_items mine{static_cast<double>(items), tokens};
   for (size_t q = 0; q < waiting.size(); ++q) {
     auto n = queues_.waiting(q, capability);
     waiting[q] = n > 0;
     if (q <= cls) {
       ahead += static_cast<double>(n);
+      // What the queued items ahead hold: after a switch to long prompts, the short ones'
+      // cost admitted a herd of single long items that then failed at their deadline.
+      mine.queued += static_cast<double>(n);
+      mine.queued_prompt += queues_.waiting_tokens(q, capability);
     }
   }
   ahead += calls_ahead;
@@ -327,7 +332,6 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   // The last of the request's items starts once everything before it has. What the sources'
   // buckets and free slots hold goes at once, the rest at their pace.
   auto count = static_cast<double>(items);
-  const source_registry::own_items mine{count, tokens};
   auto start = [this, &capability, rate, alone, &mine](double n) {
     return sources_.seconds_to_start(capability, n, alone, mine.demand.item ? &mine : nullptr)
       .value_or(std::max(n - 1.0, 0.0) / *rate);

@@ -595,15 +595,21 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       auto tpm = l.tokens_per_minute();
       auto per_item = s.has_tokens_per_item ? s.tokens_per_item : 0.0;
       if (tpm > 0.0 && own != nullptr && own->count > 0.0 && own->demand.item != nullptr) {
-        // The request's items at their own size, those ahead at the recent calls' (or, with
-        // none yet, at the request's).
+        // The request's items at their own size, those ahead at what the queued ones hold on
+        // average, or the recent calls' cost per item (or, with neither, the request's).
         const auto& item = *own->demand.item;
+        auto completion = static_cast<double>(
+          estimate_completion_tokens(item, s.spec.completion_tokens));
         auto tokens = static_cast<double>(
                         s.prompt_tokens_for(own->demand.prompt, estimate_of(item)))
-                      + own->count * static_cast<double>(
-                                       estimate_completion_tokens(item, s.spec.completion_tokens));
+                      + own->count * completion;
         auto ahead = std::max(items - own->count, 0.0);
         auto ahead_each = per_item > 0.0 ? per_item : tokens / own->count;
+        if (own->queued > 0.0 && own->queued_prompt > 0) {
+          auto queued = static_cast<double>(
+            s.prompt_tokens_for(own->queued_prompt, estimate_of(item)));
+          ahead_each = queued / own->queued + completion;
+        }
         per_item = (ahead * ahead_each + tokens) / std::max(items, own->count);
       }
       if (tpm > 0.0 && per_item > 0.0) {

@@ -254,11 +254,15 @@ public:
   /// `idle`: as the sources would be with nothing in flight, full buckets and no block (the
   /// least a later try could see). `own`: the last `own->count` of the items are a request's,
   /// whose prompt tokens are known (`own->demand.prompt`, summed; `demand.item` one of them):
-  /// a token bucket counts them by their own size, the others by what recent calls cost per
-  /// item (a request of long prompts after short ones was admitted on the short ones' cost).
+  /// a token bucket counts them by their own size, the others by the estimated prompt tokens
+  /// of the `queued` items waiting ahead (`queued_prompt`, summed) or, with none queued, by
+  /// what recent calls cost per item (a request of long prompts after short ones was admitted
+  /// on the short ones' cost).
   struct own_items {
     double count = 0.0;
     token_demand demand;
+    double queued = 0.0;
+    uint64_t queued_prompt = 0;
   };
   std::optional<double> seconds_to_start(const std::string& capability, double items,
                                          bool idle = false, const own_items* own = nullptr);

@@ -120,3 +120,27 @@ TEST(PriorityQueues, ATaskWithAnOrderTimeIsOrderedByItInAnEdfClass) {
   EXPECT_EQ(q.pop(0, "chat")->id, 2u);
   EXPECT_EQ(q.pop(0, "chat")->id, 1u);
 }
+
+TEST(PriorityQueues, SumsTheEstimatedTokensWaitingByClassAndCapability) {
+  priority_queues q{two_classes()};
+  auto with_tokens = [](task_id id, uint64_t tokens) {
+    return queued_task{id, id, 0, t0, t0, std::nullopt, tokens};
+  };
+  ASSERT_TRUE(q.push(0, "chat", with_tokens(1, 100)));
+  ASSERT_TRUE(q.push(0, "chat", with_tokens(2, 2000)));
+  ASSERT_TRUE(q.push(0, "embed", with_tokens(3, 7)));
+  ASSERT_TRUE(q.push(1, "chat", with_tokens(4, 50)));
+  ASSERT_TRUE(q.push(0, "cpu", with_tokens(5, 0)));
+  EXPECT_EQ(q.waiting_tokens(0, "chat"), 2100u);
+  EXPECT_EQ(q.waiting_tokens(0, "embed"), 7u);
+  EXPECT_EQ(q.waiting_tokens(1, "chat"), 50u);
+  EXPECT_EQ(q.waiting_tokens(0, "cpu"), 0u);
+  EXPECT_EQ(q.waiting_tokens(1, "embed"), 0u);
+  EXPECT_EQ(q.pop(0, "chat")->id, 1u);
+  EXPECT_EQ(q.waiting_tokens(0, "chat"), 2000u) << "a popped task leaves the sum";
+  EXPECT_TRUE(q.remove(2));
+  EXPECT_EQ(q.waiting_tokens(0, "chat"), 0u) << "so does a removed one";
+  EXPECT_TRUE(q.remove(4));
+  EXPECT_EQ(q.waiting_tokens(1, "chat"), 0u);
+  EXPECT_EQ(q.waiting_tokens(0, "embed"), 7u);
+}

@@ -1854,6 +1854,45 @@ TEST_F(RemoteRouting, AdmissionCountsARequestsTokensAtTheirOwnSize) {
   EXPECT_TRUE(r.admitted()) << r.reason;
 }
 
+TEST_F(RemoteRouting, AdmissionCountsTheQueuedItemsAheadAtTheirOwnSize) {
+  // helper-40: single-item requests after a switch from short prompts to long ones. The long
+  // items queued ahead were counted at what the short calls had cost, so 35 of 53 admitted
+  // long items failed at their deadline.
+  auto spec = endpoint("a", 0, 60s);
+  spec.rate_limit->tokens_per_minute = 60000; // 60,000 tokens at once, then 1,000 a second
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(4, "short ")).admitted());
+  for (auto& batch : core_.dispatch()) {
+    ok(batch, 0.5);
+  }
+  core_.take_finished();
+  auto long_items = [](size_t n, const std::string& tag) {
+    std::vector<score_item> items;
+    for (size_t i = 0; i < n; ++i) {
+      items.push_back(judge_item(tag + std::to_string(i) + std::string(6000, 'x')));
+    }
+    return items;
+  };
+  // 40 long ones queued, about 2,070 tokens each: 60,000 at once, the other 22,800 at 1,000 a
+  // second.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, long_items(40, "a")).admitted());
+  auto r = core_.submit(3, 1, clock_.now() + 10s, long_items(1, "b"));
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+  EXPECT_GE(r.retry_after, 14s) << "about 24.9 s away against a 10 s deadline";
+  EXPECT_LE(r.retry_after, 16s);
+  // A short one is as far behind them.
+  r = core_.submit(4, 1, clock_.now() + 10s, judge_items(1, "late "));
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+  // Once they are sent, the bucket's overdraft is what is left to wait for.
+  for (auto& batch : core_.dispatch()) {
+    ok(batch, 0.5);
+  }
+  core_.take_finished();
+  clock_.advance(20s);
+  r = core_.submit(5, 1, clock_.now() + 10s, long_items(1, "c"));
+  EXPECT_TRUE(r.admitted()) << r.reason;
+}
+
 TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
