@@ -33,11 +33,17 @@ uint64_t estimate_prompt_tokens(const score_item& item) noexcept {
     }
     return tokens;
   }
-  uint64_t tokens = estimate_text_tokens(item.solution_str) + estimate_text_tokens(item.extra_info);
+  uint64_t tokens = estimate_text_tokens(item.solution_str);
   for (const auto& reference : item.ground_truth) {
     tokens += estimate_text_tokens(reference);
   }
-  return tokens + item_template_tokens;
+  if (item.kind == "embedding") {
+    // Its /v1/embeddings call sends these texts and at most an instruction: a template's 64
+    // tokens made the ratio learned from short texts a third too low for long ones, whose
+    // first call drew a 429.
+    return tokens + estimate_text_tokens(item.options) + embedding_instruction_tokens;
+  }
+  return tokens + estimate_text_tokens(item.extra_info) + item_template_tokens;
 }
 
 uint64_t estimate_completion_tokens(const score_item& item, uint64_t default_max_tokens) noexcept {

@@ -15,15 +15,21 @@ inline constexpr uint64_t chat_message_overhead_tokens = 8;
 /// model call: an embedding or IG service item).
 inline constexpr uint64_t item_template_tokens = 64;
 
+/// Tokens an instruction adds before an embedding reward item's candidate: Qwen3-Embedding's
+/// default ("Instruct: Retrieve semantically similar text\nQuery:", 51 bytes), rounded up. A
+/// custom one is in the item's options, which its estimate counts.
+inline constexpr uint64_t embedding_instruction_tokens = 20;
+
 /// Generous token estimate of `text` until a tokenizer is at hand: max(whitespace-separated
 /// words, ceil(UTF-8 bytes / 3)). A BPE tokenizer rarely beats 3 bytes a token; CJK text is
 /// about one token per character, which is 3 bytes.
 uint64_t estimate_text_tokens(std::string_view text) noexcept;
 
 /// The prompt tokens a provider counts for `item`: a model call's prompt, conversation and
-/// hypothesis (plus a message's overhead for a chat prompt), or a reward item's candidate,
-/// references and `extra_info` plus `item_template_tokens`. The one estimate the scheduler's
-/// token pacing and the remote codec share.
+/// hypothesis (plus a message's overhead for a chat prompt), a reward item's candidate,
+/// references and `extra_info` plus `item_template_tokens`, or an embedding reward item's
+/// candidate, references, options and `embedding_instruction_tokens` (what its call sends).
+/// The one estimate the scheduler's token pacing and the remote codec share.
 uint64_t estimate_prompt_tokens(const score_item& item) noexcept;
 
 /// The output tokens `item` may cost: a model call's `max_tokens` (else `default_max_tokens`,

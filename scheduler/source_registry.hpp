@@ -99,10 +99,10 @@ struct attempt_report {
 };
 
 /// Which learned ratio of reported to estimated prompt tokens scales an estimate. A source
-/// learns one for embedding reward items, whose estimate carries a reward template
-/// (`item_template_tokens`) their /v1/embeddings call does not send, and one for the rest
-/// (chat, completions, NLI and passed-through embedding texts): shared, the embeddings' would
-/// pull the chat calls' charge far below what the provider counts.
+/// learns one for embedding reward items, whose call sends each distinct text once (a batch's
+/// repeated references cost nothing), and one for the rest (chat, completions, NLI and
+/// passed-through embedding texts): shared, the embeddings' would pull the chat calls' charge
+/// far below what the provider counts.
 enum class prompt_estimate : uint8_t { call, embedding_reward };
 
 /// The estimate `item`'s prompt tokens are: an embedding reward item's, or a call's.

@@ -352,6 +352,18 @@ TEST(RemoteCodec, RewardItemEstimateCountsEveryTextAndATemplate) {
   EXPECT_EQ(estimate_completion_tokens(*item, 0), 0u);
 }
 
+TEST(RemoteCodec, EmbeddingRewardEstimateCountsTheTextsItsCallSends) {
+  // Its call embeds the candidate (after an instruction, for some models) and the references,
+  // not its extra_info: a template's 64 tokens in the estimate made the ratio learned on short
+  // texts 0.34 where long ones need 0.5.
+  auto item = make_item("embedding", "one two three", {"four", "five six"},
+                        R"({"question":"seven"})");
+  EXPECT_EQ(estimate_prompt_tokens(*item), 5u + 2u + 3u + embedding_instruction_tokens);
+  item = make_item("embedding", "one two three", {"four", "five six"}, {},
+                   R"({"instruction":"Find the same answer"})"); // 38 bytes: 13
+  EXPECT_EQ(estimate_prompt_tokens(*item), 5u + 2u + 3u + 13u + embedding_instruction_tokens);
+}
+
 TEST(RemoteCodec, NliEstimateCountsBothTexts) {
   model_call pair;
   pair.prompt = "one two three";

@@ -1544,9 +1544,10 @@ TEST_F(RemoteRouting, TokenPacingCountsTheCallsPromptAndMaxTokensAndLearnsFromUs
 
 TEST_F(RemoteRouting, EmbeddingRewardItemsLearnTheirOwnPromptTokenRatio) {
   // One source serving chat and embeddings, paced by tokens. An embedding reward item's
-  // estimate carries a reward template its /v1/embeddings call does not send: its reported
-  // count (a part of the call's, from the codec) teaches a ratio of its own. Shared with the
-  // chat calls, it would pull their charge far below what the provider counts.
+  // estimate carries room for an instruction its /v1/embeddings call may not send, and the
+  // call sends a batch's repeated texts once: its reported count (a part of the call's, from
+  // the codec) teaches a ratio of its own. Shared with the chat calls, it would pull their
+  // charge far below what the provider counts.
   auto spec = endpoint("a");
   spec.capabilities = {"chat", "embed"};
   spec.max_batch_items = 8;
@@ -1580,7 +1581,7 @@ TEST_F(RemoteRouting, EmbeddingRewardItemsLearnTheirOwnPromptTokenRatio) {
   auto info = core_.snapshot().sources.at(0);
   EXPECT_DOUBLE_EQ(info.prompt_token_ratio, 1.0) << "the chat calls' ratio is untouched";
   EXPECT_NEAR(info.embedding_token_ratio, 28.0 / static_cast<double>(estimated), 1e-9);
-  EXPECT_LT(info.embedding_token_ratio, 0.2);
+  EXPECT_LT(info.embedding_token_ratio, 0.5);
   EXPECT_NE(metrics_text().find("arbiter_source_tokens_total{kind=\"prompt\",source=\"a\"} 28"),
             std::string::npos)
     << "the tokens are counted";
