@@ -15,7 +15,63 @@ std::chrono::seconds whole_seconds(double ms) {
   return std::chrono::seconds{std::max<int64_t>(1, static_cast<int64_t>(s))};
 }
 
+double milliseconds_of(nanoseconds d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+/// What a Retry-After adds for the requests refused before: a reason's tail.
+std::string after_refused(nanoseconds ahead) {
+  if (ahead < std::chrono::milliseconds{1}) {
+    return {};
+  }
+  return "; the requests refused before it come back first, for about "
+         + std::to_string(static_cast<int64_t>(milliseconds_of(ahead))) + " ms";
+}
+
 } // namespace
+
+bool refusal_backlog::holds(const std::string& capability) const {
+  auto it = entries_.lower_bound({capability, 0});
+  return it != entries_.end() && it->first.first == capability;
+}
+
+bool refusal_backlog::drain(entry& e, double rate, time_point now) {
+  auto elapsed = std::chrono::duration<double>(now - e.at).count();
+  e.items -= rate * std::max(elapsed, 0.0);
+  e.at = now;
+  return e.items > 0.0;
+}
+
+double refusal_backlog::seconds(const std::string& capability, size_t cls, double rate,
+                                time_point now) {
+  if (rate <= 0.0) {
+    return 0.0;
+  }
+  double items = 0.0;
+  auto it = entries_.lower_bound({capability, 0});
+  while (it != entries_.end() && it->first.first == capability && it->first.second <= cls) {
+    if (drain(it->second, rate, now)) {
+      items += it->second.items;
+      ++it;
+    } else {
+      it = entries_.erase(it);
+    }
+  }
+  return std::min(items / rate, max_seconds);
+}
+
+void refusal_backlog::add(const std::string& capability, size_t cls, double items,
+                          double rate, time_point now) {
+  if (rate <= 0.0 || items <= 0.0) {
+    return;
+  }
+  auto [it, fresh] = entries_.try_emplace({capability, cls}, entry{0.0, now});
+  if (!fresh && !drain(it->second, rate, now)) {
+    it->second.items = 0.0;
+  }
+  it->second.items = std::min(it->second.items + items, rate * max_seconds);
+  it->second.at = now;
+}
 
 constexpr auto admission_decision_names = names_of<admission_decision::reject_too_large>(
     "admitted", "queue_full", "deadline_unmeetable", "draining", "too_large");
@@ -44,10 +100,11 @@ admission_result decide_admission(const admission_input& in) {
     // Room for the missing items appears as queued items are served.
     auto missing = static_cast<double>(in.items - in.free_capacity);
     double rate = in.items_per_second.value_or(0.0);
-    result.retry_after = whole_seconds(rate > 0.0 ? missing / rate * 1000.0 : 0.0);
+    result.retry_after = whole_seconds((rate > 0.0 ? missing / rate * 1000.0 : 0.0)
+                                       + milliseconds_of(in.refused_ahead));
     result.reason = "priority class '" + in.priority + "' has room for "
                     + std::to_string(in.free_capacity) + " more items, the request has "
-                    + std::to_string(in.items);
+                    + std::to_string(in.items) + after_refused(in.refused_ahead);
     return result;
   }
   if (in.alone_wait && *in.alone_wait > 2 * in.time_left) {
@@ -75,10 +132,10 @@ admission_result decide_admission(const admission_input& in) {
     result.decision = admission_decision::reject_deadline_unmeetable;
     // The work ahead drains at the sources' pace: after this long, the same request with the
     // same deadline would fit.
-    result.retry_after = whole_seconds(wait_ms - left_ms);
+    result.retry_after = whole_seconds(wait_ms - left_ms + milliseconds_of(in.refused_ahead));
     result.reason = "expected to be answered in " + std::to_string(static_cast<int64_t>(wait_ms))
                     + " ms, after its deadline (" + std::to_string(static_cast<int64_t>(left_ms))
-                    + " ms left), at the pace its sources allow";
+                    + " ms left), at the pace its sources allow" + after_refused(in.refused_ahead);
     return result;
   }
   return result;

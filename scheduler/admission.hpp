@@ -2,8 +2,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "common/time_source.hpp"
 
@@ -62,6 +64,9 @@ struct admission_input {
   std::optional<double> items_per_second;
   /// Time until the request's deadline.
   nanoseconds time_left{0};
+  /// What the requests refused just before it, told to come back sooner, take at the sources'
+  /// pace (`refusal_backlog`): its Retry-After comes after theirs.
+  nanoseconds refused_ahead{0};
 };
 
 /// Decides whether a request is queued. Requests are queued while their deadline allows: a
@@ -69,5 +74,38 @@ struct admission_input {
 /// after its deadline. Refusals carry a Retry-After: when the queue will have drained enough
 /// for the same request to fit.
 admission_result decide_admission(const admission_input& in);
+
+/// The items of requests refused with a Retry-After, per priority class and capability, that
+/// will come back: they come back ahead of a request of their class or a lower one refused
+/// after them, so its Retry-After counts them too (a herd of single-item requests refused in
+/// one instant was told one Retry-After, and 9 in 10 of its retries were refused again). They
+/// drain at the pace of the capability's sources, and count for at most `max_seconds`
+/// (clients that come back sooner than told, refused again, must not push those that wait
+/// ever later).
+class refusal_backlog {
+public:
+  static constexpr double max_seconds = 60.0;
+
+  /// Whether items refused for `capability` may still be coming back.
+  bool holds(const std::string& capability) const;
+
+  /// Seconds the items refused so far in class `cls` and those above it still take at `rate`
+  /// items a second, draining them.
+  double seconds(const std::string& capability, size_t cls, double rate, time_point now);
+
+  /// Notes `items` of class `cls` refused and told to come back.
+  void add(const std::string& capability, size_t cls, double items, double rate,
+           time_point now);
+
+private:
+  struct entry {
+    double items = 0.0;
+    time_point at;
+  };
+  /// Drains `e` to `now`; false when nothing is left of it.
+  static bool drain(entry& e, double rate, time_point now);
+
+  std::map<std::pair<std::string, size_t>, entry> entries_;
+};
 
 } // namespace arbiter::scheduler

@@ -238,6 +238,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     }
   }
   admission_result decision;
+  // The capability whose sources decide the request's wait (the slowest), if any.
+  std::string binding;
   // Capabilities whose sources are expected to answer only after the deadline, for items
   // that all have a fallback: their expected wait.
   std::map<std::string, nanoseconds> too_slow;
@@ -283,6 +285,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
         if (wait && (!in.expected_wait || *wait > *in.expected_wait)) {
           in.expected_wait = wait;
+          binding = capability;
         }
         if (wait && *wait > in.time_left) {
           auto least = expected_wait(capability, priority, n.count, 0, /*alone=*/true, 0.0,
@@ -296,9 +299,25 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       // A judge item's room comes back at the pace of its chat calls: the graph itself has no
       // rate, so a full class said Retry-After: 1 every time and clients gave up.
       in.items_per_second = capacity_through(items.front()->capability);
+      binding = items.front()->capability;
+    }
+    // Requests refused before this one come back before it.
+    auto rate_of = [this, &in, &binding] {
+      return in.items_per_second ? in.items_per_second : capacity_through(binding);
+    };
+    if (!binding.empty() && refused_.holds(binding)) {
+      auto ahead = refused_.seconds(binding, priority, rate_of().value_or(0.0), now);
+      in.refused_ahead = std::chrono::duration_cast<nanoseconds>(
+        std::chrono::duration<double>(ahead));
     }
     decision = decide_admission(in);
     if (!decision.admitted()) {
+      if (!binding.empty()
+          && (decision.decision == admission_decision::reject_queue_full
+              || decision.decision == admission_decision::reject_deadline_unmeetable)) {
+        refused_.add(binding, priority, static_cast<double>(in.items), rate_of().value_or(0.0),
+                     now);
+      }
       return decision;
     }
   }

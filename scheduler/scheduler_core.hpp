@@ -459,6 +459,7 @@ private:
   result_cache cache_;
   fair_share fair_;
   group_tracker groups_;
+  refusal_backlog refused_;
   abandoned_places abandoned_places_;
   step_ledger steps_;
   std::unordered_map<request_id, pending_request> requests_;

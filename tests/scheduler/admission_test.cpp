@@ -108,3 +108,57 @@ TEST(Admission, ARequestTooSlowEvenAloneIsRefusedForGoodNotAskedToRetry) {
   EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable);
   EXPECT_GE(r.retry_after, 1s);
 }
+
+TEST(Admission, RetryAfterComesAfterTheRequestsRefusedBefore) {
+  auto in = request_of(1, 100);
+  in.expected_wait = 9s;
+  in.time_left = 8s;
+  in.refused_ahead = 5s;
+  auto r = decide_admission(in);
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable);
+  EXPECT_EQ(r.retry_after, 6s) << "1 s for the queue, 5 s for those refused before it";
+  EXPECT_NE(r.reason.find("the requests refused before it come back first, for about 5000 ms"),
+            std::string::npos)
+    << r.reason;
+  auto full = request_of(50, 10);
+  full.items_per_second = 20.0;
+  full.refused_ahead = 3s;
+  r = decide_admission(full);
+  EXPECT_EQ(r.decision, admission_decision::reject_queue_full);
+  EXPECT_EQ(r.retry_after, 5s) << "40 missing at 20 a second, then 3 s";
+  in.refused_ahead = 0s;
+  r = decide_admission(in);
+  EXPECT_EQ(r.retry_after, 1s);
+  EXPECT_EQ(r.reason.find("refused before"), std::string::npos) << r.reason;
+}
+
+TEST(RefusalBacklog, RefusedItemsDrainAtTheSourcesPaceAndCountForAMinuteAtMost) {
+  refusal_backlog backlog;
+  const time_point t0{std::chrono::hours{1}};
+  EXPECT_FALSE(backlog.holds("chat"));
+  EXPECT_EQ(backlog.seconds("chat", 0, 2.0, t0), 0.0);
+  backlog.add("chat", 0, 10.0, 2.0, t0);
+  EXPECT_TRUE(backlog.holds("chat"));
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 0, 2.0, t0), 5.0);
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 0, 2.0, t0 + 2s), 3.0) << "4 of them came back";
+  EXPECT_EQ(backlog.seconds("embed", 0, 2.0, t0 + 2s), 0.0) << "per capability";
+  backlog.add("chat", 0, 4.0, 2.0, t0 + 3s);
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 0, 2.0, t0 + 3s), 4.0) << "6 left, then 2 more";
+  EXPECT_EQ(backlog.seconds("chat", 0, 2.0, t0 + 7s), 0.0);
+  EXPECT_FALSE(backlog.holds("chat")) << "drained";
+  // Clients that come back sooner than told are refused again: what counts is capped.
+  for (int i = 0; i < 100; ++i) {
+    backlog.add("chat", 0, 10.0, 1.0, t0 + 10s);
+  }
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 0, 1.0, t0 + 10s), refusal_backlog::max_seconds);
+}
+
+TEST(RefusalBacklog, ALowerClassesRefusalsDoNotHoldBackAHigherOnesRetry) {
+  refusal_backlog backlog;
+  const time_point t0{std::chrono::hours{1}};
+  backlog.add("chat", 2, 30.0, 1.0, t0); // a low class's herd
+  backlog.add("chat", 0, 4.0, 1.0, t0);
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 0, 1.0, t0), 4.0);
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 1, 1.0, t0), 4.0);
+  EXPECT_DOUBLE_EQ(backlog.seconds("chat", 2, 1.0, t0), 34.0) << "both come back before it";
+}

@@ -1894,6 +1894,41 @@ TEST_F(RemoteRouting, AdmissionCountsTheQueuedItemsAheadAtTheirOwnSize) {
   EXPECT_TRUE(r.admitted()) << r.reason;
 }
 
+TEST_F(RemoteRouting, AHerdRefusedInOneInstantIsToldToComeBackOneAfterAnother) {
+  // helper-40: 64 single-item judge requests at once on a source of about one item a second,
+  // each due in 8 s. Every refused one was told Retry-After: 1, and 9 in 10 of the retries
+  // were refused again (the Python client gives up after 5).
+  core_.add_source(endpoint("a", 60)); // one a second
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1, "warm")).admitted());
+  for (auto& batch : core_.dispatch()) {
+    ok(batch, 0.5);
+  }
+  core_.take_finished();
+  std::vector<std::chrono::seconds> told;
+  request_id id = 10;
+  for (int i = 0; i < 20; ++i) {
+    auto r = core_.submit(id++, 1, clock_.now() + 3s, judge_items(1, "herd" + std::to_string(i)));
+    if (!r.admitted()) {
+      EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+      told.push_back(r.retry_after);
+    }
+  }
+  ASSERT_GE(told.size(), 15u);
+  for (size_t i = 1; i < told.size(); ++i) {
+    EXPECT_GE(told[i], told[i - 1]) << i;
+  }
+  EXPECT_GE(told.back() - told.front(), std::chrono::seconds{told.size() - 2})
+    << "one a second, as the source takes them";
+  // Each comes back when told: the first ones fit then.
+  clock_.advance(told.front());
+  for (auto& batch : core_.dispatch()) {
+    ok(batch, 0.5);
+  }
+  core_.take_finished();
+  auto r = core_.submit(id++, 1, clock_.now() + 3s, judge_items(1, "back"));
+  EXPECT_TRUE(r.admitted()) << r.reason;
+}
+
 TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
