@@ -1145,9 +1145,24 @@ void scheduler_core::on_timer() {
     auto [deadline, id] = *deadlines_.begin();
     const auto& req = requests_.at(id);
     auto budget_ms = static_cast<int64_t>(ms_between(req.admitted, deadline));
+    // A local model runs on with the batches it holds: their answers are kept (the cache, or
+    // a retry waiting for them). A request of long texts failed at its deadline while its
+    // batch ran 17 s more; the client's retry queued behind it computed them all again.
+    std::vector<batch_id> on_models;
+    for (const auto& slots : req.running_in) {
+      for (auto b : slots) {
+        if (auto batch = batches_.find(b);
+            batch != batches_.end() && sources_.local_model(batch->second.source)) {
+          on_models.push_back(b);
+        }
+      }
+    }
     fail_remaining(id, errc::deadline_exceeded,
                    "the request's deadline (" + std::to_string(budget_ms)
                      + " ms after admission) passed before this item was scored");
+    for (auto b : on_models) {
+      give_up_if_unneeded(b);
+    }
     flush();
   }
   if (draining_ && now >= drain_deadline_) {

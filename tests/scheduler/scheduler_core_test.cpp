@@ -904,6 +904,34 @@ TEST_F(SchedulerCore, ALocalModelsIdenticalItemsShareOneAnswerUnlessItsGenerator
   EXPECT_EQ(sent, 2u);
 }
 
+TEST_F(SchedulerCore, ALocalBatchPastItsItemsDeadlineKeepsItsAnswersForTheRetry) {
+  // helper-42: a request of long texts failed at its deadline while the CPU embedder ran its
+  // batch 17 s more; the answers were thrown away, and the client's retry, queued behind that
+  // batch, computed them all again.
+  core_.add_source(local_model_source({"embed"}, 1));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  clock_.advance(1s);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].code, errc::deadline_exceeded);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, one(model_item("embedding", "embed", "x")))
+                .admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "the model is still busy with the late batch";
+  clock_.advance(3s);
+  answer(running[0], 0.625);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "the retry ends with the late answer";
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.625);
+  EXPECT_TRUE(done[0].results[0].cached);
+  EXPECT_TRUE(core_.dispatch().empty()) << "nothing computed twice";
+  EXPECT_TRUE(core_.idle());
+}
+
 TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRetry) {
   // A trainer's client times out and hangs up while the local model runs its batch; it sends
   // the same item again. The model finishes the batch anyway (it runs as one message), so the
