@@ -247,11 +247,13 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
       return;
     }
     auto id = found->second;
-    // A worker stopped on purpose (the server's shutdown) is no news to warn about.
+    // A worker stopped on purpose (the server's shutdown) is no news to warn about. Named
+    // (helper-41: "source 2 went down" said nothing of which node's endpoint it was).
+    auto name = "source '" + s.core->source_name(id) + "' (" + std::to_string(id) + ")";
     if (down.reason == caf::exit_reason::user_shutdown) {
-      log::debug("source ", id, " stopped");
+      log::debug(name, " stopped");
     } else {
-      log::warn("source ", id, " went down: ", self->system().render(down.reason));
+      log::warn(name, " went down: ", self->system().render(down.reason));
     }
     s.core->remove_source(id, "the worker stopped: " + self->system().render(down.reason));
     s.workers.erase(id);

@@ -451,6 +451,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   return decision;
 }
 
+std::string scheduler_core::source_name(source_id id) const {
+  return sources_.name(id);
+}
+
 bool scheduler_core::waits_behind(item_ref leader, size_t priority, time_point deadline) const {
   // An identical item still queued in a lower class (or due later) would hold this one to its
   // place: a high class's item that followed a low class's flood missed its deadline. It

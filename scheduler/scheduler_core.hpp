@@ -136,6 +136,9 @@ public:
   /// restarting), then fail together with `worker_failed` and the reason.
   void remove_source(source_id id, const std::string& reason);
 
+  /// The name `id` was added under ("" when unknown), for logs.
+  std::string source_name(source_id id) const;
+
   /// Admits or refuses a request. On admission the core owns the items and will finish the
   /// request (see `take_finished`); on refusal nothing was queued and the caller answers the
   /// client with the result's reason and Retry-After. Items whose capability no source serves

@@ -1005,3 +1005,9 @@ TEST_F(SchedulerCore, AFullClassOfJudgeItemsSaysWhenItsChatCallsMakeRoom) {
   ASSERT_EQ(r.decision, admission_decision::reject_queue_full);
   EXPECT_EQ(r.retry_after, 5s) << "50 items' room at 10 a second";
 }
+
+TEST_F(SchedulerCore, NamesASourceForTheLogs) {
+  // helper-41: a lost node's endpoint was logged as "source 2 went down".
+  auto id = core_.add_source(local_model_source({"embed"}, 1));
+  EXPECT_EQ(core_.source_name(id), "minilm");
+}
