@@ -590,6 +590,10 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
     if (j->attempt_reused && !got_some && !j->retried && ec != beast::error::timeout
         && !shut_down) {
       j->retried = true;
+      // Nor was it sent, then: a fresh connection refused leaves it unsent (helper-41: the
+      // probes of a killed provider went out on its stale connections first, so each refusal
+      // counted as heard and doubled the source's ejection).
+      j->written = false;
       connect_new(j);
       return;
     }

@@ -564,6 +564,22 @@ TEST_F(HttpClient, StaleKeepAliveConnectionIsRetriedOnAFreshOne) {
   EXPECT_EQ(server.accepted(), 2);
 }
 
+TEST_F(HttpClient, AStaleConnectionsRetryRefusedAtConnectLeavesTheRequestUnsent) {
+  // helper-41: a provider killed under load left the pool its idle connections. Each probe of
+  // its ejected source went out on one, then was refused on a fresh one, and counted as a
+  // call the provider heard: the ejection doubled (5, 10, 20, 40 s) though nothing listened.
+  {
+    scripted_server server({ok_reply("reply 0")}, /*close_each=*/true);
+    make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+    auto first = post_and_wait("/x");
+    ASSERT_EQ(first.error, http_error::none) << first.error_message;
+  } // gone: its port refuses connections now
+  auto second = post_and_wait("/x");
+  EXPECT_EQ(second.error, http_error::connect_failed) << second.error_message;
+  EXPECT_TRUE(second.resent) << "tried first on the pooled connection";
+  EXPECT_FALSE(second.sent) << "no server took it";
+}
+
 TEST_F(HttpClient, InterimResponsesAreReadPastToTheFinalOne) {
   // 1xx responses before the final one, as proxies and servers may send them unasked. The
   // client must not take one for the answer, nor leave the real answer on the connection for
