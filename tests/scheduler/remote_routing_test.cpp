@@ -35,6 +35,15 @@ std::vector<score_item> judge_items(size_t n, const std::string& prefix = "answe
   return items;
 }
 
+/// `n` judge items of about 2,000 tokens each (6,000 bytes), their texts starting `prefix`.
+std::vector<score_item> long_judge_items(size_t n, const std::string& prefix = "") {
+  std::vector<score_item> items;
+  for (size_t i = 0; i < n; ++i) {
+    items.push_back(judge_item(prefix + std::to_string(i) + std::string(6000, 'x')));
+  }
+  return items;
+}
+
 source_spec endpoint(std::string name, uint32_t rpm = 0) {
   source_spec s;
   s.name = std::move(name);
@@ -121,6 +130,19 @@ protected:
 
   std::string metrics_text() {
     return metrics_.registry.render();
+  }
+
+  /// A source paced to 60,000 tokens a minute, all of them at once (then 1,000 a second),
+  /// that has answered 4 short judge items (about 70 tokens each).
+  void add_token_paced_source_after_short_items() {
+    auto spec = endpoint("a", 0, 60s);
+    spec.rate_limit->tokens_per_minute = 60000;
+    core_.add_source(std::move(spec));
+    ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(4, "short ")).admitted());
+    for (auto& batch : core_.dispatch()) {
+      ok(batch, 0.5);
+    }
+    core_.take_finished();
   }
 
   config::scheduler_config cfg_;
@@ -1825,26 +1847,12 @@ TEST_F(RemoteRouting, AdmissionCountsARequestsTokensAtTheirOwnSize) {
   // short ones' cost per item (a minute's bucket held "300 items") and 30 failed at their
   // deadline; after long ones, 100 short items due in 10 s were refused 413 "no retry fits",
   // though they took 0.8 s.
-  auto spec = endpoint("a", 0, 60s);
-  spec.rate_limit->tokens_per_minute = 60000; // 60,000 tokens at once, then 1,000 a second
-  core_.add_source(std::move(spec));
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(4, "short ")).admitted());
-  for (auto& batch : core_.dispatch()) {
-    ok(batch, 0.5);
-  }
-  core_.take_finished();
-  auto long_items = [](size_t n) {
-    std::vector<score_item> items;
-    for (size_t i = 0; i < n; ++i) {
-      items.push_back(judge_item(std::to_string(i) + std::string(6000, 'x'))); // ~2,000 tokens
-    }
-    return items;
-  };
+  add_token_paced_source_after_short_items();
   // Each long one charged at its own size, about 2,070 tokens (a short one, about 70): 29 fit
   // the bucket at once, then one each 2 s, so 60 take about a minute.
-  auto r = core_.submit(2, 1, clock_.now() + 10s, long_items(60));
+  auto r = core_.submit(2, 1, clock_.now() + 10s, long_judge_items(60));
   EXPECT_EQ(r.decision, admission_decision::reject_too_large) << r.reason;
-  r = core_.submit(3, 1, clock_.now() + 10s, long_items(25));
+  r = core_.submit(3, 1, clock_.now() + 10s, long_judge_items(25));
   EXPECT_TRUE(r.admitted()) << r.reason;
   for (auto& batch : core_.dispatch()) {
     ok(batch, 0.5);
@@ -1859,25 +1867,11 @@ TEST_F(RemoteRouting, AdmissionCountsTheQueuedItemsAheadAtTheirOwnSize) {
   // helper-40: single-item requests after a switch from short prompts to long ones. The long
   // items queued ahead were counted at what the short calls had cost, so 35 of 53 admitted
   // long items failed at their deadline.
-  auto spec = endpoint("a", 0, 60s);
-  spec.rate_limit->tokens_per_minute = 60000; // 60,000 tokens at once, then 1,000 a second
-  core_.add_source(std::move(spec));
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(4, "short ")).admitted());
-  for (auto& batch : core_.dispatch()) {
-    ok(batch, 0.5);
-  }
-  core_.take_finished();
-  auto long_items = [](size_t n, const std::string& tag) {
-    std::vector<score_item> items;
-    for (size_t i = 0; i < n; ++i) {
-      items.push_back(judge_item(tag + std::to_string(i) + std::string(6000, 'x')));
-    }
-    return items;
-  };
+  add_token_paced_source_after_short_items();
   // 40 long ones queued, about 2,070 tokens each: 60,000 at once, the other 22,800 at 1,000 a
   // second.
-  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, long_items(40, "a")).admitted());
-  auto r = core_.submit(3, 1, clock_.now() + 10s, long_items(1, "b"));
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, long_judge_items(40, "a")).admitted());
+  auto r = core_.submit(3, 1, clock_.now() + 10s, long_judge_items(1, "b"));
   EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
   EXPECT_GE(r.retry_after, 14s) << "about 24.9 s away against a 10 s deadline";
   EXPECT_LE(r.retry_after, 16s);
@@ -1890,7 +1884,7 @@ TEST_F(RemoteRouting, AdmissionCountsTheQueuedItemsAheadAtTheirOwnSize) {
   }
   core_.take_finished();
   clock_.advance(20s);
-  r = core_.submit(5, 1, clock_.now() + 10s, long_items(1, "c"));
+  r = core_.submit(5, 1, clock_.now() + 10s, long_judge_items(1, "c"));
   EXPECT_TRUE(r.admitted()) << r.reason;
 }
 

@@ -823,6 +823,17 @@ source_spec local_model_source(std::vector<std::string> capabilities, uint32_t m
   return spec;
 }
 
+/// Each of `done` (requests of one item) ended with a late answer of 0.625 from "minilm".
+template <typename Finished>
+void expect_late_answers(const Finished& done) {
+  for (const auto& d : done) {
+    EXPECT_EQ(d.results[0].status, item_status::ok);
+    EXPECT_DOUBLE_EQ(d.results[0].score, 0.625);
+    EXPECT_EQ(d.results[0].source, "minilm");
+    EXPECT_TRUE(d.results[0].cached);
+  }
+}
+
 /// A generator call of a local model: `temperature` and `seed` as given.
 score_item generate_call(std::optional<double> temperature, std::optional<uint64_t> seed) {
   auto item = model_item("generate", "generate", "");
@@ -925,9 +936,7 @@ TEST_F(SchedulerCore, ALocalBatchPastItsItemsDeadlineKeepsItsAnswersForTheRetry)
   answer(running[0], 0.625);
   done = core_.take_finished();
   ASSERT_EQ(done.size(), 1u) << "the retry ends with the late answer";
-  EXPECT_EQ(done[0].results[0].status, item_status::ok);
-  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.625);
-  EXPECT_TRUE(done[0].results[0].cached);
+  expect_late_answers(done);
   EXPECT_TRUE(core_.dispatch().empty()) << "nothing computed twice";
   EXPECT_TRUE(core_.idle());
 }
@@ -956,12 +965,7 @@ TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRet
   answer(running[0], 0.625);
   done = core_.take_finished();
   ASSERT_EQ(done.size(), 2u) << "the retry and the item following it end with the late answer";
-  for (const auto& d : done) {
-    EXPECT_EQ(d.results[0].status, item_status::ok);
-    EXPECT_DOUBLE_EQ(d.results[0].score, 0.625);
-    EXPECT_EQ(d.results[0].source, "minilm");
-    EXPECT_TRUE(d.results[0].cached);
-  }
+  expect_late_answers(done);
   EXPECT_TRUE(core_.dispatch().empty()) << "nothing computed twice";
   EXPECT_TRUE(core_.idle());
   // And it is in the cache for a later retry.
