@@ -420,8 +420,11 @@ private:
   void show_breaker(source_id id, breaker_state state);
   /// `cancel` without finishing the requests it ended (the caller flushes).
   void drop(request_id id, const std::string& reason);
-  /// Ends every item of `id` that has not ended, with `code`.
+  /// Ends every item of `id` that has not ended, with `code` (one past its deadline that no
+  /// call went for also names its sources that were ejected, `ejected_sources`).
   void fail_remaining(request_id id, errc code, const std::string& reason);
+  /// The sources serving `capability` whose breaker is not closed, and why ("" when none).
+  std::string ejected_sources(const std::string& capability);
   /// Finishes the requests whose last item ended.
   void flush();
   void finish(request_id id);

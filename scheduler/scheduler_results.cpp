@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string_view>
 #include <unordered_set>
 
@@ -191,6 +192,8 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
   }
   auto& req = found->second;
   auto now = clock_.now();
+  // Per capability, why its sources sent nothing (for items that never got a call).
+  std::map<std::string, std::string> unsent;
   for (uint32_t i = 0; i < req.states.size(); ++i) {
     if (req.states[i] == item_state::done) {
       continue;
@@ -202,6 +205,17 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
     }
     r.code = code;
     r.error = reason;
+    if (code == errc::deadline_exceeded && req.states[i] == item_state::queued
+        && r.attempts == 0) {
+      const auto& capability = req.items[i]->capability;
+      auto [why, fresh] = unsent.try_emplace(capability);
+      if (fresh) {
+        why->second = ejected_sources(capability);
+      }
+      if (!why->second.empty()) {
+        r.error += " (no call was sent: " + why->second + ")";
+      }
+    }
     if (req.last_outcome[i] == attempt_outcome_kind::rate_limited
         && req.states[i] != item_state::running) {
       r.error += " (held back by rate limits; last attempt: " + req.last_failure[i] + ")";
@@ -211,6 +225,24 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
     end_item(id, req, i, std::move(r), false);
   }
   note_depth(req.priority);
+}
+
+std::string scheduler_core::ejected_sources(const std::string& capability) {
+  // helper-41: items of a capability whose only source was ejected or being probed failed
+  // at their deadline saying nothing of it.
+  std::string why;
+  for (const auto& info : sources_.sources()) {
+    if (info.breaker == breaker_state::closed
+        || std::find(info.capabilities.begin(), info.capabilities.end(), capability)
+             == info.capabilities.end()) {
+      continue;
+    }
+    why += (why.empty() ? "" : "; ") + std::string{"source '"} + info.name + "' "
+           + (info.breaker == breaker_state::open ? "was ejected"
+                                                  : "was being probed after an ejection")
+           + (info.breaker_reason.empty() ? std::string{} : " (" + info.breaker_reason + ")");
+  }
+  return why;
 }
 
 void scheduler_core::flush() {

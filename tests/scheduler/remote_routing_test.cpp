@@ -1923,6 +1923,42 @@ TEST_F(RemoteRouting, AHerdRefusedInOneInstantIsToldToComeBackOneAfterAnother) {
   EXPECT_TRUE(r.admitted()) << r.reason;
 }
 
+TEST_F(RemoteRouting, AnItemNoCallWentForAtItsDeadlineSaysItsSourceWasEjected) {
+  // helper-41: with the only judge source ejected or being probed, items failed at their
+  // deadline saying only that it had passed.
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 600s, judge_items(5, "fail")).admitted());
+  for (int i = 0; i < 5; ++i) {
+    for (auto& batch : core_.dispatch()) {
+      fail(batch, attempt_outcome_kind::server_error);
+    }
+  }
+  core_.take_finished();
+  // Ejected for 5 s: an item due in 7 s waits for the probe, which a first item takes.
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 7s, judge_items(1, "probe")).admitted());
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 7s, judge_items(1, "behind")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  clock_.advance(5s);
+  auto probe = core_.dispatch();
+  ASSERT_EQ(probe.size(), 1u);
+  clock_.advance(2s);
+  core_.on_timer();
+  bool seen = false;
+  for (const auto& done : core_.take_finished()) {
+    for (const auto& r : done.results) {
+      if (r.attempts == 0) {
+        seen = true;
+        EXPECT_EQ(r.code, errc::deadline_exceeded);
+        EXPECT_NE(r.error.find("no call was sent: source 'a' was being probed after an "
+                               "ejection (5 consecutive failures"),
+                  std::string::npos)
+          << r.error;
+      }
+    }
+  }
+  EXPECT_TRUE(seen) << "the item behind the probe";
+}
+
 TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
