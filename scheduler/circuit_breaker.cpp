@@ -90,10 +90,15 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view
   const std::string last = cause.empty() ? std::string{} : ", the last: " + std::string{cause};
   advance(now);
   if (state_ == breaker_state::half_open) {
-    // Keeps the first cause ("a probe failed after: 401 Unauthorized") through repeated probes.
-    static const std::string prefix = "a probe failed after: ";
-    trip(now, reason_.compare(0, prefix.size(), prefix) == 0 ? reason_ : prefix + reason_,
+    // The probe's own cause, and the first one of the streak ("a probe failed
+    // (connect_failed: ...) after: 401 Unauthorized"): helper-41 saw a dead provider's
+    // probes say only what had first ejected it.
+    auto origin = origin_;
+    trip(now,
+         "a probe failed" + (cause.empty() ? std::string{} : " (" + std::string{cause} + ")")
+           + " after: " + origin,
          !unheard);
+    origin_ = std::move(origin);
     return;
   }
   if (state_ == breaker_state::open) {
@@ -145,6 +150,7 @@ void circuit_breaker::eject(time_point now, std::string reason, nanoseconds dura
   }
   state_ = breaker_state::open;
   reason_ = std::move(reason);
+  origin_ = reason_;
   probes_in_flight_ = 0;
   consecutive_failures_ = 0;
   clear_window();
@@ -223,6 +229,7 @@ void circuit_breaker::trip(time_point now, std::string reason, bool grow) {
   state_ = breaker_state::open;
   open_until_ = now + (grow ? next_ejection() : config_.base_ejection);
   reason_ = std::move(reason);
+  origin_ = reason_;
   probes_in_flight_ = 0;
   consecutive_failures_ = 0;
   clear_window();

@@ -122,8 +122,9 @@ public:
     return open_until_;
   }
 
-  /// Why the breaker last opened, e.g. "5 consecutive failures"; kept after it closes, empty
-  /// when it never opened.
+  /// Why the breaker last opened, e.g. "5 consecutive failures", or after a failed probe "a
+  /// probe failed (ITS CAUSE) after: WHY IT FIRST OPENED"; kept after it closes, empty when it
+  /// never opened.
   const std::string& reason() const noexcept {
     return reason_;
   }
@@ -181,6 +182,8 @@ private:
   breaker_state state_ = breaker_state::closed;
   time_point open_until_{};
   std::string reason_;
+  /// Why the ejections of the current streak began (before any probe failed).
+  std::string origin_;
   uint32_t consecutive_failures_ = 0;
   uint32_t consecutive_ejections_ = 0;
   uint32_t probes_in_flight_ = 0;

@@ -225,7 +225,9 @@ TEST(CircuitBreaker, AProbeThatReachedNobodyReopensForTheFirstEjectionOnly) {
     EXPECT_EQ(b.open_until() - clock.now(), 10s) << "probe " << i;
     EXPECT_EQ(b.consecutive_ejections(), 2u);
   }
-  EXPECT_EQ(b.reason(), "a probe failed after: 3 consecutive failures");
+  EXPECT_EQ(b.reason(),
+            "a probe failed (connect_failed: Connection refused) after: 3 consecutive failures")
+    << "the last probe's cause, and what began the ejections";
   // Listening again but failing: the growth goes on from where the heard failures left it.
   clock.advance(10s);
   ASSERT_EQ(b.allows(clock.now()), breaker_decision::allow_probe);
