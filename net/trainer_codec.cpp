@@ -269,10 +269,13 @@ bool read_trainer_query(std::string_view target, const codec_context& ctx, size_
 
 namespace {
 
-/// `text` with each run of one patch placeholder written once.
-std::string collapse_patch_pads(std::string_view text) {
+/// `text` with each run of one patch placeholder written once; `origin[j]` is where the
+/// result's byte j came from in `text`.
+std::string collapse_patch_pads(std::string_view text, std::vector<size_t>& origin) {
   std::string out;
   out.reserve(text.size());
+  origin.clear();
+  origin.reserve(text.size());
   std::string_view last;
   size_t i = 0;
   while (i < text.size()) {
@@ -281,6 +284,9 @@ std::string collapse_patch_pads(std::string_view text) {
       if (text.substr(i, p.size()) == p) {
         if (last != p) {
           out.append(p);
+          for (size_t k = 0; k < p.size(); ++k) {
+            origin.push_back(i + k);
+          }
         }
         last = p;
         i += p.size();
@@ -289,6 +295,7 @@ std::string collapse_patch_pads(std::string_view text) {
       }
     }
     if (!pad) {
+      origin.push_back(i);
       out += text[i++];
       last = {};
     }
@@ -327,11 +334,15 @@ constexpr size_t max_cut_token_bytes = 8;
 } // namespace
 
 std::string response_of(std::string_view query, std::string_view prompt) {
+  const std::string_view original = query;
   std::string collapsed_query;
   std::string collapsed_prompt;
-  if (prompt.find("_pad|>") != std::string_view::npos) {
-    collapsed_query = collapse_patch_pads(query);
-    collapsed_prompt = collapse_patch_pads(prompt);
+  std::vector<size_t> origin;
+  const bool collapsed = prompt.find("_pad|>") != std::string_view::npos;
+  if (collapsed) {
+    std::vector<size_t> unused;
+    collapsed_query = collapse_patch_pads(query, origin);
+    collapsed_prompt = collapse_patch_pads(prompt, unused);
     query = collapsed_query;
     prompt = collapsed_prompt;
   }
@@ -367,7 +378,15 @@ std::string response_of(std::string_view query, std::string_view prompt) {
   while (!response.empty() && is_space(response.front())) {
     response.remove_prefix(1);
   }
-  return std::string{response};
+  if (!collapsed || response.empty()) {
+    return std::string{response};
+  }
+  // The same stretch of the query as sent (the fuzzer: a response with a run of pads in it
+  // came back with the run collapsed, text the query did not hold).
+  auto first = static_cast<size_t>(response.data() - query.data());
+  auto from = origin[first];
+  auto to = origin[first + response.size() - 1] + 1;
+  return std::string{original.substr(from, to - from)};
 }
 
 bool decode_openrlhf_request(std::string_view body, const backends::reward_entry& reward,

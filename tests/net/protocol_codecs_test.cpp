@@ -97,6 +97,10 @@ TEST(ResponseOf, AVlmsRepeatedPatchPadsCountAsThePromptsOne) {
   }
   query.replace(query.find("<|image_pad|>"), 13, pads);
   EXPECT_EQ(response_of(query + "A cat.<|im_end|>", prompt), "A cat.");
+  // A query the prompt is not found in is its own response, its pads as they were sent (the
+  // fuzzer: the run came back collapsed, text the query did not hold).
+  EXPECT_EQ(response_of("x" + pads + "y", "other <|image_pad|>"), "x" + pads + "y");
+  EXPECT_EQ(response_of(pads + "z", "<|video_pad|> other"), pads + "z");
 }
 
 TEST(QueryParameter, FindsAndDecodesOneParameter) {
