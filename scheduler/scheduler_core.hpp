@@ -425,6 +425,8 @@ private:
   void fail_remaining(request_id id, errc code, const std::string& reason);
   /// The sources serving `capability` whose breaker is not closed, and why ("" when none).
   std::string ejected_sources(const std::string& capability);
+  /// The sources serving `capability` whose breaker is open or half-open.
+  std::vector<source_info> unclosed_sources(const std::string& capability);
   /// Finishes the requests whose last item ended.
   void flush();
   void finish(request_id id);

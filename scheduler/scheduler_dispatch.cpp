@@ -447,15 +447,26 @@ std::string scheduler_core::ejected_reason(const std::string& capability,
   }
   // An item that never got an attempt: why its sources were ejected, as /info says.
   std::string why;
-  for (const auto& info : sources_.sources()) {
-    if (info.breaker != breaker_state::open || info.breaker_reason.empty()
-        || std::find(info.capabilities.begin(), info.capabilities.end(), capability)
-             == info.capabilities.end()) {
-      continue;
+  for (const auto& info : unclosed_sources(capability)) {
+    if (info.breaker == breaker_state::open && !info.breaker_reason.empty()) {
+      why += (why.empty() ? "; ejected: '" : ", '") + info.name + "' (" + info.breaker_reason
+             + ")";
     }
-    why += (why.empty() ? "; ejected: '" : ", '") + info.name + "' (" + info.breaker_reason + ")";
   }
   return reason + why;
+}
+
+std::vector<source_info> scheduler_core::unclosed_sources(const std::string& capability) {
+  auto all = sources_.sources();
+  std::vector<source_info> out;
+  for (auto& info : all) {
+    if (info.breaker != breaker_state::closed
+        && std::find(info.capabilities.begin(), info.capabilities.end(), capability)
+             != info.capabilities.end()) {
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
 }
 
 bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,

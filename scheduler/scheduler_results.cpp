@@ -231,12 +231,7 @@ std::string scheduler_core::ejected_sources(const std::string& capability) {
   // helper-41: items of a capability whose only source was ejected or being probed failed
   // at their deadline saying nothing of it.
   std::string why;
-  for (const auto& info : sources_.sources()) {
-    if (info.breaker == breaker_state::closed
-        || std::find(info.capabilities.begin(), info.capabilities.end(), capability)
-             == info.capabilities.end()) {
-      continue;
-    }
+  for (const auto& info : unclosed_sources(capability)) {
     why += (why.empty() ? "" : "; ") + std::string{"source '"} + info.name + "' "
            + (info.breaker == breaker_state::open ? "was ejected"
                                                   : "was being probed after an ejection")
