@@ -237,7 +237,8 @@ caf::actor spawn_nli_worker(caf::actor_system& sys,
 }
 
 scheduler::source_spec local_model_spec(const config::model_config& cfg,
-                                        const config::arbiter_config& all) {
+                                        const config::arbiter_config& all,
+                                        uint32_t max_tokens) {
   scheduler::source_spec spec;
   spec.name = cfg.name;
   spec.capabilities = routed_capabilities(cfg.name, model_capabilities(cfg), cfg.name, all);
@@ -245,6 +246,9 @@ scheduler::source_spec local_model_spec(const config::model_config& cfg,
   spec.max_inflight = 1;
   spec.remote = false;
   spec.local_model = true;
+  if (cfg.kind != "generator") {
+    spec.max_input_tokens = max_tokens;
+  }
   if (const auto wait = config::effective_batch_wait_ms(cfg); wait > 0) {
     spec.batch_wait = std::chrono::milliseconds{wait};
     spec.wait_when_idle = true;

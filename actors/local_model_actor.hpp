@@ -68,9 +68,10 @@ caf::actor spawn_nli_worker(caf::actor_system& sys,
 
 /// The scheduler's view of a local model worker named `cfg.name`: its capabilities (embed;
 /// generate and chat; or nli; each also @model:NAME and @REWARD for the rewards that name it), one
-/// batch at a time, up to `cfg.max_batch_items` items.
+/// batch at a time, up to `cfg.max_batch_items` items. An embedder's or NLI model's items
+/// weigh by their texts' tokens, each capped at `max_tokens` (its longest input).
 scheduler::source_spec local_model_spec(const config::model_config& cfg,
-                                        const config::arbiter_config& all);
+                                        const config::arbiter_config& all, uint32_t max_tokens);
 
 /// The devices `cfg.device` names: {"cpu"}, {"cuda:0", ...} for "cuda" (every visible GPU;
 /// none when there is none), or the one given.

@@ -313,7 +313,8 @@ typename Inspector::result_type inspect(Inspector& f, source_spec& x) {
   return f(caf::meta::type_name("source_spec"), x.name, x.capabilities, x.max_batch_items,
            x.max_batch_inputs, batch_wait, x.wait_when_idle, x.max_inflight, x.adaptive,
            x.concurrency, rate_limit, breaker, x.completion_tokens, x.remote,
-           x.local_model, x.input_cost_per_million, x.output_cost_per_million, x.feeds);
+           x.local_model, x.max_input_tokens, x.input_cost_per_million,
+           x.output_cost_per_million, x.feeds);
 }
 
 } // namespace arbiter::scheduler

@@ -32,6 +32,15 @@ uint64_t estimate_text_tokens(std::string_view text) noexcept;
 /// The one estimate the scheduler's token pacing and the remote codec share.
 uint64_t estimate_prompt_tokens(const score_item& item) noexcept;
 
+/// The work a local model does for `item`: for each text it encodes (an embedding item's
+/// candidate and each reference, an embedding call's text, a chat or generate call's prompt)
+/// or NLI pair (a call's premise and hypothesis), its tokens t as a model's tokenizer makes
+/// them (about: 4 per 3 words or one per 4 bytes, whichever is more) plus 2 special ones,
+/// capped at `max_input_tokens` (the model truncates there; 0: no cap), and t^2 / 512 for its
+/// attention. Admission weighs a local model's items by it: an item of eight 400-word
+/// references costs about 58 times one of a 20-word reference.
+uint64_t estimate_model_work(const score_item& item, uint64_t max_input_tokens) noexcept;
+
 /// The output tokens `item` may cost: a model call's `max_tokens` (else `default_max_tokens`,
 /// the source's setting) times its `n`; `default_max_tokens` for other items.
 uint64_t estimate_completion_tokens(const score_item& item, uint64_t default_max_tokens) noexcept;

@@ -397,7 +397,7 @@ bool start_local_models(caf::actor_system& sys, const config::arbiter_config& cf
       shown.name = m.name;
       shown.path = m.path;
       loaded.push_back(std::move(shown));
-      out.push_back({actors::local_model_spec(m, cfg), worker});
+      out.push_back({actors::local_model_spec(m, cfg, shown.max_tokens), worker});
     }
   }
   return true;

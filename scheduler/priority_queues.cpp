@@ -35,8 +35,10 @@ bool priority_queues::push(size_t cls, const std::string& capability, const queu
   int64_t primary = task.order_at.value_or(own).time_since_epoch().count();
   key k{primary, task.id};
   c.by_capability[capability].insert(k);
-  if (task.tokens > 0) {
-    c.tokens_by_capability[capability] += task.tokens;
+  if (task.tokens > 0 || task.work > 0) {
+    auto& sums = c.sums_by_capability[capability];
+    sums.tokens += task.tokens;
+    sums.work += task.work;
   }
   ++c.size;
   index_.emplace(task.id, entry{cls, capability, k, task});
@@ -54,21 +56,23 @@ std::optional<queued_task> priority_queues::pop(size_t cls, const std::string& c
   --c.size;
   auto e = index_.find(id);
   auto task = e->second.task;
-  forget_tokens(c, capability, task.tokens);
+  forget(c, capability, task);
   index_.erase(e);
   return task;
 }
 
-void priority_queues::forget_tokens(queue_class& c, const std::string& capability,
-                                    uint64_t tokens) {
-  if (tokens == 0) {
+void priority_queues::forget(queue_class& c, const std::string& capability,
+                             const queued_task& task) {
+  if (task.tokens == 0 && task.work == 0) {
     return;
   }
-  auto sum = c.tokens_by_capability.find(capability);
-  if (sum != c.tokens_by_capability.end()) {
-    sum->second -= std::min(sum->second, tokens);
-    if (sum->second == 0) {
-      c.tokens_by_capability.erase(sum);
+  auto sums = c.sums_by_capability.find(capability);
+  if (sums != c.sums_by_capability.end()) {
+    auto& s = sums->second;
+    s.tokens -= std::min(s.tokens, task.tokens);
+    s.work -= std::min(s.work, task.work);
+    if (s.tokens == 0 && s.work == 0) {
+      c.sums_by_capability.erase(sums);
     }
   }
 }
@@ -80,9 +84,15 @@ size_t priority_queues::waiting(size_t cls, const std::string& capability) const
 }
 
 uint64_t priority_queues::waiting_tokens(size_t cls, const std::string& capability) const {
-  const auto& sums = classes_.at(cls).tokens_by_capability;
+  const auto& sums = classes_.at(cls).sums_by_capability;
   auto found = sums.find(capability);
-  return found == sums.end() ? 0 : found->second;
+  return found == sums.end() ? 0 : found->second.tokens;
+}
+
+uint64_t priority_queues::waiting_work(size_t cls, const std::string& capability) const {
+  const auto& sums = classes_.at(cls).sums_by_capability;
+  auto found = sums.find(capability);
+  return found == sums.end() ? 0 : found->second.work;
 }
 
 std::vector<std::string> priority_queues::waiting_capabilities() const {
@@ -114,7 +124,7 @@ bool priority_queues::remove(task_id id) {
   auto& c = classes_[e->second.cls];
   auto q = c.by_capability.find(e->second.capability);
   q->second.erase(e->second.order_key);
-  forget_tokens(c, e->second.capability, e->second.task.tokens);
+  forget(c, e->second.capability, e->second.task);
   --c.size;
   index_.erase(e);
   return true;

@@ -31,6 +31,9 @@ struct queued_task {
   /// Its prompt tokens as estimated at submission (unscaled; 0 where none is kept), summed by
   /// `waiting_tokens` for admission's token pacing.
   uint64_t tokens = 0;
+  /// Its work for a local model that weighs items so (`estimate_model_work`; 0 where none is
+  /// kept), summed by `waiting_work` for admission.
+  uint64_t work = 0;
 };
 
 /// Bounded queues, one per priority class, each split by the capability its tasks need so that
@@ -86,6 +89,9 @@ public:
   /// `capability`, summed.
   uint64_t waiting_tokens(size_t cls, const std::string& capability) const;
 
+  /// The work (`queued_task::work`) of the tasks of `cls` waiting for `capability`, summed.
+  uint64_t waiting_work(size_t cls, const std::string& capability) const;
+
   /// Every capability with tasks waiting in some class.
   std::vector<std::string> waiting_capabilities() const;
 
@@ -108,11 +114,16 @@ private:
     config::priority_class config;
     size_t size = 0;
     std::map<std::string, std::set<key>, std::less<>> by_capability;
-    std::map<std::string, uint64_t, std::less<>> tokens_by_capability;
+    /// Per capability, its waiting tasks' tokens and work, summed.
+    struct sums {
+      uint64_t tokens = 0;
+      uint64_t work = 0;
+    };
+    std::map<std::string, sums, std::less<>> sums_by_capability;
   };
 
-  /// Takes a task leaving `c` out of its capability's token sum.
-  static void forget_tokens(queue_class& c, const std::string& capability, uint64_t tokens);
+  /// Takes a task leaving `c` out of its capability's sums.
+  static void forget(queue_class& c, const std::string& capability, const queued_task& task);
 
   std::vector<queue_class> classes_;
   std::unordered_map<task_id, entry> index_;

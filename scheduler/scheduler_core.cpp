@@ -215,6 +215,13 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // items of remote capabilities and reward graphs; `no_estimate` for the others.
   constexpr uint64_t no_estimate = std::numeric_limits<uint64_t>::max();
   std::vector<uint64_t> estimated;
+  // Work, for the items of local models that weigh items by it (`estimate_model_work`).
+  std::vector<uint64_t> work(items.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (auto cap = sources_.work_cap(items[i]->capability); cap > 0) {
+      work[i] = estimate_model_work(*items[i], cap);
+    }
+  }
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& item = *items[i];
     if (item_check_) {
@@ -259,6 +266,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         size_t count = 0;
         bool all_fall_back = true;
         token_demand tokens;
+        uint64_t work = 0;
       };
       std::map<std::string, need> needs;
       for (size_t i = 0; i < items.size(); ++i) {
@@ -266,6 +274,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           auto& n = needs[items[i]->capability];
           ++n.count;
           n.all_fall_back = n.all_fall_back && !items[i]->fallback.empty() && fallback_;
+          n.work += work[i];
           const auto& capability = items[i]->capability;
           if (remote_capability(capability) || sources_.feeds(capability) != nullptr) {
             estimated.resize(items.size(), no_estimate);
@@ -276,7 +285,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
       }
       for (const auto& [capability, n] : needs) {
-        auto wait = expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens);
+        auto wait =
+          expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens, n.work);
         if (wait && *wait > in.time_left && n.all_fall_back) {
           // Too slow for this deadline, but each of these items has a fallback: they take it
           // at once (below) rather than the request being refused.
@@ -289,7 +299,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
         if (wait && *wait > in.time_left) {
           auto least = expected_wait(capability, priority, n.count, 0, /*alone=*/true, 0.0,
-                                     n.tokens);
+                                     n.tokens, n.work);
           if (least && (!in.alone_wait || *least > *in.alone_wait)) {
             in.alone_wait = least;
           }
@@ -337,6 +347,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.last_failure.assign(n, std::string{});
   req.last_outcome.assign(n, std::nullopt);
   req.tokens.assign(n, 0);
+  req.work = std::move(work);
   req.failures.assign(n, 0);
   req.running_in.assign(n, {0, 0});
   req.remaining = n;
@@ -433,7 +444,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
       req.keys[i] = std::move(key);
     }
-    queued_task task{next_task_++, id, i, deadline, now, req.order_at[i], req.tokens[i]};
+    queued_task task{next_task_++, id, i, deadline, now, req.order_at[i], req.tokens[i],
+                     req.work[i]};
     req.tasks[i] = task.id;
     // Admission checked the capacity, so the push cannot fail. A reward graph's model calls
     // (internal) pass no admission: their item was admitted, and left the class's queue when
@@ -510,6 +522,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   for (auto [rid, index] : items) {
     const auto& req = requests_.at(rid);
     record.prompt_tokens += req.tokens[index];
+    record.work += req.work[index];
     record.steps.push_back(req.items[index]->step);
     record.estimate = estimate_of(*req.items[index]);
   }
@@ -528,7 +541,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
       }
     }
   }
-  sources_.acquire(source, tokens, batch.items.size());
+  sources_.acquire(source, tokens, batch.items.size(), record.work);
   record.charged_tokens = tokens;
   if (tokens > 0) {
     record.charged_prompt_tokens =
@@ -562,7 +575,8 @@ scheduler_core::take_batch(batch_id id, attempt_report& report) {
     }
   }
   if (auto burst = sources_.release(batch.source, report, routing_.auth_ejection,
-                                    batch.items.size(), batch.charged_tokens, size)) {
+                                    batch.items.size(), batch.charged_tokens, size,
+                                    batch.work)) {
     // A 429 for a call larger than all the endpoint takes at once: not retried after the
     // Retry-After. Several items go again one by one (as for a 400); one goes to a source
     // it fits, or fails saying so.
@@ -971,8 +985,8 @@ void scheduler_core::requeue(item_ref ref) {
   auto& req = requests_.at(ref.first);
   auto index = ref.second;
   req.states[index] = item_state::queued;
-  queued_task task{next_task_++, ref.first, index, req.deadline, req.enqueued[index],
-                   req.order_at[index], req.tokens[index]};
+  queued_task task{next_task_++, ref.first, index, req.deadline,
+                   req.enqueued[index], req.order_at[index], req.tokens[index], req.work[index]};
   req.tasks[index] = task.id;
   if (!queues_.push(req.priority, req.items[index]->capability, task)) {
     // The class is full: the retry lane takes it instead.

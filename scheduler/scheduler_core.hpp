@@ -246,6 +246,8 @@ private:
     std::vector<std::optional<attempt_outcome_kind>> last_outcome;
     /// Prompt tokens per item, estimated once (0 for items no remote source serves).
     std::vector<uint64_t> tokens;
+    /// Work per item for a local model weighing items so (`estimate_model_work`; 0 else).
+    std::vector<uint64_t> work;
     /// Attempts per item that used up one of `routing.max_attempts` (see `counts_as_attempt`).
     std::vector<uint32_t> failures;
     /// The batches an item runs in now (two while hedged; 0 = none).
@@ -266,6 +268,8 @@ private:
     bool remote = false;
     /// The unscaled prompt-token estimate of its items, to learn from the answer's usage.
     uint64_t prompt_tokens = 0;
+    /// Its items' work (`pending_request::work`, summed), to learn seconds per unit from.
+    uint64_t work = 0;
     /// Which of its source's prompt-token ratios scales its items' estimate and learns from
     /// its answer (a batch holds items of one kind).
     prompt_estimate estimate = prompt_estimate::call;
@@ -347,11 +351,12 @@ private:
   /// capacity (the least it could take on an idle server). `calls_ahead`: calls a graph
   /// above will add ahead of them (`graph_items_ahead`).
   /// `tokens`: the request's items' prompt tokens, summed, and one of them (token pacing
-  /// counts them at their own size); unset: at what recent calls cost.
+  /// counts them at their own size); unset: at what recent calls cost. `work`: their work,
+  /// summed, for a local model that weighs items so (0: at what recent calls did).
   std::optional<nanoseconds> expected_wait(const std::string& capability, size_t cls,
                                            size_t items, int depth = 0, bool alone = false,
                                            double calls_ahead = 0.0,
-                                           const token_demand& tokens = {});
+                                           const token_demand& tokens = {}, uint64_t work = 0);
   /// A reward graph's items ahead of a new one at class `cls` whose model calls are not queued
   /// yet: queued for the graph, or running there before their calls arrive.
   double graph_items_ahead(const std::string& capability, size_t cls) const;

@@ -292,7 +292,8 @@ double scheduler_core::graph_items_ahead(const std::string& capability, size_t c
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
                                                          size_t cls, size_t items, int depth,
                                                          bool alone, double calls_ahead,
-                                                         const token_demand& tokens) {
+                                                         const token_demand& tokens,
+                                                         uint64_t work) {
   // A reward graph runs each item as model calls on the capabilities under it: its items wait
   // as long as the slowest of those (a graph of graphs is followed a few levels down). Its
   // items admitted but not yet calling will each make a call there, ahead of these.
@@ -316,6 +317,7 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   std::vector<bool> waiting(queues_.class_count(), false);
   double ahead = 0.0;
   source_registry::own_items mine{static_cast<double>(items), tokens};
+  mine.work = work;
   for (size_t q = 0; q < waiting.size(); ++q) {
     auto n = queues_.waiting(q, capability);
     waiting[q] = n > 0;
@@ -325,6 +327,7 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
       // cost admitted a herd of single long items that then failed at their deadline.
       mine.queued += static_cast<double>(n);
       mine.queued_prompt += queues_.waiting_tokens(q, capability);
+      mine.queued_work += queues_.waiting_work(q, capability);
     }
   }
   ahead += calls_ahead;
@@ -332,15 +335,17 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   // The last of the request's items starts once everything before it has. What the sources'
   // buckets and free slots hold goes at once, the rest at their pace.
   auto count = static_cast<double>(items);
-  auto start = [this, &capability, rate, alone, &mine](double n) {
-    return sources_.seconds_to_start(capability, n, alone, mine.demand.item ? &mine : nullptr)
+  const auto* own = mine.demand.item != nullptr || mine.work > 0 ? &mine : nullptr;
+  auto start = [this, &capability, rate, alone, own](double n) {
+    return sources_.seconds_to_start(capability, n, alone, own)
       .value_or(std::max(n - 1.0, 0.0) / *rate);
   };
-  auto latency = sources_.latency(capability);
   if (alone) {
     auto seconds = std::chrono::duration<double>(start(count));
-    return std::chrono::duration_cast<nanoseconds>(seconds) + latency;
+    return std::chrono::duration_cast<nanoseconds>(seconds)
+           + sources_.latency(capability, count, own);
   }
+  auto latency = sources_.latency(capability, ahead + count, own);
   // Higher classes first at the latest (strict priority), or the class's fair share of the
   // capacity while lower classes wait too, whichever finishes sooner: its next item goes at
   // the next start, each further one 1/share starts later.

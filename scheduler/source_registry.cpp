@@ -69,6 +69,12 @@ struct source_registry::state {
   /// items arrive one at a time), for what a bucket's requests hold in items.
   double items_per_call = 0.0;
   bool has_items_per_call = false;
+  /// A source weighing items by work: smoothed seconds per unit of work of good answers
+  /// (latency ÷ the call's work), and work per item sent.
+  double unit_seconds = 0.0;
+  bool has_unit_seconds = false;
+  double work_per_item = 0.0;
+  bool has_work_per_item = false;
   /// Smoothed tokens charged per item, for the token-pacing share of capacity.
   double tokens_per_item = 0.0;
   bool has_tokens_per_item = false;
@@ -116,6 +122,28 @@ struct source_registry::state {
 
   double token_capacity() const {
     return limiter ? limiter->token_capacity() : std::numeric_limits<double>::infinity();
+  }
+
+  /// For a source weighing items by work, with seconds per unit learned: the average work of
+  /// `items` items whose last `own->count` are a request's (`own_items`); 0 otherwise.
+  double work_each(double items, const own_items* own) const {
+    if (spec.max_input_tokens == 0 || !has_unit_seconds || own == nullptr || own->work == 0
+        || own->count <= 0.0) {
+      return 0.0;
+    }
+    const auto mine = static_cast<double>(own->work);
+    auto ahead_each = has_work_per_item ? work_per_item : mine / own->count;
+    if (own->queued > 0.0 && own->queued_work > 0) {
+      ahead_each = static_cast<double>(own->queued_work) / own->queued;
+    }
+    const auto ahead = std::max(items - own->count, 0.0);
+    return (ahead * ahead_each + mine) / std::max(items, own->count);
+  }
+
+  /// Items a call carries: as many as calls have lately carried, one while none has gone.
+  double per_call() const {
+    return std::min(static_cast<double>(spec.max_batch_items),
+                    has_items_per_call ? items_per_call : 1.0);
   }
 
   /// Items per second this source can take now; nullopt while nothing bounds it.
@@ -349,7 +377,7 @@ bool source_registry::paces_tokens(source_id id) const {
   return s != nullptr && s->limiter && s->limiter->tokens_per_minute() > 0.0;
 }
 
-void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
+void source_registry::acquire(source_id id, uint64_t tokens, size_t items, uint64_t work) {
   auto* s = find(id);
   if (s == nullptr) {
     return;
@@ -364,6 +392,12 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items) {
     s->items_per_call = smoothed(s->items_per_call, static_cast<double>(items),
                                  !s->has_items_per_call);
     s->has_items_per_call = true;
+  }
+  if (work > 0 && items > 0 && s->spec.max_input_tokens > 0) {
+    s->work_per_item = smoothed(s->work_per_item,
+                                static_cast<double>(work) / static_cast<double>(items),
+                                !s->has_work_per_item);
+    s->has_work_per_item = true;
   }
   if (tokens > 0 && items > 0) {
     s->tokens_per_item = smoothed(s->tokens_per_item,
@@ -398,7 +432,8 @@ void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t r
 
 std::optional<uint64_t> source_registry::release(source_id id, const attempt_report& report,
                                                  nanoseconds eject_for, size_t items,
-                                                 uint64_t charged, uint64_t call_tokens) {
+                                                 uint64_t charged, uint64_t call_tokens,
+                                                 uint64_t work) {
   auto* s = find(id);
   if (s == nullptr) {
     return std::nullopt;
@@ -487,6 +522,12 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
       s->item_seconds = smoothed(s->item_seconds, per_item, !s->has_item_seconds);
       s->has_item_seconds = true;
     }
+    if (work > 0 && s->spec.max_input_tokens > 0) {
+      auto per_unit = std::chrono::duration<double>(report.latency).count()
+                      / static_cast<double>(work);
+      s->unit_seconds = smoothed(s->unit_seconds, per_unit, !s->has_unit_seconds);
+      s->has_unit_seconds = true;
+    }
   }
   return std::nullopt;
 }
@@ -570,12 +611,15 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
     // What one call sent now carries: items arriving at once go one a call (a herd of
     // single-item requests took a 120-call bucket for 3,840 embedding items), so as many as
     // calls have lately carried, one while none has gone.
-    const auto per_call = std::min(batch, s.has_items_per_call ? s.items_per_call : 1.0);
+    const auto per_call = s.per_call();
     if (s.has_item_seconds && s.item_seconds > 0.0) {
       auto free = static_cast<double>(s.limit())
                   - (idle ? 0.0 : static_cast<double>(s.info.inflight));
       p.slots_now = std::max(free, 0.0) * per_call;
-      p.slots_rate = static_cast<double>(s.limit()) / s.item_seconds;
+      // A model weighing items by work: these items at their work, not at the recent ones'.
+      auto work = s.work_each(items, own);
+      p.slots_rate = static_cast<double>(s.limit())
+                     / (work > 0.0 ? s.unit_seconds * work : s.item_seconds);
     }
     if (s.limiter) {
       auto& l = *s.limiter;
@@ -668,6 +712,36 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
     }
   }
   return std::nullopt;
+}
+
+nanoseconds source_registry::latency(const std::string& capability, double items,
+                                     const own_items* own) const {
+  std::optional<double> best;
+  for (const auto& sp : sources_) {
+    if (!sp->serves(capability)) {
+      continue;
+    }
+    std::optional<double> ns;
+    if (auto work = sp->work_each(items, own); work > 0.0) {
+      ns = sp->unit_seconds * work * std::clamp(items, 1.0, std::max(sp->per_call(), 1.0)) * 1e9;
+    } else if (sp->has_latency) {
+      ns = sp->latency_ns;
+    }
+    if (ns && (!best || *ns < *best)) {
+      best = ns;
+    }
+  }
+  return nanoseconds{static_cast<nanoseconds::rep>(best.value_or(0.0))};
+}
+
+uint32_t source_registry::work_cap(const std::string& capability) const {
+  uint32_t cap = 0;
+  for (const auto& sp : sources_) {
+    if (sp->serves(capability)) {
+      cap = std::max(cap, sp->spec.max_input_tokens);
+    }
+  }
+  return cap;
 }
 
 nanoseconds source_registry::latency(const std::string& capability) const {

@@ -57,6 +57,13 @@ struct source_spec {
   /// answers cached as a remote source's are, except a generator call that samples without a
   /// seed (`scheduler_core::shares_answers`).
   bool local_model = false;
+  /// A local embedding or NLI model's longest input in tokens (`model_info::max_tokens`):
+  /// its items weigh by their texts' tokens, each capped at this (`estimate_model_work`), and
+  /// admission learns the seconds one unit of that work takes rather than one item (after
+  /// items of eight 400-word references, 20-word items were expected to take as long). 0:
+  /// every item weighs alike (a generator's decoding costs about the same for one call as
+  /// for a batch of them).
+  uint32_t max_input_tokens = 0;
   /// What a million prompt (input) and completion (output) tokens cost at this source, for
   /// the step accounts and `arbiter_source_cost_total` (0: free or unknown).
   double input_cost_per_million = 0.0;
@@ -223,8 +230,8 @@ public:
 
   /// Records a batch sent to `id` costing `tokens` (from `tokens_for`) over `items` items:
   /// takes its request and tokens from the buckets, a probe slot when half-open, and a
-  /// concurrency slot.
-  void acquire(source_id id, uint64_t tokens, size_t items);
+  /// concurrency slot. `work`: its items' work, summed, for a source that weighs items so.
+  void acquire(source_id id, uint64_t tokens, size_t items, uint64_t work = 0);
 
   /// The part of `tokens_for` that pays for `estimated` prompt tokens of the kind `of`
   /// (scaled by its learned ratio); 0 when the source does not pace by tokens.
@@ -258,17 +265,32 @@ public:
   /// of the `queued` items waiting ahead (`queued_prompt`, summed) or, with none queued, by
   /// what recent calls cost per item (a request of long prompts after short ones was admitted
   /// on the short ones' cost).
+  /// A source that weighs its items by work (`source_spec::max_input_tokens`) counts them
+  /// likewise: the request's by their own work (`work`, summed), those ahead at the average
+  /// of the queued ones (`queued_work`, summed) or, with none queued, of recent calls.
   struct own_items {
     double count = 0.0;
     token_demand demand;
     double queued = 0.0;
     uint64_t queued_prompt = 0;
+    uint64_t work = 0;
+    uint64_t queued_work = 0;
   };
   std::optional<double> seconds_to_start(const std::string& capability, double items,
                                          bool idle = false, const own_items* own = nullptr);
 
   /// The smoothed latency of the fastest source serving `capability` (0 before any answer).
   nanoseconds latency(const std::string& capability) const;
+
+  /// How long the call that answers the last of `items` more items takes at the fastest
+  /// source serving `capability`: its smoothed latency, or for a source that weighs items by
+  /// work, the seconds per unit it has learned times the work of a call of them (at most as
+  /// many items as its calls carry, at the average work of `own` and those ahead of it).
+  nanoseconds latency(const std::string& capability, double items, const own_items* own) const;
+
+  /// The largest `max_input_tokens` of the sources serving `capability` that weigh their
+  /// items by work (0: none does): what `estimate_model_work` caps a text at for its items.
+  uint32_t work_cap(const std::string& capability) const;
 
   /// The smoothed latency of `id` (0 before its first good answer).
   nanoseconds latency_of(source_id id) const;
@@ -301,9 +323,12 @@ public:
   /// the refusal is about the call's size, which no wait mends, so the endpoint is not
   /// blocked for everyone's calls (its Retry-After, often a minute, held every other item),
   /// and the caller fails the call as too large. nullopt otherwise.
+  ///
+  /// `work`: the call's items' work (`estimate_model_work`, summed) for a source that weighs
+  /// them so: a good answer teaches it the seconds one unit takes.
   std::optional<uint64_t> release(source_id id, const attempt_report& report,
                                   nanoseconds eject_for, size_t items = 1, uint64_t charged = 0,
-                                  uint64_t call_tokens = 0);
+                                  uint64_t call_tokens = 0, uint64_t work = 0);
 
   /// Whether a source other than `except` serves `capability` and is not ejected.
   bool has_alternative(const std::string& capability, source_id except);

@@ -279,6 +279,36 @@ TEST(RemoteCodec, TextTokenEstimateIsTheLargerOfWordsAndThirds) {
   EXPECT_EQ(estimate_text_tokens(" \t\n "), 2u);         // no words, 4 bytes
 }
 
+TEST(RemoteCodec, ALocalModelsWorkCountsEachTextCappedAtItsLongestInput) {
+  auto words = [](size_t n) {
+    std::string text;
+    for (size_t i = 0; i < n; ++i) {
+      text += i == 0 ? "ab" : " ab"; // 3 bytes a word: 4 tokens per 3 words bind
+    }
+    return text;
+  };
+  score_item item;
+  item.kind = "embedding";
+  item.solution_str = words(30);        // 40 tokens and 2 special ones: 42 + 42^2 / 512
+  item.ground_truth = {words(3000)};    // capped at 256: 256 + 128
+  EXPECT_EQ(estimate_model_work(item, 256), 42u + 3u + 256u + 128u);
+  item.ground_truth.assign(8, words(3000));
+  EXPECT_EQ(estimate_model_work(item, 256), 45u + 8u * 384u) << "each reference is encoded";
+  EXPECT_GT(estimate_model_work(item, 0), 8u * 4000u) << "no cap: each text at its length";
+  // An NLI call: its premise and hypothesis are one input.
+  score_item pair;
+  pair.kind = "nli";
+  model_call call;
+  call.prompt = words(30);
+  call.hypothesis = words(3);
+  pair.call = std::make_shared<const model_call>(call);
+  EXPECT_EQ(estimate_model_work(pair, 512), 46u + 46u * 46u / 512u);
+  // CJK: about a token a character; 2 characters, 6 bytes.
+  item.solution_str = "\xe6\x95\xb0\xe5\xad\xa6";
+  item.ground_truth = {};
+  EXPECT_EQ(estimate_model_work(item, 256), 4u);
+}
+
 TEST(RemoteCodec, ItemEstimatesNeverBelowWhatAProviderCountsOfTheBody) {
   endpoint_options opts;
   opts.max_tokens = 300;

@@ -442,3 +442,36 @@ def test_a_retry_after_a_client_timeout_computes_nothing_twice(make_server):
     _, _, metrics = server.request("GET", "/metrics")
     assert "arbiter_abandoned_requests_total 1" in metrics, \
         [x for x in metrics.splitlines() if "abandoned" in x]
+
+
+def test_admission_weighs_the_embedders_items_by_their_texts(make_server):
+    """Admission learns the local model's pace per unit of work (each text's tokens, capped at
+    the model's 256), not per item. Per item, 64 items of eight long references and 64 of one
+    short one were quoted alike: after short items, heavy requests were admitted and failed
+    at their deadline; after heavy ones, short requests took their fallback though they fit."""
+    import re
+    server = make_server(env={"ARBITER_DEFAULT_EMBEDDER_DIR": str(MODEL)})
+    long_text = "some words of a longer answer " * 80  # past the model's 256 tokens
+
+    def items(tag, references, text):
+        return [{"reward": "embedding", "solution_str": f"{tag} {i}: {text}",
+                 "ground_truth": [f"reference {k}: {text}" for k in range(references)]}
+                for i in range(64)]
+
+    status, _, reply = server.score({"items": items("warm", 1, "a short answer"),
+                                     "deadline_ms": 300000})
+    assert status == 200 and {r["status"] for r in reply["results"]} == {"ok"}, reply
+
+    def expected_ms(body_items):
+        # Due at once, every item takes its fallback, saying when it was expected.
+        status, _, reply = server.score({"items": body_items, "deadline_ms": 1})
+        assert status == 200, reply
+        reason = reply["results"][0]["fallback_reason"]
+        found = re.search(r"expected to be answered in (\d+) ms", reason)
+        assert found, reason
+        return int(found.group(1))
+
+    short = expected_ms(items("short", 1, "a short answer"))
+    heavy = expected_ms(items("heavy", 8, long_text))
+    # 9 texts of 256 tokens against 2 of about 10: some 100 times the work.
+    assert heavy > 10 * short, (short, heavy)

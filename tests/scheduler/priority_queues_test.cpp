@@ -144,3 +144,24 @@ TEST(PriorityQueues, SumsTheEstimatedTokensWaitingByClassAndCapability) {
   EXPECT_EQ(q.waiting_tokens(1, "chat"), 0u);
   EXPECT_EQ(q.waiting_tokens(0, "embed"), 7u);
 }
+
+TEST(PriorityQueues, SumsALocalModelsWorkApartFromTheTokens) {
+  // One capability may be served by a remote endpoint (paced by tokens) and a local model
+  // (weighing items by work): each sum counts its own.
+  priority_queues q{two_classes()};
+  auto task = [](task_id id, uint64_t tokens, uint64_t work) {
+    return queued_task{id, id, 0, t0, t0, std::nullopt, tokens, work};
+  };
+  ASSERT_TRUE(q.push(0, "embed", task(1, 100, 300)));
+  ASSERT_TRUE(q.push(0, "embed", task(2, 0, 40)));
+  ASSERT_TRUE(q.push(1, "embed", task(3, 0, 5)));
+  EXPECT_EQ(q.waiting_work(0, "embed"), 340u);
+  EXPECT_EQ(q.waiting_tokens(0, "embed"), 100u);
+  EXPECT_EQ(q.waiting_work(1, "embed"), 5u);
+  EXPECT_EQ(q.pop(0, "embed")->id, 1u);
+  EXPECT_EQ(q.waiting_work(0, "embed"), 40u);
+  EXPECT_EQ(q.waiting_tokens(0, "embed"), 0u) << "the token sum empties, the work sum stays";
+  EXPECT_TRUE(q.remove(2));
+  EXPECT_EQ(q.waiting_work(0, "embed"), 0u);
+  EXPECT_EQ(q.waiting_work(1, "embed"), 5u);
+}

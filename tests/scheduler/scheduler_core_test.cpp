@@ -1,4 +1,5 @@
 #include "scheduler/scheduler_core.hpp"
+#include "common/token_estimate.hpp"
 
 #include <limits>
 #include <memory>
@@ -913,6 +914,68 @@ TEST_F(SchedulerCore, ALocalModelsIdenticalItemsShareOneAnswerUnlessItsGenerator
     answer(b, 1.0);
   }
   EXPECT_EQ(sent, 2u);
+}
+
+TEST_F(SchedulerCore, AdmissionWeighsALocalModelsItemsByTheirTextsTokens) {
+  // An embedder truncating at 256 tokens: an item of eight long references costs it about 58
+  // times one of a 20-word reference. Counted per item, a request of heavy items was admitted
+  // on short ones' pace and failed at its deadline, and short items were refused on heavy
+  // ones' (helper-42: 1,000 short items after long ones all took their fallback).
+  auto spec = local_model_source({"embed"}, 1);
+  spec.max_batch_items = 4;
+  spec.max_input_tokens = 256;
+  core_.add_source(spec);
+  auto words = [](size_t n) {
+    std::string text = "ab";
+    for (size_t i = 1; i < n; ++i) {
+      text += " ab";
+    }
+    return text;
+  };
+  size_t made = 0; // each item differs: a cached answer makes no call
+  auto items = [&](size_t n, size_t references, size_t length) {
+    std::vector<shared_item> out;
+    for (size_t i = 0; i < n; ++i) {
+      auto item = model_item("embedding", "embed", words(length) + std::to_string(made++));
+      item.ground_truth.assign(references, words(length));
+      out.push_back(std::make_shared<const score_item>(std::move(item)));
+    }
+    return out;
+  };
+  auto run = [&](request_id id, std::vector<shared_item> batch, nanoseconds takes) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 120s, std::move(batch)).admitted());
+    auto sent = core_.dispatch();
+    ASSERT_EQ(sent.size(), 1u);
+    clock_.advance(takes);
+    answer(sent[0], 0.5);
+    core_.take_finished();
+  };
+  const auto short_work = estimate_model_work(*items(1, 1, 20)[0], 256);
+  const auto heavy_work = estimate_model_work(*items(1, 8, 3000)[0], 256);
+  ASSERT_EQ(heavy_work, 9u * 384u);
+  ASSERT_GT(heavy_work, 50 * short_work);
+
+  run(1, items(4, 1, 20), 400ms); // 0.1 s an item
+  auto heavy = core_.submit(2, 1, clock_.now() + 15s, items(4, 8, 3000));
+  EXPECT_EQ(heavy.decision, admission_decision::reject_deadline_unmeetable)
+    << "4 heavy items take about 23 s at that pace of work, not 0.4 s: " << heavy.reason;
+  run(3, items(4, 1, 20), 400ms);
+
+  run(4, items(4, 8, 3000), 30s); // somewhat slower a unit than the short ones
+  EXPECT_TRUE(core_.submit(5, 1, clock_.now() + 1s, items(4, 1, 20)).admitted())
+    << "short items after heavy ones take about 0.4 s, not 30 s";
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u);
+  clock_.advance(420ms);
+  answer(sent[0], 0.5);
+  core_.take_finished();
+
+  // Heavy items queued ahead count at their own work: 4 of them wait behind the batch sent.
+  ASSERT_TRUE(core_.submit(6, 1, clock_.now() + 120s, items(8, 8, 3000)).admitted());
+  ASSERT_EQ(core_.dispatch().size(), 1u);
+  auto behind = core_.submit(7, 1, clock_.now() + 10s, items(4, 1, 20));
+  EXPECT_EQ(behind.decision, admission_decision::reject_deadline_unmeetable) << behind.reason;
+  EXPECT_TRUE(core_.submit(8, 1, clock_.now() + 90s, items(4, 1, 20)).admitted());
 }
 
 TEST_F(SchedulerCore, ALocalBatchPastItsItemsDeadlineKeepsItsAnswersForTheRetry) {
