@@ -132,7 +132,7 @@ void count(gateway_state& s, const char* event = nullptr) {
   }
 }
 
-/// Publishes the models of the nodes that are up.
+/// Publishes the models of the nodes that are up, then those of the lost ones, marked away.
 void publish_models(gateway_state& s) {
   if (s.models == nullptr) {
     return;
@@ -141,6 +141,14 @@ void publish_models(gateway_state& s) {
   for (const auto& [name, node] : s.nodes) {
     if (node.up) {
       entries.insert(entries.end(), node.models.begin(), node.models.end());
+    }
+  }
+  for (const auto& [name, node] : s.nodes) {
+    if (!node.up) {
+      for (auto e : node.models) {
+        e.away = "node '" + name + "' was lost: " + node.reason;
+        entries.push_back(std::move(e));
+      }
     }
   }
   s.models->set(std::move(entries));
@@ -227,7 +235,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
       it->second.sources.push_back(spec.name);
       std::vector<node_models::entry> served;
       for (auto& [cap, model] : models_of_keys(spec.capabilities)) {
-        served.push_back({std::move(model), cap, spec.name});
+        served.push_back({std::move(model), cap, spec.name, {}});
       }
       auto rp = self->make_response_promise<scheduler::source_id>();
       self->request(self->state.scheduler, std::chrono::seconds{10}, add_source_atom::value,

@@ -122,13 +122,19 @@ public:
     capability cap = capability::chat;
     /// "NODE/SOURCE".
     std::string source;
+    /// Empty while its node is up; for a lost node's model, why it is away ("node 'N' was
+    /// lost: REASON"): a request for a model only such nodes serve is told to come back
+    /// (503), not that the model does not exist (404, which no client retries).
+    std::string away;
 
     bool operator==(const entry& other) const {
-      return model == other.model && cap == other.cap && source == other.source;
+      return model == other.model && cap == other.cap && source == other.source
+             && away == other.away;
     }
   };
 
-  /// What the nodes that are up serve, and a number that grows with each change.
+  /// What the nodes serve (a lost one's models marked `away`), and a number that grows with
+  /// each change.
   struct snapshot {
     std::shared_ptr<const std::vector<entry>> entries;
     uint64_t version = 0;

@@ -39,6 +39,8 @@ refusal_answer refusal_answer_for(refusal why) noexcept {
       return {400, to_string(errc::invalid_request), "bad_request"};
     case refusal::unknown_model:
       return {404, "model_not_found", "not_found"};
+    case refusal::model_away:
+      return {503, "model_unavailable", "model_away"};
     case refusal::too_large:
       return {413, "payload_too_large", "payload_too_large"};
   }

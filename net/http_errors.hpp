@@ -59,6 +59,8 @@ enum class refusal : uint8_t {
   invalid,
   /// The request names a model no source serves.
   unknown_model,
+  /// The request names a model that only lost cluster nodes serve: it may be back soon.
+  model_away,
   /// More items or inputs than the configured limits.
   too_large,
 };
@@ -72,7 +74,8 @@ struct refusal_answer {
 };
 
 /// `invalid` 400 "invalid_request" (counted as "bad_request"); `unknown_model` 404
-/// "model_not_found" ("not_found"); `too_large` 413 "payload_too_large".
+/// "model_not_found" ("not_found"); `model_away` 503 "model_unavailable" (with Retry-After;
+/// "model_away"); `too_large` 413 "payload_too_large".
 refusal_answer refusal_answer_for(refusal why) noexcept;
 
 /// An error body in `style`: `code` and `message` (and `field` when not empty) for Arbiter's

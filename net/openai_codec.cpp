@@ -160,9 +160,14 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, capability n
     return true;
   }
   std::string known;
+  std::string away;
   for (const auto& entry : *ctx.models) {
     if (std::find(entry.capabilities.begin(), entry.capabilities.end(), needed)
         == entry.capabilities.end()) {
+      continue;
+    }
+    if (!entry.away.empty()) {
+      away = entry.id == model ? entry.away : away;
       continue;
     }
     if (entry.id == model) {
@@ -170,6 +175,12 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, capability n
       return true;
     }
     known += (known.empty() ? "'" : ", '") + entry.id + "'";
+  }
+  if (!away.empty()) {
+    err = {refusal::model_away, "model",
+           "model: '" + model + "' is served only by cluster nodes that are away (" + away
+             + "); it is served again once one joins"};
+    return false;
   }
   err = {refusal::unknown_model, "model",
          "model: '" + model + "' is not served here for " + std::string{name_of(needed)}
@@ -672,6 +683,9 @@ std::string encode_tei_embed(const embed_request_body& request,
 std::string encode_models(const std::vector<model_entry>& models, int64_t created) {
   json data = json::array();
   for (const auto& m : models) {
+    if (!m.away.empty()) {
+      continue;
+    }
     data.push_back({{"id", m.id},
                     {"object", "model"},
                     {"created", created},

@@ -23,6 +23,9 @@ struct model_entry {
   /// chat and/or embed.
   std::vector<capability> capabilities;
   std::vector<std::string> sources;
+  /// Empty for a model served now. Else why it is away (only lost cluster nodes serve it): a
+  /// request for it is refused 503 with this reason, and /v1/models leaves it out.
+  std::string away;
 };
 
 /// What the pass-through decoders need.

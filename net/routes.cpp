@@ -42,7 +42,7 @@ void add_served(std::vector<model_entry>& models, const std::string& id, capabil
   auto at = std::find_if(models.begin(), models.end(),
                          [&](const model_entry& m) { return m.id == id; });
   if (at == models.end()) {
-    models.push_back({id, {}, {}});
+    models.push_back({id, {}, {}, {}});
     at = models.end() - 1;
   }
   if (std::find(at->capabilities.begin(), at->capabilities.end(), cap)
@@ -66,7 +66,7 @@ std::vector<model_entry> configured_models(const config::arbiter_config& cfg) {
     }
   }
   for (const auto& m : cfg.models) {
-    models.push_back({m.name, actors::model_capabilities(m), {m.name}});
+    models.push_back({m.name, actors::model_capabilities(m), {m.name}, {}});
   }
   return models;
 }
@@ -368,11 +368,15 @@ void router::refuse(const std::string& route, const std::string& reason, http_re
 void router::refuse_decoded(const std::string& route, const codec_error& err,
                             const reply_fn& reply, error_style style) {
   // A body that can never be served: invalid (400), naming an unknown model (404) or too
-  // large (413).
+  // large (413); or one naming a model only lost cluster nodes serve (503: a restarted node
+  // joins again within a second or two).
   auto answer = refusal_answer_for(err.why);
   http_reply r;
   r.status = answer.status;
   r.body = error_body(style, answer.status, answer.code, err.message, err.field);
+  if (err.why == refusal::model_away) {
+    r.headers.emplace_back("Retry-After", "2");
+  }
   refuse(route, std::string{answer.reason}, std::move(r), reply);
 }
 
@@ -489,7 +493,14 @@ std::shared_ptr<const std::vector<model_entry>> router::served_models() const {
   if (nodes.version != served_version_) {
     auto models = models_;
     for (const auto& e : *nodes.entries) {
-      add_served(models, e.model, e.cap, e.source);
+      if (e.away.empty()) {
+        add_served(models, e.model, e.cap, e.source);
+      }
+    }
+    for (const auto& e : *nodes.entries) {
+      if (!e.away.empty()) { // after every served entry: a model served elsewhere is served
+        models.push_back({e.model, {e.cap}, {}, e.away});
+      }
     }
     served_ = std::make_shared<const std::vector<model_entry>>(std::move(models));
     served_version_ = nodes.version;

@@ -151,7 +151,7 @@ TEST_F(ClusterGateway, ANodesSourceKeepsItsModelRoutesButNotItsOwnRewardsRoutes)
 
 TEST_F(ClusterGateway, ANodesModelsAreServedWhileItIsUp) {
   // The pass-through routes (/v1/models, /v1/chat/completions, /v1/embeddings) read these:
-  // a model only a node serves is served while that node is up.
+  // a model only a node serves is served while that node is up, and away once it is lost.
   using entry = node_models::entry;
   auto node = sys_->spawn(idle);
   auto worker = spawn_cpu_worker(*sys_, {});
@@ -161,15 +161,19 @@ TEST_F(ClusterGateway, ANodesModelsAreServedWhileItIsUp) {
                                    "embed@model:e5", "nli"}, "remote"),
             "");
   const auto up = node_models_.get();
-  EXPECT_EQ(*up.entries, (std::vector<entry>{{"qwen3-8b", capability::chat, "node-a/remote"},
-                                             {"e5", capability::embed, "node-a/remote"}}));
+  EXPECT_EQ(*up.entries, (std::vector<entry>{{"qwen3-8b", capability::chat, "node-a/remote", ""},
+                                             {"e5", capability::embed, "node-a/remote", ""}}));
   caf::anon_send_exit(node, caf::exit_reason::remote_link_unreachable);
   auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (!node_models_.get().entries->empty() && std::chrono::steady_clock::now() < deadline) {
+  while (node_models_.get().entries->at(0).away.empty()
+         && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(10ms);
   }
   const auto lost = node_models_.get();
-  EXPECT_TRUE(lost.entries->empty()) << "a lost node's models are not served";
+  ASSERT_EQ(lost.entries->size(), 2u) << "a lost node's models are kept, marked away";
+  for (const auto& e : *lost.entries) {
+    EXPECT_EQ(e.away.rfind("node 'node-a' was lost: ", 0), 0u) << e.away;
+  }
   EXPECT_GT(lost.version, up.version);
   // Its name joins again (restarted: new workers): its models come back as its sources
   // register.
@@ -177,10 +181,10 @@ TEST_F(ClusterGateway, ANodesModelsAreServedWhileItIsUp) {
   auto again = sys_->spawn(idle);
   auto restarted = spawn_cpu_worker(*sys_, {});
   ASSERT_EQ(join("node-a", again), "");
-  EXPECT_TRUE(node_models_.get().entries->empty());
+  EXPECT_TRUE(node_models_.get().entries->empty()) << "the name is up again, with no models";
   ASSERT_EQ(add("node-a", restarted, {"chat", "chat@model:qwen3-8b"}, "remote"), "");
   EXPECT_EQ(*node_models_.get().entries,
-            (std::vector<entry>{{"qwen3-8b", capability::chat, "node-a/remote"}}));
+            (std::vector<entry>{{"qwen3-8b", capability::chat, "node-a/remote", ""}}));
   for (auto& a : {again, restarted}) {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   }

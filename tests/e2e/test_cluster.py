@@ -222,8 +222,9 @@ def test_a_node_carries_its_own_remote_source(cluster, provider):
 
 
 def test_a_model_only_a_node_serves_is_served_while_the_node_is_up(cluster, provider):
-    """The pass-through routes learn the models of the nodes' sources as they join, and
-    forget them when their node is lost."""
+    """The pass-through routes learn the models of the nodes' sources as they join. When their
+    node is lost they are no longer listed, and a call naming one is told to come back (503
+    with Retry-After), not that the model does not exist (404, which the SDK never retries)."""
     from arbiter_testing import source_toml
     server, node, _ = cluster
     p = provider()
@@ -250,8 +251,13 @@ def test_a_model_only_a_node_serves_is_served_while_the_node_is_up(cluster, prov
         time.sleep(0.1)
     status, _, listed = server.request("GET", "/v1/models")
     assert "node-model" not in {m["id"] for m in listed["data"]}, listed
-    status, _, body = server.request("POST", "/v1/chat/completions", {
+    status, headers, body = server.request("POST", "/v1/chat/completions", {
         "model": "node-model", "messages": [{"role": "user", "content": "hi"}]})
+    assert status == 503 and body["error"]["code"] == "model_unavailable", body
+    assert "node 'node-m' was lost" in body["error"]["message"], body
+    assert headers.get("retry-after") == "2", headers
+    status, _, body = server.request("POST", "/v1/chat/completions", {
+        "model": "no-such-model", "messages": [{"role": "user", "content": "hi"}]})
     assert status == 404 and body["error"]["code"] == "model_not_found", body
 
 

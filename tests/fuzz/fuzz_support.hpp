@@ -38,7 +38,9 @@ inline void check_refusal(const net::codec_error& err) {
   check(!err.field.empty(), "a refusal names no field", err.message);
   check(!err.message.empty(), "a refusal says nothing", err.field);
   const auto status = net::refusal_answer_for(err.why).status;
-  check(status >= 400 && status < 500, "a refusal that is not a 4xx", err.field);
+  // 4xx: the body can never be served; a model only lost nodes serve may be back (503).
+  check((status >= 400 && status < 500) || err.why == net::refusal::model_away,
+        "a refusal that is not a 4xx", err.field);
 }
 
 /// The embedded default plus a configured exact-match reward with options and a

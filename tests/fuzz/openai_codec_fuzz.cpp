@@ -64,9 +64,10 @@ void check_items(const std::vector<score_item>& items, size_t max_items) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const net::codec_context codec = fuzz::fuzz_context(catalog());
   static const std::vector<net::model_entry> models{
-    {"judge-8b", {capability::chat}, {"a", "b"}},
-    {"embedder", {capability::embed}, {"e"}},
-    {"nli", {capability::nli}, {"n"}}};
+    {"judge-8b", {capability::chat}, {"a", "b"}, {}},
+    {"embedder", {capability::embed}, {"e"}, {}},
+    {"nli", {capability::nli}, {"n"}, {}},
+    {"away", {capability::chat, capability::embed}, {}, "node 'n' was lost: killed"}};
   static const net::passthrough_context ctx{&codec, &models};
   if (size < 1) {
     return 0;

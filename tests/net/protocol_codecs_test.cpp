@@ -310,7 +310,8 @@ protected:
     codec_.priorities = {"high", "normal", "low"};
     codec_.default_priority = 1;
     codec_.max_batch_items = 3;
-    models_ = {{"judge-8b", {capability::chat}, {"a", "b"}}, {"embedder", {capability::embed}, {"e"}}};
+    models_ = {{"judge-8b", {capability::chat}, {"a", "b"}, {}},
+               {"embedder", {capability::embed}, {"e"}, {}}};
     ctx_.codec = &codec_;
     ctx_.models = &models_;
   }
@@ -386,6 +387,29 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(unknown.why, refusal::unknown_model) << "embedder serves no chat";
   EXPECT_EQ(unknown.field, "model");
   EXPECT_NE(unknown.message.find("'judge-8b'"), std::string::npos) << unknown.message;
+}
+
+TEST_F(PassThrough, AModelOnlyLostNodesServeIsAwayNotUnknown) {
+  // A 404 tells the OpenAI SDK not to retry; a node restarting joins again within seconds.
+  models_.push_back({"node-model", {capability::chat}, {}, "node 'n1' was lost: killed"});
+  models_.push_back({"judge-8b", {capability::chat}, {}, "node 'n2' was lost: killed"});
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  auto away = chat_refusal("{" + m + R"(,"model":"node-model"})");
+  EXPECT_EQ(away.why, refusal::model_away);
+  EXPECT_EQ(away.field, "model");
+  EXPECT_NE(away.message.find("node 'n1' was lost: killed"), std::string::npos) << away.message;
+  EXPECT_EQ(refusal_answer_for(away.why).status, 503u);
+  EXPECT_EQ(refusal_answer_for(away.why).code, "model_unavailable");
+  chat_request_body out;
+  codec_error err;
+  EXPECT_TRUE(decode_chat_request("{" + m + R"(,"model":"judge-8b"})", ctx_, out, err))
+    << "served by sources that are up as well: " << err.message;
+  auto unknown = chat_refusal("{" + m + R"(,"model":"gone"})");
+  EXPECT_EQ(unknown.why, refusal::unknown_model);
+  EXPECT_EQ(unknown.message.find("node-model"), std::string::npos)
+    << "an away model is not offered as served: " << unknown.message;
+  const auto listed = json::parse(encode_models(models_, 0));
+  ASSERT_EQ(listed["data"].size(), 2u) << "nor listed";
 }
 
 TEST_F(PassThrough, ChatResponseIsACompleteChatCompletion) {
