@@ -228,6 +228,12 @@ bool read_string_list(ondemand::value value, std::vector<std::string>& out,
   return read_text_list(value, out, field, "strings", err, read_string);
 }
 
+bool malformed_number(ondemand::value& value) {
+  ondemand::json_type type;
+  return !value.type().get(type) && type == ondemand::json_type::number
+         && !python_number_text(value.raw_json_token());
+}
+
 bool read_reference(ondemand::value value, std::string& out, const std::string& field,
                     codec_error& err) {
   ondemand::json_type type;

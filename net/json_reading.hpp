@@ -120,6 +120,11 @@ bool read_elements(ondemand::array list, const std::string& field, codec_error& 
 bool read_string_list(ondemand::value value, std::vector<std::string>& out,
                       const std::string& field, codec_error& err);
 
+/// Whether `value` is a number token JSON does not allow (a leading zero: `01`), which
+/// simdjson finds only when the value is read: refused as "FIELD: malformed number", not as a
+/// value of the wrong kind.
+bool malformed_number(ondemand::value& value);
+
 /// Reads one reference (a ground truth, a label) into `out`: a string as it is, or a number
 /// as Python's `str()` writes it (`python_number_text`). Anything else (a boolean, null, an
 /// object, a list) is refused with `FIELD: expected a string or a number`.

@@ -30,7 +30,11 @@ bool read_tag(ondemand::value value, std::string& out, const std::string& field,
     // with a fraction or an exponent is a float, which names no tag.
     std::string_view token = value.raw_json_token();
     auto text = python_number_text(token);
-    if (!text || token.find_first_of(".eE") != std::string_view::npos) {
+    if (!text) {
+      err = {refusal::invalid, field, field + ": malformed number"}; // 01, not JSON
+      return false;
+    }
+    if (token.find_first_of(".eE") != std::string_view::npos) {
       err = {refusal::invalid, field, field + ": expected a string or an integer"};
       return false;
     }
@@ -196,7 +200,9 @@ bool read_deadline(ondemand::value value, const codec_context& ctx, score_reques
                    codec_error& err) {
   int64_t ms = 0;
   if (value.get_int64().get(ms)) {
-    err = {refusal::invalid, "deadline_ms", "deadline_ms: expected an integer number of milliseconds"};
+    err = {refusal::invalid, "deadline_ms",
+           malformed_number(value) ? "deadline_ms: malformed number"
+                                   : "deadline_ms: expected an integer number of milliseconds"};
     return false;
   }
   return deadline_within(ms, ctx, out.deadline, err);
@@ -311,8 +317,10 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
       int64_t ms = 0;
       if (value.get_int64().get(ms) || ms <= 0 || ms > ctx.max_deadline.count()) {
         err = {refusal::invalid, "group_deadline_ms",
-               "group_deadline_ms: expected an integer between 1 and "
-                 + std::to_string(ctx.max_deadline.count()) + " (scheduler.max_deadline_ms)"};
+               malformed_number(value)
+                 ? std::string{"group_deadline_ms: malformed number"}
+                 : "group_deadline_ms: expected an integer between 1 and "
+                     + std::to_string(ctx.max_deadline.count()) + " (scheduler.max_deadline_ms)"};
         return false;
       }
       group_deadline_ms = static_cast<uint32_t>(ms);

@@ -252,6 +252,24 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
   }
 }
 
+TEST_F(ScoreCodec, ANumberJsonDoesNotAllowIsMalformedNotOfTheWrongKind) {
+  // `01` is no JSON number: "expected a string or an integer" sent the client looking for
+  // a type error in a value that was an integer to them.
+  const std::string item = R"("items": [{"reward":"lexical","solution_str":"a","ground_truth":"b")";
+  for (const auto& [body, field] : std::vector<std::pair<std::string, std::string>>{
+         {"{" + item + R"(}], "step": 01})", "step"},
+         {"{" + item + R"(,"group":-01}]})", "items[0].group"},
+         {"{" + item + R"(}], "deadline_ms": 0100})", "deadline_ms"},
+         {"{" + item + R"(,"group":"g"}], "group_deadline_ms": 05})", "group_deadline_ms"}}) {
+    auto err = refusal(body);
+    EXPECT_EQ(err.field, field) << body;
+    EXPECT_EQ(err.message, field + ": malformed number") << body;
+  }
+  EXPECT_EQ(refusal("{" + item + R"(}], "step": 2.5})").message,
+            "step: expected a string or an integer")
+    << "a well-formed float is of the wrong kind";
+}
+
 TEST_F(ScoreCodec, AnInfoGainItemMustCarryItsQuestion) {
   // Scored against no question, ΔIG's samples answer nothing: a plausible score that means
   // nothing (/compute_info_gain refused such an item; /v1/score scored it).
