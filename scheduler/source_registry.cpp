@@ -69,8 +69,32 @@ struct source_registry::state {
   /// items arrive one at a time), for what a bucket's requests hold in items.
   double items_per_call = 0.0;
   bool has_items_per_call = false;
-  /// A source weighing items by work: smoothed seconds per unit of work of good answers
-  /// (latency ÷ the call's work), and work per item sent.
+  /// A source weighing items by work: how long its good answers took against their calls'
+  /// work, fitted as a line (`call_line`), and the smoothed work per item sent.
+  struct work_fit {
+    /// Sums over the calls, each weighing (1 - item_alpha) less than the next.
+    double calls = 0.0;
+    double work = 0.0;
+    double seconds = 0.0;
+    double work_squared = 0.0;
+    double work_seconds = 0.0;
+
+    void add(double w, double s) {
+      for (double* sum : {&calls, &work, &seconds, &work_squared, &work_seconds}) {
+        *sum *= 1.0 - item_alpha;
+      }
+      calls += 1.0;
+      work += w;
+      seconds += s;
+      work_squared += w * w;
+      work_seconds += w * s;
+    }
+  };
+  work_fit work_seconds;
+  /// Fixed seconds a call takes, and seconds per unit of work: the least-squares line
+  /// through the recent calls once their work varied (a GPU runs 128 short texts about as
+  /// fast as 32: most of a small call is fixed), else through zero (latency ÷ work).
+  double call_seconds = 0.0;
   double unit_seconds = 0.0;
   bool has_unit_seconds = false;
   double work_per_item = 0.0;
@@ -138,6 +162,37 @@ struct source_registry::state {
     }
     const auto ahead = std::max(items - own->count, 0.0);
     return (ahead * ahead_each + mine) / std::max(items, own->count);
+  }
+
+  /// Adds a good answer of a call of `work` that took `seconds` to the fit, and refits.
+  void learn_call(double work, double seconds) {
+    work_seconds.add(work, seconds);
+    const auto& f = work_seconds;
+    const double mean_work = f.work / f.calls;
+    const double mean_seconds = f.seconds / f.calls;
+    const double variance = f.work_squared / f.calls - mean_work * mean_work;
+    const double covariance = f.work_seconds / f.calls - mean_work * mean_seconds;
+    // The work must vary by a tenth or more for a slope to mean anything.
+    if (variance > 0.01 * mean_work * mean_work && covariance >= 0.0) {
+      unit_seconds = covariance / variance;
+      call_seconds = mean_seconds - unit_seconds * mean_work;
+      if (call_seconds < 0.0) { // no fixed part: the line through zero
+        call_seconds = 0.0;
+        unit_seconds = f.work_seconds / f.work_squared;
+      }
+    } else if (variance > 0.01 * mean_work * mean_work) {
+      call_seconds = mean_seconds; // longer calls were not slower
+      unit_seconds = 0.0;
+    } else {
+      call_seconds = 0.0;
+      unit_seconds = mean_seconds / mean_work;
+    }
+    has_unit_seconds = true;
+  }
+
+  /// Seconds a call of `items` items of `work_each` takes on the fitted line.
+  double call_time(double items, double work_each) const {
+    return call_seconds + unit_seconds * work_each * items;
   }
 
   /// Items a call carries: as many as calls have lately carried, one while none has gone.
@@ -523,10 +578,8 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
       s->has_item_seconds = true;
     }
     if (work > 0 && s->spec.max_input_tokens > 0) {
-      auto per_unit = std::chrono::duration<double>(report.latency).count()
-                      / static_cast<double>(work);
-      s->unit_seconds = smoothed(s->unit_seconds, per_unit, !s->has_unit_seconds);
-      s->has_unit_seconds = true;
+      s->learn_call(static_cast<double>(work),
+                    std::chrono::duration<double>(report.latency).count());
     }
   }
   return std::nullopt;
@@ -616,10 +669,11 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       auto free = static_cast<double>(s.limit())
                   - (idle ? 0.0 : static_cast<double>(s.info.inflight));
       p.slots_now = std::max(free, 0.0) * per_call;
-      // A model weighing items by work: these items at their work, not at the recent ones'.
+      // A model weighing items by work: these items at their work, not at the recent ones',
+      // in calls of as many as they have lately carried.
       auto work = s.work_each(items, own);
       p.slots_rate = static_cast<double>(s.limit())
-                     / (work > 0.0 ? s.unit_seconds * work : s.item_seconds);
+                     / (work > 0.0 ? s.call_time(per_call, work) / per_call : s.item_seconds);
     }
     if (s.limiter) {
       auto& l = *s.limiter;
@@ -723,7 +777,7 @@ nanoseconds source_registry::latency(const std::string& capability, double items
     }
     std::optional<double> ns;
     if (auto work = sp->work_each(items, own); work > 0.0) {
-      ns = sp->unit_seconds * work * std::clamp(items, 1.0, std::max(sp->per_call(), 1.0)) * 1e9;
+      ns = sp->call_time(std::clamp(items, 1.0, std::max(sp->per_call(), 1.0)), work) * 1e9;
     } else if (sp->has_latency) {
       ns = sp->latency_ns;
     }

@@ -59,8 +59,9 @@ struct source_spec {
   bool local_model = false;
   /// A local embedding or NLI model's longest input in tokens (`model_info::max_tokens`):
   /// its items weigh by their texts' tokens, each capped at this (`estimate_model_work`), and
-  /// admission learns the seconds one unit of that work takes rather than one item (after
-  /// items of eight 400-word references, 20-word items were expected to take as long). 0:
+  /// admission learns how long its calls take for their work (a fixed part and seconds per
+  /// unit) rather than per item (after items of eight 400-word references, 20-word items were
+  /// expected to take as long). 0:
   /// every item weighs alike (a generator's decoding costs about the same for one call as
   /// for a batch of them).
   uint32_t max_input_tokens = 0;
@@ -284,8 +285,8 @@ public:
 
   /// How long the call that answers the last of `items` more items takes at the fastest
   /// source serving `capability`: its smoothed latency, or for a source that weighs items by
-  /// work, the seconds per unit it has learned times the work of a call of them (at most as
-  /// many items as its calls carry, at the average work of `own` and those ahead of it).
+  /// work, what it has learned a call of them takes (at most as many items as its calls
+  /// carry, at the average work of `own` and those ahead of it).
   nanoseconds latency(const std::string& capability, double items, const own_items* own) const;
 
   /// The largest `max_input_tokens` of the sources serving `capability` that weigh their

@@ -383,6 +383,45 @@ TEST(SourceRegistry, SecondsToStartSpendWhatTheBucketHoldsThenThePace) {
   EXPECT_DOUBLE_EQ(*reg.seconds_to_start("embed", 320), 0.0);
 }
 
+TEST(SourceRegistry, AModelsCallsAreFittedAsAFixedPartAndAPacePerUnitOfWork) {
+  // A GPU embeds 64 short texts about as fast as 64 long ones: most of a small call is fixed.
+  // Through zero, calls of 16 times the work were expected to take 16 times as long.
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = local("gpu", {"embed"}, 1);
+  spec.max_batch_items = 64;
+  spec.max_input_tokens = 256;
+  auto g = reg.add(spec);
+  auto call = [&](uint64_t work, nanoseconds took) {
+    reg.acquire(g, 0, 64, work);
+    reg.release(g, ok_after(took), 1s, 64, 0, 0, work);
+  };
+  auto latency_ms = [&](uint64_t work_each) {
+    source_registry::own_items own;
+    own.count = 64;
+    own.work = 64 * work_each;
+    return std::chrono::duration<double, std::milli>(reg.latency("embed", 64, &own)).count();
+  };
+  for (int i = 0; i < 5; ++i) {
+    call(64 * 1000, 100ms);
+  }
+  EXPECT_NEAR(latency_ms(1000), 100.0, 1e-6);
+  EXPECT_NEAR(latency_ms(500), 50.0, 1e-6) << "calls alike: the line goes through zero";
+  for (int i = 0; i < 5; ++i) {
+    call(64 * 16000, 400ms);
+    call(64 * 1000, 100ms);
+  }
+  EXPECT_NEAR(latency_ms(1000), 100.0, 1e-6);
+  EXPECT_NEAR(latency_ms(16000), 400.0, 1e-6) << "not 1,600 ms";
+  EXPECT_NEAR(latency_ms(4000), 160.0, 1e-6) << "80 ms fixed, 20 ms per 64,000 units";
+  // The time per item counts the fixed part once per call of as many items as calls carry.
+  source_registry::own_items own;
+  own.count = 640;
+  own.work = 640 * 16000;
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 640, /*idle=*/true, &own), 9 * 0.4, 1e-6)
+    << "the first call at once, nine more at 400 ms each";
+}
+
 TEST(SourceRegistry, SecondsToStartFollowsTheSlowerLinePastWhereTheyMeet) {
   // Slots turning over fast while the bucket runs dry: the slots bind until the lines meet,
   // then the bucket's refill. A rounding error at the meeting point took the slots' rate on
