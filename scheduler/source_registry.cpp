@@ -70,7 +70,7 @@ struct source_registry::state {
   double items_per_call = 0.0;
   bool has_items_per_call = false;
   /// A source weighing items by work: how long its good answers took against their calls'
-  /// work, fitted as a line (`call_line`), and the smoothed work per item sent.
+  /// work, fitted as a line (`learn_call`), and the smoothed work per item sent.
   struct work_fit {
     /// Sums over the calls, each weighing (1 - item_alpha) less than the next.
     double calls = 0.0;
@@ -148,7 +148,7 @@ struct source_registry::state {
     return limiter ? limiter->token_capacity() : std::numeric_limits<double>::infinity();
   }
 
-  /// For a source weighing items by work, with seconds per unit learned: the average work of
+  /// For a source weighing items by work, once a call was learned: the average work of
   /// `items` items whose last `own->count` are a request's (`own_items`); 0 otherwise.
   double work_each(double items, const own_items* own) const {
     if (spec.max_input_tokens == 0 || !has_unit_seconds || own == nullptr || own->work == 0
