@@ -433,10 +433,15 @@ std::string encode_score_response(const std::vector<item_result>& results,
       out += std::to_string(g.failed);
       out += ",\"pending\":";
       out += std::to_string(g.pending);
-      out += ",\"mean\":";
-      append_json_number(out, g.mean);
-      out += ",\"std\":";
-      append_json_number(out, g.std);
+      if (g.scored == 0) {
+        // No score to average: a 0.0 would read as one (every member failed, or is pending).
+        out += ",\"mean\":null,\"std\":null";
+      } else {
+        out += ",\"mean\":";
+        append_json_number(out, g.mean);
+        out += ",\"std\":";
+        append_json_number(out, g.std);
+      }
       out += g.zero_std ? ",\"zero_std\":true}" : ",\"zero_std\":false}";
     }
     out += "}";

@@ -430,12 +430,16 @@ TEST(ScoreEncoding, WritesTheGroupsWhenThereAreAny) {
   h.scored = 1;
   h.mean = 1.0;
   h.zero_std = true;
-  auto text = encode_score_response({ok}, {g, h});
+  scheduler::group_summary lost; // every member failed: no mean to read as 0
+  lost.group = "lost";
+  lost.failed = 2;
+  auto text = encode_score_response({ok}, {g, h, lost});
   auto at = text.find(R"(],"groups":{)");
   ASSERT_NE(at, std::string::npos) << text;
   EXPECT_EQ(text.substr(at),
             R"(],"groups":{"uid \"1\"":{"scored":2,"failed":1,"pending":3,"mean":0.5,"std":0.7071067811865476,"zero_std":false},)"
-            R"("h":{"scored":1,"failed":0,"pending":0,"mean":1.0,"std":0.0,"zero_std":true}}})");
+            R"("h":{"scored":1,"failed":0,"pending":0,"mean":1.0,"std":0.0,"zero_std":true},)"
+            R"("lost":{"scored":0,"failed":2,"pending":0,"mean":null,"std":null,"zero_std":false}}})");
   EXPECT_EQ(encode_score_response({ok}).find("groups"), std::string::npos);
 }
 
