@@ -80,7 +80,14 @@ uint64_t cut_torn_line(std::FILE* f, const std::string& path, uint64_t size) {
   return size;
 }
 
-/// Opens `path` for appending and writes the `start` record; throws naming the reason.
+/// A log that opened but whose disk is full (or over quota): the server starts anyway, as it
+/// carries on when a disk fills up under it, counting records as failed until one fits.
+struct log_disk_full : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Opens `path` for appending and writes the `start` record; throws naming the reason
+/// (`log_disk_full` when the disk has no room for it).
 /// Unbuffered: each request's records go in one write, and a write the disk refuses leaves
 /// nothing behind in a buffer to be written later.
 file_ptr open_log(const std::string& path, uint64_t& size, replay_metrics& metrics) {
@@ -94,9 +101,13 @@ file_ptr open_log(const std::string& path, uint64_t& size, replay_metrics& metri
   auto at = std::ftell(f.get());
   size = cut_torn_line(f.get(), path, at > 0 ? static_cast<uint64_t>(at) : 0);
   if (std::fwrite(start.data(), 1, start.size(), f.get()) != start.size()) {
-    auto reason = std::strerror(errno);
+    const int error = errno;
     ::ftruncate(::fileno(f.get()), static_cast<off_t>(size));
-    throw std::runtime_error{"cannot write replay.path '" + path + "': " + reason};
+    auto what = "cannot write replay.path '" + path + "': " + std::strerror(error);
+    if (error == ENOSPC || error == EDQUOT) {
+      throw log_disk_full{what};
+    }
+    throw std::runtime_error{what};
   }
   size += start.size();
   metrics.bytes.Increment(static_cast<double>(start.size()));
@@ -194,7 +205,7 @@ void append(writer_state& st, const replay_entry& entry) {
     st.size += lines.size();
     st.metrics->bytes.Increment(static_cast<double>(lines.size()));
     st.written->Increment(static_cast<double>(records));
-    if (st.warned) {
+    if (st.warned && records > 0) { // a gap record alone fits where the next may not
       st.warned = false;
       log::info("replay log: writing to '", st.cfg.path, "' again");
     }
@@ -224,6 +235,7 @@ caf::behavior writer(writer_actor* self, replay_settings cfg, std::FILE* file,
                      replay_metrics* metrics) {
   auto& st = self->state;
   st.cfg = std::move(cfg);
+  st.warned = file == nullptr; // said at start: the disk was full
   st.file.reset(file);
   st.size = size;
   st.counts = std::move(counts);
@@ -297,7 +309,13 @@ std::shared_ptr<replay_recorder> spawn_replay_writer(caf::actor_system& sys,
                                                      const replay_settings& settings,
                                                      replay_metrics& metrics) {
   uint64_t size = 0;
-  auto file = open_log(settings.path, size, metrics);
+  file_ptr file;
+  try {
+    file = open_log(settings.path, size, metrics);
+  } catch (const log_disk_full& e) {
+    log::error("replay log: ", e.what(), "; serving anyway: records are counted as failed "
+               "(arbiter_replay_records_total{result=\"failed\"}) until the disk takes them");
+  }
   auto counts = std::make_shared<replay_counts>();
   // The behavior may start on the writer's own thread later: it takes the file over then.
   auto actor =

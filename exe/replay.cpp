@@ -349,11 +349,21 @@ int replay_logs(const replay_options& options) {
     }
   }
   if (dropped > 0) {
-    std::cerr << "arbiter replay: the log is incomplete: " << dropped
+    // A gap record is written once the log takes records again: a disk that stayed full to
+    // the end could not take the last one, so this is a lower bound.
+    std::cerr << "arbiter replay: the log is incomplete: at least " << dropped
               << " records never reached it (the writer was replay.max_backlog behind, or the "
-                 "disk refused them; see its gap records)\n";
+                 "disk refused them; see its gap records, and the server's "
+                 "arbiter_replay_records_total{result=\"failed\"})\n";
   }
-  return total.differs > 0 || unreadable > 0 || dropped > 0 ? 1 : 0;
+  const bool nothing = total.items == 0 && calls == 0;
+  if (nothing) {
+    // The wrong file, or a step that is not in it: nothing was checked, which is no success.
+    std::cerr << "arbiter replay: no item or call records"
+              << (options.step ? " of step '" + *options.step + "'" : std::string{})
+              << " in these files\n";
+  }
+  return total.differs > 0 || unreadable > 0 || dropped > 0 || nothing ? 1 : 0;
 }
 
 } // namespace arbiter::exe

@@ -390,7 +390,12 @@ record decode(std::string_view line) {
     if (type == "gap") {
       r.type = record_type::gap;
       r.time = j.value("time", std::string{});
-      r.dropped = j.at("dropped").get<uint64_t>();
+      const auto& dropped = j.at("dropped");
+      if (!dropped.is_number_unsigned()) { // -5 read as a count wrapped to 18446744073709551611
+        throw std::invalid_argument{"dropped: expected a count of records, not "
+                                    + dropped.dump()};
+      }
+      r.dropped = dropped.get<uint64_t>();
       return r;
     }
     if (type != "item" && type != "call") {

@@ -116,6 +116,12 @@ replay_result replay_item(const record& r, const reward_catalog& catalog,
     } else if (kind != nullptr && kind->runner == reward_runner::cpu
                && (recorded.status == item_status::ok || recorded.code == errc::reward_failed)) {
       out.recomputed = cpu::evaluate(*item, limits);
+    } else if (recorded.evidence.empty() && recorded.status != item_status::failed
+               && item->kind != "info_gain") {
+      // Only an IG service computes an item whole; every other model reward records what its
+      // score came from (an item answered from the cache borrows its computing record's).
+      throw std::invalid_argument{"its record holds no evidence, which a " + item->kind
+                                  + " item that was scored always has: the record is damaged"};
     } else if (recorded.evidence.empty()) {
       out.outcome = verdict::not_replayable;
       out.reason = recorded.status == item_status::failed

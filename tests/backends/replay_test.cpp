@@ -214,6 +214,11 @@ TEST(ReplayLog, AGapRecordSaysHowManyRecordsAreMissing) {
   EXPECT_EQ(r.type, record_type::gap);
   EXPECT_EQ(r.dropped, 42u);
   EXPECT_EQ(r.time, "2026-01-01T00:00:00.000Z");
+  // A count that is not one is an unreadable line, not a wrapped or truncated number.
+  for (const char* bad : {R"({"type":"gap","dropped":-5})", R"({"type":"gap","dropped":1e300})",
+                          R"({"type":"gap","dropped":"7"})"}) {
+    EXPECT_THROW(decode(bad), std::invalid_argument) << bad;
+  }
 }
 
 TEST(ReplayLog, BadLinesAreRefusedWithTheReason) {
@@ -399,6 +404,16 @@ TEST(Replay, ItemsWithNothingRecordedAreNotReplayableAndSayWhy) {
   auto cpu = reward_item("lexical", "a", {"a"});
   got = replay_item(round_trip(cpu, late), catalog, limits);
   EXPECT_EQ(got.outcome, verdict::not_replayable) << "a CPU item that never ran";
+
+  // A scored judge or embedding item always records its evidence: one without is damaged,
+  // not "computed whole" (a tampered record passed as not replayable, exit 0).
+  for (const char* kind : {"judge", "embedding"}) {
+    item_result scored_whole = whole;
+    scored_whole.source = "judge-fake";
+    got = replay_item(round_trip(reward_item(kind, "a", {"b"}), scored_whole), catalog, limits);
+    EXPECT_EQ(got.outcome, verdict::differs) << kind;
+    EXPECT_NE(got.reason.find("the record is damaged"), std::string::npos) << got.reason;
+  }
 }
 
 TEST(Replay, WhatThisBinaryOrCatalogLacksIsNamed) {

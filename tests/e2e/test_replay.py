@@ -6,8 +6,11 @@ the items whose recorded answers were tampered with."""
 import json
 import subprocess
 import time
+from pathlib import Path
 
-from arbiter_testing import ARBITER_BIN, source_toml
+import pytest
+
+from arbiter_testing import ARBITER_BIN, source_toml, start_server
 
 
 def replay(*args):
@@ -220,6 +223,13 @@ def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
     code, summary, err = replay(*map(str, files))
     assert code == 0, (summary, err)
     assert 0 < summary["items"] < 2400 and summary["identical"] == summary["items"], summary
+    # Nothing checked is no success: a mistyped step, or the wrong (empty) file.
+    code, summary, err = replay("--step", "no-such-step", *map(str, files))
+    assert code == 1 and "no item or call records of step 'no-such-step'" in err, (summary, err)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, summary, err = replay(str(empty))
+    assert code == 1 and "no item or call records in these files" in err, (summary, err)
 
 
 def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
@@ -230,6 +240,29 @@ def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "replay.path" in done.stderr and str(bad) in done.stderr, done.stderr
+
+
+def test_a_full_disk_at_start_is_served_through_as_one_that_fills_later(tmp_path):
+    """A pod restarted with its log volume full serves as it would have had the disk filled
+    under it (records counted as failed), rather than not at all (exit 2)."""
+    full = Path("/dev/full")  # every write: ENOSPC
+    if not full.exists():
+        pytest.skip("no /dev/full here")
+    log = tmp_path / "server.log"
+    with open(log, "w") as err:
+        s = start_server(tmp_path, f'[replay]\npath = "{full}"\n', stderr=err)
+        try:
+            status, _, body = s.score({"items": [{"reward": "lexical", "solution_str": "a b",
+                                                  "ground_truth": ["a b"]}]})
+            assert status == 200 and body["results"][0]["status"] == "ok", body
+            _, _, metrics = s.request("GET", "/metrics")
+            failed = [x for x in metrics.splitlines()
+                      if x.startswith('arbiter_replay_records_total{result="failed"}')]
+            assert failed and float(failed[0].split()[-1]) >= 1, failed
+        finally:
+            assert s.stop() == 0
+    text = log.read_text()
+    assert "serving anyway" in text and text.count("cannot write") == 1, text
 
 
 def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provider, tmp_path):
@@ -271,7 +304,7 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
                             "dropped": 7}) + "\n")
     code, summary, err = replay(str(log))
     assert code == 1 and summary["dropped_records"] == 7, (summary, err)
-    assert "the log is incomplete: 7 records never reached it" in err
+    assert "the log is incomplete: at least 7 records never reached it" in err
 
 
 def test_a_cached_item_replays_from_the_latest_record_that_computed_it(make_server, provider,
