@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/rewards/reward_options.hpp"
+#include "net/json_body.hpp"
 
 namespace arbiter::net {
 
@@ -49,7 +50,12 @@ std::string check_item(const json& entry, score_item& item, json& extra) {
 
 bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
                               info_gain_request_body& out, codec_error& err) {
-  auto doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  std::string fixed;
+  if (!check_json_text(body, fixed, err)) {
+    return false;
+  }
+  const std::string_view text = fixed.empty() ? body : std::string_view{fixed};
+  auto doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     err = {refusal::invalid, "body", "body: expected a JSON object with an 'items' list"};
     return false;

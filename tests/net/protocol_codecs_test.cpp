@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net/info_gain_codec.hpp"
+#include "net/json_body.hpp"
 #include "net/openai_codec.hpp"
 #include "net/trainer_codec.hpp"
 
@@ -387,6 +388,40 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(unknown.why, refusal::unknown_model) << "embedder serves no chat";
   EXPECT_EQ(unknown.field, "model");
   EXPECT_NE(unknown.message.find("'judge-8b'"), std::string::npos) << unknown.message;
+}
+
+TEST_F(PassThrough, ADeeplyNestedBodyIsRefusedBeforeItCanOverflowTheStack) {
+  // helper-43: a message nested 80,000 deep killed the server (SIGSEGV) when it was written
+  // upstream; simdjson's routes refuse such a body, and now so do these.
+  auto nested = [](size_t depth) {
+    return R"({"messages":[{"role":"user","content":"x","extra":)" + std::string(depth, '[')
+           + std::string(depth, ']') + "}]}";
+  };
+  auto deep = chat_refusal(nested(100000));
+  EXPECT_EQ(deep.field, "body");
+  EXPECT_EQ(deep.message, "body: nested deeper than 256 levels");
+  chat_request_body out;
+  codec_error err;
+  EXPECT_TRUE(decode_chat_request(nested(250), ctx_, out, err)) << err.message;
+  // Brackets inside strings are text, not nesting.
+  EXPECT_TRUE(decode_chat_request(R"({"messages":[{"role":"user","content":")"
+                                    + std::string(1000, '[') + R"("}]})",
+                                  ctx_, out, err))
+    << err.message;
+}
+
+TEST(JsonBody, ALoneSurrogateEscapeIsReadAsTheReplacementCharacter) {
+  // Python's json.dumps writes a lone surrogate as \ud800, which nlohmann refuses; /v1/score
+  // reads it as U+FFFD, and so do the routes nlohmann reads.
+  std::string fixed;
+  codec_error err;
+  ASSERT_TRUE(check_json_text(R"({"a":"x\ud800y","b":"\udc00"})", fixed, err));
+  EXPECT_EQ(fixed, R"({"a":"x\ufffdy","b":"\ufffd"})");
+  ASSERT_TRUE(check_json_text(R"({"a":"\ud83d\ude00","b":"\\ud800"})", fixed, err));
+  EXPECT_EQ(fixed, "") << "a pair, and an escaped backslash before text, are left alone";
+  nlohmann::json doc;
+  ASSERT_TRUE(parse_json_object(R"({"a":"x\ud800"})", doc, err)) << err.message;
+  EXPECT_EQ(doc["a"].get<std::string>(), "x\xef\xbf\xbd");
 }
 
 TEST_F(PassThrough, AModelOnlyLostNodesServeIsAwayNotUnknown) {
