@@ -287,6 +287,11 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       for (const auto& [capability, n] : needs) {
         auto wait =
           expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens, n.work);
+        if (wait && *wait > in.time_left && stale_estimate(capability)) {
+          // Refused on what idle sources took long ago, they would never be asked again to
+          // correct it: this request goes as a probe instead.
+          continue;
+        }
         if (wait && *wait > in.time_left && n.all_fall_back) {
           // Too slow for this deadline, but each of these items has a fallback: they take it
           // at once (below) rather than the request being refused.

@@ -357,6 +357,10 @@ private:
                                            size_t items, int depth = 0, bool alone = false,
                                            double calls_ahead = 0.0,
                                            const token_demand& tokens = {}, uint64_t work = 0);
+  /// Whether the sources an item of `capability` waits for (a reward graph's: those of the
+  /// capabilities under it) are `source_registry::stale`, with nothing queued for them: an
+  /// estimate too old to refuse a request on.
+  bool stale_estimate(const std::string& capability, int depth = 0) const;
   /// A reward graph's items ahead of a new one at class `cls` whose model calls are not queued
   /// yet: queued for the graph, or running there before their calls arrive.
   double graph_items_ahead(const std::string& capability, size_t cls) const;

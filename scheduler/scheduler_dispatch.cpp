@@ -289,6 +289,20 @@ double scheduler_core::graph_items_ahead(const std::string& capability, size_t c
   return ahead;
 }
 
+bool scheduler_core::stale_estimate(const std::string& capability, int depth) const {
+  for (size_t q = 0; q < queues_.class_count(); ++q) {
+    if (queues_.waiting(q, capability) > 0) {
+      return false;
+    }
+  }
+  if (const auto* fed = sources_.feeds(capability)) {
+    return depth < 4 && std::any_of(fed->begin(), fed->end(), [&](const std::string& under) {
+             return stale_estimate(under, depth + 1);
+           });
+  }
+  return sources_.stale(capability);
+}
+
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
                                                          size_t cls, size_t items, int depth,
                                                          bool alone, double calls_ahead,
@@ -502,7 +516,10 @@ std::optional<std::string> scheduler_core::past_hope(source_id source,
                                                      time_point deadline) const {
   // A remote call that could only answer after its item's deadline is not sent: the provider
   // would be paid (and its limits spent) for an answer nobody reads.
-  auto fastest = sources_.remote(source) ? sources_.fastest_answer(source) : std::nullopt;
+  // (A source whose answers are too old to judge by gets the call: see `stale`.)
+  auto fastest = sources_.remote(source) && !sources_.stale(source)
+                   ? sources_.fastest_answer(source)
+                   : std::nullopt;
   auto now = clock_.now();
   if (!fastest || deadline - now >= *fastest) {
     return std::nullopt;

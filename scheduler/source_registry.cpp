@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <tuple>
+#include <utility>
 
 #include "common/enum_names.hpp"
 #include "common/log.hpp"
@@ -69,6 +70,10 @@ struct source_registry::state {
   /// items arrive one at a time), for what a bucket's requests hold in items.
   double items_per_call = 0.0;
   bool has_items_per_call = false;
+  /// When its last good answer came (unset: none yet), and whether the call sent first after
+  /// its estimates went `stale` is out: its answer replaces them.
+  std::optional<time_point> answered_at;
+  bool resample = false;
   /// A source weighing items by work: how long its good answers took against their calls'
   /// work, fitted as a line (`learn_call`), and the smoothed work per item sent.
   struct work_fit {
@@ -162,6 +167,24 @@ struct source_registry::state {
     }
     const auto ahead = std::max(items - own->count, 0.0);
     return (ahead * ahead_each + mine) / std::max(items, own->count);
+  }
+
+  /// See `source_registry::stale`.
+  bool stale(time_point now) const {
+    if (!has_latency || !answered_at || info.inflight > 0) {
+      return false;
+    }
+    const auto after = std::max<nanoseconds>(std::chrono::seconds{10},
+                                             nanoseconds{static_cast<int64_t>(2.0 * latency_ns)});
+    return now - *answered_at > after;
+  }
+
+  /// Forgets what its answers taught about its pace, for a fresh answer to replace it.
+  void forget_pace() {
+    has_latency = false;
+    has_item_seconds = false;
+    work_seconds = work_fit{};
+    has_unit_seconds = false;
   }
 
   /// Adds a good answer of a call of `work` that took `seconds` to the fit, and refits.
@@ -463,6 +486,9 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items, uint6
   if (s->breaker) {
     s->breaker->allows(now);
   }
+  if (s->stale(now)) {
+    s->resample = true;
+  }
   ++s->info.inflight;
   ++s->info.dispatched;
 }
@@ -569,7 +595,12 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     auto sample = report.abandoned ? sample_kind::failed : sample_of(report.kind);
     s->concurrency->on_sample(report.latency, sample, now);
   }
+  const bool resample = std::exchange(s->resample, false);
   if (report.kind == attempt_outcome_kind::ok) {
+    if (resample) {
+      s->forget_pace(); // stale: this answer says what the source takes now
+    }
+    s->answered_at = now;
     s->record_latency(report.latency);
     if (items > 0) {
       auto per_item = std::chrono::duration<double>(report.latency).count()
@@ -910,6 +941,25 @@ std::optional<nanoseconds> source_registry::straggler_after(source_id id) const 
     return std::nullopt;
   }
   return s->p95;
+}
+
+bool source_registry::stale(source_id id) const {
+  const auto* s = find(id);
+  return s != nullptr && s->stale(clock_.now());
+}
+
+bool source_registry::stale(const std::string& capability) const {
+  const auto now = clock_.now();
+  bool any = false;
+  for (const auto& sp : sources_) {
+    if (sp->serves(capability)) {
+      if (!sp->stale(now)) {
+        return false;
+      }
+      any = true;
+    }
+  }
+  return any;
 }
 
 std::optional<nanoseconds> source_registry::fastest_answer(source_id id) const {

@@ -334,6 +334,16 @@ public:
   /// Whether a source other than `except` serves `capability` and is not ejected.
   bool has_alternative(const std::string& capability, source_id except);
 
+  /// Whether what `id` was measured to take rests on answers too old to refuse work on:
+  /// nothing in flight, and no good answer for max(10 s, twice its smoothed latency). A source
+  /// whose first call took 35 s (3,500 tokens) refused every later request due in 30 s by
+  /// that, so no call ever corrected it. The next call sent to it is a probe: its answer
+  /// replaces the estimates (latency, time per item, a model's fit) instead of joining them.
+  bool stale(source_id id) const;
+
+  /// `stale` for every source serving `capability` (false when none serves it).
+  bool stale(const std::string& capability) const;
+
   /// Whether any source serves `capability`, busy or not.
   bool serves(const std::string& capability) const;
 

@@ -406,6 +406,33 @@ TEST_F(SchedulerCore, AdmissionUsesTheSourcesMeasuredCapacity) {
   EXPECT_TRUE(core_.submit(5, 0, clock_.now() + 10s, cpu_items(1)).admitted());
 }
 
+TEST_F(SchedulerCore, AnEstimateTooOldToRefuseOnLetsOneRequestThroughAsAProbe) {
+  // helper-43: a source's first call took 35 s (3,500 tokens); every later request due in
+  // 30 s was refused by that estimate, so none ever reached the source to correct it.
+  core_.add_source("cpu", {"cpu"});
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, cpu_items(1)).admitted());
+  auto b = core_.dispatch();
+  ASSERT_EQ(b.size(), 1u);
+  clock_.advance(35s);
+  answer(b[0], 1.0);
+  core_.take_finished();
+  EXPECT_EQ(core_.submit(2, 1, clock_.now() + 30s, cpu_items(1)).decision,
+            admission_decision::reject_deadline_unmeetable)
+    << "a fresh estimate still refuses";
+  clock_.advance(71s); // idle for more than twice its latency
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 30s, cpu_items(1)).admitted())
+    << "the probe";
+  EXPECT_FALSE(core_.submit(4, 1, clock_.now() + 30s, cpu_items(1)).admitted())
+    << "one probe at a time: the next waits behind it, on the old estimate";
+  b = core_.dispatch();
+  ASSERT_EQ(b.size(), 1u);
+  clock_.advance(1s);
+  answer(b[0], 1.0);
+  core_.take_finished();
+  EXPECT_TRUE(core_.submit(5, 1, clock_.now() + 30s, cpu_items(1)).admitted())
+    << "the probe's answer replaced the 35 s estimate";
+}
+
 TEST_F(SchedulerCore, SnapshotShowsQueuesAndSources) {
   core_.add_source("cpu", {"cpu"});
   ASSERT_TRUE(core_.submit(1, 2, clock_.now() + 60s, cpu_items(9)).admitted());
