@@ -255,9 +255,15 @@ def test_a_full_disk_at_start_is_served_through_as_one_that_fills_later(tmp_path
             status, _, body = s.score({"items": [{"reward": "lexical", "solution_str": "a b",
                                                   "ground_truth": ["a b"]}]})
             assert status == 200 and body["results"][0]["status"] == "ok", body
-            _, _, metrics = s.request("GET", "/metrics")
-            failed = [x for x in metrics.splitlines()
-                      if x.startswith('arbiter_replay_records_total{result="failed"}')]
+            # The writer is off the hot path: its count may come a moment after the answer.
+            deadline = time.time() + 30
+            while True:
+                _, _, metrics = s.request("GET", "/metrics")
+                failed = [x for x in metrics.splitlines()
+                          if x.startswith('arbiter_replay_records_total{result="failed"}')]
+                if (failed and float(failed[0].split()[-1]) >= 1) or time.time() > deadline:
+                    break
+                time.sleep(0.05)
             assert failed and float(failed[0].split()[-1]) >= 1, failed
         finally:
             assert s.stop() == 0
