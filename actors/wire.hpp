@@ -158,7 +158,7 @@ typename Inspector::result_type inspect(Inspector& f, model_call& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generated_text& x) {
   return f(caf::meta::type_name("generated_text"), x.text, x.mean_logprob, x.tokens,
-           x.finish_reason);
+           x.finish_reason, x.reasoning, x.refusal, x.no_content);
 }
 
 template <class Inspector>

@@ -45,7 +45,18 @@ struct generated_text {
   uint32_t tokens = 0;
   /// chat, generate: why the model stopped ("stop", "length", ...), when the source said.
   std::string finish_reason;
+  /// chat, for the pass-through route (`passthrough_chat_reward`), the reply as the provider
+  /// gave it: the reasoning a reasoning parser split off (vLLM's `reasoning_content`), a
+  /// refusal (OpenAI's `refusal`), and whether `content` was null (a reasoning model cut off
+  /// before it answered). A judge reads only `text`: a null content fails its call.
+  std::string reasoning;
+  std::string refusal;
+  bool no_content = false;
 };
+
+/// The reward of the items the /v1/chat/completions route makes: their replies are passed
+/// on as the provider gave them, not read as a judge's.
+inline constexpr std::string_view passthrough_chat_reward = "chat_completions";
 
 /// What a model call returned.
 struct model_output {

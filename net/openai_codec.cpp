@@ -436,7 +436,7 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
   out.n = static_cast<uint32_t>(n.value_or(1));
   call->n = out.n;
   out.item = score_item{};
-  out.item.reward = "chat_completions";
+  out.item.reward = std::string{passthrough_chat_reward};
   out.item.kind = std::string{chat_item_kind};
   out.item.capability = routing_key(capability::chat, suffix);
   out.item.route_suffix = suffix;
@@ -457,8 +457,16 @@ std::string encode_chat_response(const chat_request_body& request, const item_re
   if (result.output) {
     const auto& texts = result.output->texts;
     for (size_t i = 0; i < texts.size() && i < request.n; ++i) {
+      json message = {{"role", "assistant"},
+                      {"content", texts[i].no_content ? json(nullptr) : json(texts[i].text)}};
+      if (!texts[i].refusal.empty()) {
+        message["refusal"] = texts[i].refusal;
+      }
+      if (!texts[i].reasoning.empty()) {
+        message["reasoning_content"] = texts[i].reasoning;
+      }
       choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", texts[i].text}}},
+                         {"message", std::move(message)},
                          {"finish_reason", texts[i].finish_reason.empty()
                                              ? std::string{"stop"}
                                              : texts[i].finish_reason},

@@ -30,7 +30,8 @@ size_t cached_bytes(std::string_view key, const cached_result& value) noexcept {
     const auto& out = *value.output;
     bytes += sizeof(model_output) + out.model.size() + out.embedding.size() * sizeof(float);
     for (const auto& text : out.texts) {
-      bytes += sizeof(generated_text) + text.text.size() + text.finish_reason.size();
+      bytes += sizeof(generated_text) + text.text.size() + text.finish_reason.size()
+               + text.reasoning.size() + text.refusal.size();
     }
   }
   return bytes;

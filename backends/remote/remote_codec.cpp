@@ -439,6 +439,24 @@ item_outcome parse_chat(const json& doc, const endpoint_options& opts, const sco
     if (content == holder->end()) {
       reject("chat reply's " + where + " has no " + field, body);
     }
+    const bool passthrough = item.reward == passthrough_chat_reward;
+    std::string reasoning;
+    if (auto r = holder->find("reasoning_content"); passthrough && r != holder->end()
+                                                      && r->is_string()) {
+      reasoning = r->get<std::string>();
+    }
+    if (content->is_null() && passthrough) {
+      // Passed on as given: a reasoning model cut off while it reasoned, or a refusal.
+      generated_text text;
+      text.no_content = true;
+      text.reasoning = std::move(reasoning);
+      if (auto refusal = holder->find("refusal"); refusal != holder->end() && refusal->is_string()) {
+        text.refusal = refusal->get<std::string>();
+      }
+      text.finish_reason = finish_reason_of(choice);
+      output->texts.push_back(std::move(text));
+      continue;
+    }
     if (content->is_null()) {
       auto refusal = holder->find("refusal");
       if (refusal != holder->end() && refusal->is_string()) {
@@ -461,6 +479,11 @@ item_outcome parse_chat(const json& doc, const endpoint_options& opts, const sco
     generated_text text;
     text.text = content->get<std::string>();
     text.finish_reason = finish_reason_of(choice);
+    text.reasoning = std::move(reasoning);
+    if (auto refusal = holder->find("refusal");
+        passthrough && refusal != holder->end() && refusal->is_string()) {
+      text.refusal = refusal->get<std::string>();
+    }
     output->texts.push_back(std::move(text));
   }
   return answered(doc, std::move(output));

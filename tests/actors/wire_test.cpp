@@ -133,7 +133,8 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   scored.detail = R"({"samples":[]})";
   scored.evidence = R"({"model":"m","vectors":[[0.5]]})";
   auto output = std::make_shared<model_output>();
-  output->texts = {{"Paris", -0.5, 2, "stop"}, {"Lyon", -1.25, 3, "length"}};
+  output->texts = {{"Paris", -0.5, 2, "stop", {}, {}, false},
+                   {"", 0.0, 0, "length", "Let me think", "I can't", true}};
   output->entailment = 0.9;
   output->neutral = 0.07;
   output->contradiction = 0.03;
@@ -171,9 +172,12 @@ TEST_F(Wire, AWorkResultArrivesWithOutcomesOutputsAndTheReport) {
   EXPECT_EQ(s.evidence, scored.evidence);
   ASSERT_NE(s.output, nullptr);
   ASSERT_EQ(s.output->texts.size(), 2u);
-  EXPECT_EQ(s.output->texts[1].text, "Lyon");
-  EXPECT_EQ(s.output->texts[1].mean_logprob, -1.25);
+  EXPECT_EQ(s.output->texts[0].text, "Paris");
+  EXPECT_EQ(s.output->texts[0].mean_logprob, -0.5);
   EXPECT_EQ(s.output->texts[1].finish_reason, "length");
+  EXPECT_EQ(s.output->texts[1].reasoning, "Let me think");
+  EXPECT_EQ(s.output->texts[1].refusal, "I can't");
+  EXPECT_TRUE(s.output->texts[1].no_content);
   EXPECT_EQ(s.output->entailment, 0.9);
   EXPECT_EQ(s.output->embedding, output->embedding);
   EXPECT_EQ(s.output->completion_tokens, 5u);

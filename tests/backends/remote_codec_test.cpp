@@ -626,6 +626,35 @@ TEST(RemoteCodec, ChatNullContentIsAnItemFailure) {
   EXPECT_EQ(partial[0].error, "judge reply has no content in choices[1] (finish_reason length)");
 }
 
+TEST(RemoteCodec, APassThroughChatReplyIsKeptAsTheProviderGaveIt) {
+  // helper-43: a vLLM reasoning model cut off while it reasoned (content null,
+  // reasoning_content, finish_reason length), or a refusal, failed the /v1/chat/completions
+  // call as a judge's (422): the route passes replies on.
+  endpoint_options opts;
+  auto item = std::make_shared<score_item>(*one_chat_item()[0]);
+  item->reward = std::string{passthrough_chat_reward};
+  std::vector<shared_item> items{item};
+  auto call = prepare_call(api_kind::openai, opts, items);
+  auto cut = parse_reply(api_kind::openai, opts, call, items,
+                         R"({"choices":[{"message":{"role":"assistant","content":null,)"
+                         R"("reasoning_content":"Let me think"},"finish_reason":"length"}]})");
+  ASSERT_EQ(cut[0].code, errc::none) << cut[0].error;
+  const auto& text = cut[0].output->texts.at(0);
+  EXPECT_TRUE(text.no_content);
+  EXPECT_EQ(text.reasoning, "Let me think");
+  EXPECT_EQ(text.finish_reason, "length");
+  auto refused = parse_reply(
+    api_kind::openai, opts, call, items,
+    R"({"choices":[{"message":{"role":"assistant","content":null,"refusal":"I can't"}}]})");
+  ASSERT_EQ(refused[0].code, errc::none) << refused[0].error;
+  EXPECT_EQ(refused[0].output->texts.at(0).refusal, "I can't");
+  auto both = parse_reply(api_kind::openai, opts, call, items,
+                          R"({"choices":[{"message":{"content":"4","reasoning_content":"2+2"}}]})");
+  EXPECT_EQ(both[0].output->texts.at(0).text, "4");
+  EXPECT_EQ(both[0].output->texts.at(0).reasoning, "2+2") << "kept beside the content";
+  EXPECT_FALSE(both[0].output->texts.at(0).no_content);
+}
+
 TEST(RemoteCodec, AChoiceTheContentFilterWithheldIsAnEmptyTextNotAFailure) {
   // Azure filters choice by choice: content null or absent, finish_reason content_filter. The
   // other choices keep their texts; nothing is a bad reply (which would count against the

@@ -60,7 +60,7 @@ item_result scored(const item_outcome& o, const std::string& source) {
 item_result chat_answer(std::vector<std::string> texts) {
   auto output = std::make_shared<model_output>();
   for (auto& t : texts) {
-    output->texts.push_back({std::move(t), 0.0, 0, "stop"});
+    output->texts.push_back({std::move(t), 0.0, 0, "stop", {}, {}, false});
   }
   output->prompt_tokens = 40;
   output->completion_tokens = 5;

@@ -30,7 +30,8 @@ item_result model_result(size_t i) {
   r.status = item_status::ok;
   r.source = "a";
   auto out = std::make_shared<model_output>();
-  out->texts = {{"REWARD: 1", 0.0, 0, "stop"}, {"second \"choice\"", 0.0, 0, ""}};
+  out->texts = {{"REWARD: 1", 0.0, 0, "stop", {}, {}, false},
+                {"second \"choice\"", 0.0, 0, "", "reasoning", "refusal", true}};
   for (int k = 0; k < 8; ++k) {
     out->embedding.push_back(static_cast<float>(k + i) - 3.5f);
   }

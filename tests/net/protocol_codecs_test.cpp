@@ -473,6 +473,18 @@ TEST_F(PassThrough, ChatResponseIsACompleteChatCompletion) {
   EXPECT_EQ(doc["usage"], json::parse(R"({"prompt_tokens":10,"completion_tokens":3,
       "total_tokens":13})"));
   EXPECT_EQ(doc["arbiter"]["source"], "a");
+  // A reply without content (a reasoning model cut off), with its reasoning, or a refusal:
+  // as the provider gave it.
+  generated_text cut;
+  cut.no_content = true;
+  cut.reasoning = "Let me think";
+  cut.refusal = "I can't";
+  cut.finish_reason = "length";
+  output->texts = {cut};
+  doc = json::parse(encode_chat_response(req, result, "chatcmpl-2", 1700000000));
+  EXPECT_EQ(doc["choices"][0]["message"], json::parse(R"({"role":"assistant","content":null,
+      "reasoning_content":"Let me think","refusal":"I can't"})"));
+  EXPECT_EQ(doc["choices"][0]["finish_reason"], "length");
 }
 
 TEST_F(PassThrough, EmbeddingRequestsMakeOneCallItemPerInput) {

@@ -140,7 +140,8 @@ TEST(ResultCache, LongEntriesAreBoundedInBytesNotOnlyInCount) {
     cached_result value;
     value.score = 1.0;
     auto output = std::make_shared<model_output>();
-    output->texts.push_back(generated_text{std::string(text_bytes, 'v'), 0.0, 0, "stop"});
+    output->texts.push_back(
+      generated_text{std::string(text_bytes, 'v'), 0.0, 0, "stop", {}, {}, false});
     value.output = output;
     return value;
   };
