@@ -41,6 +41,17 @@ protected:
     return metrics_.registry.render();
   }
 
+  /// Submits `items` (due in 120 s) as request `id`, sends them as one batch, and answers it
+  /// `takes` later: what its source then learns a call of them takes.
+  void run_alone(request_id id, std::vector<shared_item> items, nanoseconds takes) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 120s, std::move(items)).admitted());
+    auto sent = core_.dispatch();
+    ASSERT_EQ(sent.size(), 1u);
+    clock_.advance(takes);
+    answer(sent[0], 0.5);
+    core_.take_finished();
+  }
+
   config::scheduler_config cfg_;
   manual_time_source clock_;
   metrics_fixture metrics_;
@@ -410,12 +421,7 @@ TEST_F(SchedulerCore, AnEstimateTooOldToRefuseOnLetsOneRequestThroughAsAProbe) {
   // helper-43: a source's first call took 35 s (3,500 tokens); every later request due in
   // 30 s was refused by that estimate, so none ever reached the source to correct it.
   core_.add_source("cpu", {"cpu"});
-  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, cpu_items(1)).admitted());
-  auto b = core_.dispatch();
-  ASSERT_EQ(b.size(), 1u);
-  clock_.advance(35s);
-  answer(b[0], 1.0);
-  core_.take_finished();
+  run_alone(1, share_items(cpu_items(1)), 35s);
   EXPECT_EQ(core_.submit(2, 1, clock_.now() + 30s, cpu_items(1)).decision,
             admission_decision::reject_deadline_unmeetable)
     << "a fresh estimate still refuses";
@@ -424,7 +430,7 @@ TEST_F(SchedulerCore, AnEstimateTooOldToRefuseOnLetsOneRequestThroughAsAProbe) {
     << "the probe";
   EXPECT_FALSE(core_.submit(4, 1, clock_.now() + 30s, cpu_items(1)).admitted())
     << "one probe at a time: the next waits behind it, on the old estimate";
-  b = core_.dispatch();
+  auto b = core_.dispatch();
   ASSERT_EQ(b.size(), 1u);
   clock_.advance(1s);
   answer(b[0], 1.0);
@@ -969,26 +975,18 @@ TEST_F(SchedulerCore, AdmissionWeighsALocalModelsItemsByTheirTextsTokens) {
     }
     return out;
   };
-  auto run = [&](request_id id, std::vector<shared_item> batch, nanoseconds takes) {
-    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 120s, std::move(batch)).admitted());
-    auto sent = core_.dispatch();
-    ASSERT_EQ(sent.size(), 1u);
-    clock_.advance(takes);
-    answer(sent[0], 0.5);
-    core_.take_finished();
-  };
   const auto short_work = estimate_model_work(*items(1, 1, 20)[0], 256);
   const auto heavy_work = estimate_model_work(*items(1, 8, 3000)[0], 256);
   ASSERT_EQ(heavy_work, 9u * 384u);
   ASSERT_GT(heavy_work, 50 * short_work);
 
-  run(1, items(4, 1, 20), 400ms); // 0.1 s an item
+  run_alone(1, items(4, 1, 20), 400ms); // 0.1 s an item
   auto heavy = core_.submit(2, 1, clock_.now() + 15s, items(4, 8, 3000));
   EXPECT_EQ(heavy.decision, admission_decision::reject_deadline_unmeetable)
     << "4 heavy items take about 23 s at that pace of work, not 0.4 s: " << heavy.reason;
-  run(3, items(4, 1, 20), 400ms);
+  run_alone(3, items(4, 1, 20), 400ms);
 
-  run(4, items(4, 8, 3000), 30s); // somewhat slower a unit than the short ones
+  run_alone(4, items(4, 8, 3000), 30s); // somewhat slower a unit than the short ones
   EXPECT_TRUE(core_.submit(5, 1, clock_.now() + 1s, items(4, 1, 20)).admitted())
     << "short items after heavy ones take about 0.4 s, not 30 s";
   auto sent = core_.dispatch();
