@@ -274,6 +274,7 @@ private:
     request.authorization = view(req[http::field::authorization]);
     request.content_type = view(req[http::field::content_type]);
     request.step = view(req["X-Arbiter-Step"]);
+    request.client_timeout = view(req["X-Stainless-Read-Timeout"]);
     request.content_encoding = view(req[http::field::content_encoding]);
     request.transfer_encoding = view(req[http::field::transfer_encoding]);
     request.body = std::move(req.body());

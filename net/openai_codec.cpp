@@ -112,10 +112,11 @@ bool read_dimensions(const json& doc, uint32_t& out, codec_error& err) {
 }
 
 /// Arbiter's own `priority` and `deadline_ms`.
-bool read_scheduling(const json& doc, const codec_context& ctx, size_t& priority,
+bool read_scheduling(const json& doc, const passthrough_context& pass, size_t& priority,
                      std::chrono::milliseconds& deadline, codec_error& err) {
+  const codec_context& ctx = *pass.codec;
   priority = ctx.default_priority;
-  deadline = ctx.default_deadline;
+  deadline = pass.client_deadline.value_or(ctx.default_deadline);
   if (const json* p = field(doc, "priority")) {
     auto at = p->is_string() ? std::find(ctx.priorities.begin(), ctx.priorities.end(),
                                          p->get<std::string>())
@@ -388,7 +389,7 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
                          chat_request_body& out, codec_error& err) {
   json doc;
   if (!parse_json_object(body, doc, err) || !refuse_unsupported_chat(doc, err)
-      || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
+      || !read_scheduling(doc, ctx, out.priority, out.deadline, err)) {
     return false;
   }
   std::string suffix;
@@ -491,7 +492,7 @@ bool decode_openai_embeddings(std::string_view body, const passthrough_context& 
                               embed_request_body& out, codec_error& err) {
   json doc;
   if (!parse_json_object(body, doc, err)
-      || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
+      || !read_scheduling(doc, ctx, out.priority, out.deadline, err)) {
     return false;
   }
   std::string suffix;
@@ -517,7 +518,7 @@ bool decode_tei_embed(std::string_view body, const passthrough_context& ctx,
                       embed_request_body& out, codec_error& err) {
   json doc;
   if (!parse_json_object(body, doc, err)
-      || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
+      || !read_scheduling(doc, ctx, out.priority, out.deadline, err)) {
     return false;
   }
   std::optional<bool> normalize;
@@ -545,7 +546,7 @@ bool decode_tei_predict(std::string_view body, const passthrough_context& ctx,
                         predict_request_body& out, codec_error& err) {
   json doc;
   if (!parse_json_object(body, doc, err)
-      || !read_scheduling(doc, *ctx.codec, out.priority, out.deadline, err)) {
+      || !read_scheduling(doc, ctx, out.priority, out.deadline, err)) {
     return false;
   }
   std::optional<bool> raw_scores;

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +33,9 @@ struct model_entry {
 struct passthrough_context {
   const codec_context* codec = nullptr;
   const std::vector<model_entry>* models = nullptr;
+  /// The deadline of a request without `deadline_ms` when its client said how long it waits
+  /// for the answer (`client_deadline` in routes.hpp); unset: `codec->default_deadline`.
+  std::optional<std::chrono::milliseconds> client_deadline{};
 };
 
 /// A validated chat completion request: one `chat` item.

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <optional>
 #include <tuple>
 
 #include <caf/actor_system.hpp>
@@ -158,6 +161,26 @@ bool only_chunked(std::string_view codings) {
     codings = comma == std::string_view::npos ? std::string_view{} : codings.substr(comma + 1);
   }
   return true;
+}
+
+/// The deadline of a pass-through request whose client says how long it waits for the answer
+/// (`X-Stainless-Read-Timeout: 600.0`, seconds, from the OpenAI SDKs): that wait less a tenth,
+/// at most a second, so that the answer (a 504 included) comes while the client still reads,
+/// at most `max`. Unset when the header is absent or not a positive number of seconds.
+std::optional<std::chrono::milliseconds> client_deadline(std::string_view timeout,
+                                                         std::chrono::milliseconds max) {
+  timeout = trim_blanks(timeout);
+  double seconds = 0.0;
+  const auto* end = timeout.data() + timeout.size();
+  auto [at, ec] = std::from_chars(timeout.data(), end, seconds);
+  if (timeout.empty() || ec != std::errc{} || at != end || !std::isfinite(seconds)
+      || seconds <= 0.0) {
+    return std::nullopt;
+  }
+  const double wait_ms = std::min(seconds * 1000.0, static_cast<double>(max.count()) + 1000.0);
+  const double ms = wait_ms - std::min(1000.0, wait_ms / 10.0);
+  return std::chrono::milliseconds{
+    std::clamp<int64_t>(static_cast<int64_t>(ms), 1, max.count())};
 }
 
 /// Drops a UTF-8 byte order mark before a JSON body, which some Windows tools write: JSON
@@ -320,8 +343,8 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
     skip_byte_order_mark(req.body);
   }
   if (spec->decode != nullptr) {
-    serve_scoring(route, spec->style, spec->decode, req.step, target, std::move(req.body),
-                  req.ticket, std::move(reply), std::move(defer));
+    serve_scoring(route, spec->style, spec->decode, std::move(req), std::move(reply),
+                  std::move(defer));
     return;
   }
   if (path == "/v1/models") {
@@ -381,15 +404,16 @@ void router::refuse_decoded(const std::string& route, const codec_error& err,
 }
 
 void router::serve_scoring(const std::string& route, error_style style, decoder decode,
-                           std::string_view step, std::string_view target, std::string body,
-                           uint64_t ticket, reply_fn reply, defer_fn defer) {
+                           http_request req, reply_fn reply, defer_fn defer) {
   auto start = steady_clock::now();
   if (refuse_while_draining(route, reply, style)) {
     return;
   }
+  const std::string_view step = req.step;
   scoring_job job;
+  job.client_deadline = client_deadline(req.client_timeout, codec_.max_deadline);
   codec_error err;
-  bool ok = (this->*decode)(body, target, job, err);
+  bool ok = (this->*decode)(req.body, req.target, job, err);
   parse_histogram_->Observe(seconds_since(start));
   if (ok && step.size() > max_tag_bytes) {
     ok = false;
@@ -422,12 +446,12 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
     respond(route, job.encode({}, {}), reply);
     return;
   }
-  actors::score_request req;
-  req.priority = job.priority;
-  req.deadline = start + job.deadline;
-  req.ticket = ticket;
-  req.items = share_items(std::move(job.items));
-  run(route, start, std::move(req), std::move(job.encode), std::move(reply), std::move(defer),
+  actors::score_request sreq;
+  sreq.priority = job.priority;
+  sreq.deadline = start + job.deadline;
+  sreq.ticket = req.ticket;
+  sreq.items = share_items(std::move(job.items));
+  run(route, start, std::move(sreq), std::move(job.encode), std::move(reply), std::move(defer),
       style);
 }
 
@@ -586,7 +610,7 @@ bool router::decode_remote_rm(std::string_view body, std::string_view target, sc
 bool router::decode_chat(std::string_view body, std::string_view /*target*/, scoring_job& job,
                          codec_error& err) {
   auto decoded = std::make_shared<chat_request_body>();
-  if (!decode_chat_request(body, passthrough(*served_models()), *decoded, err)) {
+  if (!decode_chat_request(body, passthrough(*served_models(), job), *decoded, err)) {
     return false;
   }
   job.counted_items = 1;
@@ -622,8 +646,8 @@ bool router::decode_tei_embed(std::string_view body, std::string_view /*target*/
 bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<embed_request_body>();
   const auto models = served_models();
-  bool ok = tei ? net::decode_tei_embed(body, passthrough(*models), *decoded, err)
-                : decode_openai_embeddings(body, passthrough(*models), *decoded, err);
+  bool ok = tei ? net::decode_tei_embed(body, passthrough(*models, job), *decoded, err)
+                : decode_openai_embeddings(body, passthrough(*models, job), *decoded, err);
   if (!ok) {
     return false;
   }
@@ -662,7 +686,7 @@ bool router::embed_job(bool tei, std::string_view body, scoring_job& job, codec_
 bool router::decode_predict(std::string_view body, std::string_view /*target*/,
                             scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<predict_request_body>();
-  if (!decode_tei_predict(body, passthrough(*served_models()), *decoded, err)) {
+  if (!decode_tei_predict(body, passthrough(*served_models(), job), *decoded, err)) {
     return false;
   }
   take_items(job, *decoded);

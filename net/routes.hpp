@@ -49,6 +49,9 @@ struct http_request {
   /// The `Content-Encoding` and `Transfer-Encoding` headers' values ("" when absent).
   std::string_view content_encoding;
   std::string_view transfer_encoding{};
+  /// How long the client waits for the answer, in seconds, as the OpenAI SDKs say it
+  /// (`X-Stainless-Read-Timeout`, "" when absent).
+  std::string_view client_timeout{};
   /// The connection's name for this request (unique in the process; 0: none), by which
   /// `request_handler::abandon` says its client hung up before the answer.
   uint64_t ticket = 0;
@@ -180,6 +183,9 @@ private:
     /// With no items, answer `encode({}, {})` at once instead of scheduling nothing.
     bool answer_empty_at_once = false;
     encode_fn encode;
+    /// Set before decoding: the deadline a pass-through request without `deadline_ms` gets,
+    /// from how long its client waits (`client_deadline`); unset: the default deadline.
+    std::optional<std::chrono::milliseconds> client_deadline{};
   };
 
   /// A scoring route's decoder: the body (and the target, for `?reward=`) into a job; false
@@ -220,11 +226,10 @@ private:
 
   /// The one scoring handler every scoring route goes through: 503 while draining, decode
   /// (a refusal answered in the route's style), count, schedule, encode.
-  /// `step`: the `X-Arbiter-Step` header, the training step of the items that name none.
-  /// `ticket`: the connection's name for the request (`http_request::ticket`).
+  /// `req.step`: the `X-Arbiter-Step` header, the training step of the items that name none.
+  /// `req.ticket`: the connection's name for the request.
   void serve_scoring(const std::string& route, error_style style, decoder decode,
-                     std::string_view step, std::string_view target, std::string body,
-                     uint64_t ticket, reply_fn reply, defer_fn defer);
+                     http_request req, reply_fn reply, defer_fn defer);
 
   /// The scoring routes' decoders, one per route shape (routes.cpp).
   decode_fn decode_score, decode_info_gain, decode_get_reward, decode_remote_rm, decode_chat,
@@ -277,9 +282,11 @@ private:
   /// The models the pass-through routes serve now: the configured ones (`models_`) and
   /// those of the cluster's nodes that are up.
   std::shared_ptr<const std::vector<model_entry>> served_models() const;
-  /// What the pass-through decoders need, with `models` for the model list.
-  passthrough_context passthrough(const std::vector<model_entry>& models) const {
-    return {&codec_, &models};
+  /// What the pass-through decoders need, with `models` for the model list and `job`'s
+  /// client deadline.
+  passthrough_context passthrough(const std::vector<model_entry>& models,
+                                  const scoring_job& job) const {
+    return {&codec_, &models, job.client_deadline};
   }
 
   router_context ctx_;

@@ -354,6 +354,28 @@ def test_a_deadline_that_passes_is_a_504_with_retry_after(make_server, provider)
     assert int(e.value.response.headers["retry-after"]) >= 1
 
 
+def test_a_pass_through_call_gets_as_long_as_its_sdk_waits(make_server, provider):
+    """The OpenAI SDK says how long it waits (X-Stainless-Read-Timeout): a call without
+    `deadline_ms` gets that long, not the server's default deadline, which a long generation
+    would overrun (504 at 1 s here, to an SDK still waiting)."""
+    slow = provider("--latency-median-ms", "2500", "--latency-p99-ms", "2500")
+    server = make_server(source_toml("slow", slow)
+                         + "[routing]\nhedge = false\n[scheduler]\ndefault_deadline_ms = 1000\n")
+    reply = sdk(server).chat.completions.create(
+        model="", messages=[{"role": "user", "content": "a long answer"}])
+    assert reply.choices[0].message.content and reply.arbiter["source"] == "slow"
+    # A client that says nothing gets the default deadline, and one that names a deadline
+    # gets it: both are refused now that the source's pace (2.5 s a call) is known.
+    status, _, body = post(server, "/v1/chat/completions",
+                           {"messages": [{"role": "user", "content": "x"}]})
+    assert status == 413 and "999 ms left" in body["error"]["message"], body
+    with pytest.raises(openai.APIStatusError) as e:
+        sdk(server).chat.completions.create(
+            model="", messages=[{"role": "user", "content": "y"}],
+            extra_body={"deadline_ms": 500})
+    assert e.value.status_code == 413 and "499 ms left" in e.value.body["message"]
+
+
 def test_a_call_the_rate_limit_holds_past_its_deadline_is_a_503_saying_when(make_server,
                                                                             provider):
     """A provider that allows one call a minute, which nobody configured: its headers teach
