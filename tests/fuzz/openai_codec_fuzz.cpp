@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     {"embedder", {capability::embed}, {"e"}, {}},
     {"nli", {capability::nli}, {"n"}, {}},
     {"away", {capability::chat, capability::embed}, {}, "node 'n' was lost: killed"}};
-  static const net::passthrough_context ctx{&codec, &models};
+  static const net::passthrough_context ctx{&codec, &models, {}};
   if (size < 1) {
     return 0;
   }
