@@ -152,7 +152,7 @@ typename Inspector::result_type inspect(Inspector& f, model_call& x) {
   wire::optional_ref<bool> enable_thinking{x.enable_thinking};
   wire::optional_ref<uint64_t> seed{x.seed};
   return f(caf::meta::type_name("model_call"), x.prompt, x.messages, x.hypothesis, x.model,
-           temperature, top_p, max_tokens, x.n, enable_thinking, x.stop, seed);
+           temperature, top_p, max_tokens, x.n, enable_thinking, x.stop, seed, x.extra_body);
 }
 
 template <class Inspector>

@@ -35,6 +35,11 @@ struct model_call {
   std::vector<std::string> stop;
   /// Sent as "seed" when set, so sampling is reproducible where the provider supports it.
   std::optional<uint64_t> seed;
+  /// chat, from the pass-through route: the client's other fields that shape the answer
+  /// (penalties, `logit_bias`, vLLM's `top_k`, `min_p`, ...), a JSON object's text with its
+  /// keys in order; a remote source gets them in its request body as they came, a local
+  /// generator, which cannot honour them, fails the call. Empty: none.
+  std::string extra_body;
 };
 
 /// One text a chat or generate call produced.

@@ -1,6 +1,7 @@
 #include "net/openai_codec.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -221,6 +222,40 @@ bool refuse_unsupported_chat(const json& doc, codec_error& err) {
   return true;
 }
 
+/// The chat fields the route reads itself (or refuses but for their default), and those it
+/// drops because they do not shape the answer (`user`, `metadata`, ...).
+constexpr std::array<std::string_view, 16> chat_fields_read = {
+  "model", "messages", "temperature", "top_p", "max_tokens", "max_completion_tokens", "n",
+  "stop", "seed", "chat_template_kwargs", "priority", "deadline_ms", "stream", "logprobs",
+  "top_logprobs", "response_format"};
+constexpr std::array<std::string_view, 8> chat_fields_dropped = {
+  "user", "store", "metadata", "service_tier", "stream_options", "parallel_tool_calls",
+  "prompt_cache_key", "safety_identifier"};
+
+/// The chat request's other fields, as a JSON object's text ("" when none): a penalty,
+/// `logit_bias`, `reasoning_effort`, vLLM's `top_k` or `min_p` change the answer, so they go
+/// upstream as they came and into the cache key, not away. `chat_template_kwargs` other than
+/// `enable_thinking` go too.
+std::string chat_extra_body(const json& doc) {
+  auto listed = [](const auto& names, const std::string& key) {
+    return std::find(names.begin(), names.end(), key) != names.end();
+  };
+  json extra = json::object();
+  for (const auto& [key, value] : doc.items()) {
+    if (!listed(chat_fields_read, key) && !listed(chat_fields_dropped, key)) {
+      extra[key] = value;
+    }
+  }
+  if (const json* kwargs = field(doc, "chat_template_kwargs")) {
+    json rest = *kwargs;
+    rest.erase("enable_thinking");
+    if (!rest.empty()) {
+      extra["chat_template_kwargs"] = std::move(rest);
+    }
+  }
+  return extra.empty() ? std::string{} : dump(extra);
+}
+
 bool read_messages(const json& doc, std::string& out, codec_error& err) {
   const json* messages = field(doc, "messages");
   if (messages == nullptr) {
@@ -431,6 +466,7 @@ bool decode_chat_request(std::string_view body, const passthrough_context& ctx,
   }
   call->temperature = temperature;
   call->top_p = top_p;
+  call->extra_body = chat_extra_body(doc);
   if (auto tokens = max_completion_tokens ? max_completion_tokens : max_tokens) {
     call->max_tokens = static_cast<uint32_t>(*tokens);
   }

@@ -33,7 +33,7 @@ std::string scheduler_core::cache_key(const score_item& item) const {
     auto params = number(c.temperature) + "/" + number(c.top_p) + "/" + number(c.max_tokens)
                   + "/" + std::to_string(c.n) + "/" + thinking + "/" + number(c.seed);
     return make_cache_key({item.kind, item.capability, c.model, c.prompt, c.messages,
-                           c.hypothesis, params, joined(c.stop)});
+                           c.hypothesis, params, joined(c.stop), c.extra_body});
   }
   return make_cache_key({item.reward, item.kind, item.solution_str, joined(item.ground_truth),
                          item.extra_info, item.options});

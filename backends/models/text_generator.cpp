@@ -54,6 +54,15 @@ std::string message_text(const json& m, size_t i) {
 /// ChatML, as Qwen's template writes it, with the generation prompt. Roles other than
 /// system, user and assistant are refused: the template would drop them unseen.
 std::string render_chatml(const model_call& call) {
+  if (!call.extra_body.empty()) {
+    const auto extra = json::parse(call.extra_body);
+    std::string names;
+    for (auto at = extra.begin(); at != extra.end(); ++at) {
+      names += (names.empty() ? "" : ", ") + at.key();
+    }
+    throw std::invalid_argument{names + ": a local generator cannot honour them (only a "
+                                        "remote source gets them)"};
+  }
   std::string out;
   auto add = [&out](const std::string& role, const std::string& content) {
     out += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";

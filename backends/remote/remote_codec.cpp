@@ -207,6 +207,19 @@ prepared_call prepare_chat(const endpoint_options& opts, const score_item& item)
   if (thinking && !opts.use_completions) {
     body["chat_template_kwargs"] = {{"enable_thinking", *thinking}};
   }
+  if (!c.extra_body.empty()) {
+    // A pass-through client's other fields, as it sent them: the route took out those it
+    // reads, so none is one set above but chat_template_kwargs, whose keys join.
+    const auto extra = json::parse(c.extra_body);
+    for (auto at = extra.begin(); at != extra.end(); ++at) {
+      auto& slot = body[at.key()];
+      if (slot.is_object() && at->is_object()) {
+        slot.update(*at);
+      } else {
+        slot = *at;
+      }
+    }
+  }
   call.body = dump(body);
   return call;
 }

@@ -143,6 +143,7 @@ void write_call(std::string& out, const model_call& c) {
   o.str_if("messages", c.messages).str_if("hypothesis", c.hypothesis).str_if("model", c.model);
   o.opt("temperature", c.temperature).opt("top_p", c.top_p).opt("max_tokens", c.max_tokens);
   o.opt("enable_thinking", c.enable_thinking).strings_if("stop", c.stop).opt("seed", c.seed);
+  o.str_if("extra_body", c.extra_body);
   o.close();
 }
 
@@ -173,6 +174,7 @@ model_call call_from(const json& j) {
   read_if(j, "enable_thinking", c.enable_thinking);
   read_if(j, "stop", c.stop);
   read_if(j, "seed", c.seed);
+  c.extra_body = j.value("extra_body", std::string{});
   return c;
 }
 

@@ -430,6 +430,18 @@ TEST(RemoteCodec, ChatRequestTakesTheCallsSettingsOverTheSources) {
   EXPECT_FALSE(body.contains("logprobs"));
 }
 
+TEST(RemoteCodec, APassThroughClientsOtherFieldsJoinTheBody) {
+  model_call c = prompt_call("Grade it.", 1);
+  c.enable_thinking = false;
+  c.extra_body = R"({"chat_template_kwargs":{"custom":1},"logit_bias":{"7":-100},"top_k":5})";
+  auto body = json::parse(prepare_call(api_kind::openai, {}, {call_item("chat", c)}).body);
+  EXPECT_EQ(body["top_k"], 5);
+  EXPECT_EQ(body["logit_bias"], (json{{"7", -100}}));
+  // The template's keys join the one Arbiter sets.
+  EXPECT_EQ(body["chat_template_kwargs"], (json{{"enable_thinking", false}, {"custom", 1}}));
+  EXPECT_EQ(body["n"], 1);
+}
+
 TEST(RemoteCodec, ASeedIsSentAsTheSignedIntegerItCameAs) {
   // A client's seed -1 was kept as 2^64 - 1 and sent so: vLLM refuses a seed past 2^63 - 1.
   model_call c = prompt_call("Grade it.", 1);

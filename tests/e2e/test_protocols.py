@@ -68,6 +68,44 @@ class RejectingProvider:
         self.httpd.server_close()
 
 
+class RecordingProvider:
+    """An OpenAI stand-in that answers every chat call "ok" and keeps the bodies it got."""
+
+    def __init__(self):
+        self.bodies = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                outer.bodies.append(json.loads(self.rfile.read(
+                    int(self.headers.get("Content-Length", 0)))))
+                body = json.dumps({
+                    "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": "ok"}}],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 1,
+                              "total_tokens": 4}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 @pytest.fixture
 def rejecting():
     p = RejectingProvider()
@@ -340,6 +378,40 @@ def test_a_provider_refusing_the_call_is_a_422_on_every_pass_through_route(make_
     assert status == 422 and reply["error"]["code"] == "upstream_rejected", reply
     status, _, reply = post(server, "/get_reward", {"query": ["4"], "labels": ["4"]})
     assert status == 422 and reply["error"]["code"] == "upstream_rejected", reply
+
+
+def test_chat_fields_arbiter_does_not_read_go_upstream_and_into_the_cache_key(make_server):
+    """A penalty, logit_bias or vLLM's top_k change the answer: they reach the provider as
+    sent, and a call without them is not answered from the cache of one with them."""
+    p = RecordingProvider()
+    try:
+        server = make_server(source_toml("rec", p))
+        client = sdk(server)
+
+        def ask(user="u1", **extra):
+            return client.chat.completions.create(
+                model="", messages=[{"role": "user", "content": "same question"}],
+                temperature=0, presence_penalty=0.5, logit_bias={"50256": -100}, user=user,
+                extra_body={"chat_template_kwargs": {"enable_thinking": False, "custom": 1},
+                            **extra})
+
+        first = ask(top_k=5, min_p=0.1)
+        assert first.choices[0].message.content == "ok"
+        assert len(p.bodies) == 1
+        sent = p.bodies[0]
+        assert sent["presence_penalty"] == 0.5 and sent["logit_bias"] == {"50256": -100}
+        assert sent["top_k"] == 5 and sent["min_p"] == 0.1
+        assert sent["chat_template_kwargs"] == {"enable_thinking": False, "custom": 1}
+        assert "user" not in sent and "priority" not in sent
+        # The same fields again (another end user): the cache answers.
+        again = ask(user="u2", top_k=5, min_p=0.1)
+        assert again.arbiter["cached"] is True and len(p.bodies) == 1
+        # Without top_k and min_p it is another call.
+        other = ask()
+        assert other.arbiter["cached"] is False and len(p.bodies) == 2
+        assert "top_k" not in p.bodies[1]
+    finally:
+        p.close()
 
 
 def test_a_deadline_that_passes_is_a_504_with_retry_after(make_server, provider):

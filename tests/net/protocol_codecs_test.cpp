@@ -355,6 +355,8 @@ TEST_F(PassThrough, ChatRequestBecomesOneRoutedCall) {
   EXPECT_EQ(c.stop, std::vector<std::string>{"END"});
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.enable_thinking, false);
+  // A field it does not read, which shapes the answer, goes upstream; `user` does not.
+  EXPECT_EQ(json::parse(c.extra_body), json::parse(R"({"presence_penalty":0})"));
   // No model: any chat source.
   ASSERT_TRUE(decode_chat_request(R"({"messages":[{"role":"user","content":"x"}]})", ctx_, out,
                                   err));

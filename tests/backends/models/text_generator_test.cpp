@@ -149,10 +149,13 @@ TEST(TextGenerator, AChatWithAPartItCannotReadFailsNamingItInsteadOfDroppingIt) 
   tool.messages = R"([{"role": "user", "content": "a"}, {"role": "tool", "content": "42"}])";
   model_call no_content = text_parts;
   no_content.messages = R"([{"role": "user", "content": "a"}, {"role": "assistant"}])";
+  // A pass-through client's fields that only a remote source gets.
+  model_call extra = text_parts;
+  extra.extra_body = R"({"logit_bias":{"7":-100},"top_k":5})";
   std::vector<text_generator::call_ref> refs = {
-    {&text_parts, true}, {&image, true}, {&tool, true}, {&no_content, true}};
+    {&text_parts, true}, {&image, true}, {&tool, true}, {&no_content, true}, {&extra, true}};
   auto got = gen->complete_all(refs);
-  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(got.size(), 5u);
   ASSERT_TRUE(got[0].output) << got[0].error;
   // Text parts are the text they hold, joined with "\n" (vLLM's rule).
   expect_same(*got[0].output, gen->complete(plain, true));
@@ -165,6 +168,8 @@ TEST(TextGenerator, AChatWithAPartItCannotReadFailsNamingItInsteadOfDroppingIt) 
   EXPECT_EQ(got[2].error, "messages[1].role: 'tool' is not one of system, user, assistant, the "
                           "roles this local model reads");
   EXPECT_EQ(got[3].error, "messages[1].content: expected a string or a list of text parts");
+  EXPECT_EQ(got[4].error, "logit_bias, top_k: a local generator cannot honour them (only a "
+                          "remote source gets them)");
 }
 
 TEST(TextGenerator, AStopStringEndsDecodingAtTheTokenThatCompletesIt) {
