@@ -382,7 +382,10 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   breaker.base_ejection = routing.breaker_ejection;
   breaker.max_ejection = routing.breaker_max_ejection;
   spec.breaker = breaker;
-  spec.completion_tokens = chat ? cfg.max_tokens : 0;
+  // A source that generates: token pacing counts its calls' output, and admission weighs
+  // them by it (`source_spec::weighs_work`).
+  spec.completion_tokens =
+    chat || serves(spec.capabilities, capability::generate) ? cfg.max_tokens : 0;
   return spec;
 }
 

@@ -45,4 +45,19 @@ uint64_t estimate_model_work(const score_item& item, uint64_t max_input_tokens) 
 /// the source's setting) times its `n`; `default_max_tokens` for other items.
 uint64_t estimate_completion_tokens(const score_item& item, uint64_t default_max_tokens) noexcept;
 
+/// How the sources of a capability weigh its items (`source_registry::work_rule`); all 0
+/// where none does.
+struct work_rule {
+  /// A local embedding or NLI model's longest input (`estimate_model_work`'s cap).
+  uint64_t input_cap = 0;
+  /// A remote generating source's `max_tokens`, for calls that name none.
+  uint64_t completion_default = 0;
+};
+
+/// `item`'s work under `rule`: a chat or generate call's output tokens
+/// (`estimate_completion_tokens`) where a remote source generates (decoding them is most of
+/// its time: a 3,500-token answer takes 200 times a judge's 16-token one), else its texts'
+/// (`estimate_model_work`) where a local model weighs them, else 0.
+uint64_t estimate_work(const score_item& item, const work_rule& rule) noexcept;
+
 } // namespace arbiter

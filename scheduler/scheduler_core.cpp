@@ -215,20 +215,18 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // items of remote capabilities and reward graphs; `no_estimate` for the others.
   constexpr uint64_t no_estimate = std::numeric_limits<uint64_t>::max();
   std::vector<uint64_t> estimated;
-  // Work, for the items of local models that weigh items by it (`estimate_model_work`). The
-  // cap is looked up once per run of items of one capability (a request of 10,000 rule-reward
-  // items goes through this thread).
+  // Work, for the items of sources that weigh items by it (`estimate_work`). The rule is
+  // looked up once per run of items of one capability (a request of 10,000 rule-reward items
+  // goes through this thread).
   std::vector<uint64_t> work(items.size(), 0);
-  const std::string* capped = nullptr;
-  uint32_t cap = 0;
+  const std::string* ruled = nullptr;
+  work_rule rule;
   for (size_t i = 0; i < items.size(); ++i) {
-    if (capped == nullptr || *capped != items[i]->capability) {
-      capped = &items[i]->capability;
-      cap = sources_.work_cap(*capped);
+    if (ruled == nullptr || *ruled != items[i]->capability) {
+      ruled = &items[i]->capability;
+      rule = sources_.work_rule_of(*ruled);
     }
-    if (cap > 0) {
-      work[i] = estimate_model_work(*items[i], cap);
-    }
+    work[i] = estimate_work(*items[i], rule);
   }
   for (size_t i = 0; i < items.size(); ++i) {
     const auto& item = *items[i];

@@ -156,7 +156,7 @@ struct source_registry::state {
   /// For a source weighing items by work, once a call was learned: the average work of
   /// `items` items whose last `own->count` are a request's (`own_items`); 0 otherwise.
   double work_each(double items, const own_items* own) const {
-    if (spec.max_input_tokens == 0 || !has_unit_seconds || own == nullptr || own->work == 0
+    if (!spec.weighs_work() || !has_unit_seconds || own == nullptr || own->work == 0
         || own->count <= 0.0) {
       return 0.0;
     }
@@ -471,7 +471,7 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items, uint6
                                  !s->has_items_per_call);
     s->has_items_per_call = true;
   }
-  if (work > 0 && items > 0 && s->spec.max_input_tokens > 0) {
+  if (work > 0 && items > 0 && s->spec.weighs_work()) {
     s->work_per_item = smoothed(s->work_per_item,
                                 static_cast<double>(work) / static_cast<double>(items),
                                 !s->has_work_per_item);
@@ -608,7 +608,7 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
       s->item_seconds = smoothed(s->item_seconds, per_item, !s->has_item_seconds);
       s->has_item_seconds = true;
     }
-    if (work > 0 && s->spec.max_input_tokens > 0) {
+    if (work > 0 && s->spec.weighs_work()) {
       s->learn_call(static_cast<double>(work),
                     std::chrono::duration<double>(report.latency).count());
     }
@@ -819,14 +819,17 @@ nanoseconds source_registry::latency(const std::string& capability, double items
   return nanoseconds{static_cast<nanoseconds::rep>(best.value_or(0.0))};
 }
 
-uint32_t source_registry::work_cap(const std::string& capability) const {
-  uint32_t cap = 0;
+work_rule source_registry::work_rule_of(const std::string& capability) const {
+  work_rule rule;
   for (const auto& sp : sources_) {
     if (sp->serves(capability)) {
-      cap = std::max(cap, sp->spec.max_input_tokens);
+      rule.input_cap = std::max<uint64_t>(rule.input_cap, sp->spec.max_input_tokens);
+      if (sp->spec.remote) {
+        rule.completion_default = std::max(rule.completion_default, sp->spec.completion_tokens);
+      }
     }
   }
-  return cap;
+  return rule;
 }
 
 nanoseconds source_registry::latency(const std::string& capability) const {

@@ -9,6 +9,7 @@
 
 #include "common/score_types.hpp"
 #include "common/time_source.hpp"
+#include "common/token_estimate.hpp"
 #include "scheduler/adaptive_concurrency.hpp"
 #include "scheduler/circuit_breaker.hpp"
 #include "scheduler/ids.hpp"
@@ -49,7 +50,7 @@ struct source_spec {
   /// A circuit breaker with timed ejection, for sources that can fail (remote endpoints).
   std::optional<circuit_breaker_config> breaker;
   /// Output tokens one item asks of this source when its call names none (the source's
-  /// max_tokens for chat), for token pacing.
+  /// max_tokens where it serves chat or generate), for token pacing and admission weighing.
   uint64_t completion_tokens = 0;
   /// Whether the source is a remote endpoint (hedging and caching apply to its items).
   bool remote = false;
@@ -65,6 +66,14 @@ struct source_spec {
   /// every item weighs alike (a generator's decoding costs about the same for one call as
   /// for a batch of them).
   uint32_t max_input_tokens = 0;
+
+  /// Whether admission weighs the source's items by their work (`estimate_work`): a local
+  /// model with `max_input_tokens`, or a remote source that generates (`completion_tokens`),
+  /// whose chat and generate calls weigh their output tokens: a source's 3,500-token
+  /// generations taught admission 35 s a call, and its judges' 16-token calls were refused.
+  bool weighs_work() const noexcept {
+    return max_input_tokens > 0 || (remote && completion_tokens > 0);
+  }
   /// What a million prompt (input) and completion (output) tokens cost at this source, for
   /// the step accounts and `arbiter_source_cost_total` (0: free or unknown).
   double input_cost_per_million = 0.0;
@@ -266,7 +275,7 @@ public:
   /// of the `queued` items waiting ahead (`queued_prompt`, summed) or, with none queued, by
   /// what recent calls cost per item (a request of long prompts after short ones was admitted
   /// on the short ones' cost).
-  /// A source that weighs its items by work (`source_spec::max_input_tokens`) counts them
+  /// A source that weighs its items by work (`source_spec::weighs_work`) counts them
   /// likewise: the request's by their own work (`work`, summed), those ahead at the average
   /// of the queued ones (`queued_work`, summed) or, with none queued, of recent calls.
   struct own_items {
@@ -289,9 +298,10 @@ public:
   /// carry, at the average work of `own` and those ahead of it).
   nanoseconds latency(const std::string& capability, double items, const own_items* own) const;
 
-  /// The largest `max_input_tokens` of the sources serving `capability` that weigh their
-  /// items by work (0: none does): what `estimate_model_work` caps a text at for its items.
-  uint32_t work_cap(const std::string& capability) const;
+  /// How the sources serving `capability` weigh its items (`estimate_work`): the largest
+  /// `max_input_tokens`, and the largest `completion_tokens` of the remote sources that
+  /// generate (0s: items weigh alike).
+  work_rule work_rule_of(const std::string& capability) const;
 
   /// The smoothed latency of `id` (0 before its first good answer).
   nanoseconds latency_of(source_id id) const;

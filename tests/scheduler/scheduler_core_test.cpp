@@ -1003,6 +1003,40 @@ TEST_F(SchedulerCore, AdmissionWeighsALocalModelsItemsByTheirTextsTokens) {
   EXPECT_TRUE(core_.submit(8, 1, clock_.now() + 90s, items(4, 1, 20)).admitted());
 }
 
+TEST_F(SchedulerCore, AdmissionWeighsAGeneratingSourcesCallsByTheTokensTheyMayProduce) {
+  // helper-43: one source served 3,500-token generations (35 s) and a judge's 16-token calls.
+  // Counted alike, every judge call due in 30 s after a generation was refused on its 35 s.
+  auto spec = remote_chat_source();
+  spec.max_inflight = 1;
+  spec.completion_tokens = 1024; // the source's max_tokens, for calls that name none
+  core_.add_source(spec);
+  size_t made = 0; // each call differs: a cached answer makes no call
+  auto call = [&made](std::optional<uint32_t> max_tokens) {
+    auto item = model_item("chat", "chat", "");
+    auto c = std::make_shared<model_call>();
+    c->prompt = "question " + std::to_string(made++);
+    c->max_tokens = max_tokens;
+    item.call = std::move(c);
+    return one(std::move(item));
+  };
+  run_alone(1, call(3500), 35s);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 30s, call(16)).admitted())
+    << "16 tokens at the pace of 3,500 in 35 s take about 0.16 s";
+  auto sent = core_.dispatch();
+  ASSERT_EQ(sent.size(), 1u);
+  clock_.advance(300ms);
+  answer(sent[0], 0.5);
+  core_.take_finished();
+  // Two sizes fit a line: about 0.14 s a call and 0.01 s a token.
+  EXPECT_FALSE(core_.submit(3, 1, clock_.now() + 10s, call(3500)).admitted())
+    << "another generation still takes about 35 s";
+  EXPECT_FALSE(core_.submit(4, 1, clock_.now() + 5s, call(std::nullopt)).admitted())
+    << "a call naming no max_tokens may produce the source's 1024 (about 10 s)";
+  EXPECT_TRUE(core_.submit(5, 1, clock_.now() + 20s, call(std::nullopt)).admitted());
+  EXPECT_TRUE(core_.submit(6, 1, clock_.now() + 30s, call(16)).admitted())
+    << "a judge's call waits behind that one: about 10.5 s";
+}
+
 TEST_F(SchedulerCore, ALocalBatchPastItsItemsDeadlineKeepsItsAnswersForTheRetry) {
   // helper-42: a request of long texts failed at its deadline while the CPU embedder ran its
   // batch 17 s more; the answers were thrown away, and the client's retry, queued behind that
