@@ -673,7 +673,7 @@ void scheduler_core::detach(item_ref ref, batch_id batch, bool item_done) {
   give_up_if_unneeded(other);
 }
 
-void scheduler_core::give_up_if_unneeded(batch_id id) {
+void scheduler_core::give_up_if_unneeded(batch_id id, bool run_on) {
   auto found = batches_.find(id);
   if (found == batches_.end()) {
     return;
@@ -689,14 +689,20 @@ void scheduler_core::give_up_if_unneeded(batch_id id) {
     return;
   }
   auto source = batch.source;
-  if (sources_.local_model(source)) {
+  const bool local = sources_.local_model(source);
+  if (local || (run_on && sources_.remote(source))) {
     // A local model runs a batch as one message, whatever it is told: the model stays busy
     // with it, so it keeps its slot (a retry waits here, not behind it in the worker's
-    // mailbox), and its answers are kept when they come (`keep_late_answer`).
+    // mailbox), and its answers are kept when they come (`keep_late_answer`). A remote call
+    // past its items' deadline is left to answer likewise: its provider has done most of
+    // the work, and a client that retries it would otherwise pay for all of it again.
     batch.given_up = true;
     for (auto [rid, index] : batch.items) {
       auto r = requests_.find(rid);
       batch.late_keys.push_back(r != requests_.end() ? r->second.keys[index] : std::string{});
+    }
+    if (!local) {
+      return; // not cancelled, nor its graph's calls: it has none
     }
   } else {
     note_given_up(id);
@@ -1174,14 +1180,17 @@ void scheduler_core::on_timer() {
     auto [deadline, id] = *deadlines_.begin();
     const auto& req = requests_.at(id);
     auto budget_ms = static_cast<int64_t>(ms_between(req.admitted, deadline));
-    // A local model runs on with the batches it holds: their answers are kept (the cache, or
-    // a retry waiting for them). A request of long texts failed at its deadline while its
-    // batch ran 17 s more; the client's retry queued behind it computed them all again.
+    // A local model and a remote source run on with the calls they hold: their answers are
+    // kept (the cache, or a retry waiting for them). A request of long texts failed at its
+    // deadline while its batch ran 17 s more; the client's retry queued behind it computed
+    // them all again. (A reward graph's item runs on as before: its calls end at this
+    // deadline too.)
     std::vector<batch_id> on_models;
     for (const auto& slots : req.running_in) {
       for (auto b : slots) {
-        if (auto batch = batches_.find(b);
-            batch != batches_.end() && sources_.local_model(batch->second.source)) {
+        if (auto batch = batches_.find(b); batch != batches_.end()
+                                           && (sources_.local_model(batch->second.source)
+                                               || sources_.remote(batch->second.source))) {
           on_models.push_back(b);
         }
       }
@@ -1190,7 +1199,7 @@ void scheduler_core::on_timer() {
                    "the request's deadline (" + std::to_string(budget_ms)
                      + " ms after admission) passed before this item was scored");
     for (auto b : on_models) {
-      give_up_if_unneeded(b);
+      give_up_if_unneeded(b, /*run_on=*/true);
     }
     flush();
   }

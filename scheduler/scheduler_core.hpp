@@ -273,9 +273,10 @@ private:
     /// Which of its source's prompt-token ratios scales its items' estimate and learns from
     /// its answer (a batch holds items of one kind).
     prompt_estimate estimate = prompt_estimate::call;
-    /// Given up while a local model ran it (`give_up_if_unneeded`): the model runs it to the
-    /// end, so it keeps its slot until it answers, and its answers are kept under the keys
-    /// its items had (empty: none), in the items' order.
+    /// Given up while a local model (or, past its items' deadline, a remote source) ran it
+    /// (`give_up_if_unneeded`): it runs to the end, so it keeps its slot until it answers,
+    /// and its answers are kept under the keys its items had (empty: none), in the items'
+    /// order.
     bool given_up = false;
     std::vector<std::string> late_keys;
     /// What its source's token bucket was charged for it (given back on a refusal), and the
@@ -420,8 +421,10 @@ private:
   void detach(item_ref ref, batch_id batch, bool item_done);
   /// Gives up batch `id` (taken, and handed to `take_cancelled` for its source) unless one of
   /// its items still waits for it; nothing when it is no longer in flight. A local model's
-  /// batch is marked `given_up` instead of taken: the model runs it to the end.
-  void give_up_if_unneeded(batch_id id);
+  /// batch is marked `given_up` instead of taken: the model runs it to the end. With
+  /// `run_on` (its items' deadline passed), a remote call is too, uncancelled: a retry of a
+  /// call longer than its deadline finds the answer instead of paying for it again.
+  void give_up_if_unneeded(batch_id id, bool run_on = false);
   /// Fails every item of `capability` still queued or waiting to be retried (its last source
   /// was lost and none joined in time).
   void fail_orphaned(const std::string& capability, const lost_capability& lost);

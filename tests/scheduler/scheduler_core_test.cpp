@@ -1063,6 +1063,47 @@ TEST_F(SchedulerCore, ALocalBatchPastItsItemsDeadlineKeepsItsAnswersForTheRetry)
   EXPECT_TRUE(core_.idle());
 }
 
+TEST_F(SchedulerCore, ARemoteCallPastItsItemsDeadlineRunsOnAndItsAnswerServesTheRetry) {
+  // A generation longer than its deadline: its answer was dropped when it came, so every
+  // retry paid for the whole call again and failed again.
+  auto spec = remote_chat_source();
+  spec.max_inflight = 2;
+  core_.add_source(spec);
+  auto call = [](const std::string& text) {
+    auto item = model_item("chat", "chat", "");
+    auto c = std::make_shared<model_call>();
+    c->prompt = text;
+    c->temperature = 0.0;
+    item.call = std::move(c);
+    return one(std::move(item));
+  };
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, call("long")).admitted());
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 1s, call("longer")).admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 2u);
+  clock_.advance(1s);
+  core_.on_timer();
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0].results[0].code, errc::deadline_exceeded);
+  EXPECT_TRUE(core_.take_cancelled().empty()) << "the calls run on upstream";
+  // One retry comes while the calls run (both slots are still taken, so it waits), one after.
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 10s, call("long")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "the source's two slots are still taken";
+  clock_.advance(2s);
+  answer(running[0], 0.625);
+  answer(running[1], 0.25);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "the waiting retry ends with the late answer";
+  EXPECT_TRUE(done[0].results[0].cached);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.625);
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 10s, call("longer")).admitted());
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u) << "the later retry is answered from the cache";
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.25);
+  EXPECT_TRUE(core_.dispatch().empty()) << "nothing is paid for twice";
+}
+
 TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRetry) {
   // A trainer's client times out and hangs up while the local model runs its batch; it sends
   // the same item again. The model finishes the batch anyway (it runs as one message), so the
