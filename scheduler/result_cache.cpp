@@ -69,6 +69,11 @@ std::optional<cached_result> result_cache::lookup(std::string_view key) {
   return it->second->value;
 }
 
+bool result_cache::holds(std::string_view key) const {
+  auto it = index_.find(key);
+  return it != index_.end() && !expired(*it->second);
+}
+
 void result_cache::insert(std::string key, cached_result value) {
   if (capacity_ == 0) {
     return;

@@ -65,6 +65,9 @@ public:
   /// The entry for `key`, or nullopt when absent or expired. Counts a hit or a miss.
   std::optional<cached_result> lookup(std::string_view key);
 
+  /// Whether a lookup of `key` would hit now; counts nothing and moves nothing.
+  bool holds(std::string_view key) const;
+
   /// Stores `value` under `key` (replacing and refreshing an existing entry), evicting the least
   /// recently used entry when full.
   void insert(std::string key, cached_result value);

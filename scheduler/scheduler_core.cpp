@@ -256,10 +256,31 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // Capabilities whose sources are expected to answer only after the deadline, for items
   // that all have a fallback: their expected wait.
   std::map<std::string, nanoseconds> too_slow;
-  if (!internal && ending_now < items.size()) {
+  // Items the cache answers at once (their keys, kept for below; empty: not looked up or not
+  // held) take no room and no time: the retry of a call that ran past its deadline was
+  // refused on that call's pace though its answer was waiting for it.
+  const bool use_cache = routing_.cache_capacity > 0;
+  std::vector<std::string> cached_keys;
+  size_t cached_now = 0;
+  if (use_cache && !internal) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      if ((ends_now.empty() || ends_now[i].empty()) && shares_answers(*items[i])) {
+        auto key = cache_key(*items[i]);
+        if (cache_.holds(key)) {
+          cached_keys.resize(items.size());
+          cached_keys[i] = std::move(key);
+          ++cached_now;
+        }
+      }
+    }
+  }
+  auto cached = [&cached_keys](size_t i) {
+    return i < cached_keys.size() && !cached_keys[i].empty();
+  };
+  if (!internal && ending_now + cached_now < items.size()) {
     admission_input in;
     in.draining = draining_;
-    in.items = items.size() - ending_now;
+    in.items = items.size() - ending_now - cached_now;
     in.priority = queues_.class_name(priority);
     in.free_capacity = queues_.free_capacity(priority);
     in.capacity = queues_.capacity(priority);
@@ -276,7 +297,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       };
       std::map<std::string, need> needs;
       for (size_t i = 0; i < items.size(); ++i) {
-        if (ends_now.empty() || ends_now[i].empty()) {
+        if ((ends_now.empty() || ends_now[i].empty()) && !cached(i)) {
           auto& n = needs[items[i]->capability];
           ++n.count;
           n.all_fall_back = n.all_fall_back && !items[i]->fallback.empty() && fallback_;
@@ -379,7 +400,6 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
     }
   }
-  bool use_cache = routing_.cache_capacity > 0;
   for (uint32_t i = 0; i < n; ++i) {
     const auto& item = *req.items[i];
     if (!ends_now.empty() && !ends_now[i].empty()) {
@@ -417,7 +437,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
                         : estimate_prompt_tokens(item);
     }
     if ((use_cache || routing_.coalesce) && shares_answers(item)) {
-      auto key = cache_key(item);
+      auto key = cached(i) ? std::move(cached_keys[i]) : cache_key(item);
       if (use_cache) {
         auto hit = cache_.lookup(key);
         metrics_.cache_lookups.Add({{"result", hit ? "hit" : "miss"}}).Increment();

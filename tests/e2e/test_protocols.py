@@ -424,6 +424,13 @@ def test_a_deadline_that_passes_is_a_504_with_retry_after(make_server, provider)
     assert e.value.status_code == 504, e.value.body
     assert e.value.body["code"] == "deadline_exceeded"
     assert int(e.value.response.headers["retry-after"]) >= 1
+    # The call ran on upstream: its answer serves the retry, which pays for nothing again.
+    time.sleep(3.5)
+    reply = sdk(server).chat.completions.create(
+        model="", messages=[{"role": "user", "content": "x"}],
+        extra_body={"deadline_ms": 200})
+    assert reply.arbiter["cached"] is True and reply.choices[0].message.content
+    assert slow.stats()["requests"]["/v1/chat/completions"]["200"] == 1
 
 
 def test_a_pass_through_call_gets_as_long_as_its_sdk_waits(make_server, provider):

@@ -78,6 +78,17 @@ TEST(ResultCache, EntriesExpireAfterTheTtl) {
   EXPECT_EQ(cache.hits(), 2u);
 }
 
+TEST(ResultCache, HoldsSaysWhatALookupWouldFindWithoutCountingIt) {
+  manual_time_source clock;
+  result_cache cache(8, 10s, clock);
+  cache.insert("a", 1.0);
+  EXPECT_TRUE(cache.holds("a"));
+  EXPECT_FALSE(cache.holds("b"));
+  clock.advance(10s);
+  EXPECT_FALSE(cache.holds("a")) << "expired";
+  EXPECT_EQ(cache.hits() + cache.misses() + cache.expirations(), 0u);
+}
+
 TEST(ResultCache, LookupDoesNotExtendTheTtlButInsertDoes) {
   manual_time_source clock;
   result_cache cache(8, 10s, clock);

@@ -1097,7 +1097,10 @@ TEST_F(SchedulerCore, ARemoteCallPastItsItemsDeadlineRunsOnAndItsAnswerServesThe
   ASSERT_EQ(done.size(), 1u) << "the waiting retry ends with the late answer";
   EXPECT_TRUE(done[0].results[0].cached);
   EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.625);
-  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 10s, call("longer")).admitted());
+  // The source now takes 3 s a call: a new call due in 200 ms is refused, but not a retry
+  // that the cache answers.
+  EXPECT_FALSE(core_.submit(4, 1, clock_.now() + 200ms, call("new")).admitted());
+  ASSERT_TRUE(core_.submit(5, 1, clock_.now() + 200ms, call("longer")).admitted());
   done = core_.take_finished();
   ASSERT_EQ(done.size(), 1u) << "the later retry is answered from the cache";
   EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.25);
