@@ -1001,18 +1001,24 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
     why = report.kind == attempt_outcome_kind::rate_limited
             ? "rate limited until after the deadline, and no other source serves it"
             : "no time left before the deadline";
-    // When a source takes calls again (a trainer route's Retry-After).
-    if (auto pick = sources_.pick(item.capability, demand_of(ref));
-        !pick.source && pick.retry_at && *pick.retry_at > now) {
-      r.retry_after_ms = std::chrono::ceil<std::chrono::milliseconds>(*pick.retry_at - now)
-                           .count();
-    }
   } else if (d.reason == "budget_exhausted") {
     why = "the retry budget is spent";
   } else if (report.kind == attempt_outcome_kind::bad_request) {
     why = "the source refused the request itself; any source would";
   } else {
     why = "no other source serves '" + item.capability + "'";
+  }
+  if (r.code == errc::upstream_failed) {
+    // When a source takes calls again (the answer's Retry-After), or else when the provider
+    // said to come back: a 503 saying "Retry-After: 2" was passed on as 1.
+    if (auto pick = sources_.pick(item.capability, demand_of(ref));
+        !pick.source && pick.retry_at && *pick.retry_at > now) {
+      r.retry_after_ms = std::chrono::ceil<std::chrono::milliseconds>(*pick.retry_at - now)
+                           .count();
+    } else if (report.retry_after) {
+      r.retry_after_ms = std::chrono::ceil<std::chrono::milliseconds>(*report.retry_after)
+                           .count();
+    }
   }
   r.error = failure + "; " + why;
   end_item(ref.first, req, index, std::move(r));

@@ -1408,6 +1408,31 @@ TEST_F(RemoteRouting, ARetryAfterPastTheDeadlineEndsTheItemAtOnceSayingSo) {
   EXPECT_EQ(done[0].results[0].retry_after_ms, 30000) << "a trainer route said Retry-After 1";
 }
 
+TEST_F(RemoteRouting, AnItemOutOfAttemptsSaysWhenTheProviderAskedToComeBack) {
+  // helper-43: a provider's 503 with Retry-After: 2 reached the client as Retry-After: 1.
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(1)).admitted());
+  auto report = outcome(attempt_outcome_kind::server_error);
+  report.retry_after = 2s;
+  auto done = core_.take_finished();
+  for (int step = 0; step < 40 && done.empty(); ++step) {
+    auto sent = core_.dispatch();
+    if (sent.empty()) {
+      clock_.advance(250ms);
+      core_.on_timer();
+    } else {
+      core_.complete(sent.at(0).id, report, {});
+    }
+    done = core_.take_finished();
+  }
+  ASSERT_EQ(done.size(), 1u);
+  const auto& r = done[0].results[0];
+  EXPECT_EQ(r.code, errc::upstream_failed);
+  EXPECT_NE(r.error.find("no attempts left"), std::string::npos) << r.error;
+  EXPECT_GT(r.retry_after_ms, 1000);
+  EXPECT_LE(r.retry_after_ms, 2000);
+}
+
 TEST_F(RemoteRouting, AnAuthFailureSendsTheItemToAnotherSource) {
   auto a = core_.add_source(endpoint("a"));
   auto b = core_.add_source(endpoint("b"));
