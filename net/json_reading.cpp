@@ -1,6 +1,9 @@
 #include "net/json_reading.hpp"
 
 #include <charconv>
+#include <string>
+#include <unordered_set>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <utf8proc.h>
@@ -369,9 +372,30 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
     return false;
   }
   const std::string_view text = fixed.empty() ? body : std::string_view{fixed};
-  doc = nlohmann::json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // A key given twice in one object is refused, as /v1/score refuses it: nlohmann keeps the
+  // last, so `{"model": "a", ..., "model": "b"}` went to b's sources unseen.
+  std::vector<std::unordered_set<std::string>> open_objects;
+  std::string twice;
+  auto note_keys = [&open_objects, &twice](int /*depth*/, nlohmann::json::parse_event_t event,
+                                           nlohmann::json& parsed) {
+    using event_t = nlohmann::json::parse_event_t;
+    if (event == event_t::object_start) {
+      open_objects.emplace_back();
+    } else if (event == event_t::object_end && !open_objects.empty()) {
+      open_objects.pop_back();
+    } else if (event == event_t::key && !open_objects.empty() && twice.empty()
+               && !open_objects.back().insert(parsed.get<std::string>()).second) {
+      twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  doc = nlohmann::json::parse(text.begin(), text.end(), note_keys, /*allow_exceptions=*/false);
   if (doc.is_discarded()) {
     err = {refusal::invalid, "body", "body: not valid JSON"};
+    return false;
+  }
+  if (!twice.empty()) {
+    err = {refusal::invalid, twice, twice + ": given twice"};
     return false;
   }
   if (!doc.is_object()) {

@@ -390,6 +390,20 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(unknown.why, refusal::unknown_model) << "embedder serves no chat";
   EXPECT_EQ(unknown.field, "model");
   EXPECT_NE(unknown.message.find("'judge-8b'"), std::string::npos) << unknown.message;
+  // A key given twice (nlohmann kept the last, unseen), at the top or in a message; the same
+  // key in two objects is fine.
+  auto twice = chat_refusal("{" + m + R"(,"model":"judge-8b","model":"embedder"})");
+  EXPECT_EQ(twice.field, "model");
+  EXPECT_EQ(twice.message, "model: given twice");
+  EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","role":"system","content":"x"}]})")
+              .message,
+            "role: given twice");
+  chat_request_body out;
+  codec_error err;
+  EXPECT_TRUE(decode_chat_request(
+    R"({"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]})", ctx_, out,
+    err))
+    << err.message;
 }
 
 TEST_F(PassThrough, ADeeplyNestedBodyIsRefusedBeforeItCanOverflowTheStack) {
