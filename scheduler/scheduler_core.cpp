@@ -256,27 +256,25 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // Capabilities whose sources are expected to answer only after the deadline, for items
   // that all have a fallback: their expected wait.
   std::map<std::string, nanoseconds> too_slow;
-  // Items the cache answers at once (their keys, kept for below; empty: not looked up or not
-  // held) take no room and no time: the retry of a call that ran past its deadline was
-  // refused on that call's pace though its answer was waiting for it.
+  // Items the cache answers at once take no room and no time: the retry of a call that ran
+  // past its deadline was refused on that call's pace though its answer was waiting for it.
+  // The keys looked up are kept for below (empty: not looked up).
   const bool use_cache = routing_.cache_capacity > 0;
-  std::vector<std::string> cached_keys;
+  std::vector<std::string> keys;
+  std::vector<bool> held;
   size_t cached_now = 0;
   if (use_cache && !internal) {
     for (size_t i = 0; i < items.size(); ++i) {
       if ((ends_now.empty() || ends_now[i].empty()) && shares_answers(*items[i])) {
-        auto key = cache_key(*items[i]);
-        if (cache_.holds(key)) {
-          cached_keys.resize(items.size());
-          cached_keys[i] = std::move(key);
-          ++cached_now;
-        }
+        keys.resize(items.size());
+        held.resize(items.size(), false);
+        keys[i] = cache_key(*items[i]);
+        held[i] = cache_.holds(keys[i]);
+        cached_now += held[i] ? 1 : 0;
       }
     }
   }
-  auto cached = [&cached_keys](size_t i) {
-    return i < cached_keys.size() && !cached_keys[i].empty();
-  };
+  auto cached = [&held](size_t i) { return i < held.size() && held[i]; };
   if (!internal && ending_now + cached_now < items.size()) {
     admission_input in;
     in.draining = draining_;
@@ -437,7 +435,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
                         : estimate_prompt_tokens(item);
     }
     if ((use_cache || routing_.coalesce) && shares_answers(item)) {
-      auto key = cached(i) ? std::move(cached_keys[i]) : cache_key(item);
+      auto key = i < keys.size() && !keys[i].empty() ? std::move(keys[i]) : cache_key(item);
       if (use_cache) {
         auto hit = cache_.lookup(key);
         metrics_.cache_lookups.Add({{"result", hit ? "hit" : "miss"}}).Increment();
