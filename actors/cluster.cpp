@@ -84,8 +84,10 @@ struct node_entry {
   clock_type::time_point joined;
   clock_type::time_point last_seen;
   std::vector<std::string> sources;
-  /// The pass-through models its registered sources answer to.
+  /// The pass-through models its registered sources answer to (cleared once it is gone).
   std::vector<node_models::entry> models;
+  /// When it was lost (while it is).
+  clock_type::time_point lost_at;
 };
 
 struct gateway_state {
@@ -97,6 +99,8 @@ struct gateway_state {
   std::chrono::milliseconds timeout{0};
   /// Where the up nodes' models are published for the ingress; may be null.
   node_models* models = nullptr;
+  /// How long a lost node's models are published as away (`spawn_cluster_gateway`).
+  std::chrono::milliseconds away_for{lost_models_away_for};
   static inline const char* name = "arbiter.cluster_gateway";
 };
 
@@ -156,16 +160,19 @@ void publish_models(gateway_state& s) {
 
 caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler,
                       cluster_metrics* metrics, std::chrono::milliseconds timeout,
-                      node_models* models) {
+                      node_models* models, std::chrono::milliseconds away_for) {
   self->state.scheduler = std::move(scheduler);
   self->state.metrics = metrics;
   self->state.timeout = timeout;
   self->state.models = models;
+  self->state.away_for = away_for;
   count(self->state);
   self->set_down_handler([self](const caf::down_msg& down) {
     for (auto& [name, node] : self->state.nodes) {
       if (node.up && node.actor == down.source) {
         node.up = false;
+        node.lost_at = clock_type::now();
+        self->delayed_send(self, self->state.away_for, node_gone_atom::value, name);
         node.reason = self->system().render(down.reason);
         log::warn("cluster: lost node '", name, "' (", node.hello.host, " pid ",
                   node.hello.pid, "): ", node.reason, "; its work is retried elsewhere");
@@ -257,6 +264,18 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
           [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
       return rp;
     },
+    [self](node_gone_atom, const std::string& name) {
+      // Still lost since then (not up, nor lost again later): gone. Its models are no longer
+      // published as away: a scaled-down node's models would have answered 503 for good.
+      auto it = self->state.nodes.find(name);
+      if (it != self->state.nodes.end() && !it->second.up && !it->second.models.empty()
+          && clock_type::now() - it->second.lost_at >= self->state.away_for) {
+        log::info("cluster: node '", name, "' has been lost for ",
+                  self->state.away_for.count() / 1000, " s: its models are forgotten");
+        it->second.models.clear();
+        publish_models(self->state);
+      }
+    },
     [self](node_beat_atom, const std::string& node) {
       auto it = self->state.nodes.find(node);
       if (it != self->state.nodes.end() && it->second.up) {
@@ -315,8 +334,8 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
 
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
                                  cluster_metrics& metrics, std::chrono::milliseconds timeout,
-                                 node_models* models) {
-  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout, models);
+                                 node_models* models, std::chrono::milliseconds away_for) {
+  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout, models, away_for);
 }
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,

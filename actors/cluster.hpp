@@ -158,6 +158,9 @@ private:
   uint64_t version_ = 0;
 };
 
+/// How long a lost node's models answer 503 `model_unavailable` before they are forgotten.
+inline constexpr std::chrono::milliseconds lost_models_away_for = std::chrono::minutes{10};
+
 /// The coordinator's gateway, the actor worker nodes connect to. It takes
 ///   (node_join_atom, node_hello, node actor)                -> ok, or an error (name taken)
 ///   (add_source_atom, node name, source_spec, worker actor) -> the source id
@@ -166,10 +169,13 @@ private:
 /// and passes sources on to the scheduler under the name "NODE/SOURCE". It watches each
 /// node's actor: when that goes (the connection is lost) the node shows as lost; the
 /// scheduler watches the workers themselves. `models`, when given, is kept to the models the
-/// up nodes' sources serve.
+/// up nodes' sources serve, and those of the nodes lost less than `away_for` ago, marked
+/// away (a restarting node's callers get 503 and retry); a node lost longer is taken for
+/// gone, and its models for unknown (404), until its name joins again.
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
                                  cluster_metrics& metrics, std::chrono::milliseconds timeout,
-                                 node_models* models = nullptr);
+                                 node_models* models = nullptr,
+                                 std::chrono::milliseconds away_for = lost_models_away_for);
 
 /// A worker actor and the spec it is registered under (serve registers its own, a node passes
 /// its to the gateway).

@@ -190,6 +190,31 @@ TEST_F(ClusterGateway, ANodesModelsAreServedWhileItIsUp) {
   }
 }
 
+TEST_F(ClusterGateway, ANodeLostLongerThanItsModelsStayAwayIsGoneAndTheyAreForgotten) {
+  // A node scaled down for good: its models answered 503 model_unavailable for ever (until
+  // 256 later losses pushed it out of the table), telling every SDK to retry.
+  caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
+  gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_, 3000ms, &node_models_, 300ms);
+  auto node = sys_->spawn(idle);
+  auto worker = spawn_cpu_worker(*sys_, {});
+  ASSERT_EQ(join("node-a", node), "");
+  ASSERT_EQ(add("node-a", worker, {"chat", "chat@model:qwen3-8b"}, "remote"), "");
+  caf::anon_send_exit(node, caf::exit_reason::remote_link_unreachable);
+  auto wait_for = [this](auto done) {
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!done(*node_models_.get().entries) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(10ms);
+    }
+  };
+  using entries = std::vector<node_models::entry>;
+  wait_for([](const entries& e) { return !e.empty() && !e[0].away.empty(); });
+  ASSERT_EQ(node_models_.get().entries->size(), 1u) << "away first";
+  wait_for([](const entries& e) { return e.empty(); });
+  EXPECT_TRUE(node_models_.get().entries->empty()) << "then forgotten";
+  EXPECT_EQ(nodes().size(), 1u) << "the node itself is still shown lost";
+  caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+}
+
 TEST_F(ClusterGateway, RefusesUnjoinedNodesBadNamesAndATakenName) {
   auto node = sys_->spawn(idle);
   auto other = sys_->spawn(idle);
