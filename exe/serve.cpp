@@ -284,6 +284,7 @@ int serve(const serve_options& options) {
     }
   }
   ctx.gpus = gpus.get();
+  ctx.replay = recorder ? &replay_metrics : nullptr;
   ctx.post = [&ioc](std::function<void()> fn) { boost::asio::post(ioc, std::move(fn)); };
   routes = std::make_unique<net::router>(ctx);
   fit_connections_to_open_files(cfg.server);

@@ -14,6 +14,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/messages.hpp"
+#include "actors/replay_writer.hpp"
 #include "actors/reward_graph_actor.hpp"
 #include "actors/source_capabilities.hpp"
 #include "backends/rewards/reward_kinds.hpp"
@@ -984,6 +985,22 @@ void router::info(reply_fn reply) {
                             {"model_workers", workers}});
           }
           doc["gpus"] = gpus;
+        }
+        if (ctx_.replay != nullptr) {
+          auto records = [this](const char* result) {
+            return static_cast<uint64_t>(
+              ctx_.replay->records.Add({{"result", result}}).Value());
+          };
+          doc["replay"] = {{"enabled", true},
+                           {"path", cfg.replay.path},
+                           {"max_file_mb", cfg.replay.max_file_mb},
+                           {"keep_files", cfg.replay.keep_files},
+                           {"records",
+                            {{"written", records("written")},
+                             {"dropped", records("dropped")},
+                             {"failed", records("failed")}}}};
+        } else {
+          doc["replay"] = {{"enabled", false}};
         }
         doc["limits"] = {{"max_body_bytes", cfg.server.max_body_bytes},
                          {"max_batch_items", cfg.server.max_batch_items},

@@ -31,7 +31,8 @@
 
 namespace arbiter::actors {
 class node_models;
-}
+struct replay_metrics;
+} // namespace arbiter::actors
 
 namespace arbiter::net {
 
@@ -94,6 +95,9 @@ struct router_context {
   scheduler::scheduler_metrics* scheduler_metrics = nullptr;
   /// Local model workers, one entry per device.
   std::vector<local_model_info> models;
+  /// The replay log writer's counters while it runs (`[replay] path`), else null: /info
+  /// shows the log's settings and records.
+  actors::replay_metrics* replay = nullptr;
   /// The machine's GPUs (NVML), or null when it has none: /metrics and /info then say nothing
   /// of GPUs.
   gpu_monitor* gpus = nullptr;

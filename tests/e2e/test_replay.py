@@ -215,6 +215,8 @@ def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
                   "ground_truth": [f"{pad} {i}"]} for i in range(300)]
         status, _, body = s.score({"items": items})
         assert status == 200, body
+    _, _, info = s.request("GET", "/info")
+    assert info["replay"]["max_file_mb"] == 1 and info["replay"]["keep_files"] == 1, info
     assert s.stop() == 0  # a clean stop writes everything before it exits
     # 8 × 300 records of ~1.5 KiB: rotated twice, the oldest file dropped (keep_files = 1).
     files = sorted(tmp_path.glob("r.jsonl*"))
@@ -265,6 +267,12 @@ def test_a_full_disk_at_start_is_served_through_as_one_that_fills_later(tmp_path
                     break
                 time.sleep(0.05)
             assert failed and float(failed[0].split()[-1]) >= 1, failed
+            # /info says where the log goes and how its records fare.
+            _, _, info = s.request("GET", "/info")
+            replay_info = info["replay"]
+            assert replay_info["enabled"] and replay_info["path"] == str(full), replay_info
+            assert replay_info["records"]["failed"] >= 1, replay_info
+            assert replay_info["records"]["written"] == 0, replay_info
         finally:
             assert s.stop() == 0
     text = log.read_text()

@@ -74,6 +74,7 @@ def test_health_info_and_metrics(server):
     assert {r["name"] for r in info["rewards"]} >= {"lexical", "exact_match"}
     assert [q["priority"] for q in info["queues"]] == ["high", "normal", "low"]
     assert info["sources"] and info["sources"][0]["capabilities"] == ["cpu"]
+    assert info["replay"] == {"enabled": False}
     server.score(ISSUE_EXAMPLE)
     status, headers, text = server.request("GET", "/metrics")
     assert status == 200
