@@ -91,7 +91,8 @@ uint64_t estimate_model_work(const score_item& item, uint64_t max_input_tokens) 
 }
 
 uint64_t estimate_work(const score_item& item, const work_rule& rule) noexcept {
-  if (rule.completion_default > 0 && item.call && (item.kind == "chat" || item.kind == "generate")) {
+  if (rule.completion_default > 0 && item.call
+      && (item.kind == "chat" || item.kind == "generate")) {
     return estimate_completion_tokens(item, rule.completion_default);
   }
   return rule.input_cap > 0 ? estimate_model_work(item, rule.input_cap) : 0;
