@@ -1,6 +1,7 @@
 #include "net/json_reading.hpp"
 
 #include <charconv>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -375,7 +376,7 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
   // A key given twice in one object is refused, as /v1/score refuses it: nlohmann keeps the
   // last, so `{"model": "a", ..., "model": "b"}` went to b's sources unseen.
   std::vector<std::unordered_set<std::string>> open_objects;
-  std::string twice;
+  std::optional<std::string> twice; // "" is a key too
   auto note_keys = [&open_objects, &twice](int /*depth*/, nlohmann::json::parse_event_t event,
                                            nlohmann::json& parsed) {
     using event_t = nlohmann::json::parse_event_t;
@@ -383,7 +384,7 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
       open_objects.emplace_back();
     } else if (event == event_t::object_end && !open_objects.empty()) {
       open_objects.pop_back();
-    } else if (event == event_t::key && !open_objects.empty() && twice.empty()
+    } else if (event == event_t::key && !open_objects.empty() && !twice
                && !open_objects.back().insert(parsed.get<std::string>()).second) {
       twice = parsed.get<std::string>();
     }
@@ -394,8 +395,14 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
     err = {refusal::invalid, "body", "body: not valid JSON"};
     return false;
   }
-  if (!twice.empty()) {
-    err = {refusal::invalid, twice, twice + ": given twice"};
+  if (twice) {
+    // A long key is named by its start (the whole of it would make the error body as long).
+    constexpr size_t shown = 64;
+    auto name = twice->size() > shown ? twice->substr(0, shown) + "..." : *twice;
+    if (name.empty()) {
+      name = "\"\"";
+    }
+    err = {refusal::invalid, name, name + ": given twice"};
     return false;
   }
   if (!doc.is_object()) {

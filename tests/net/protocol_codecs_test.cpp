@@ -398,6 +398,8 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","role":"system","content":"x"}]})")
               .message,
             "role: given twice");
+  EXPECT_EQ(chat_refusal("{" + m + R"(,"":1,"":2})").message, R"("": given twice)")
+    << "the empty key too (helper-45)";
   chat_request_body out;
   codec_error err;
   EXPECT_TRUE(decode_chat_request(
