@@ -472,6 +472,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         req.order_at[i] = std::min(own, *place);
       }
       req.keys[i] = std::move(key);
+      if (adopt_late_call(id, i)) {
+        continue;
+      }
     }
     queued_task task{next_task_++, id, i, deadline, now, req.order_at[i], req.tokens[i],
                      req.work[i]};
@@ -592,6 +595,11 @@ scheduler_core::take_batch(batch_id id, attempt_report& report) {
     return std::nullopt;
   }
   auto batch = std::move(node.mapped());
+  for (const auto& key : batch.late_keys) {
+    if (auto late = late_calls_.find(key); late != late_calls_.end() && late->second.first == id) {
+      late_calls_.erase(late);
+    }
+  }
   // The call's size: what its bucket was charged, or for a call sent before the endpoint's
   // limits were known, what it would be charged now (prompt and completion). Only a 429
   // asks: every other answer (a CPU batch's, a model's) skips the estimate.
@@ -704,6 +712,7 @@ void scheduler_core::give_up_if_unneeded(batch_id id, bool run_on) {
   }
   auto& batch = found->second;
   if (batch.given_up) {
+    note_late_calls(id); // a retry that took an ended item's place has ended too
     return;
   }
   auto source = batch.source;
@@ -719,6 +728,7 @@ void scheduler_core::give_up_if_unneeded(batch_id id, bool run_on) {
       auto r = requests_.find(rid);
       batch.late_keys.push_back(r != requests_.end() ? r->second.keys[index] : std::string{});
     }
+    note_late_calls(id);
     if (!local) {
       return; // not cancelled, nor its graph's calls: it has none
     }
@@ -739,6 +749,46 @@ void scheduler_core::give_up_if_unneeded(batch_id id, bool run_on) {
   for (auto callee : callees) {
     drop(callee, "the reward graph that made this call was given up (its client hung up)");
   }
+}
+
+void scheduler_core::note_late_calls(batch_id id) {
+  const auto& batch = batches_.at(id);
+  for (size_t pos = 0; pos < batch.items.size() && pos < batch.late_keys.size(); ++pos) {
+    const auto& key = batch.late_keys[pos];
+    auto [rid, index] = batch.items[pos];
+    auto r = requests_.find(rid);
+    if (!key.empty()
+        && (r == requests_.end() || r->second.states[index] != item_state::running)) {
+      late_calls_[key] = {id, pos};
+    }
+  }
+}
+
+bool scheduler_core::adopt_late_call(request_id id, uint32_t index) {
+  auto& req = requests_.at(id);
+  auto late = late_calls_.find(req.keys[index]);
+  if (late == late_calls_.end()) {
+    return false;
+  }
+  auto [bid, pos] = late->second;
+  late_calls_.erase(late); // one item takes a place
+  auto b = batches_.find(bid);
+  if (b == batches_.end() || pos >= b->second.items.size()) {
+    return false;
+  }
+  auto& batch = b->second;
+  auto [rid, was] = batch.items[pos];
+  if (auto r = requests_.find(rid);
+      r != requests_.end() && r->second.states[was] == item_state::running) {
+    return false;
+  }
+  // Its answer is then one computed for the request that ended (`cached`, in `complete`, as
+  // `keep_late_answer` says of one that comes while the retry waits): the call, its tokens
+  // and cost count where it was made.
+  batch.items[pos] = {id, index};
+  req.states[index] = item_state::running;
+  req.running_in[index] = {bid, 0};
+  return true;
 }
 
 void scheduler_core::keep_late_answer(const std::string& key, const std::string& source,
@@ -895,6 +945,9 @@ void scheduler_core::complete(batch_id id, attempt_report report,
     auto& r = req->second;
     item_result result = r.results[ref.second];
     result.source = batch.source_name;
+    // Running in a call given up on: it took the place of an item that ended
+    // (`adopt_late_call`).
+    result.cached = result.cached || batch.given_up;
     if (i >= outcomes.size()) {
       result.code = errc::internal;
       result.error = "the source answered " + std::to_string(outcomes.size())

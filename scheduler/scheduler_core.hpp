@@ -509,6 +509,15 @@ private:
     bool hedge = false;
   };
   std::unordered_map<batch_id, given_up_call> given_up_calls_;
+  /// The calls still running for items that ended (`inflight_batch::given_up`), by the key
+  /// of such an item: its batch and its place there. A retry of it takes that place
+  /// (`adopt_late_call`) rather than sending the call again.
+  std::unordered_map<std::string, std::pair<batch_id, size_t>> late_calls_;
+  /// Lists in `late_calls_` the places of given-up batch `id` whose items ended.
+  void note_late_calls(batch_id id);
+  /// Puts item `index` of request `id` (its key set) in the place of an ended item with its
+  /// key in a call still running, as if it had been sent in it; false when there is none.
+  bool adopt_late_call(request_id id, uint32_t index);
   /// Notes that remote batch `id` was given up (before it leaves `batches_`).
   void note_given_up(batch_id id);
   /// The late answer of a given-up call: one its source never sent is taken off its steps'

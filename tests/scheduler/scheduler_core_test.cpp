@@ -1107,6 +1107,60 @@ TEST_F(SchedulerCore, ARemoteCallPastItsItemsDeadlineRunsOnAndItsAnswerServesThe
   EXPECT_TRUE(core_.dispatch().empty()) << "nothing is paid for twice";
 }
 
+TEST_F(SchedulerCore, ARetryWhileTheLateCallRunsTakesItsPlaceInsteadOfCallingAgain) {
+  // helper-45: with a slot free, the retry of a call still running past its deadline was
+  // sent as a second call, paid for twice.
+  auto spec = remote_chat_source(); // 4 calls at once
+  core_.add_source(spec);
+  auto call = [](const std::string& text) {
+    auto item = model_item("chat", "chat", "");
+    auto c = std::make_shared<model_call>();
+    c->prompt = text;
+    item.call = std::move(c);
+    return one(std::move(item));
+  };
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 1s, call("long")).admitted());
+  auto running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  clock_.advance(1s);
+  core_.on_timer();
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 10s, call("long")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "the retry rides on the call already running";
+  clock_.advance(2s);
+  answer(running[0], 0.75);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.75);
+  EXPECT_TRUE(done[0].results[0].cached) << "computed for the request that ended";
+
+  // A retry that took a call's place which then fails is sent again, as its own.
+  ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 5s, call("flaky")).admitted());
+  running = core_.dispatch();
+  ASSERT_EQ(running.size(), 1u);
+  clock_.advance(5s);
+  core_.on_timer();
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 30s, call("flaky")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  attempt_report failed;
+  failed.kind = attempt_outcome_kind::server_error;
+  core_.complete(running[0].id, failed, {});
+  std::vector<dispatch_batch> again;
+  for (int i = 0; i < 20 && again.empty(); ++i) {
+    clock_.advance(250ms);
+    core_.on_timer();
+    again = core_.dispatch();
+  }
+  ASSERT_EQ(again.size(), 1u) << "sent again after the failure";
+  answer(again[0], 0.5);
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_DOUBLE_EQ(done[0].results[0].score, 0.5);
+  EXPECT_FALSE(done[0].results[0].cached) << "its own call's answer";
+}
+
 TEST_F(SchedulerCore, ALocalBatchGivenUpKeepsItsSlotAndItsLateAnswerServesTheRetry) {
   // A trainer's client times out and hangs up while the local model runs its batch; it sends
   // the same item again. The model finishes the batch anyway (it runs as one message), so the
