@@ -31,15 +31,11 @@ def post(server, path, body):
     return server.request("POST", path, body)
 
 
-class RejectingProvider:
-    """An OpenAI/TEI stand-in that refuses every call as malformed (400), as a provider does
-    with a body it cannot take: Arbiter's item fails with upstream_rejected. `status` and
-    `error` make it answer another refusal; `calls` counts the calls."""
+class StandInProvider:
+    """A provider stand-in on loopback that answers every POST with what `answer(body)` gives,
+    a status and a JSON object (the body read as JSON, or None when it is not)."""
 
-    def __init__(self, status=400, error=None):
-        error = error or {"message": "max_tokens is too large", "type": "invalid_request_error",
-                          "param": None, "code": "invalid_request"}
-        self.calls = 0
+    def __init__(self):
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,9 +45,13 @@ class RejectingProvider:
                 pass
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.calls += 1
-                body = json.dumps({"error": error}).encode()
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                try:
+                    got = json.loads(raw)
+                except ValueError:
+                    got = None
+                status, reply = outer.answer(got)
+                body = json.dumps(reply).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -63,47 +63,45 @@ class RejectingProvider:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
 
+    def answer(self, body):
+        raise NotImplementedError
+
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
 
 
-class RecordingProvider:
+class RejectingProvider(StandInProvider):
+    """An OpenAI/TEI stand-in that refuses every call as malformed (400), as a provider does
+    with a body it cannot take: Arbiter's item fails with upstream_rejected. `status` and
+    `error` make it answer another refusal; `calls` counts the calls."""
+
+    def __init__(self, status=400, error=None):
+        self.status = status
+        self.error = error or {"message": "max_tokens is too large",
+                               "type": "invalid_request_error", "param": None,
+                               "code": "invalid_request"}
+        self.calls = 0
+        super().__init__()
+
+    def answer(self, body):
+        self.calls += 1
+        return self.status, {"error": self.error}
+
+
+class RecordingProvider(StandInProvider):
     """An OpenAI stand-in that answers every chat call "ok" and keeps the bodies it got."""
 
     def __init__(self):
         self.bodies = []
-        outer = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                outer.bodies.append(json.loads(self.rfile.read(
-                    int(self.headers.get("Content-Length", 0)))))
-                body = json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 1, "model": "m",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": "ok"}}],
-                    "usage": {"prompt_tokens": 3, "completion_tokens": 1,
-                              "total_tokens": 4}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def answer(self, body):
+        self.bodies.append(body)
+        return 200, {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": "ok"}}],
+                     "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
 
 
 @pytest.fixture
