@@ -63,6 +63,9 @@ std::string error_body(error_style style, unsigned status, std::string_view code
 http_reply failure_reply(error_style style, errc code, std::string_view message,
                          std::string_view field, int64_t retry_after_s) {
   auto answer = failure_status_for(code);
+  if (style == error_style::openai && code == errc::upstream_rejected) {
+    answer.status = 400;
+  }
   http_reply r;
   r.status = answer.status;
   if (answer.advice == retry_advice::later) {

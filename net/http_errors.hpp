@@ -85,7 +85,9 @@ std::string error_body(error_style style, unsigned status, std::string_view code
 
 /// The answer to a failure with `code`: `failure_status_for(code).status`, a body naming
 /// `code` and `message` (and `field`) in `style`, and for `retry_advice::later` a
-/// `Retry-After` of `retry_after_s` seconds (at least 1).
+/// `Retry-After` of `retry_after_s` seconds (at least 1). In OpenAI's style a call the
+/// provider refused (`upstream_rejected`) is a 400, as the provider's own answer would be: a
+/// client catches a prompt past the context as the SDK's `BadRequestError` either way.
 http_reply failure_reply(error_style style, errc code, std::string_view message,
                          std::string_view field = {}, int64_t retry_after_s = 1);
 

@@ -333,12 +333,12 @@ def test_a_local_generator_answers_chat_completions(make_server):
     assert reply["usage"]["completion_tokens"] <= 10 and reply["usage"]["prompt_tokens"] > 0
     assert all(c["finish_reason"] in ("stop", "length") for c in reply["choices"])
     assert reply["arbiter"]["source"] == "tiny-lm"
-    # A prompt longer than the model takes fails explicitly, as a provider's 400 would: 422,
-    # not to be retried (it used to be a transient 503), and the worker carries on.
+    # A prompt longer than the model takes fails explicitly, as a provider's would: 400, not
+    # to be retried (it used to be a transient 503), and the worker carries on.
     status, headers, reply = s.request("POST", "/v1/chat/completions", {
         "model": "tiny-lm", "messages": [{"role": "user", "content": "word " * 400}],
         "max_tokens": 5})
-    assert status == 422 and reply["error"]["code"] == "upstream_rejected", reply
+    assert status == 400 and reply["error"]["code"] == "upstream_rejected", reply
     assert "retry-after" not in headers
     assert "exceeds the model's 128" in reply["error"]["message"]
     # So does a part the text-only model cannot read, which it used to drop unseen.
@@ -346,7 +346,7 @@ def test_a_local_generator_answers_chat_completions(make_server):
         "model": "tiny-lm", "max_tokens": 3, "messages": [{"role": "user", "content": [
             {"type": "text", "text": "what is in it?"},
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}]}]})
-    assert status == 422 and "messages[0].content[1]: a part of type 'image_url'" in \
+    assert status == 400 and "messages[0].content[1]: a part of type 'image_url'" in \
         reply["error"]["message"], reply
     status, _, reply = s.request("POST", "/v1/chat/completions", {
         "model": "tiny-lm", "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})

@@ -349,21 +349,23 @@ def test_on_failure_score_still_scores_permanent_failures(make_server):
     assert status == 200 and reply["rewards"] == [1.0, 0.0]
 
 
-def test_a_provider_refusing_the_call_is_a_422_on_every_pass_through_route(make_server,
-                                                                            rejecting):
+def test_a_provider_refusing_the_call_is_refused_on_every_pass_through_route(make_server,
+                                                                              rejecting):
+    """As the provider's own 400 in OpenAI's routes (the SDK's BadRequestError, which a client
+    catches for a prompt past the context), as TEI's 422 in TEI's, and 422 in the trainers'."""
     server = make_server(source_toml("picky", rejecting, caps=("chat", "embed"))
                          + arbiter_testing.source_toml("picky_nli", rejecting.url, kind="tei",
                                                        caps=("nli",))
                          + '[protocols]\nreward = "strict"\n'
                          + '[rewards.strict]\nkind = "judge"\nfallback = "none"\n')
-    with pytest.raises(openai.UnprocessableEntityError) as e:
+    with pytest.raises(openai.BadRequestError) as e:
         sdk(server).chat.completions.create(model="", messages=[{"role": "user",
                                                                  "content": "x"}])
     assert e.value.body["code"] == "upstream_rejected"
     assert e.value.body["type"] == "invalid_request_error"
     assert "400" in e.value.body["message"]
     assert "retry-after" not in e.value.response.headers
-    with pytest.raises(openai.UnprocessableEntityError) as e:
+    with pytest.raises(openai.BadRequestError) as e:
         sdk(server).embeddings.create(model="", input=["a", "b"])
     assert e.value.body["code"] == "upstream_rejected"
     for path, body in [("/embed", {"inputs": "a"}), ("/predict", {"inputs": ["a", "b"]})]:

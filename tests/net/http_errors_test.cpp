@@ -91,10 +91,13 @@ TEST(FailureReply, CarriesTheCodeAndReasonInEachStyle) {
             json::parse(R"({"error":{"code":"reward_failed","message":"ground_truth is empty",
                 "field":"label"}})"));
   auto openai = failure_reply(error_style::openai, errc::upstream_rejected, "HTTP 400 from a");
+  // What the provider would have answered the SDK itself: BadRequestError, not 422.
+  EXPECT_EQ(openai.status, 400u);
   EXPECT_EQ(json::parse(openai.body),
             json::parse(R"({"error":{"message":"HTTP 400 from a","type":"invalid_request_error",
                 "param":null,"code":"upstream_rejected"}})"));
   auto tei = failure_reply(error_style::tei, errc::upstream_rejected, "HTTP 400 from a");
+  EXPECT_EQ(tei.status, 422u);
   EXPECT_EQ(json::parse(tei.body),
             json::parse(R"({"error":"HTTP 400 from a","error_type":"validation"})"));
   auto busy = failure_reply(error_style::openai, errc::upstream_failed, "down", {}, 7);
