@@ -154,5 +154,9 @@ class RetryPolicy:
         if outcome.retry_after_s is not None:
             wait = min(outcome.retry_after_s, self.max_retry_after_s)
             return RetryDecision.retry, wait * (1 + 0.1 * self.rng.random())
+        return RetryDecision.retry, self.backoff_s(attempt)
+
+    def backoff_s(self, attempt):
+        """The wait before attempt `attempt` + 1 where no Retry-After says how long."""
         backoff = min(self.backoff_cap_s, self.backoff_base_s * 2 ** attempt)
-        return RetryDecision.retry, backoff * (0.5 + 0.5 * self.rng.random())
+        return backoff * (0.5 + 0.5 * self.rng.random())

@@ -94,6 +94,35 @@ def _joined(done, halves):
     raise error
 
 
+# Item failures that say nothing of the item: the server ended it as it shut down (its drain
+# deadline passed first). Such items go again, by themselves, to the server that takes over.
+_RESENT_CODES = frozenset({"shutting_down"})
+
+# The least wait before items a draining server ended go again: it is restarting.
+DRAINED_WAIT_S = 1.0
+
+
+def _drained(answer):
+    """The indexes of the items of `answer` that failed only because the server shut down."""
+    return [i for i, r in enumerate(answer["results"])
+            if isinstance(r, dict) and r.get("status") == "failed"
+            and isinstance(r.get("error"), dict) and r["error"].get("code") in _RESENT_CODES]
+
+
+def _merged(answer, indexes, again):
+    """`answer` with the results at `indexes` replaced by those of `again`, the answer to
+    those items sent again; its groups' statistics are the later ones."""
+    if len(again["results"]) != len(indexes):
+        return answer
+    results = list(answer["results"])
+    for i, r in zip(indexes, again["results"]):
+        results[i] = r
+    groups = dict(answer["groups"]) if isinstance(answer.get("groups"), dict) else {}
+    if isinstance(again.get("groups"), dict):
+        groups.update(again["groups"])
+    return dict(answer, results=results, groups=groups)
+
+
 def _rebuild(made):
     """An ArbiterClient from its settings (ArbiterClient.__reduce__)."""
     return ArbiterClient(**made)
@@ -384,6 +413,38 @@ class ArbiterClient:
         return results
 
     def _post_sync(self, body, offset):
+        """The answer to `body`; the items a draining server ended go again (`_drained`), up
+        to `retries` times, and keep their failure when the server does not come back."""
+        answer = self._post_once_sync(body, offset)
+        for attempt in range(self.settings.retries):
+            drained = _drained(answer)
+            if not drained:
+                break
+            time.sleep(max(DRAINED_WAIT_S, self._retry.backoff_s(attempt)))
+            try:
+                again = self._post_once_sync(
+                    dict(body, items=[body["items"][i] for i in drained]), offset)
+            except ArbiterError:
+                break
+            answer = _merged(answer, drained, again)
+        return answer
+
+    async def _post_async(self, body, offset):
+        answer = await self._post_once_async(body, offset)
+        for attempt in range(self.settings.retries):
+            drained = _drained(answer)
+            if not drained:
+                break
+            await asyncio.sleep(max(DRAINED_WAIT_S, self._retry.backoff_s(attempt)))
+            try:
+                again = await self._post_once_async(
+                    dict(body, items=[body["items"][i] for i in drained]), offset)
+            except ArbiterError:
+                break
+            answer = _merged(answer, drained, again)
+        return answer
+
+    def _post_once_sync(self, body, offset):
         data = self._encode(body)
         attempt = 0
         while True:
@@ -397,7 +458,7 @@ class ArbiterClient:
             time.sleep(delay)
             attempt += 1
 
-    async def _post_async(self, body, offset):
+    async def _post_once_async(self, body, offset):
         data = self._encode(body)
         attempt = 0
         while True:

@@ -7,7 +7,7 @@ import time
 import pytest
 from client_testing import ASYNC_TRANSPORTS, lexical
 
-from arbiter_client import ArbiterRequestError, ArbiterUnavailable
+from arbiter_client import ArbiterItemError, ArbiterRequestError, ArbiterUnavailable
 from arbiter_client._retry import OutcomeKind, classify_response
 
 OVERLOADED = {"error": {"code": "overloaded", "message": "class normal is full"}}
@@ -121,6 +121,49 @@ def test_after_the_last_attempt_unavailable_says_why(scripted, make_client, mode
         run(client, mode, [lexical("a", "a")])
     assert e.value.attempts == 3 and len(proxy.requests) == 3
     assert e.value.reason == "HTTP 503 shutting_down: draining"
+
+
+def drained_answer(*scores):
+    """A /v1/score answer whose items scored `scores`, None: ended as the server shut down."""
+    def result(score):
+        if score is not None:
+            return {"status": "ok", "score": score, "source": "lexical"}
+        return {"status": "failed", "score": None, "error": {
+            "code": "shutting_down",
+            "message": "the server shut down before this item was scored (drain deadline)"}}
+    return {"status": 200, "body": {"results": [result(s) for s in scores]}}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_items_a_draining_server_ended_go_again_by_themselves(scripted, make_client, mode):
+    """A rolling restart: the old server answered what it scored before its drain deadline
+    and ended the rest; those go to the new one, and the step does not fail."""
+    proxy = scripted(drained_answer(0.25, None, 0.5, None))
+    client = make_client(proxy.url, use_aiohttp=None if mode == "sync" else mode)
+    items = [lexical("a", "b"), lexical("x", "x"), lexical("c", "d"), lexical("ab", "ab")]
+    results = run(client, mode, items)
+    assert [r.score for r in results] == [0.25, 1.0, 0.5, 1.0]
+    assert not any(r.failed for r in results)
+    (t0, _, first), (t1, _, again) = proxy.requests
+    assert first["items"] == items and again["items"] == [items[1], items[3]]
+    assert t1 - t0 >= 1.0  # the server is restarting: at least a second
+
+
+def test_items_still_ended_when_the_server_stays_down_keep_their_failure(scripted,
+                                                                           make_client):
+    proxy = scripted(drained_answer(0.25, None), drained_answer(None), drained_answer(None))
+    client = make_client(proxy.url, retries=2, on_failure="none")
+    results = client.score([lexical("a", "b"), lexical("x", "x")])
+    assert results[0].score == 0.25
+    assert results[1].failed and results[1].error_code == "shutting_down"
+    assert len(proxy.requests) == 3
+    # Under `raise`, the step fails naming the item, once the retries are spent.
+    proxy = scripted(drained_answer(None, 0.5), drained_answer(None))
+    client = make_client(proxy.url, retries=1)
+    with pytest.raises(ArbiterItemError) as e:
+        client.score([lexical("x", "x"), lexical("a", "b")])
+    assert e.value.index == 0 and e.value.code == "shutting_down"
+    assert e.value.results[1].score == 0.5
 
 
 def test_a_5xx_with_retry_after_waits_it_rather_than_the_backoff(scripted, make_client):
