@@ -18,6 +18,7 @@
 #include "backends/replay/replay_log.hpp"
 #include "backends/reward_graphs.hpp"
 #include "common/tickets.hpp"
+#include "scheduler/admission.hpp"
 
 namespace arbiter::actors {
 
@@ -25,10 +26,6 @@ namespace {
 
 /// graph -> itself: the answer to one stage's model calls.
 using graph_done_atom = caf::atom_constant<caf::atom("graphdone")>;
-
-/// How long before their item's deadline model calls must end (at most a tenth of the time
-/// left).
-constexpr nanoseconds call_deadline_margin = std::chrono::milliseconds{50};
 
 /// One item being computed: its graph and where its outcome goes.
 struct job {
@@ -117,7 +114,7 @@ void send_calls(graph_actor* self, uint64_t id, std::vector<score_item> items) {
   // The calls end a little before the item does, so a call's own failure (its source, its
   // attempts) reaches the caller rather than a bare "deadline passed".
   auto left = j.deadline - self->state.clock.now();
-  req.deadline = j.deadline - std::min<nanoseconds>(call_deadline_margin, left / 10);
+  req.deadline = j.deadline - std::min<nanoseconds>(scheduler::graph_call_margin, left / 10);
   req.items = share_items(std::move(items));
   req.internal = true;
   req.caller = j.batch;

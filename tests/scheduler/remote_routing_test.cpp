@@ -1843,6 +1843,23 @@ TEST_F(RemoteRouting, AdmissionCountsGraphItemsWhoseCallsAreNotQueuedYet) {
   EXPECT_EQ(admitted + refused, 30u);
 }
 
+TEST_F(RemoteRouting, AGraphItemIsAdmittedOnlyWhenItsCallCanEndBeforeTheCallsDeadline) {
+  // helper-46: single-item judge requests at once against a paced endpoint: one more was
+  // admitted than fit, its call's turn just before the item's deadline but after the call's
+  // own (graph_call_margin earlier), and it failed unsent.
+  core_.add_source(endpoint("a", 60)); // one call in the bucket, then one a second
+  core_.add_source(judge_graph());
+  for (uint64_t id = 1; id <= 3; ++id) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 10s, {judge_reward_item("x" + std::to_string(id))})
+                  .admitted());
+    core_.dispatch();
+  }
+  // The fourth call's turn is 3 s away: the call would have to end 50 ms before 3.04 s.
+  auto r = core_.submit(4, 1, clock_.now() + 3040ms, {judge_reward_item("boundary")});
+  EXPECT_EQ(r.decision, admission_decision::reject_deadline_unmeetable) << r.reason;
+  EXPECT_TRUE(core_.submit(5, 1, clock_.now() + 3100ms, {judge_reward_item("fits")}).admitted());
+}
+
 TEST_F(RemoteRouting, AGraphBatchWhoseFirstItemHasCalledStillCountsTheOthersAhead) {
   // helper-39: 200 single-item judge requests in one instant against a 120-call bucket: the
   // graph takes them in batches, and once a batch's first item had sent its calls the rest of
