@@ -140,6 +140,12 @@ int serve(const serve_options& options) {
               " with no API key (server.allow_unauthenticated): anyone who reaches the port "
               "can spend the provider keys");
   }
+  if (cfg.protocols.on_failure == "score" && cfg.protocols.slime_reward_key.empty()) {
+    log::warn("protocols.on_failure = \"score\" with no protocols.slime_reward_key: a failed "
+              "/remote_rm item is answered with the bare number ", cfg.protocols.failure_score,
+              ", flagged only by its X-Arbiter-Failed header, which slime does not read; set "
+              "slime_reward_key (and slime's --reward-key) to flag it in the body");
+  }
   add_default_embedder(cfg);
   metrics_registry registry;
   std::vector<std::string> priorities;

@@ -600,10 +600,15 @@ bool router::decode_remote_rm(std::string_view body, std::string_view target, sc
   job.deadline = deadline;
   job.items.push_back(std::move(item));
   job.encode = [this](const std::vector<item_result>& results, const group_list&) {
-    return trainer_failure_or(results,
-                              encode_slime_response(results.at(0),
-                                                    ctx_.config->protocols.slime_reward_key,
-                                                    failure_policy_));
+    auto reply = trainer_failure_or(results,
+                                    encode_slime_response(results.at(0),
+                                                          ctx_.config->protocols.slime_reward_key,
+                                                          failure_policy_));
+    if (reply.status == 200 && results.at(0).status == item_status::failed) {
+      // A failure score: a bare number cannot say so, its header does (both forms carry it).
+      reply.headers.emplace_back("X-Arbiter-Failed", to_string(results.at(0).code));
+    }
+    return reply;
   };
   return true;
 }

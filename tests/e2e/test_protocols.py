@@ -339,14 +339,27 @@ def test_trainer_routes_answer_a_sample_that_can_never_score_with_422(make_serve
     assert status == 400 and reply["error"]["field"] == "labels[0]"
 
 
-def test_on_failure_score_still_scores_permanent_failures(make_server):
-    server = make_server('[protocols]\nreward = "exact_match"\non_failure = "score"\n'
-                         'failure_score = -1.0\n')
-    status, _, reply = post(server, "/remote_rm", {"prompt": "q", "response": "4", "label": None})
-    assert (status, reply) == (200, -1.0)
-    status, _, reply = post(server, "/get_reward",
-                            {"query": ["4", "4"], "labels": ["4", "5"]})
-    assert status == 200 and reply["rewards"] == [1.0, 0.0]
+def test_on_failure_score_still_scores_permanent_failures(tmp_path):
+    log = open(tmp_path / "stderr.log", "w+")
+    server = arbiter_testing.start_server(
+        tmp_path, '[protocols]\nreward = "exact_match"\non_failure = "score"\n'
+        'failure_score = -1.0\n', stderr=log)
+    try:
+        status, headers, reply = post(server, "/remote_rm",
+                                      {"prompt": "q", "response": "4", "label": None})
+        # A bare number cannot say it is a failure score: its header does, and the log warned.
+        assert (status, reply) == (200, -1.0)
+        assert headers["x-arbiter-failed"] == "reward_failed"
+        status, headers, reply = post(server, "/remote_rm",
+                                      {"prompt": "q", "response": "4", "label": "5"})
+        assert (status, reply) == (200, 0.0) and "x-arbiter-failed" not in headers
+        log.seek(0)
+        assert "no protocols.slime_reward_key: a failed /remote_rm item" in log.read()
+        status, _, reply = post(server, "/get_reward",
+                                {"query": ["4", "4"], "labels": ["4", "5"]})
+        assert status == 200 and reply["rewards"] == [1.0, 0.0]
+    finally:
+        server.kill()
 
 
 def test_a_provider_refusing_the_call_is_refused_on_every_pass_through_route(make_server,
