@@ -408,8 +408,16 @@ struct config_problem {
 /// The configuration `arbiter serve` runs with when given no file.
 arbiter_config embedded_default();
 
-/// Whether `host` names this machine's loopback interface ("localhost", "127.x.y.z", "::1").
+/// Whether `host` names this machine's loopback interface ("localhost", an address 127.x.y.z,
+/// "::1"; no other name, whatever it resolves to).
 bool is_loopback_host(const std::string& host);
+
+/// Whether `url` starts with http:// or https://, in any case (schemes are case-insensitive).
+bool has_http_scheme(std::string_view url);
+
+/// The problem with a URL `has_http_scheme` refuses, quoting it, or only its scheme where the
+/// rest may hold credentials (user info, a query): `... (its scheme is "ftp")`.
+std::string http_scheme_problem(std::string_view url);
 
 /// `server.api_keys` split at its commas (blanks and line breaks trimmed, empty entries
 /// dropped).
@@ -462,6 +470,10 @@ void apply_environment(arbiter_config& cfg,
 void apply_source_shorthands(
   arbiter_config& cfg, const std::function<std::optional<std::string>(const std::string&)>& env,
   std::vector<config_problem>& problems);
+
+/// The variable whose URL made the source called `name` (`LLM_JUDGE_SERVER_URL` for
+/// "llm_judge_server", ...), or nullptr when no shorthand makes a source of that name.
+const char* shorthand_url_variable(const std::string& name);
 
 /// Checks cross-field rules (default priority exists, rewards name known kinds, prefixes map
 /// to known rewards, unique class names ...). Appends what it finds to `problems`.

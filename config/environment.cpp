@@ -79,6 +79,15 @@ const std::vector<source_shorthand>& shorthands() {
 
 } // namespace
 
+const char* shorthand_url_variable(const std::string& name) {
+  for (const auto& sh : shorthands()) {
+    if (sh.name == name) {
+      return sh.url;
+    }
+  }
+  return nullptr;
+}
+
 void apply_source_shorthands(
   arbiter_config& cfg, const std::function<std::optional<std::string>(const std::string&)>& env,
   std::vector<config_problem>& problems) {
@@ -92,10 +101,9 @@ void apply_source_shorthands(
     if (exists) {
       continue; // The file's table of that name wins.
     }
-    if (url->rfind("http://", 0) != 0 && url->rfind("https://", 0) != 0) {
+    if (!has_http_scheme(*url)) {
       // Named by its variable: the operator has no file with a sources[i] in it.
-      problems.push_back({sh.url, "must start with http:// or https:// (got " + quoted(*url)
-                                    + ")"});
+      problems.push_back({sh.url, http_scheme_problem(*url)});
       continue;
     }
     source_config src;

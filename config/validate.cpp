@@ -5,6 +5,7 @@
 #include "config/config.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -22,6 +23,8 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +46,35 @@ std::vector<double> class_weights(const std::vector<priority_class>& classes) {
 }
 
 bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  // An address, not a name that starts like one: "127.corp.example.com" resolves to whatever
+  // its DNS says, and passed for loopback (no API key, no cluster TLS asked for).
+  in_addr v4{};
+  return host == "localhost" || host == "::1"
+         || (inet_pton(AF_INET, host.c_str(), &v4) == 1
+             && (ntohl(v4.s_addr) >> 24) == 127);
+}
+
+bool has_http_scheme(std::string_view url) {
+  auto starts = [url](std::string_view scheme) {
+    return url.size() >= scheme.size()
+           && std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+                return a == std::tolower(static_cast<unsigned char>(b));
+              });
+  };
+  return starts("http://") || starts("https://");
+}
+
+std::string http_scheme_problem(std::string_view url) {
+  std::string problem = "must start with http:// or https://";
+  if (url.find_first_of("@?") == std::string_view::npos) {
+    return problem + " (got " + detail::quoted(url) + ")"; // no user info, no query: no key
+  }
+  auto end = url.find("://");
+  if (end == std::string_view::npos || end == 0) {
+    return problem + " (it has no scheme)";
+  }
+  auto scheme = url.substr(0, std::min<size_t>(end, 16));
+  return problem + " (its scheme is " + detail::quoted(scheme) + ")";
 }
 
 bool is_valid_api_key(const std::string& key) {
@@ -428,9 +459,8 @@ void validate(const arbiter_config& cfg, std::vector<config_problem>& problems) 
       problems.push_back({where + ".kind", "unknown kind " + detail::quoted(src.kind)
                                              + "; expected one of " + join(kinds)});
     }
-    if (src.url.rfind("http://", 0) != 0 && src.url.rfind("https://", 0) != 0) {
-      problems.push_back({where + ".url", "must start with http:// or https:// (got "
-                                            + detail::quoted(src.url) + ")"});
+    if (!has_http_scheme(src.url)) {
+      problems.push_back({where + ".url", http_scheme_problem(src.url)});
     }
     static const std::vector<std::string> capabilities = [] {
       std::vector<std::string> names;

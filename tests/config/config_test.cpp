@@ -1036,6 +1036,32 @@ TEST(Validate, ClusterPortIsLoopbackOnlyWithoutCertificates) {
   EXPECT_TRUE(is_loopback_host("::1"));
   EXPECT_FALSE(is_loopback_host("0.0.0.0"));
   EXPECT_FALSE(is_loopback_host("1270.0.0.1x"));
+  // helper-47: a name that starts like the address resolves to whatever its DNS says.
+  EXPECT_FALSE(is_loopback_host("127.corp.example.com"));
+  EXPECT_FALSE(is_loopback_host("127.0.0.1.example.com"));
+  EXPECT_TRUE(is_loopback_host("127.255.255.254"));
+  problems.clear();
+  load_string("[cluster]\nenabled = true\nhost = \"127.corp.example.com\"\n", "named.toml",
+              problems);
+  EXPECT_EQ(fields_of(problems), std::vector<std::string>{"cluster.certificate"});
+}
+
+TEST(Validate, AUrlIsRefusedByItsSchemeInAnyCaseWithoutItsCredentials) {
+  EXPECT_TRUE(has_http_scheme("HTTPS://judge:8000"));
+  EXPECT_TRUE(has_http_scheme("Http://judge"));
+  EXPECT_FALSE(has_http_scheme("ftp://judge"));
+  EXPECT_FALSE(has_http_scheme("http:/judge"));
+  // helper-47: the whole URL was quoted, password and all, to the log and CI output.
+  std::vector<config_problem> problems;
+  load_string("[[sources]]\nname = \"a\"\nkind = \"openai\"\n"
+              "url = \"ftp://user:SECRETPW@judge:8000\"\n", "secret.toml", problems);
+  ASSERT_EQ(fields_of(problems), std::vector<std::string>{"sources[0].url"});
+  EXPECT_EQ(problems[0].reason, "must start with http:// or https:// (its scheme is \"ftp\")");
+  EXPECT_EQ(http_scheme_problem("judge:8000/v1?key=SECRET"),
+            "must start with http:// or https:// (it has no scheme)");
+  // Nothing secret in it: quoted whole, so the operator sees the typo.
+  EXPECT_EQ(http_scheme_problem("htp://judge"),
+            "must start with http:// or https:// (got \"htp://judge\")");
 }
 
 TEST(Validate, ClusterCertificatesGoTogetherAndMustBeReadable) {
