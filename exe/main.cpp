@@ -1,5 +1,6 @@
 // The `arbiter` command: `serve` runs the reward-serving scheduler, `worker` a worker node,
 // `check-config` validates a configuration file, `replay` recomputes rewards from a replay log.
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
@@ -145,9 +146,14 @@ int main(int argc, char** argv) {
   if (*worker) {
     auto colon = join.rfind(':');
     int join_port = -1;
-    try {
-      join_port = colon == std::string::npos ? -1 : std::stoi(join.substr(colon + 1));
-    } catch (const std::exception&) {
+    if (colon != std::string::npos) {
+      // Digits only: std::stoi took "7abc" as 7 and "7710/" as 7710.
+      auto digits = join.substr(colon + 1);
+      if (!digits.empty() && digits.size() <= 5
+          && std::all_of(digits.begin(), digits.end(),
+                         [](char c) { return c >= '0' && c <= '9'; })) {
+        join_port = std::stoi(digits);
+      }
     }
     if (colon == std::string::npos || colon == 0 || join_port <= 0 || join_port > 65535) {
       std::cerr << "arbiter: --join: expected HOST:PORT, got '" << join << "'\n";

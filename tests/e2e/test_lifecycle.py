@@ -102,6 +102,11 @@ def test_serve_refuses_a_bad_configuration(tmp_path, make_server):
     assert "(embedded default + environment)" in result.stderr, result.stderr
     result = run("serve", "--port", "")
     assert result.returncode != 0 and "--port: expected a number" in result.stderr, result.stderr
+    # Trailing text after the port was dropped: "7abc" joined port 7 (helper-47).
+    for join in ("127.0.0.1:7abc", "127.0.0.1:7710/", "127.0.0.1:+7", "127.0.0.1:070000"):
+        result = run("worker", "--join", join)
+        assert result.returncode == 2 and "--join: expected HOST:PORT" in result.stderr, \
+            (join, result.stderr)
     result = run("worker", "--join", "127.0.0.1:1", "--status-port", "-1")
     assert result.returncode == 2 and "--status-port: must be between 0 and 65535" in \
         result.stderr, result.stderr
