@@ -8,6 +8,7 @@
 #include <thread>
 
 #include <caf/actor_system.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/cpu_worker_actor.hpp"
 #include "actors/remote_source_actor.hpp"
@@ -60,7 +61,25 @@ std::optional<std::string> setting_variable(const config::arbiter_config& cfg,
     variable = config::detail::env_name(field);
   }
   auto value = variable.empty() ? std::nullopt : getenv_string(variable);
-  return value && !value->empty() ? std::optional<std::string>{variable} : std::nullopt;
+  if (value && !value->empty()) {
+    return variable;
+  }
+  // A source the judge's, embedder's or IG service's URL variable made (LLM_JUDGE_SERVER_URL):
+  // the operator's file has no sources[i] of it.
+  const std::string head = "sources[";
+  if (field.rfind(head, 0) == 0 && field.size() > 5
+      && field.compare(field.size() - 5, 5, "].url") == 0) {
+    auto index = std::strtoul(field.c_str() + head.size(), nullptr, 10);
+    if (index < cfg.sources.size()) {
+      const auto& src = cfg.sources[index];
+      if (const char* shorthand = config::shorthand_url_variable(src.name)) {
+        if (auto url = getenv_string(shorthand); url && *url == src.url) {
+          return std::string{shorthand};
+        }
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 std::string url_host(const std::string& host) {
@@ -118,14 +137,16 @@ uint32_t scheduler_shards(const config::arbiter_config& cfg, uint32_t cpu_worker
 }
 
 void check_reward_options(const config::arbiter_config& cfg,
-                          std::vector<config::config_problem>& problems) {
+                          std::vector<config::config_problem>& problems,
+                          const std::function<bool(const std::string&)>& reported) {
   for (const auto& [name, reward] : cfg.rewards) {
-    if (reward.options.empty()) {
+    const auto where = "rewards." + name;
+    if (reward.options.empty() || reported(where + ".kind") || reported(where + ".options")) {
       continue;
     }
     auto options = backends::merged_options(reward.options, "");
     if (auto problem = backends::check_options(reward.kind, options)) {
-      problems.push_back({"rewards." + name + ".options." + problem->key, problem->reason});
+      problems.push_back({where + ".options." + problem->key, problem->reason});
     }
     // A misspelt key would keep its default without a word (an item's extra_info may carry
     // anything; a configured table names options only).
@@ -147,13 +168,28 @@ void check_reward_options(const config::arbiter_config& cfg,
         }
         reason += ")";
       }
-      problems.push_back({"rewards." + name + ".options." + it.key(), reason});
+      problems.push_back({where + ".options." + it.key(), reason});
     }
   }
 }
 
 void check_reward_sources(const config::arbiter_config& cfg,
-                          std::vector<config::config_problem>& problems) {
+                          std::vector<config::config_problem>& problems,
+                          const std::function<bool(const std::string&)>& reported) {
+  // A source or model whose own table is wrong (a misspelt kind) may seem to serve nothing.
+  auto faulty = [&](const std::string& name) {
+    for (size_t i = 0; i < cfg.sources.size(); ++i) {
+      if (cfg.sources[i].name == name && reported("sources[" + std::to_string(i) + "]")) {
+        return true;
+      }
+    }
+    for (size_t i = 0; i < cfg.models.size(); ++i) {
+      if (cfg.models[i].name == name && reported("models[" + std::to_string(i) + "]")) {
+        return true;
+      }
+    }
+    return false;
+  };
   // Whether the source or model called `name` serves `c`.
   auto serves = [&cfg](const std::string& name, capability c) {
     for (const auto& src : cfg.sources) {
@@ -177,6 +213,10 @@ void check_reward_sources(const config::arbiter_config& cfg,
     if (reward.sources.empty() || kind == nullptr || kind->needs == capability::cpu
         || kind->needs == capability::em_ig) {
       continue;  // em_info_gain's call is its nested info_gain reward's, checked there
+    }
+    if (reported("rewards." + name + ".sources")
+        || std::any_of(reward.sources.begin(), reward.sources.end(), faulty)) {
+      continue;
     }
     auto any_serves = [&](capability c) {
       return std::any_of(reward.sources.begin(), reward.sources.end(),
@@ -229,6 +269,55 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   }
   std::vector<config::config_problem> cross;
   config::validate_loaded(cfg, cross);
+  // The checks that look past the fields (a reward's options and sources, a model folder, a
+  // URL as its client reads it) run whatever else is wrong, so that one run reports every
+  // problem; but not on a field already reported, nor on what a reported field makes moot.
+  auto reported = [&](const std::string& field) {
+    auto under = [&field](const std::string& f) {
+      return f == field
+             || (f.size() > field.size() && f.compare(0, field.size(), field) == 0
+                 && (f[field.size()] == '.' || f[field.size()] == '['));
+    };
+    return std::any_of(problems.begin(), problems.end(),
+                       [&](const config::config_problem& p) { return under(p.field); })
+           || std::any_of(cross.begin(), cross.end(),
+                          [&](const config::config_problem& p) { return under(p.field); });
+  };
+  check_reward_options(cfg, cross, reported);
+  check_reward_sources(cfg, cross, reported);
+  if (use == config_use::serve) {
+    // A model folder start-up cannot read: check-config said ok, and serve then exited 2.
+    for (size_t i = 0; i < cfg.models.size(); ++i) {
+      const auto field = "models[" + std::to_string(i) + "].path";
+      const auto file_in = cfg.models[i].path + "/config.json";
+      std::ifstream in{file_in};
+      if (reported(field)) {
+        continue;
+      }
+      if (!in) {
+        cross.push_back({field, "cannot read " + file_in + " (a model folder holds its "
+                                  "config.json, weights and tokenizer)"});
+      } else if (auto doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+                 !doc.is_object()) {
+        // What each model's loader reads first: serve exited 2 on it after check-config's ok.
+        cross.push_back({field, file_in + " is not a JSON object"});
+      }
+    }
+    // As the source's HTTP client will read it, so that check-config and start-up refuse what
+    // would fail every call (and a URL with credentials is refused, not logged). A URL with
+    // no http(s) scheme is named by the configuration's own check.
+    for (size_t i = 0; i < cfg.sources.size(); ++i) {
+      const auto& url = cfg.sources[i].url;
+      if (!config::has_http_scheme(url)) {
+        continue;
+      }
+      auto parsed = backends::parse_url(actors::base_url(cfg.sources[i]));
+      const auto field = "sources[" + std::to_string(i) + "].url";
+      if (!parsed.endpoint && !reported(field)) {
+        cross.push_back({field, parsed.error});
+      }
+    }
+  }
   for (auto& problem : cross) {
     if (auto variable = setting_variable(cfg, problem.field)) {
       // The value came from the environment, which wins over the file: name the variable,
@@ -242,34 +331,6 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
     if (use == config_use::serve || f.rfind("rewards", 0) == 0
         || f.rfind("data_sources", 0) == 0 || f.rfind("cpu", 0) == 0) {
       problems.push_back(std::move(problem));
-    }
-  }
-  if (problems.empty()) {
-    check_reward_options(cfg, problems);
-    check_reward_sources(cfg, problems);
-  }
-  if (use == config_use::serve) {
-    // A model folder start-up cannot read: check-config said ok, and serve then exited 2.
-    for (size_t i = 0; i < cfg.models.size(); ++i) {
-      const auto file_in = cfg.models[i].path + "/config.json";
-      if (!std::ifstream{file_in}) {
-        problems.push_back({"models[" + std::to_string(i) + "].path",
-                            "cannot read " + file_in + " (a model folder holds its config.json, "
-                              "weights and tokenizer)"});
-      }
-    }
-    // As the source's HTTP client will read it, so that check-config and start-up refuse what
-    // would fail every call (and a URL with credentials is refused, not logged). A URL with
-    // no http(s) scheme is named by the configuration's own check.
-    for (size_t i = 0; i < cfg.sources.size(); ++i) {
-      const auto& url = cfg.sources[i].url;
-      if (url.rfind("http://", 0) != 0 && url.rfind("https://", 0) != 0) {
-        continue;
-      }
-      auto parsed = backends::parse_url(actors::base_url(cfg.sources[i]));
-      if (!parsed.endpoint) {
-        problems.push_back({"sources[" + std::to_string(i) + "].url", parsed.error});
-      }
     }
   }
   return problems;

@@ -98,15 +98,19 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
 bool load_configuration(const std::optional<std::string>& file, const config_overrides& flags,
                         config::arbiter_config& cfg, config_use use = config_use::serve);
 
-/// Checks each configured reward's options as the ingress checks an item's extra_info.
+/// Checks each configured reward's options as the ingress checks an item's extra_info, but
+/// not a reward whose kind or options are `reported` (a field already found wrong).
 void check_reward_options(const config::arbiter_config& cfg,
-                          std::vector<config::config_problem>& problems);
+                          std::vector<config::config_problem>& problems,
+                          const std::function<bool(const std::string&)>& reported);
 
 /// Checks that a reward that names its `sources` names one for each model call its kind
 /// makes (a judge's chat, an embedding's embed, ΔIG's generate and nli, or a source taking
-/// the whole item): else every item would fail no_eligible_source.
+/// the whole item): else every item would fail no_eligible_source. A reward naming a source
+/// or model with a `reported` problem is left out: it may only seem to serve nothing.
 void check_reward_sources(const config::arbiter_config& cfg,
-                          std::vector<config::config_problem>& problems);
+                          std::vector<config::config_problem>& problems,
+                          const std::function<bool(const std::string&)>& reported);
 
 /// Spawns `n` CPU workers (source "cpu").
 void spawn_cpu_workers(caf::actor_system& sys, const config::arbiter_config& cfg, uint32_t n,

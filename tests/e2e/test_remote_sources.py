@@ -407,6 +407,45 @@ def test_check_config_refuses_what_serve_would_and_names_the_variable(tmp_path):
         '(sources[0].url)' in lines, lines
     assert any(line.startswith("ARBITER_SCHEDULER_DEFAULT_PRIORITY: ") and
                line.endswith("(scheduler.default_priority)") for line in lines), lines
+    # helper-47: so are a URL its client cannot read and a model folder that is not there,
+    # which were named as sources[0].url and models[0].path, in no file the operator has.
+    cfg.write_text('[[models]]\nname = "m"\npath = "/also-nonexistent"\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True,
+                         env={**os.environ, "LLM_JUDGE_SERVER_URL": "http://judge:99999",
+                              "ARBITER_MODELS_M_PATH": "/nonexistent"})
+    assert out.returncode == 1, out
+    lines = out.stdout.splitlines()
+    assert "LLM_JUDGE_SERVER_URL: invalid endpoint URL: port '99999' is not a number in " \
+        "1..65535 (sources[0].url)" in lines, lines
+    assert any(line.startswith("ARBITER_MODELS_M_PATH: cannot read /nonexistent/config.json")
+               for line in lines), lines
+    # A config.json that is not JSON: check-config said ok, then serve exited 2 on it.
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("not json\n")
+    cfg.write_text(f'[[models]]\nname = "m"\npath = "{folder}"\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout == \
+        f"models[0].path: {folder}/config.json is not a JSON object\n", out.stdout
+
+
+def test_check_config_reports_every_problem_in_one_run(tmp_path):
+    # helper-47: a reward's misspelt option or sources that serve none of its calls were
+    # reported only once every other problem was fixed.
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[server]\nport = 70000\n'
+                   '[[sources]]\nname = "t"\nkind = "tei"\nurl = "http://127.0.0.1:9"\n'
+                   '[[sources]]\nname = "bad"\nkind = "opanai"\nurl = "http://127.0.0.1:9"\n'
+                   '[rewards.z]\nkind = "embedding"\n[rewards.z.options]\n'
+                   'lenght_penalty = "sqrt"\n'
+                   '[rewards.j]\nkind = "judge"\nsources = ["t"]\n'
+                   '[rewards.k]\nkind = "judge"\nsources = ["bad"]\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True)
+    assert out.returncode == 1, out
+    fields = [line.split(":")[0] for line in out.stdout.splitlines()]
+    # Not rewards.k.sources: its source's misspelt kind is the problem, reported as such.
+    assert fields == ["server.port", "sources[1].kind", "rewards.z.options.lenght_penalty",
+                      "rewards.j.sources"], out.stdout
 
 
 def test_a_source_or_reward_that_cannot_serve_what_it_is_given_is_refused(tmp_path):
