@@ -78,6 +78,9 @@ caf::behavior embedding_worker(caf::event_based_actor*,
           std::accumulate(inputs.tokens.begin(), inputs.tokens.end(), uint64_t{0})));
         result.outcomes =
           backends::score_embeddings(batch.items, model, inputs, vectors, batch.record);
+        // The tokens each reward item ran, for its step's account and the token metrics,
+        // as a remote source's usage gives them.
+        backends::charge_reward_tokens(batch.items, inputs, result.outcomes);
       } catch (const std::exception& e) {
         result.outcomes.clear();
         for (size_t i = 0; i < batch.items.size(); ++i) {

@@ -235,4 +235,20 @@ std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items
   return outcomes;
 }
 
+void charge_reward_tokens(const std::vector<shared_item>& items, const embedding_inputs& inputs,
+                          std::vector<item_outcome>& outcomes) {
+  for (size_t i = 0; i < items.size() && i < outcomes.size() && i < inputs.spans.size(); ++i) {
+    if (items[i]->call) {
+      continue; // a pass-through text: score_embedding gave it its text's part
+    }
+    const auto& span = inputs.spans[i];
+    auto output = std::make_shared<model_output>();
+    for (uint32_t t = span.first; t <= span.first + span.references && t < inputs.tokens.size();
+         ++t) {
+      output->prompt_tokens += inputs.tokens[t];
+    }
+    outcomes[i].output = std::move(output);
+  }
+}
+
 } // namespace arbiter::backends

@@ -62,4 +62,10 @@ std::vector<item_outcome> score_embeddings(const std::vector<shared_item>& items
                                            const std::vector<std::vector<double>>& vectors,
                                            bool keep_vectors = false);
 
+/// Gives each reward item of `outcomes` (not a pass-through text, which has its own) the
+/// tokens its texts took, `inputs.tokens` over its span, as `output->prompt_tokens`: what the
+/// step accounts, the token metrics and costs count for it.
+void charge_reward_tokens(const std::vector<shared_item>& items, const embedding_inputs& inputs,
+                          std::vector<item_outcome>& outcomes);
+
 } // namespace arbiter::backends

@@ -779,17 +779,7 @@ std::vector<item_outcome> parse_embedding(api_kind api, const endpoint_options& 
     reject(e.what(), body);
   }
   if (reported > 0) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      if (items[i]->call) {
-        continue; // a pass-through text: score_embeddings gave it its text's part
-      }
-      const auto& span = inputs.spans[i];
-      auto output = std::make_shared<model_output>();
-      for (uint32_t t = span.first; t <= span.first + span.references; ++t) {
-        output->prompt_tokens += inputs.tokens[t];
-      }
-      outcomes[i].output = std::move(output);
-    }
+    charge_reward_tokens(items, inputs, outcomes);
   }
   return outcomes;
 }

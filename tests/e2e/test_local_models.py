@@ -63,7 +63,7 @@ def test_the_embedding_reward_runs_on_the_local_model(make_server):
     c = {x["text"]: x["vector"] for x in cases()}
     a, b, d = ("A man is playing a guitar on stage.",
                "Someone plays music in front of an audience.", "Paris is the capital of France.")
-    status, _, reply = server.score({"items": [
+    status, _, reply = server.score({"step": "s1", "items": [
         {"reward": "embedding", "solution_str": a, "ground_truth": [d, b]},
     ]})
     assert status == 200, reply
@@ -72,6 +72,16 @@ def test_the_embedding_reward_runs_on_the_local_model(make_server):
     # The seeds' formula: (cosine + 1) / 2 of the best reference, no length penalty by default.
     want = (max(cosine(c[a], c[b]), cosine(c[a], c[d])) + 1) / 2
     assert first["score"] == pytest.approx(want, abs=1e-4)
+    # The tokens the model ran for it reach the step's account and the source's token metric
+    # (helper-47: both said 0 for a local model's reward items, unlike a remote source's).
+    _, _, metrics = server.request("GET", "/metrics")
+    ran = next(float(line.split()[-1]) for line in metrics.splitlines()
+               if line.startswith('arbiter_model_tokens_total{'))
+    assert ran > 0
+    assert f'arbiter_source_tokens_total{{kind="prompt",source="all-MiniLM-L6-v2"}} {ran:g}' \
+        in metrics
+    _, _, account = server.request("GET", "/v1/steps/s1")
+    assert account["sources"]["all-MiniLM-L6-v2"]["prompt_tokens"] == ran, account
 
 
 def test_a_configured_model_and_its_errors(make_server, tmp_path):
