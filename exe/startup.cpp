@@ -267,8 +267,11 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   if (flags) {
     flags(cfg, problems);
   }
-  std::vector<config::config_problem> cross;
+  // After the problems found so far, so that what they make moot is left out (a missing name
+  // is not also an empty one); then apart from them, to be named by their variables.
+  std::vector<config::config_problem> cross = problems;
   config::validate_loaded(cfg, cross);
+  cross.erase(cross.begin(), cross.begin() + static_cast<std::ptrdiff_t>(problems.size()));
   // The checks that look past the fields (a reward's options and sources, a model folder, a
   // URL as its client reads it) run whatever else is wrong, so that one run reports every
   // problem; but not on a field already reported, nor on what a reported field makes moot.
