@@ -446,6 +446,10 @@ def test_check_config_reports_every_problem_in_one_run(tmp_path):
     # Not rewards.k.sources: its source's misspelt kind is the problem, reported as such.
     assert fields == ["server.port", "sources[1].kind", "rewards.z.options.lenght_penalty",
                       "rewards.j.sources"], out.stdout
+    # One mistake, one line: a reward with no kind is not also one of an unknown kind "".
+    cfg.write_text('[rewards.j]\nsources = []\n')
+    out = subprocess.run([ARBITER_BIN, "check-config", str(cfg)], capture_output=True, text=True)
+    assert out.stdout == "rewards.j.kind: missing required field\n", out.stdout
 
 
 def test_a_source_or_reward_that_cannot_serve_what_it_is_given_is_refused(tmp_path):
