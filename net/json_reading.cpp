@@ -374,19 +374,53 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
   }
   const std::string_view text = fixed.empty() ? body : std::string_view{fixed};
   // A key given twice in one object is refused, as /v1/score refuses it: nlohmann keeps the
-  // last, so `{"model": "a", ..., "model": "b"}` went to b's sources unseen.
-  std::vector<std::unordered_set<std::string>> open_objects;
-  std::optional<std::string> twice; // "" is a key too
-  auto note_keys = [&open_objects, &twice](int /*depth*/, nlohmann::json::parse_event_t event,
-                                           nlohmann::json& parsed) {
+  // last, so `{"model": "a", ..., "model": "b"}` went to b's sources unseen. It is named by its
+  // path, as /v1/score names it (`messages[0].role`).
+  struct open_value {
+    bool array = false;
+    size_t elements = 0;          // an array's elements begun so far
+    std::string key;              // an object's key being read
+    std::unordered_set<std::string> keys;
+  };
+  std::vector<open_value> open;
+  std::optional<std::string> twice; // the path; "" is a key too
+  // A long key is named by its start (the whole of it would make the error body as long).
+  auto shown = [](const std::string& key) {
+    constexpr size_t most = 64;
+    if (key.empty()) {
+      return std::string{"\"\""};
+    }
+    return key.size() > most ? key.substr(0, most) + "..." : key;
+  };
+  auto path_to = [&open, &shown](const std::string& key) {
+    std::string path;
+    for (size_t i = 0; i + 1 < open.size(); ++i) {
+      if (open[i].array) {
+        path += "[" + std::to_string(open[i].elements - 1) + "]";
+      } else {
+        path += (path.empty() ? "" : ".") + shown(open[i].key);
+      }
+    }
+    return path + (path.empty() ? "" : ".") + shown(key);
+  };
+  auto note_keys = [&open, &twice, &path_to](int /*depth*/, nlohmann::json::parse_event_t event,
+                                             nlohmann::json& parsed) {
     using event_t = nlohmann::json::parse_event_t;
-    if (event == event_t::object_start) {
-      open_objects.emplace_back();
-    } else if (event == event_t::object_end && !open_objects.empty()) {
-      open_objects.pop_back();
-    } else if (event == event_t::key && !open_objects.empty() && !twice
-               && !open_objects.back().insert(parsed.get<std::string>()).second) {
-      twice = parsed.get<std::string>();
+    const bool begins = event == event_t::object_start || event == event_t::array_start
+                        || event == event_t::value;
+    if (begins && !open.empty() && open.back().array) {
+      ++open.back().elements;
+    }
+    if (event == event_t::object_start || event == event_t::array_start) {
+      open.push_back({event == event_t::array_start, 0, {}, {}});
+    } else if ((event == event_t::object_end || event == event_t::array_end) && !open.empty()) {
+      open.pop_back();
+    } else if (event == event_t::key && !open.empty()) {
+      auto key = parsed.get<std::string>();
+      if (!twice && !open.back().keys.insert(key).second) {
+        twice = path_to(key);
+      }
+      open.back().key = std::move(key);
     }
     return true;
   };
@@ -396,13 +430,7 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
     return false;
   }
   if (twice) {
-    // A long key is named by its start (the whole of it would make the error body as long).
-    constexpr size_t shown = 64;
-    auto name = twice->size() > shown ? twice->substr(0, shown) + "..." : *twice;
-    if (name.empty()) {
-      name = "\"\"";
-    }
-    err = {refusal::invalid, name, name + ": given twice"};
+    err = {refusal::invalid, *twice, *twice + ": given twice"};
     return false;
   }
   if (!doc.is_object()) {

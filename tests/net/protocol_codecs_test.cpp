@@ -397,7 +397,13 @@ TEST_F(PassThrough, ChatRefusalsNameTheField) {
   EXPECT_EQ(twice.message, "model: given twice");
   EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","role":"system","content":"x"}]})")
               .message,
-            "role: given twice");
+            "messages[0].role: given twice");
+  // Named by its path, as /v1/score names it (helper-45: by its key only).
+  auto nested = chat_refusal(R"({"messages":[{"role":"user","content":[1,{"x":[]}]},)"
+                             R"({"role":"user","content":[{"type":"text"},)"
+                             R"({"type":"text","text":"a","text":"b"}]}]})");
+  EXPECT_EQ(nested.field, "messages[1].content[1].text");
+  EXPECT_EQ(nested.message, "messages[1].content[1].text: given twice");
   EXPECT_EQ(chat_refusal("{" + m + R"(,"":1,"":2})").message, R"("": given twice)")
     << "the empty key too (helper-45)";
   chat_request_body out;
