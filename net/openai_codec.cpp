@@ -191,6 +191,31 @@ bool resolve_model(const json& doc, const passthrough_context& ctx, capability n
   return false;
 }
 
+/// Whether a field's value asks for nothing: `null` (OpenAI's and vLLM's "not set", which a
+/// client serializing its unset fields sends), an empty list of tools, or a sampling field at
+/// the value every server takes when it is absent.
+bool asks_nothing(const std::string& key, const json& value) {
+  if (value.is_null()) {
+    return true;
+  }
+  if (key == "frequency_penalty" || key == "presence_penalty") {
+    return value.is_number() && value.get<double>() == 0.0;
+  }
+  if (key == "repetition_penalty") {
+    return value.is_number() && value.get<double>() == 1.0;
+  }
+  if (key == "logit_bias") {
+    return value.is_object() && value.empty();
+  }
+  if (key == "tools" || key == "functions") {
+    return value.is_array() && value.empty();
+  }
+  if (key == "tool_choice" || key == "function_call") {
+    return value.is_string() && value.get<std::string>() == "none";
+  }
+  return false;
+}
+
 /// Fields a chat request may carry that this route cannot honour.
 bool refuse_unsupported_chat(const json& doc, codec_error& err) {
   if (const json* s = field(doc, "stream"); s != nullptr && !(s->is_boolean() && !s->get<bool>())) {
@@ -198,7 +223,9 @@ bool refuse_unsupported_chat(const json& doc, codec_error& err) {
     return false;
   }
   for (const char* key : {"tools", "tool_choice", "functions", "function_call"}) {
-    if (field(doc, key) != nullptr) {
+    // An empty list of tools asks for none (a client that always sends the field), and so
+    // does a tool_choice of "none".
+    if (const json* t = field(doc, key); t != nullptr && !asks_nothing(key, *t)) {
       err = {refusal::invalid, key, std::string{key} + ": tool calls are not supported"};
       return false;
     }
@@ -235,14 +262,16 @@ constexpr std::array<std::string_view, 8> chat_fields_dropped = {
 /// The chat request's other fields, as a JSON object's text ("" when none): a penalty,
 /// `logit_bias`, `reasoning_effort`, vLLM's `top_k` or `min_p` change the answer, so they go
 /// upstream as they came and into the cache key, not away. `chat_template_kwargs` other than
-/// `enable_thinking` go too.
+/// `enable_thinking` go too. A field that asks for nothing (`asks_nothing`) does not: a local
+/// generator refused `"presence_penalty": null`, which OpenAI and vLLM take as unset.
 std::string chat_extra_body(const json& doc) {
   auto listed = [](const auto& names, const std::string& key) {
     return std::find(names.begin(), names.end(), key) != names.end();
   };
   json extra = json::object();
   for (const auto& [key, value] : doc.items()) {
-    if (!listed(chat_fields_read, key) && !listed(chat_fields_dropped, key)) {
+    if (!listed(chat_fields_read, key) && !listed(chat_fields_dropped, key)
+        && !asks_nothing(key, value)) {
       extra[key] = value;
     }
   }

@@ -338,7 +338,7 @@ TEST_F(PassThrough, ChatRequestBecomesOneRoutedCall) {
     R"({"model":"judge-8b","messages":[{"role":"user","content":"hi"}],"temperature":0.2,
         "top_p":0.9,"max_completion_tokens":64,"n":3,"stop":"END","seed":7,"stream":false,
         "chat_template_kwargs":{"enable_thinking":false},"priority":"high","deadline_ms":500,
-        "user":"ignored","presence_penalty":0,"logprobs":false,"top_logprobs":0})",
+        "user":"ignored","presence_penalty":0.5,"logprobs":false,"top_logprobs":0})",
     ctx_, out, err))
     << err.message;
   EXPECT_EQ(out.item.kind, "chat");
@@ -356,7 +356,21 @@ TEST_F(PassThrough, ChatRequestBecomesOneRoutedCall) {
   EXPECT_EQ(c.seed, 7u);
   EXPECT_EQ(c.enable_thinking, false);
   // A field it does not read, which shapes the answer, goes upstream; `user` does not.
-  EXPECT_EQ(json::parse(c.extra_body), json::parse(R"({"presence_penalty":0})"));
+  EXPECT_EQ(json::parse(c.extra_body), json::parse(R"({"presence_penalty":0.5})"));
+  // Fields that ask for nothing (null, a penalty of 0, no tools) are as absent, as OpenAI and
+  // vLLM take them: a local generator refused them, and they split the cache (helper-49).
+  ASSERT_TRUE(decode_chat_request(
+    R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":null,
+        "frequency_penalty":0,"logit_bias":{},"tools":[],"tool_choice":"none","top_k":null,
+        "reasoning_effort":null,"repetition_penalty":1.0,"functions":null,"min_p":0.1})",
+    ctx_, out, err))
+    << err.message;
+  EXPECT_EQ(json::parse(out.item.call->extra_body), json::parse(R"({"min_p":0.1})"));
+  EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","content":"x"}],"tools":[{}]})").field,
+            "tools");
+  EXPECT_EQ(chat_refusal(R"({"messages":[{"role":"user","content":"x"}],)"
+                         R"("tool_choice":"auto"})").field,
+            "tool_choice");
   // No model: any chat source.
   ASSERT_TRUE(decode_chat_request(R"({"messages":[{"role":"user","content":"x"}]})", ctx_, out,
                                   err));
