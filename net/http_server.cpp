@@ -87,6 +87,34 @@ struct http_server::impl {
   bool evict_idle();
 };
 
+namespace {
+
+/// Whether a Transfer-Encoding's codings end in `chunked`, applied once, so that the parser
+/// knows where the body ends (RFC 9112 §6.1, §6.3).
+bool framed_by_chunked(beast::string_view codings) {
+  size_t chunked = 0;
+  bool last = false;
+  while (!codings.empty()) {
+    auto comma = codings.find(',');
+    auto coding = codings.substr(0, comma);
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t')) {
+      coding.remove_prefix(1);
+    }
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t')) {
+      coding.remove_suffix(1);
+    }
+    if (!coding.empty()) {
+      last = beast::iequals(coding, "chunked");
+      chunked += last ? 1 : 0;
+    }
+    codings = comma == beast::string_view::npos ? beast::string_view{}
+                                                : codings.substr(comma + 1);
+  }
+  return last && chunked == 1;
+}
+
+} // namespace
+
 /// One client connection. Reads a request, hands it to the router, writes the reply, and
 /// repeats while the client keeps the connection alive. Only one request is in flight per
 /// connection; the next is read after the reply is written.
@@ -114,16 +142,33 @@ public:
     return busy_.load();
   }
 
-  /// Closes the connection if it waits for a request, none of whose bytes have come (at the
-  /// end of a drain, and to make room under `server.max_connections`).
+  /// Closes the connection if it waits for a request or is still receiving one's headers (at
+  /// the end of a drain).
   void close_if_idle() {
     asio::post(stream_.get_executor(), [self = shared_from_this()] {
-      if (!self->busy_ && !self->started_) {
-        beast::error_code ignored;
-        self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
-        self->stream_.close();
+      if (!self->busy_) {
+        self->close_now();
       }
     });
+  }
+
+  /// To make room under `server.max_connections`: closes the connection as `close_if_idle`
+  /// does, unless it has a request in flight or is being closed already; says whether it
+  /// will. One still receiving its headers counts as idle: it was kept open (and no longer
+  /// watched for a hang-up) while the newcomer took its place, so trickling clients outgrew
+  /// the cap.
+  bool evict() {
+    if (busy_.load() || evicted_.exchange(true)) {
+      return false;
+    }
+    asio::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_) {
+        self->close_now();
+      } else {
+        self->evicted_ = false; // its request arrived meanwhile: it stays
+      }
+    });
+    return true;
   }
 
   /// Called by the server's sweep (`sweep_hang_ups`, any thread): when the request in flight
@@ -183,6 +228,17 @@ private:
       return on_read_error(ec);
     }
     busy_ = true;
+    if (auto codings = parser_->get()[http::field::transfer_encoding];
+        !codings.empty() && !framed_by_chunked(codings)) {
+      // RFC 9112 §6.3: the body's length cannot be known, so it must not be read as the next
+      // request (a body holding one was served as such: request smuggling behind a proxy
+      // that frames the message otherwise). 400, and the connection closes.
+      impl_.routes.count_protocol_error("malformed_http", 400);
+      return write_error(400, "invalid_request",
+                         "malformed HTTP request: Transfer-Encoding '" + std::string{codings}
+                           + "' does not end in chunked (once), so the body's length is "
+                             "unknown");
+    }
     // Small requests arrive whole with their headers: parse the buffered body at once
     // rather than through another asynchronous read.
     if (auto length = parser_->content_length();
@@ -327,6 +383,11 @@ private:
       impl_.routes.count_protocol_error("header_too_large", 431);
       return write_error(431, "header_too_large", "request headers exceed 64 KiB");
     }
+    if (ec == http::error::partial_message) {
+      // The client hung up mid-request (a killed trainer, an upload timeout): not a malformed
+      // request, and nobody reads an answer.
+      return close();
+    }
     if (ec == http::error::end_of_stream || ec == asio::error::operation_aborted
         || ec == asio::error::connection_reset || ec == asio::error::eof
         || ec == asio::error::bad_descriptor) {
@@ -423,6 +484,12 @@ private:
                             });
   }
 
+  void close_now() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.close();
+  }
+
   void close() {
     busy_ = false;
     beast::error_code ignored;
@@ -436,6 +503,8 @@ private:
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::atomic<bool> busy_{false};
+  /// Chosen to make room under the cap (`evict`): not chosen twice.
+  std::atomic<bool> evicted_{false};
   /// True once the current request's first bytes have arrived.
   bool started_ = false;
   /// Accepted beyond `server.max_connections` with no idle connection to close: its one
@@ -537,9 +606,7 @@ void http_server::impl::sweep_hang_ups() {
 bool http_server::impl::evict_idle() {
   std::lock_guard<std::mutex> guard{sessions_mutex};
   for (auto& weak : sessions) {
-    if (auto session = weak.lock(); session && !session->busy()) {
-      session->close_if_idle();
-      weak.reset();
+    if (auto session = weak.lock(); session && session->evict()) {
       return true;
     }
   }

@@ -78,6 +78,61 @@ def test_beyond_max_connections_the_oldest_idle_connection_makes_room(make_serve
         sock.close()
 
 
+def test_connections_still_sending_headers_make_room_too(make_server):
+    # helper-48: a connection that had sent part of a request line was chosen to make room,
+    # left open, and no longer tracked: 20 of them stood beside a cap of 8.
+    s = make_server("[server]\nmax_connections = 8\nread_timeout_ms = 30000\n")
+    partial = _open(s, 20)
+    for sock in partial:
+        sock.sendall(b"POST /v1/score HTTP/1.1\r\n")
+        time.sleep(0.01)  # each is older than the next
+    status, took = _timed_health(s)
+    assert status == 200 and took < 1.0, took
+    assert _closed_by_peer(partial[0], 2.0)
+    assert not _closed_by_peer(partial[-1], 0.1)
+    status, _, body = s.request("GET", "/metrics")
+    open_now = [line for line in body.splitlines() if line.startswith("arbiter_http_connections ")]
+    assert open_now and float(open_now[0].split()[1]) <= 9, open_now
+    for sock in partial:
+        sock.close()
+
+
+def test_a_body_whose_length_is_unknown_is_refused_and_not_read_as_a_request(make_server):
+    # helper-48: with a Transfer-Encoding not ending in chunked the body was read as empty and
+    # then served as the next request on the connection (request smuggling behind a proxy).
+    s = make_server()
+    for coding in ("gzip", "identity", "chunked, chunked"):
+        smuggled = b"GET /v1/steps/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n"
+        sock = socket.create_connection((s.host, s.port), timeout=5)
+        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     + b"Transfer-Encoding: " + coding.encode() + b"\r\n\r\n" + smuggled)
+        answer = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except (ConnectionResetError, socket.timeout):
+                break
+            if not chunk:
+                break
+            answer += chunk
+        sock.close()
+        assert answer.startswith(b"HTTP/1.1 400"), (coding, answer)
+        assert b"Transfer-Encoding" in answer and answer.count(b"HTTP/1.1") == 1, (coding, answer)
+    # A chunked body is fine; a hang-up in the middle of one is not a malformed request.
+    status, _, _ = s.request("GET", "/health")
+    assert status == 200
+    before = s.request("GET", "/metrics")[2]
+    sock = socket.create_connection((s.host, s.port), timeout=5)
+    sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"it")
+    sock.close()
+    time.sleep(0.3)
+    after = s.request("GET", "/metrics")[2]
+    malformed = [line for line in after.splitlines()
+                 if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
+    assert malformed == [line for line in before.splitlines()
+                         if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
+
+
 def test_every_connection_busy_answers_the_newcomer_503(make_server, provider):
     slow = provider("--latency-median-ms", "2500", "--latency-p99-ms", "2600")
     s = make_server("[server]\nmax_connections = 2\n",
