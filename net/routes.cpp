@@ -458,10 +458,10 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
 
 // ---- the scoring routes' decoders --------------------------------------------------------
 
-bool router::decode_score(std::string_view body, std::string_view /*target*/, scoring_job& job,
+bool router::decode_score(std::string_view body, std::string_view target, scoring_job& job,
                           codec_error& err) {
   score_request_body decoded;
-  if (!decode_score_request(body, codec_, decoded, err)) {
+  if (!refuse_query(target, err) || !decode_score_request(body, codec_, decoded, err)) {
     return false;
   }
   take_items(job, decoded);
@@ -473,10 +473,10 @@ bool router::decode_score(std::string_view body, std::string_view /*target*/, sc
   return true;
 }
 
-bool router::decode_info_gain(std::string_view body, std::string_view /*target*/,
+bool router::decode_info_gain(std::string_view body, std::string_view target,
                               scoring_job& job, codec_error& err) {
   auto decoded = std::make_shared<info_gain_request_body>();
-  if (!decode_info_gain_request(body, codec_, *decoded, err)) {
+  if (!refuse_query(target, err) || !decode_info_gain_request(body, codec_, *decoded, err)) {
     return false;
   }
   take_items(job, *decoded);

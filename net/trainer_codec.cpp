@@ -241,6 +241,19 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
   return found;
 }
 
+bool refuse_query(std::string_view target, codec_error& err) {
+  return each_query_parameter(target, [&](const std::string& name, const std::string&) {
+    if (name == "api_key") {
+      return true;
+    }
+    err = {refusal::invalid, name,
+           "unknown query parameter '" + name
+             + "': this route reads its options from the body (give " + name
+             + " there); its URL takes only api_key"};
+    return false;
+  });
+}
+
 bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
                         std::chrono::milliseconds& deadline, codec_error& err) {
   return each_query_parameter(target, [&](const std::string& name, const std::string& value) {

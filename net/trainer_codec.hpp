@@ -33,6 +33,11 @@ std::string percent_decode(std::string_view raw, bool plus_is_space);
 /// nullopt when absent.
 std::optional<std::string> query_parameter(std::string_view target, std::string_view name);
 
+/// For the routes whose options are in their body (`/v1/score`, `/compute_info_gain`): any
+/// query parameter but `api_key` is refused naming it, since `?deadline_ms=500` (as the trainer
+/// routes take it) was dropped unseen.
+bool refuse_query(std::string_view target, codec_error& err);
+
 /// What the zero-code trainer routes (`/get_reward`, `/remote_rm`) take from their URL
 /// besides `reward` and `api_key`: `priority` (a class name) and `deadline_ms`, so a job on a
 /// shared server can be given its class and deadline in the URL the trainer is configured

@@ -171,6 +171,15 @@ def test_bad_input_gets_4xx_naming_the_field_and_harms_nothing(server):
     raw = b'{"items": [{"reward": "lexical", "solution_str": "\xff", "ground_truth": "a"}]}'
     status, _, answer = server.request("POST", "/v1/score", raw, conn=conn)
     assert status == 400 and answer["error"]["message"] == "body: invalid UTF-8"
+    # Its options are in its body: one in the URL, as the trainer routes take it, was dropped
+    # unseen (helper-48). api_key is the one parameter its URL takes.
+    status, _, answer = server.request("POST", "/v1/score?deadline_ms=500&priority=high",
+                                       ISSUE_EXAMPLE, conn=conn)
+    assert status == 400 and answer["error"]["field"] == "deadline_ms", answer
+    assert "give deadline_ms there" in answer["error"]["message"], answer
+    status, _, answer = server.request("POST", "/v1/score?api_key=unused", ISSUE_EXAMPLE,
+                                       conn=conn)
+    assert status == 200, answer
     # Wrong method and wrong path.
     status, headers, answer = server.request("GET", "/v1/score", conn=conn)
     assert status == 405 and headers["allow"] == "POST"
@@ -181,7 +190,7 @@ def test_bad_input_gets_4xx_naming_the_field_and_harms_nothing(server):
     assert status == 200 and len(answer["scores"]) == 2
     conn.close()
     _, _, text = server.request("GET", "/metrics")
-    assert f'arbiter_rejections_total{{reason="bad_request"}} {len(BAD_REQUESTS) + 1}' in text
+    assert f'arbiter_rejections_total{{reason="bad_request"}} {len(BAD_REQUESTS) + 2}' in text
 
 
 def test_number_ground_truths_are_read_as_pythons_str_of_them(server):
