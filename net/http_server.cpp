@@ -113,6 +113,21 @@ bool framed_by_chunked(beast::string_view codings) {
   return last && chunked == 1;
 }
 
+/// A request target in origin form: the absolute form a client may send (`POST
+/// http://host/v1/score`, as to a proxy; RFC 9112 §3.2.2 says a server must take it) without
+/// its scheme and authority.
+beast::string_view origin_form(beast::string_view target) {
+  auto scheme = target.find("://");
+  if (target.empty() || target.front() == '/' || scheme == beast::string_view::npos
+      || !(beast::iequals(target.substr(0, scheme), "http")
+           || beast::iequals(target.substr(0, scheme), "https"))) {
+    return target;
+  }
+  auto rest = target.substr(scheme + 3);
+  auto path = rest.find('/');
+  return path == beast::string_view::npos ? beast::string_view{"/"} : rest.substr(path);
+}
+
 } // namespace
 
 /// One client connection. Reads a request, hands it to the router, writes the reply, and
@@ -284,7 +299,8 @@ private:
     version_ = req.version();
     head_ = req.method() == http::verb::head;
     stream_.expires_never();
-    const auto path = req.target().substr(0, req.target().find('?'));
+    const auto target = origin_form(req.target());
+    const auto path = target.substr(0, target.find('?'));
     if (over_capacity_ && req.method() == http::verb::get
         && (path == "/health" || path == "/metrics")) {
       // A readiness probe and a Prometheus scrape are answered beyond the cap (their answers
@@ -297,10 +313,11 @@ private:
       http_reply r;
       r.status = 503;
       r.headers.emplace_back("Retry-After", "1");
-      r.body = encode_error("server_busy",
-                            std::to_string(impl_.cfg.max_connections)
-                              + " connections are open (server.max_connections), each with a "
-                                "request in flight; retry shortly");
+      r.body = impl_.routes.error_body_for(
+        std::string_view{target.data(), target.size()}, 503, "server_busy",
+        std::to_string(impl_.cfg.max_connections)
+          + " connections are open (server.max_connections), each with a request in flight; "
+            "retry shortly");
       return write(std::move(r));
     }
     auto self = shared_from_this();
@@ -326,7 +343,7 @@ private:
     };
     http_request request;
     request.method = view(req.method_string());
-    request.target = view(req.target());
+    request.target = view(target);
     request.authorization = view(req[http::field::authorization]);
     request.content_type = view(req[http::field::content_type]);
     request.step = view(req["X-Arbiter-Step"]);
@@ -413,7 +430,10 @@ private:
     unread_ = true;
     http_reply r;
     r.status = status;
-    r.body = encode_error(code, message);
+    // In the shape the route's clients read (OpenAI's, TEI's), where the target is known.
+    auto target = parser_ ? origin_form(parser_->get().target()) : beast::string_view{};
+    r.body = impl_.routes.error_body_for(std::string_view{target.data(), target.size()}, status,
+                                         code, message);
     write(std::move(r));
   }
 

@@ -811,6 +811,18 @@ bool router::abandonable(std::string_view target) const {
   return spec != nullptr && spec->decode != nullptr;
 }
 
+std::string request_handler::error_body_for(std::string_view /*target*/, unsigned /*status*/,
+                                            std::string_view code,
+                                            std::string_view message) const {
+  return encode_error(code, message);
+}
+
+std::string router::error_body_for(std::string_view target, unsigned status,
+                                   std::string_view code, std::string_view message) const {
+  const route_spec* spec = find_route(target.substr(0, target.find('?')));
+  return error_body(spec == nullptr ? error_style::arbiter : spec->style, status, code, message);
+}
+
 void router::abandon(uint64_t ticket) {
   if (ticket == 0) {
     return;

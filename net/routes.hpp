@@ -130,6 +130,11 @@ public:
   /// The client of the request with `ticket` (`http_request::ticket`) closed its connection
   /// while the request was in flight: its work may stop. Its `reply` is still called.
   virtual void abandon(uint64_t /*ticket*/) {}
+
+  /// The body of an error the HTTP layer answers itself (body too large, server busy) for a
+  /// request to `target`, in the shape its route's clients read: Arbiter's by default.
+  virtual std::string error_body_for(std::string_view target, unsigned status,
+                                     std::string_view code, std::string_view message) const;
 };
 
 /// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
@@ -165,6 +170,8 @@ public:
 
   /// The scoring routes (those that send work to the scheduler).
   bool abandonable(std::string_view target) const override;
+  std::string error_body_for(std::string_view target, unsigned status, std::string_view code,
+                             std::string_view message) const override;
 
   /// Tells every scheduler shard (`abandon_atom`): the items of the request with `ticket`
   /// that have not ended end `client_closed`, and nothing more is sent for them.

@@ -344,6 +344,30 @@ def _exchange(server, raw):
             answer += got
 
 
+def test_an_absolute_target_is_served_and_the_http_layers_errors_take_the_routes_shape(
+        make_server):
+    # helper-48: `POST http://host/v1/score` (a request as to a proxy, which RFC 9112 says a
+    # server must take) was a 404, and a body over the limit on an OpenAI or TEI route was
+    # answered in Arbiter's error shape, which their clients do not read.
+    s = make_server("[server]\nmax_body_bytes = 4096\n")
+    body = json.dumps(ISSUE_EXAMPLE).encode()
+    head = (f"POST http://{s.host}:{s.port}/v1/score HTTP/1.1\r\nHost: x\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+            "Connection: close\r\n\r\n").encode()
+    answer = _exchange(s, head + body)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    big = b'{"input": "' + b"x" * 5000 + b'"}'
+    for path, keys in [("/v1/embeddings", {"message", "type", "param", "code"}),
+                       ("/embed", {"error", "error_type"}), ("/v1/score", {"error"})]:
+        raw = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(big)}\r\nConnection: close\r\n\r\n").encode() + big
+        status_line, _, payload = _exchange(s, raw).partition(b"\r\n")
+        assert status_line.startswith(b"HTTP/1.1 413"), (path, status_line)
+        error = json.loads(payload.partition(b"\r\n\r\n")[2])
+        shape = error["error"] if path == "/v1/embeddings" else error
+        assert set(shape) == keys, (path, error)
+
+
 def test_head_gets_the_headers_only_and_keeps_the_connection_in_step(server):
     """HEAD is served as GET without a body (RFC 9110): on a keep-alive connection the next
     reply must start right after the HEAD's headers, whatever the HEAD's status."""
