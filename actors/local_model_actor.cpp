@@ -1,5 +1,6 @@
 #include "actors/local_model_actor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <numeric>
@@ -140,6 +141,16 @@ caf::behavior generator_worker(caf::event_based_actor*,
         outcome.output = std::make_shared<model_output>(std::move(*done[k].output));
       }
       finish_batch(result, start, counters, passes);
+      if (!index.empty() && index.size() == batch.items.size()
+          && std::all_of(done.begin(), done.end(), [](const auto& d) { return d.rejected; })) {
+        // Every call refused, as a provider's 400 refuses them: so the attempt is counted
+        // (arbiter_source_attempts_total said ok) and its instant answer is not taken for the
+        // model's pace. The scheduler fails the call alone, or sends a batch's calls again
+        // alone, each then refused for its own reason.
+        result.report.kind = scheduler::attempt_outcome_kind::bad_request;
+        result.report.detail = result.outcomes[index.front()].error;
+        result.outcomes.clear();
+      }
       return result;
     },
     ignore_cancel,

@@ -361,6 +361,10 @@ def test_a_local_generator_answers_chat_completions(make_server):
     status, _, reply = s.request("POST", "/v1/chat/completions", {
         "model": "tiny-lm", "messages": [{"role": "user", "content": "again"}], "max_tokens": 3})
     assert status == 200, reply
+    # The refused calls count as refused attempts, not as answers (helper-49: "ok").
+    _, _, metrics = s.request("GET", "/metrics")
+    assert 'arbiter_source_attempts_total{outcome="bad_request",source="tiny-lm"} 2' in \
+        metrics, [line for line in metrics.splitlines() if "attempts_total" in line]
 
 
 def test_batch_calls_false_decodes_and_counts_one_pass_per_call(make_server):
