@@ -109,17 +109,19 @@ def _drained(answer):
             and isinstance(r.get("error"), dict) and r["error"].get("code") in _RESENT_CODES]
 
 
-def _merged(answer, indexes, again):
+def _merged(answer, indexes, again, items):
     """`answer` with the results at `indexes` replaced by those of `again`, the answer to
-    those items sent again; its groups' statistics are the later ones."""
+    those of `items` sent again. The statistics of a group with a member sent again are left
+    out: neither server saw the whole group (the new one's would count only the members it
+    scored, and could flag zero_std a group that is not)."""
     if len(again["results"]) != len(indexes):
         return answer
     results = list(answer["results"])
     for i, r in zip(indexes, again["results"]):
         results[i] = r
     groups = dict(answer["groups"]) if isinstance(answer.get("groups"), dict) else {}
-    if isinstance(again.get("groups"), dict):
-        groups.update(again["groups"])
+    for i in indexes:
+        groups.pop(_group_name(items[i].get("group")), None)
     return dict(answer, results=results, groups=groups)
 
 
@@ -426,7 +428,7 @@ class ArbiterClient:
                     dict(body, items=[body["items"][i] for i in drained]), offset)
             except ArbiterError:
                 break
-            answer = _merged(answer, drained, again)
+            answer = _merged(answer, drained, again, body["items"])
         return answer
 
     async def _post_async(self, body, offset):
@@ -441,7 +443,7 @@ class ArbiterClient:
                     dict(body, items=[body["items"][i] for i in drained]), offset)
             except ArbiterError:
                 break
-            answer = _merged(answer, drained, again)
+            answer = _merged(answer, drained, again, body["items"])
         return answer
 
     def _post_once_sync(self, body, offset):

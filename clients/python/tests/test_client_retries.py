@@ -149,6 +149,25 @@ def test_items_a_draining_server_ended_go_again_by_themselves(scripted, make_cli
     assert t1 - t0 >= 1.0  # the server is restarting: at least a second
 
 
+def test_a_group_with_a_member_sent_again_has_no_statistics(scripted, make_client):
+    """Neither server saw the whole group: the new one's statistics counted only the member
+    sent to it, and flagged zero_std a group whose scores differ (helper-50)."""
+    first = drained_answer(0.25, None, 0.5)
+    first["body"]["groups"] = {
+        "g": {"scored": 1, "failed": 1, "pending": 0, "mean": 0.25, "std": 0.0,
+              "zero_std": True},
+        "h": {"scored": 1, "failed": 0, "pending": 0, "mean": 0.5, "std": 0.0,
+              "zero_std": True}}
+    proxy = scripted(first)
+    client = make_client(proxy.url)
+    items = [dict(lexical("a", "b"), group="g"), dict(lexical("x", "x"), group="g"),
+             dict(lexical("c", "d"), group="h")]
+    results = client.score(items)
+    assert [r.score for r in results] == [0.25, 1.0, 0.5]
+    assert results[0].group is None and results[1].group is None
+    assert results[2].group["mean"] == 0.5
+
+
 def test_items_still_ended_when_the_server_stays_down_keep_their_failure(scripted,
                                                                            make_client):
     proxy = scripted(drained_answer(0.25, None), drained_answer(None), drained_answer(None))
