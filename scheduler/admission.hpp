@@ -13,7 +13,7 @@ namespace arbiter::scheduler {
 
 /// How long before their item's deadline a reward graph's model calls must end (at most a
 /// tenth of the time left), so that the graph can still score their answers: admission counts
-/// it in a graph item's expected wait.
+/// it (so capped) in a graph item's expected wait.
 inline constexpr nanoseconds graph_call_margin = std::chrono::milliseconds{50};
 
 /// What admission control decided for a request.

@@ -310,8 +310,17 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
       }
       for (const auto& [capability, n] : needs) {
-        auto wait =
-          expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens, n.work);
+        // A reward graph's calls must end that much before its item's deadline (at most a
+        // tenth of the time left): a call whose turn came just before the deadline was
+        // admitted, then failed unsent.
+        const nanoseconds margin = sources_.feeds(capability) != nullptr
+                                     ? std::min<nanoseconds>(graph_call_margin, in.time_left / 10)
+                                     : nanoseconds{0};
+        auto with_margin = [margin](std::optional<nanoseconds> w) {
+          return w ? std::optional{*w + margin} : std::nullopt;
+        };
+        auto wait = with_margin(
+          expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens, n.work));
         if (wait && *wait > in.time_left && stale_estimate(capability)) {
           // Refused on what idle sources took long ago, they would never be asked again to
           // correct it: this request goes as a probe instead.
@@ -328,8 +337,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           binding = capability;
         }
         if (wait && *wait > in.time_left) {
-          auto least = expected_wait(capability, priority, n.count, 0, /*alone=*/true, 0.0,
-                                     n.tokens, n.work);
+          auto least = with_margin(expected_wait(capability, priority, n.count, 0,
+                                                 /*alone=*/true, 0.0, n.tokens, n.work));
           if (least && (!in.alone_wait || *least > *in.alone_wait)) {
             in.alone_wait = least;
           }

@@ -322,9 +322,7 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
         }
       }
     }
-    // Its calls must end that much before the item's deadline: a call whose turn came just
-    // before the deadline was admitted, then failed unsent.
-    return longest ? std::optional{*longest + graph_call_margin} : std::nullopt;
+    return longest;
   }
   auto rate = sources_.capacity(capability);
   if (!rate || *rate <= 0.0) {

@@ -1860,6 +1860,14 @@ TEST_F(RemoteRouting, AGraphItemIsAdmittedOnlyWhenItsCallCanEndBeforeTheCallsDea
   EXPECT_TRUE(core_.submit(5, 1, clock_.now() + 3100ms, {judge_reward_item("fits")}).admitted());
 }
 
+TEST_F(RemoteRouting, AShortDeadlinesGraphItemCountsAsMuchMarginAsItsCallsGet) {
+  // The margin is a tenth of the time left when that is less (helper-50: a flat 50 ms refused
+  // a judge item due in 30 ms as too large, though its call took 40 ms less than that).
+  core_.add_source(endpoint("a", 6000));
+  core_.add_source(judge_graph());
+  EXPECT_TRUE(core_.submit(1, 1, clock_.now() + 30ms, {judge_reward_item("quick")}).admitted());
+}
+
 TEST_F(RemoteRouting, AGraphBatchWhoseFirstItemHasCalledStillCountsTheOthersAhead) {
   // helper-39: 200 single-item judge requests in one instant against a 120-call bucket: the
   // graph takes them in batches, and once a batch's first item had sent its calls the rest of
