@@ -115,17 +115,20 @@ bool framed_by_chunked(beast::string_view codings) {
 
 /// A request target in origin form: the absolute form a client may send (`POST
 /// http://host/v1/score`, as to a proxy; RFC 9112 §3.2.2 says a server must take it) without
-/// its scheme and authority.
-beast::string_view origin_form(beast::string_view target) {
+/// its scheme and authority, which end at the first '/', '?' or '#'.
+std::string origin_form(beast::string_view target) {
   auto scheme = target.find("://");
   if (target.empty() || target.front() == '/' || scheme == beast::string_view::npos
       || !(beast::iequals(target.substr(0, scheme), "http")
            || beast::iequals(target.substr(0, scheme), "https"))) {
-    return target;
+    return std::string{target};
   }
   auto rest = target.substr(scheme + 3);
-  auto path = rest.find('/');
-  return path == beast::string_view::npos ? beast::string_view{"/"} : rest.substr(path);
+  auto end = rest.find_first_of("/?#");
+  if (end == beast::string_view::npos) {
+    return "/";
+  }
+  return (rest[end] == '/' ? std::string{} : std::string{"/"}) + std::string{rest.substr(end)};
 }
 
 } // namespace
@@ -180,7 +183,10 @@ public:
       if (!self->busy_) {
         self->close_now();
       } else {
-        self->evicted_ = false; // its request arrived meanwhile: it stays
+        // Its request arrived meanwhile: it stays, and another idle one makes the room the
+        // newcomer was promised (else each such race left the cap one higher for good).
+        self->evicted_ = false;
+        self->impl_.evict_idle();
       }
     });
     return true;
@@ -314,7 +320,7 @@ private:
       r.status = 503;
       r.headers.emplace_back("Retry-After", "1");
       r.body = impl_.routes.error_body_for(
-        std::string_view{target.data(), target.size()}, 503, "server_busy",
+        target, 503, "server_busy",
         std::to_string(impl_.cfg.max_connections)
           + " connections are open (server.max_connections), each with a request in flight; "
             "retry shortly");
@@ -343,7 +349,7 @@ private:
     };
     http_request request;
     request.method = view(req.method_string());
-    request.target = view(target);
+    request.target = target;
     request.authorization = view(req[http::field::authorization]);
     request.content_type = view(req[http::field::content_type]);
     request.step = view(req["X-Arbiter-Step"]);
@@ -431,9 +437,8 @@ private:
     http_reply r;
     r.status = status;
     // In the shape the route's clients read (OpenAI's, TEI's), where the target is known.
-    auto target = parser_ ? origin_form(parser_->get().target()) : beast::string_view{};
-    r.body = impl_.routes.error_body_for(std::string_view{target.data(), target.size()}, status,
-                                         code, message);
+    auto target = parser_ ? origin_form(parser_->get().target()) : std::string{};
+    r.body = impl_.routes.error_body_for(target, status, code, message);
     write(std::move(r));
   }
 
@@ -453,7 +458,10 @@ private:
       res->set(name, value);
     }
     res->body() = std::move(reply.body);
-    res->keep_alive(keep_alive_ && !impl_.draining);
+    // Over the cap (a connection chosen to make room got its request in first), a connection
+    // closes once answered, so the count comes back to the cap.
+    res->keep_alive(keep_alive_ && !impl_.draining
+                    && server_.open_.load() <= impl_.cfg.max_connections);
     res->prepare_payload();
     if (head_) {
       // The headers GET would get, Content-Length included, and no body (RFC 9110 §9.3.2).

@@ -356,6 +356,10 @@ def test_an_absolute_target_is_served_and_the_http_layers_errors_take_the_routes
             "Connection: close\r\n\r\n").encode()
     answer = _exchange(s, head + body)
     assert answer.startswith(b"HTTP/1.1 200"), answer
+    # The authority ends at a '?' too: the path is not taken from the query (helper-50).
+    answer = _exchange(s, head.replace(f"{s.host}:{s.port}/v1/score".encode(),
+                                       b"h?/v1/score") + body)
+    assert answer.startswith(b"HTTP/1.1 404"), answer
     big = b'{"input": "' + b"x" * 5000 + b'"}'
     for path, keys in [("/v1/embeddings", {"message", "type", "param", "code"}),
                        ("/embed", {"error", "error_type"}), ("/v1/score", {"error"})]:
