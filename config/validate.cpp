@@ -70,10 +70,18 @@ std::string http_scheme_problem(std::string_view url) {
     return problem + " (got " + detail::quoted(url) + ")"; // no user info, no query: no key
   }
   auto end = url.find("://");
-  if (end == std::string_view::npos || end == 0) {
+  // A scheme is a letter and then letters, digits, '+', '-' or '.' (RFC 3986 §3.1): anything
+  // else before "://" ("admin:s3cret@vllm/?next=http://x") may be a credential.
+  auto scheme = end == std::string_view::npos ? std::string_view{} : url.substr(0, end);
+  const bool named = !scheme.empty() && scheme.size() <= 16
+                     && std::isalpha(static_cast<unsigned char>(scheme.front()))
+                     && std::all_of(scheme.begin(), scheme.end(), [](char c) {
+                          return std::isalnum(static_cast<unsigned char>(c)) || c == '+'
+                                 || c == '-' || c == '.';
+                        });
+  if (!named) {
     return problem + " (it has no scheme)";
   }
-  auto scheme = url.substr(0, std::min<size_t>(end, 16));
   return problem + " (its scheme is " + detail::quoted(scheme) + ")";
 }
 

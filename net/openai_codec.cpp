@@ -204,6 +204,12 @@ bool asks_nothing(const std::string& key, const json& value) {
   if (key == "repetition_penalty") {
     return value.is_number() && value.get<double>() == 1.0;
   }
+  if (key == "min_p") {
+    return value.is_number() && value.get<double>() == 0.0;
+  }
+  if (key == "top_k") {
+    return value.is_number_integer() && (value.get<int64_t>() == -1 || value.get<int64_t>() == 0);
+  }
   if (key == "logit_bias") {
     return value.is_object() && value.empty();
   }

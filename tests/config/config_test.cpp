@@ -1059,6 +1059,9 @@ TEST(Validate, AUrlIsRefusedByItsSchemeInAnyCaseWithoutItsCredentials) {
   EXPECT_EQ(problems[0].reason, "must start with http:// or https:// (its scheme is \"ftp\")");
   EXPECT_EQ(http_scheme_problem("judge:8000/v1?key=SECRET"),
             "must start with http:// or https:// (it has no scheme)");
+  // helper-50: what comes before a later "://" is no scheme when it could not be one.
+  EXPECT_EQ(http_scheme_problem("admin:s3cret@vllm/?next=http://x"),
+            "must start with http:// or https:// (it has no scheme)");
   // Nothing secret in it: quoted whole, so the operator sees the typo.
   EXPECT_EQ(http_scheme_problem("htp://judge"),
             "must start with http:// or https:// (got \"htp://judge\")");

@@ -361,8 +361,9 @@ TEST_F(PassThrough, ChatRequestBecomesOneRoutedCall) {
   // vLLM take them: a local generator refused them, and they split the cache (helper-49).
   ASSERT_TRUE(decode_chat_request(
     R"({"messages":[{"role":"user","content":"x"}],"presence_penalty":null,
-        "frequency_penalty":0,"logit_bias":{},"tools":[],"tool_choice":"none","top_k":null,
-        "reasoning_effort":null,"repetition_penalty":1.0,"functions":null,"min_p":0.1})",
+        "frequency_penalty":0,"logit_bias":{},"tools":[],"tool_choice":"none","top_k":-1,
+        "reasoning_effort":null,"repetition_penalty":1.0,"functions":null,"min_p":0.1,
+        "audio":null})",
     ctx_, out, err))
     << err.message;
   EXPECT_EQ(json::parse(out.item.call->extra_body), json::parse(R"({"min_p":0.1})"));
