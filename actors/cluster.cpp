@@ -97,6 +97,8 @@ struct gateway_state {
   std::map<std::string, node_entry> nodes;
   /// The coordinator's `cluster.timeout_ms`: silence past it loses a node.
   std::chrono::milliseconds timeout{0};
+  /// The coordinator's `cluster.heartbeat_ms` (0: unknown).
+  std::chrono::milliseconds heartbeat{0};
   /// Where the up nodes' models are published for the ingress; may be null.
   node_models* models = nullptr;
   /// How long a lost node's models are published as away (`spawn_cluster_gateway`).
@@ -160,10 +162,12 @@ void publish_models(gateway_state& s) {
 
 caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor scheduler,
                       cluster_metrics* metrics, std::chrono::milliseconds timeout,
-                      node_models* models, std::chrono::milliseconds away_for) {
+                      node_models* models, std::chrono::milliseconds away_for,
+                      std::chrono::milliseconds heartbeat) {
   self->state.scheduler = std::move(scheduler);
   self->state.metrics = metrics;
   self->state.timeout = timeout;
+  self->state.heartbeat = heartbeat;
   self->state.models = models;
   self->state.away_for = away_for;
   count(self->state);
@@ -210,6 +214,19 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
                                  + " ms, not within the coordinator's cluster.timeout_ms ("
                                  + std::to_string(limit) + "); set the node's "
                                  + "cluster.heartbeat_ms below it");
+      }
+      if (auto beat = self->state.heartbeat.count();
+          hello.timeout_ms > 0 && beat > 0 && beat >= hello.timeout_ms) {
+        // The other way round: the node would take this coordinator for lost between its
+        // beats, and leave and join again, its long calls never answered.
+        count(self->state, "refused");
+        return caf::make_error(caf::sec::invalid_argument,
+                               "node '" + hello.name + "' takes the coordinator for lost after "
+                                 + std::to_string(hello.timeout_ms)
+                                 + " ms of silence (its cluster.timeout_ms), and the "
+                                 + "coordinator sends a heartbeat every "
+                                 + std::to_string(beat) + " ms (cluster.heartbeat_ms); set "
+                                 + "the node's cluster.timeout_ms above it");
       }
       auto it = nodes.find(hello.name);
       if (it != nodes.end() && it->second.up && it->second.actor != node.address()) {
@@ -334,8 +351,10 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
 
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
                                  cluster_metrics& metrics, std::chrono::milliseconds timeout,
-                                 node_models* models, std::chrono::milliseconds away_for) {
-  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout, models, away_for);
+                                 node_models* models, std::chrono::milliseconds away_for,
+                                 std::chrono::milliseconds heartbeat) {
+  return sys.spawn(gateway, std::move(scheduler), &metrics, timeout, models, away_for,
+                   heartbeat);
 }
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,

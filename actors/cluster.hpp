@@ -77,12 +77,16 @@ struct node_hello {
   /// How often the node sends a heartbeat (its `cluster.heartbeat_ms`): the coordinator
   /// refuses a node that would go silent longer than its own `cluster.timeout_ms`.
   int64_t heartbeat_ms = 0;
+  /// How long the node waits in silence before it takes the coordinator for lost (its
+  /// `cluster.timeout_ms`; 0: unknown): the coordinator refuses a node whose wait its own
+  /// heartbeat would outlast (the node would leave and join again, over and over).
+  int64_t timeout_ms = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_hello& x) {
   return f(caf::meta::type_name("node_hello"), x.name, x.host, x.pid, x.version,
-           x.heartbeat_ms);
+           x.heartbeat_ms, x.timeout_ms);
 }
 
 /// One node as the coordinator's `/info` shows it.
@@ -172,10 +176,13 @@ inline constexpr std::chrono::milliseconds lost_models_away_for = std::chrono::m
 /// up nodes' sources serve, and those of the nodes lost less than `away_for` ago, marked
 /// away (a restarting node's callers get 503 and retry); a node lost longer is taken for
 /// gone, and its models for unknown (404), until its name joins again.
+/// `heartbeat` is the coordinator's own (`cluster.heartbeat_ms`; 0: not checked against the
+/// nodes' timeouts).
 caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
                                  cluster_metrics& metrics, std::chrono::milliseconds timeout,
                                  node_models* models = nullptr,
-                                 std::chrono::milliseconds away_for = lost_models_away_for);
+                                 std::chrono::milliseconds away_for = lost_models_away_for,
+                                 std::chrono::milliseconds heartbeat = {});
 
 /// A worker actor and the spec it is registered under (serve registers its own, a node passes
 /// its to the gateway).

@@ -199,7 +199,8 @@ int serve(const serve_options& options) {
   caf::actor gateway;
   if (cfg.cluster.enabled) {
     gateway = actors::spawn_cluster_gateway(sys, sched, cluster_metrics, cfg.cluster.timeout,
-                                            &node_models);
+                                            &node_models, actors::lost_models_away_for,
+                                            cfg.cluster.heartbeat);
     auto published = actors::publish_cluster(sys, gateway, cfg.cluster.host, cfg.cluster.port,
                                               cluster);
     if (!published) {

@@ -83,6 +83,7 @@ int worker(const worker_options& options) {
   hello.pid = static_cast<uint32_t>(getpid());
   hello.version = arbiter::version;
   hello.heartbeat_ms = cfg.cluster.heartbeat.count();
+  hello.timeout_ms = cfg.cluster.timeout.count();
   hello.name = options.name.empty() ? std::string{host} + "-" + std::to_string(hello.pid)
                                     : options.name;
   std::atomic<bool> joined{false};

@@ -276,3 +276,30 @@ TEST_F(ClusterGateway, RefusesANodeWhoseHeartbeatIsNotWithinTheCoordinatorsTimeo
   EXPECT_EQ(join("slow-beat", node, arbiter::version, 2000), "");
   caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
 }
+
+TEST_F(ClusterGateway, RefusesANodeThatWouldTakeTheCoordinatorForLostBetweenItsBeats) {
+  // helper-51: a coordinator beating every 4 s and a node losing it after 3 s of silence:
+  // the node left and joined again 18 times, and a 9 s call on it never ended.
+  caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
+  gateway_ = spawn_cluster_gateway(*sys_, sched_, cluster_metrics_, 10000ms, &node_models_,
+                                   lost_models_away_for, 4000ms);
+  auto node = sys_->spawn(idle);
+  caf::scoped_actor self{*sys_};
+  std::string refused;
+  node_hello hello{"impatient", "host-1", 42, arbiter::version, 1000, 3000};
+  self->request(gateway_, 5s, node_join_atom::value, hello, node)
+    .receive([](caf::ok_atom) {}, [&](caf::error& e) { refused = sys_->render(e); });
+  EXPECT_NE(refused.find("takes the coordinator for lost after 3000 ms of silence (its "
+                         "cluster.timeout_ms), and the coordinator sends a heartbeat every "
+                         "4000 ms"),
+            std::string::npos)
+    << refused;
+  EXPECT_TRUE(nodes().empty());
+  hello.timeout_ms = 5000;
+  std::string joined = "not answered";
+  self->request(gateway_, 5s, node_join_atom::value, hello, node)
+    .receive([&](caf::ok_atom) { joined.clear(); },
+             [&](caf::error& e) { joined = sys_->render(e); });
+  EXPECT_EQ(joined, "");
+  caf::anon_send_exit(node, caf::exit_reason::user_shutdown);
+}
