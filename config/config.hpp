@@ -408,6 +408,10 @@ struct config_problem {
 /// The configuration `arbiter serve` runs with when given no file.
 arbiter_config embedded_default();
 
+/// True when problem field `field` is `parent` or lies inside it ("a.b" is inside "a",
+/// "a[0].b" too).
+bool covered_by(const std::string& field, const std::string& parent);
+
 /// Whether `host` names this machine's loopback interface ("localhost", an address 127.x.y.z,
 /// "::1"; no other name, whatever it resolves to).
 bool is_loopback_host(const std::string& host);

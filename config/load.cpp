@@ -490,14 +490,6 @@ void load_root(const toml::table& root, arbiter_config& cfg, problem_list& probl
   }
 }
 
-/// True when `field` is `parent` or lies inside it ("a.b" is inside "a", "a[0].b" too).
-bool covered_by(const std::string& field, const std::string& parent) {
-  if (field.compare(0, parent.size(), parent) != 0) {
-    return false;
-  }
-  return field.size() == parent.size() || field[parent.size()] == '.' ||
-         field[parent.size()] == '[';
-}
 
 /// Runs `validate` after loading, dropping what it says about fields that already have a
 /// problem (a missing name is not also an empty name).
@@ -520,6 +512,14 @@ void validate_after_load(const arbiter_config& cfg, size_t first_load_problem,
 }
 
 }  // namespace
+
+bool covered_by(const std::string& field, const std::string& parent) {
+  if (field.compare(0, parent.size(), parent) != 0) {
+    return false;
+  }
+  return field.size() == parent.size() || field[parent.size()] == '.' ||
+         field[parent.size()] == '[';
+}
 
 arbiter_config embedded_default() {
   return arbiter_config{};

@@ -276,11 +276,7 @@ std::vector<config::config_problem> read_configuration(const std::optional<std::
   // URL as its client reads it) run whatever else is wrong, so that one run reports every
   // problem; but not on a field already reported, nor on what a reported field makes moot.
   auto reported = [&](const std::string& field) {
-    auto under = [&field](const std::string& f) {
-      return f == field
-             || (f.size() > field.size() && f.compare(0, field.size(), field) == 0
-                 && (f[field.size()] == '.' || f[field.size()] == '['));
-    };
+    auto under = [&field](const std::string& f) { return config::covered_by(f, field); };
     return std::any_of(problems.begin(), problems.end(),
                        [&](const config::config_problem& p) { return under(p.field); })
            || std::any_of(cross.begin(), cross.end(),
