@@ -9,6 +9,7 @@
 #include <memory>
 
 #include <caf/actor_system.hpp>
+#include <caf/after.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
@@ -171,21 +172,33 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
   self->state.models = models;
   self->state.away_for = away_for;
   count(self->state);
-  self->set_down_handler([self](const caf::down_msg& down) {
-    for (auto& [name, node] : self->state.nodes) {
-      if (node.up && node.actor == down.source) {
-        node.up = false;
-        node.lost_at = clock_type::now();
-        self->delayed_send(self, self->state.away_for, node_gone_atom::value, name);
-        node.reason = self->system().render(down.reason);
-        log::warn("cluster: lost node '", name, "' (", node.hello.host, " pid ",
-                  node.hello.pid, "): ", node.reason, "; its work is retried elsewhere");
-        self->state.metrics->events.Add({{"event", "lost"}}).Increment();
-      }
+  // A node that left (a signal) or was lost (its connection closed or timed out) shows as
+  // lost; its models are away until it joins again or `away_for` passes.
+  auto lose = [self](const std::string& name, node_entry& node, std::string reason,
+                     bool left) {
+    node.up = false;
+    node.lost_at = clock_type::now();
+    self->delayed_send(self, self->state.away_for, node_gone_atom::value, name);
+    node.reason = std::move(reason);
+    if (left) {
+      log::info("cluster: node '", name, "' (", node.hello.host, " pid ", node.hello.pid,
+                ") left: ", node.reason, "; its work is retried elsewhere");
+    } else {
+      log::warn("cluster: lost node '", name, "' (", node.hello.host, " pid ",
+                node.hello.pid, "): ", node.reason, "; its work is retried elsewhere");
     }
+    self->state.metrics->events.Add({{"event", left ? "left" : "lost"}}).Increment();
     forget_oldest_lost(self->state);
     count(self->state);
     publish_models(self->state);
+  };
+  self->set_down_handler([self, lose](const caf::down_msg& down) {
+    for (auto& [name, node] : self->state.nodes) {
+      if (node.up && node.actor == down.source) {
+        lose(name, node, self->system().render(down.reason), false);
+        break;
+      }
+    }
   });
   return {
     [self](node_join_atom, node_hello& hello, caf::actor node) -> caf::result<caf::ok_atom> {
@@ -293,6 +306,14 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
         publish_models(self->state);
       }
     },
+    [self, lose](node_leave_atom, const std::string& name) -> caf::ok_atom {
+      auto it = self->state.nodes.find(name);
+      if (it != self->state.nodes.end() && it->second.up
+          && it->second.actor == caf::actor_cast<caf::actor_addr>(self->current_sender())) {
+        lose(name, it->second, "it stopped (a signal)", true);
+      }
+      return caf::ok_atom::value;
+    },
     [self](node_beat_atom, const std::string& node) {
       auto it = self->state.nodes.find(node);
       if (it != self->state.nodes.end() && it->second.up) {
@@ -328,7 +349,8 @@ bool wait_for_signal(const sigset_t& signals, std::chrono::milliseconds d) {
 }
 
 /// The node's side of one membership: watches the gateway and sends it a heartbeat message
-/// every `every`; sets `lost` when the gateway goes.
+/// every `every`; sets `lost` when the gateway goes. Asked to leave, it tells the gateway
+/// (which knows the node by this actor) and answers once the gateway has.
 caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::string name,
                          std::chrono::milliseconds every,
                          std::shared_ptr<std::atomic<bool>> lost) {
@@ -344,7 +366,49 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
       self->send(gateway, node_beat_atom::value, name);
       self->delayed_send(self, every, tick_atom::value);
     },
+    [self, gateway, name](node_leave_atom) -> caf::result<caf::ok_atom> {
+      auto rp = self->make_response_promise<caf::ok_atom>();
+      self->request(gateway, std::chrono::seconds{1}, node_leave_atom::value, name)
+        .then([rp](caf::ok_atom) mutable { rp.deliver(caf::ok_atom::value); },
+              [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+      return rp;
+    },
   };
+}
+
+/// Stops a joined node's workers and tells the coordinator it left. Each worker's end goes to
+/// the coordinator through this node's connection broker, which watches the workers the
+/// coordinator holds; the leave goes the same way after them, so once it is answered the
+/// broker has no message left that holds a worker. (One left would keep a detached model
+/// worker's thread, and the actor system's end, waiting: CAF 0.17 stops the broker without
+/// emptying its mailbox.) A worker busy with a batch ends when the batch does: waited for
+/// up to 3 s.
+void leave_cluster(caf::actor_system& sys, const caf::actor& watch,
+                   const std::vector<spawned_source>& sources, const std::string& where) {
+  caf::scoped_actor self{sys};
+  for (const auto& s : sources) {
+    self->monitor(s.worker);
+    caf::anon_send_exit(s.worker, caf::exit_reason::user_shutdown);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds{3};
+  size_t down = 0;
+  bool waiting = true;
+  while (down < sources.size() && waiting) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      until - std::chrono::steady_clock::now());
+    self->receive([&](const caf::down_msg&) { ++down; },
+                  caf::after(std::max(left, std::chrono::milliseconds{0})) >>
+                    [&] { waiting = false; });
+  }
+  if (down < sources.size()) {
+    log::warn("stopping: ", sources.size() - down, " of ", sources.size(),
+              " workers still busy after 3 s");
+  }
+  self->request(watch, std::chrono::seconds{2}, node_leave_atom::value)
+    .receive([&](caf::ok_atom) { log::info("left ", where); },
+             [&](caf::error& e) {
+               log::warn("could not tell ", where, " that this node left: ", sys.render(e));
+             });
 }
 
 } // namespace
@@ -425,6 +489,7 @@ int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t po
       }
       set_joined(false);
       if (stop) {
+        leave_cluster(sys, watch, sources, where);
         caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
         return 0;
       }

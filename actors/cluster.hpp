@@ -169,6 +169,7 @@ inline constexpr std::chrono::milliseconds lost_models_away_for = std::chrono::m
 ///   (node_join_atom, node_hello, node actor)                -> ok, or an error (name taken)
 ///   (add_source_atom, node name, source_spec, worker actor) -> the source id
 ///   (node_beat_atom, node name)                             -> no answer; updates last seen
+///   (node_leave_atom, node name), from the node's actor     -> ok; the node shows as lost
 ///   (info_atom)                                             -> std::vector<node_info>
 /// and passes sources on to the scheduler under the name "NODE/SOURCE". It watches each
 /// node's actor: when that goes (the connection is lost) the node shows as lost; the
@@ -196,7 +197,8 @@ struct spawned_source {
 /// Runs a worker node until SIGINT/SIGTERM/SIGHUP: joins the coordinator at host:port,
 /// registers `sources`, and sends a heartbeat message every `settings.heartbeat`. When the
 /// coordinator cannot be reached or is lost (a restart) it joins again after a wait that
-/// doubles from 250 ms to 8 s. The workers stay up across rejoins. Returns the process exit
+/// doubles from 250 ms to 8 s. The workers stay up across rejoins; on a signal while joined
+/// they are stopped and the coordinator told the node left. Returns the process exit
 /// code, 0. `joined`, when given, is true while the node is joined (for its /health).
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                     const node_hello& hello, const std::vector<spawned_source>& sources,

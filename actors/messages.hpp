@@ -45,6 +45,8 @@ using http_done_atom = caf::atom_constant<caf::atom("httpdone")>;
 using node_join_atom = caf::atom_constant<caf::atom("nodejoin")>;
 /// worker node -> cluster gateway: still here (every heartbeat interval).
 using node_beat_atom = caf::atom_constant<caf::atom("nodebeat")>;
+/// worker node -> cluster gateway: stopping (a signal); its workers have stopped.
+using node_leave_atom = caf::atom_constant<caf::atom("nodeleave")>;
 /// cluster gateway -> itself: a node lost this long ago is gone; its models are forgotten.
 using node_gone_atom = caf::atom_constant<caf::atom("nodegone")>;
 

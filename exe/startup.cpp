@@ -339,7 +339,8 @@ stop_deadline::~stop_deadline() {
   std::thread([limit = limit_, rc = rc_] {
     std::this_thread::sleep_for(limit);
     log::warn("the actor system did not stop within ", limit.count(),
-              " s (a cluster connection stuck in its TLS handshake?); exiting");
+              " s (a cluster connection stuck in its TLS handshake, or a model "
+              "worker busy with a long batch?); exiting");
     std::_Exit(rc);
   }).detach();
 }

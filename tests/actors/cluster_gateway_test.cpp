@@ -263,6 +263,34 @@ TEST_F(ClusterGateway, ANodeWhoseActorGoesIsShownLostAndItsNameCanJoinAgain) {
   caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
 }
 
+TEST_F(ClusterGateway, ANodeThatLeavesIsShownLostAtOnceAndOnlyItsOwnActorCanSayItLeft) {
+  caf::scoped_actor node{*sys_};
+  ASSERT_EQ(join("node-a", caf::actor_cast<caf::actor>(node)), "");
+  // Another actor naming the node is answered but changes nothing: the node is known by its
+  // actor, and a stale process of the same name must not take a new one down.
+  caf::scoped_actor stranger{*sys_};
+  stranger->request(gateway_, 5s, node_leave_atom::value, "node-a")
+    .receive([](caf::ok_atom) {}, [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+  auto listed = nodes();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, "up");
+  node->request(gateway_, 5s, node_leave_atom::value, "node-a")
+    .receive([](caf::ok_atom) {}, [&](caf::error& e) { ADD_FAILURE() << sys_->render(e); });
+  listed = nodes();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].state, "lost");
+  EXPECT_EQ(listed[0].reason, "it stopped (a signal)");
+  auto text = registry_.render();
+  EXPECT_NE(text.find("arbiter_cluster_node_events_total{event=\"left\"} 1"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("arbiter_cluster_node_events_total{event=\"lost\"}"), std::string::npos)
+    << text;
+  // Its name is free again.
+  auto again = sys_->spawn(idle);
+  EXPECT_EQ(join("node-a", again), "");
+  caf::anon_send_exit(again, caf::exit_reason::user_shutdown);
+}
+
 TEST_F(ClusterGateway, RefusesANodeWhoseHeartbeatIsNotWithinTheCoordinatorsTimeout) {
   // The coordinator loses a node after 3 s of silence: one that beats every 8 s would be
   // lost and join again for ever.
