@@ -1,5 +1,6 @@
 #include "net/json_reading.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -52,16 +53,56 @@ bool json_body_reader::finish(codec_error& err, bool present, const std::string&
   return true;
 }
 
-bool well_formed_json(std::string_view text) {
+namespace {
+
+/// The path of the first key given twice in one object of `value`, below `path`.
+std::optional<std::string> repeated_key(simdjson::dom::element value, const std::string& path) {
+  if (auto array = value.get_array(); !array.error()) {
+    size_t i = 0;
+    for (auto element : array.value_unsafe()) {
+      if (auto found = repeated_key(element, path + "[" + std::to_string(i++) + "]")) {
+        return found;
+      }
+    }
+  } else if (auto object = value.get_object(); !object.error()) {
+    std::vector<std::string_view> keys;
+    for (auto field : object.value_unsafe()) {
+      std::string key = field.key.empty() ? std::string{"\"\""} : std::string{field.key};
+      auto name = path.empty() ? key : path + "." + key;
+      if (std::find(keys.begin(), keys.end(), field.key) != keys.end()) {
+        return name;
+      }
+      keys.push_back(field.key);
+      if (auto found = repeated_key(field.value, name)) {
+        return found;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace
+
+bool well_formed_json(std::string_view text, std::string* twice) {
   thread_local simdjson::dom::parser parser;
-  auto error = parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true).error();
+  auto parsed = parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true);
+  auto error = parsed.error();
   if (error == simdjson::NUMBER_ERROR || error == simdjson::NUMBER_OUT_OF_RANGE) {
     // simdjson's DOM holds no integer past 64 bits (a Python int id, a 128-bit hash), though
     // it is valid JSON: nlohmann's validator decides those (it reads them as doubles, and still
     // refuses a malformed number or one past the doubles, such as 1e400).
     return nlohmann::json::accept(text.begin(), text.end());
   }
-  return !error;
+  if (error) {
+    return false;
+  }
+  if (twice != nullptr) {
+    if (auto found = repeated_key(parsed.value_unsafe(), "")) {
+      *twice = std::move(*found);
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string field_path(const std::string& where, std::string_view key) {

@@ -45,8 +45,11 @@ bool decode_string_token_lossy(std::string_view token, std::string& out);
 /// Whether `text` is one well-formed JSON value. On-demand parsing checks only the brackets
 /// of a value it skips (`raw_json`), so a value kept as text (an item's `extra_info`) is
 /// checked whole before it is passed on. Integers past 64 bits are well-formed; numbers past
-/// the doubles (1e400) are not.
-bool well_formed_json(std::string_view text);
+/// the doubles (1e400) are not. With `twice`, a key given twice in one object (at any depth)
+/// makes it ill-formed too, and `*twice` is its path below the value (`a.b`, `a[2].b`): one
+/// reader of the value would take the first, another the last. (A value with an integer past
+/// 64 bits is not checked for repeated keys.)
+bool well_formed_json(std::string_view text, std::string* twice = nullptr);
 
 /// The path of field `key` of the object at `where` ("body" for the top level): `key`, or
 /// `WHERE.key`; an empty key is written `""`, so that a refusal always names a field.

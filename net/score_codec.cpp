@@ -102,8 +102,15 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
         err = {refusal::invalid, name, name + ": expected an object"};
         return false;
       }
-      if (!well_formed_json(raw)) {
-        err = {refusal::invalid, name, name + ": malformed JSON"};
+      std::string twice;
+      if (!well_formed_json(raw, &twice)) {
+        if (!twice.empty()) {
+          // As in the body: a rule reward reading the first and a Python one the last would
+          // score the item by different values.
+          err = {refusal::invalid, name + "." + twice, name + "." + twice + ": given twice"};
+        } else {
+          err = {refusal::invalid, name, name + ": malformed JSON"};
+        }
         return false;
       }
       item.extra_info.assign(raw);

@@ -201,6 +201,13 @@ TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
      "items[0].extra_info", 400},
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": tru}}]})",
      "items[0].extra_info", 400},
+    // A key given twice at any depth: a rule reward would read one, a Python function another.
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 1, "a": 2}}]})",
+     "items[0].extra_info.a", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": [{"x": 1}, {"y": 1, "y": 2}]}}]})",
+     "items[0].extra_info.a[1].y", 400},
+    {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"": 1, "": 2}}]})",
+     R"(items[0].extra_info."")", 400},
     // Numbers: malformed, or past the doubles (an integer past 64 bits is fine, below).
     {R"({"items": [{"reward":"lexical","solution_str":"a","ground_truth":"b","extra_info":{"a": 01}}]})",
      "items[0].extra_info", 400},
