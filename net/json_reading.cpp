@@ -317,8 +317,12 @@ bool read_reference(ondemand::value value, std::string& out, const std::string& 
 }
 
 
-bool read_references(ondemand::value value, std::vector<std::string>& out,
-                     const std::string& field, codec_error& err) {
+namespace {
+
+/// `read_references`; `target` when reading the inside of a {"target": ...}, which may not be
+/// such an object again (a request nesting them 20,000 deep overflowed the stack).
+bool read_references_in(ondemand::value value, std::vector<std::string>& out,
+                        const std::string& field, codec_error& err, bool target) {
   ondemand::json_type type;
   if (!read_type(value, type, field, err)) {
     return false;
@@ -326,6 +330,10 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
   if (type == ondemand::json_type::string || type == ondemand::json_type::number) {
     out.emplace_back();
     return read_reference(value, out.back(), field, err);
+  }
+  if (type == ondemand::json_type::object && target) {
+    err = {refusal::invalid, field, field + ": expected a string, a number or a list of them"};
+    return false;
   }
   if (type == ondemand::json_type::object) {
     // verl's search-R1 data: {"target": [...]}; the object's other keys are the dataset's.
@@ -338,7 +346,7 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     auto read = [&](std::string_view key, ondemand::value& inner) {
       if (key == "target") {
         has_target = true;
-        if (!read_references(inner, out, field + ".target", err)) {
+        if (!read_references_in(inner, out, field + ".target", err, true)) {
           return false;
         }
       }
@@ -364,6 +372,13 @@ bool read_references(ondemand::value value, std::vector<std::string>& out,
     out.emplace_back();
     return read_reference(v, out.back(), sub, err);
   });
+}
+
+} // namespace
+
+bool read_references(ondemand::value value, std::vector<std::string>& out,
+                     const std::string& field, codec_error& err) {
+  return read_references_in(value, out, field, err, false);
 }
 
 bool check_json_text(std::string_view body, std::string& fixed, codec_error& err) {

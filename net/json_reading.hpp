@@ -136,7 +136,7 @@ bool read_reference(ondemand::value value, std::string& out, const std::string& 
 
 /// Reads references into `out` (appended): one (`read_reference`), a list of them, each named
 /// `FIELD[i]` when refused, or verl's search-R1 object `{"target": ONE_OR_A_LIST, ...}` (its
-/// other keys ignored). Anything else is refused with `FIELD: expected a string, a number, a
+/// other keys ignored; a target that is such an object again is refused). Anything else is refused with `FIELD: expected a string, a number, a
 /// list of them or {"target": ...}`. An empty list is read (each reward decides what no
 /// reference means: search-R1 scores it, most fail the item).
 bool read_references(ondemand::value value, std::vector<std::string>& out,

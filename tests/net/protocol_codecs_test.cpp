@@ -170,6 +170,8 @@ TEST_F(TrainerCodec, OpenRlhfRefusalsNameTheField) {
                                         {R"({"query":["a"],"labels":["a","b"]})", "labels", 400},
                                         {R"({"query":["a"],"labels":[true]})", "labels[0]", 400},
                                         {R"({"query":["a"],"labels":[[true]]})", "labels[0][0]", 400},
+                                        {R"({"query":["a"],"labels":[{"target":{"target":"a"}}]})",
+                                         "labels[0].target", 400},
                                         {R"({"query":["a"],"labels":"a"})", "labels", 400},
                                         {R"({"query":["a"]} [])", "body", 400},
                                         {R"({"query":["a"],"query":["b"]})", "query", 400},
@@ -276,6 +278,9 @@ TEST_F(TrainerCodec, SlimeTakesStringOrMessagesAndAnyLabel) {
                                     err));
   EXPECT_EQ(err.field, "label");
   EXPECT_EQ(err.message, "label: expected a string, a number, a list of them or {\"target\": ...}");
+  EXPECT_FALSE(decode_slime_request(R"({"response":"r","label":{"target":{"target":"a"}}})",
+                                    reward("lexical"), item, err));
+  EXPECT_EQ(err.field, "label.target");
   EXPECT_FALSE(decode_slime_request(R"({"prompt":7,"response":"r"})", reward("lexical"), item,
                                     err));
   EXPECT_EQ(err.field, "prompt");

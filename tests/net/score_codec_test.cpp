@@ -355,6 +355,32 @@ TEST_F(ScoreCodec, TakesNumbersAsReferencesTheWayPythonsStrWritesThem) {
   EXPECT_EQ(out.items[3].ground_truth, std::vector<std::string>{"inf"});
 }
 
+TEST_F(ScoreCodec, ATargetInsideATargetIsRefusedHoweverDeep) {
+  // helper-54: {"target": {"target": ...}} 20,000 deep (220 KB) overflowed the stack and
+  // killed the server; verl's search-R1 target is a string or a list.
+  auto nested = [](size_t depth) {
+    std::string gt;
+    for (size_t i = 0; i < depth; ++i) {
+      gt += R"({"target": )";
+    }
+    return gt + "\"x\"" + std::string(depth, '}');
+  };
+  for (size_t depth : {2u, 20000u}) {
+    auto err = refusal(R"({"items": [{"reward":"exact_match","solution_str":"x","ground_truth":)"
+                       + nested(depth) + "}]}");
+    EXPECT_EQ(err.field, "items[0].ground_truth.target") << depth;
+    EXPECT_EQ(err.message,
+              "items[0].ground_truth.target: expected a string, a number or a list of them");
+  }
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(
+    R"({"items": [{"reward":"exact_match","solution_str":"x","ground_truth":{"target":["x","y"]}}]})",
+    ctx_, out, err))
+    << err.message;
+  EXPECT_EQ(out.items[0].ground_truth, (std::vector<std::string>{"x", "y"}));
+}
+
 TEST_F(ScoreCodec, AnEmptyKeyIsNamedToo) {
   // A refusal named the field "" (found by tests/fuzz/score_codec_fuzz).
   auto err = refusal(R"({"": 1, "items": []})");
