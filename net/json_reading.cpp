@@ -1,6 +1,5 @@
 #include "net/json_reading.hpp"
 
-#include <algorithm>
 #include <charconv>
 #include <optional>
 #include <string>
@@ -65,14 +64,12 @@ std::optional<std::string> repeated_key(simdjson::dom::element value, const std:
       }
     }
   } else if (auto object = value.get_object(); !object.error()) {
-    std::vector<std::string_view> keys;
+    std::unordered_set<std::string_view> keys;  // views into the parser's strings
     for (auto field : object.value_unsafe()) {
-      std::string key = field.key.empty() ? std::string{"\"\""} : std::string{field.key};
-      auto name = path.empty() ? key : path + "." + key;
-      if (std::find(keys.begin(), keys.end(), field.key) != keys.end()) {
+      auto name = field_path(path.empty() ? "body" : path, field.key);
+      if (!keys.insert(field.key).second) {
         return name;
       }
-      keys.push_back(field.key);
       if (auto found = repeated_key(field.value, name)) {
         return found;
       }
@@ -111,14 +108,11 @@ std::string field_path(const std::string& where, std::string_view key) {
 }
 
 bool field_names::add(std::string_view key, const std::string& where, codec_error& err) {
-  for (const auto& name : seen_) {
-    if (name == key) {
-      auto field = field_path(where, key);
-      err = {refusal::invalid, field, field + ": given twice"};
-      return false;
-    }
+  if (!seen_.emplace(key).second) {
+    auto field = field_path(where, key);
+    err = {refusal::invalid, field, field + ": given twice"};
+    return false;
   }
-  seen_.emplace_back(key);
   return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include <simdjson.h>
@@ -64,7 +65,9 @@ public:
   bool add(std::string_view key, const std::string& where, codec_error& err);
 
 private:
-  std::vector<std::string> seen_;
+  // Hashed: an item of 100,000 keys (1.3 MB) took 6 s of an I/O thread when they were compared
+  // each with each.
+  std::unordered_set<std::string> seen_;
 };
 
 /// The next field of an object being iterated: its (unescaped) key and value; false with
