@@ -6,6 +6,7 @@
 
 #include "backends/rewards/reward_kinds.hpp"
 #include "backends/rewards/reward_options.hpp"
+#include "net/json_body.hpp"
 #include "net/json_reading.hpp"
 #include "net/number_text.hpp"
 
@@ -101,6 +102,18 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
           || extra.raw_json().get(raw)) {
         err = {refusal::invalid, name, name + ": expected an object"};
         return false;
+      }
+      // A lone surrogate escape (Python's json.dumps writes one from broken dataset text) is
+      // read as U+FFFD, as in every other string: it failed the whole batch.
+      std::string fixed;
+      codec_error deep;
+      if (!check_json_text(raw, fixed, deep)) {
+        err = {refusal::invalid, name,
+               name + ": nested deeper than " + std::to_string(max_json_depth) + " levels"};
+        return false;
+      }
+      if (!fixed.empty()) {
+        raw = fixed;
       }
       std::string twice;
       if (!well_formed_json(raw, &twice)) {

@@ -355,6 +355,23 @@ TEST_F(ScoreCodec, TakesNumbersAsReferencesTheWayPythonsStrWritesThem) {
   EXPECT_EQ(out.items[3].ground_truth, std::vector<std::string>{"inf"});
 }
 
+TEST_F(ScoreCodec, ExtraInfoReadsALoneSurrogateAsTheReplacementCharacterAndBoundsItsDepth) {
+  // helper-54: a dataset row with a lone surrogate in a key no reward reads failed the batch.
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(
+    R"({"items": [{"reward":"exact_match","solution_str":"x","ground_truth":"x",
+                   "extra_info":{"answer":"x\ud800", "pair":"\ud83d\ude00"}}]})",
+    ctx_, out, err))
+    << err.message;
+  EXPECT_EQ(out.items[0].extra_info, R"({"answer":"x\ufffd", "pair":"\ud83d\ude00"})");
+  auto deep = refusal(R"({"items": [{"reward":"exact_match","solution_str":"x","ground_truth":"x",
+                                     "extra_info":{"a":)" + std::string(300, '[')
+                      + std::string(300, ']') + "}}]}");
+  EXPECT_EQ(deep.field, "items[0].extra_info");
+  EXPECT_EQ(deep.message, "items[0].extra_info: nested deeper than 256 levels");
+}
+
 TEST_F(ScoreCodec, ATargetInsideATargetIsRefusedHoweverDeep) {
   // helper-54: {"target": {"target": ...}} 20,000 deep (220 KB) overflowed the stack and
   // killed the server; verl's search-R1 target is a string or a list.
