@@ -50,14 +50,13 @@ std::string check_item(const json& entry, score_item& item, json& extra) {
 
 bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
                               info_gain_request_body& out, codec_error& err) {
-  std::string fixed;
-  if (!check_json_text(body, fixed, err)) {
-    return false;
-  }
-  const std::string_view text = fixed.empty() ? body : std::string_view{fixed};
-  auto doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    err = {refusal::invalid, "body", "body: expected a JSON object with an 'items' list"};
+  // As every route, a key given twice is refused by its path (`items[0].question`): nlohmann
+  // kept the last unseen.
+  json doc;
+  if (!parse_json_object(body, doc, err)) {
+    if (err.message == "body: not valid JSON" || err.message == "body: expected a JSON object") {
+      err.message = "body: expected a JSON object with an 'items' list";
+    }
     return false;
   }
   out.priority = ctx.default_priority;

@@ -246,6 +246,16 @@ def test_semantic_entropy_variants_answer_per_request(make_server, provider):
     status, _, body = s.request("POST", "/compute_info_gain",
                                 {"items": items, "options": {"variant": "se_magic"}})
     assert status == 400 and body["error"]["field"] == "options.variant", body
+    # A key given twice is refused by its path, as on every route (helper-54: the last was
+    # taken unseen).
+    status, _, body = s.request("POST", "/compute_info_gain",
+                                '{"items": [{"question": "q", "question": "r", "context": "c",'
+                                ' "answers": ["a"]}]}')
+    assert status == 400 and body["error"]["field"] == "items[0].question", body
+    assert body["error"]["message"] == "items[0].question: given twice"
+    status, _, body = s.request("POST", "/compute_info_gain", "[1]")
+    assert status == 400, body
+    assert body["error"]["message"] == "body: expected a JSON object with an 'items' list"
 
 
 def test_em_info_gain_adds_the_weighted_delta_when_the_rollout_searched(make_server, provider):
