@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -227,6 +228,16 @@ bool each_query_parameter(std::string_view target, F&& f) {
   return true;
 }
 
+/// False with `err` when `name` was given before in the URL: a server taking the first and a
+/// proxy or log reader the last would disagree on `?reward=lexical&reward=judge`.
+bool once(std::unordered_set<std::string>& seen, const std::string& name, codec_error& err) {
+  if (!seen.insert(name).second) {
+    err = {refusal::invalid, name, name + ": given twice in the URL"};
+    return false;
+  }
+  return true;
+}
+
 } // namespace
 
 std::optional<std::string> query_parameter(std::string_view target, std::string_view name) {
@@ -242,9 +253,10 @@ std::optional<std::string> query_parameter(std::string_view target, std::string_
 }
 
 bool refuse_query(std::string_view target, codec_error& err) {
+  std::unordered_set<std::string> seen;
   return each_query_parameter(target, [&](const std::string& name, const std::string&) {
     if (name == "api_key") {
-      return true;
+      return once(seen, name, err);
     }
     err = {refusal::invalid, name,
            "unknown query parameter '" + name
@@ -256,7 +268,11 @@ bool refuse_query(std::string_view target, codec_error& err) {
 
 bool read_trainer_query(std::string_view target, const codec_context& ctx, size_t& priority,
                         std::chrono::milliseconds& deadline, codec_error& err) {
+  std::unordered_set<std::string> seen;
   return each_query_parameter(target, [&](const std::string& name, const std::string& value) {
+    if (!once(seen, name, err)) {
+      return false;
+    }
     if (name == "reward" || name == "api_key") {
       return true;
     }

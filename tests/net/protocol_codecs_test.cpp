@@ -113,6 +113,26 @@ TEST(QueryParameter, FindsAndDecodesOneParameter) {
   EXPECT_EQ(query_parameter("/x?reward=%zz", "reward"), "%zz");
 }
 
+TEST_F(TrainerCodec, AQueryParameterGivenTwiceIsRefusedNamingIt) {
+  // helper-54: `?reward=lexical&reward=judge` was scored by the first, unseen.
+  size_t priority = 0;
+  std::chrono::milliseconds deadline{1000};
+  codec_error err;
+  EXPECT_TRUE(read_trainer_query("/get_reward?reward=lexical&deadline_ms=500", ctx_, priority,
+                                 deadline, err))
+    << err.message;
+  EXPECT_EQ(deadline, std::chrono::milliseconds{500});
+  for (const char* target : {"/get_reward?reward=lexical&reward=judge",
+                             "/remote_rm?deadline_ms=500&reward=x&deadline_ms=900",
+                             "/get_reward?api_key=a&api_key=b"}) {
+    EXPECT_FALSE(read_trainer_query(target, ctx_, priority, deadline, err)) << target;
+    EXPECT_EQ(err.message, err.field + ": given twice in the URL") << target;
+  }
+  EXPECT_TRUE(refuse_query("/v1/score?api_key=a", err));
+  EXPECT_FALSE(refuse_query("/v1/score?api_key=a&api_key=b", err));
+  EXPECT_EQ(err.message, "api_key: given twice in the URL");
+}
+
 TEST_F(TrainerCodec, OpenRlhfItemsCarryResponseLabelAndPrompt) {
   std::vector<score_item> items;
   codec_error err;
