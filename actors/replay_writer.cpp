@@ -40,9 +40,8 @@ struct file_closer {
 };
 using file_ptr = std::unique_ptr<std::FILE, file_closer>;
 
-/// Now, UTC, ISO 8601 with milliseconds.
-std::string utc_now() {
-  auto now = std::chrono::system_clock::now();
+/// `now`, UTC, ISO 8601 with milliseconds.
+std::string utc_time(std::chrono::system_clock::time_point now) {
   auto secs = std::chrono::system_clock::to_time_t(now);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()) % 1000;
   std::tm tm{};
@@ -51,6 +50,10 @@ std::string utc_now() {
   auto n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms.count()));
   return buf;
+}
+
+std::string utc_now() {
+  return utc_time(std::chrono::system_clock::now());
 }
 
 /// Cuts what follows the last newline of the open log (`size` bytes): a record a crash or a
@@ -197,7 +200,10 @@ void append(writer_state& st, const replay_entry& entry) {
     return;
   }
   for (size_t i = 0; i < entry.items.size() && i < entry.results.size(); ++i) {
-    lines += backends::replay::encode(*entry.items[i], entry.results[i], entry.internal, time);
+    const bool ended = i < entry.ended.size()
+                       && entry.ended[i] != std::chrono::system_clock::time_point{};
+    lines += backends::replay::encode(*entry.items[i], entry.results[i], entry.internal,
+                                      ended ? utc_time(entry.ended[i]) : time);
     lines += '\n';
     ++records;
   }
@@ -274,7 +280,8 @@ replay_recorder::replay_recorder(caf::actor writer, uint64_t max_backlog,
 }
 
 void replay_recorder::record(bool internal, const std::vector<shared_item>& items,
-                             const std::vector<item_result>& results) {
+                             const std::vector<item_result>& results,
+                             const std::vector<std::chrono::system_clock::time_point>& ended) {
   auto n = items.size();
   // Dropped only while the writer is behind: a request larger than the limit still goes to
   // an idle writer.
@@ -285,7 +292,7 @@ void replay_recorder::record(bool internal, const std::vector<shared_item>& item
     return;
   }
   counts_->backlog.fetch_add(n, std::memory_order_relaxed);
-  caf::anon_send(writer_, replay_atom::value, replay_entry{internal, items, results});
+  caf::anon_send(writer_, replay_atom::value, replay_entry{internal, items, results, ended});
 }
 
 bool replay_recorder::flush(std::chrono::milliseconds timeout) {

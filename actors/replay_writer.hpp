@@ -38,6 +38,8 @@ struct replay_entry {
   bool internal = false;
   std::vector<shared_item> items;
   std::vector<item_result> results;
+  /// When each item got its answer, its record's `time` (empty: when it is written).
+  std::vector<std::chrono::system_clock::time_point> ended;
 };
 
 /// What the recorder and the writer share: the records handed on and not yet written, and
@@ -55,9 +57,11 @@ public:
   replay_recorder(caf::actor writer, uint64_t max_backlog,
                   std::shared_ptr<replay_counts> counts, replay_metrics& metrics);
 
-  /// Hands one finished request on (copies its results; the items are shared).
+  /// Hands one finished request on (copies its results; the items are shared). `ended`:
+  /// when each item got its answer (empty: the records take the time they are written).
   void record(bool internal, const std::vector<shared_item>& items,
-              const std::vector<item_result>& results);
+              const std::vector<item_result>& results,
+              const std::vector<std::chrono::system_clock::time_point>& ended = {});
 
   /// Waits (up to `timeout`) until everything handed on so far is written; false on timeout.
   /// For shutdown, after the scheduler has drained.

@@ -60,7 +60,7 @@ void deliver_finished(scheduler_actor* self) {
   auto& st = self->state;
   for (auto& done : st.core->take_finished()) {
     if (st.recorder) {
-      st.recorder->record(done.internal, done.items, done.results);
+      st.recorder->record(done.internal, done.items, done.results, done.ended);
     }
     auto node = st.replies.extract(done.id);
     if (node.empty()) {

@@ -210,7 +210,8 @@ int replay_logs(const replay_options& options) {
   // An item answered from the cache carries no evidence of its own: the record of the item
   // that computed it does, the latest one before it (an entry that expired was computed again,
   // maybe from another source's vectors). Those wait until a second pass has found it.
-  // Records are ordered by time, then by the order of the files given, then by line.
+  // Records are ordered by time (each item's is when it got its answer), then by the order of
+  // the files given, then by line.
   using place = std::tuple<std::string, size_t, uint64_t>;
   auto place_of = [&](const std::string& file, uint64_t line_no, const replay::record& r) {
     auto index = std::find(options.files.begin(), options.files.end(), file)
@@ -274,7 +275,9 @@ int replay_logs(const replay_options& options) {
       const std::string* evidence = nullptr;
       const place* latest = nullptr;
       for (const auto& [at, text] : wanted[d.key]) {
-        if (at < d.at && (latest == nullptr || *latest < at)) {
+        // Up to the same millisecond, wherever its line is: a request holding the item that
+        // computed it may have ended (and been written) after the cached twin's.
+        if (std::get<0>(at) <= std::get<0>(d.at) && (latest == nullptr || *latest < at)) {
           latest = &at;
           evidence = &text;
         }

@@ -381,6 +381,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   req.states.assign(n, item_state::queued);
   req.tasks.assign(n, 0);
   req.enqueued.assign(n, now);
+  if (recording_) {
+    req.ended.assign(n, {});
+  }
   req.order_at.assign(n, std::nullopt);
   req.keys.assign(n, std::string{});
   req.last_failure.assign(n, std::string{});

@@ -68,6 +68,8 @@ struct finished_request {
   /// The groups its items belong to, in order of first appearance, as they stood when it
   /// finished (members in other requests included); empty for internal requests.
   std::vector<group_summary> groups;
+  /// With the replay log on (`set_recording`): when each item got its answer; else empty.
+  std::vector<std::chrono::system_clock::time_point> ended;
 };
 
 /// What /info shows of the scheduler.
@@ -237,6 +239,8 @@ private:
     std::vector<item_state> states;
     std::vector<task_id> tasks;
     std::vector<time_point> enqueued;
+    /// With the replay log on: when each item got its answer (wall clock), its record's time.
+    std::vector<std::chrono::system_clock::time_point> ended;
     /// The time each item is ordered by in its queue when it is not its own: its group's.
     std::vector<std::optional<time_point>> order_at;
     /// Cache / coalescing key per item (empty: neither applies).

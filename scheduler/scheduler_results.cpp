@@ -106,6 +106,11 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
       metrics_.group_completion.Observe(std::chrono::duration<double>(*took).count());
     }
   }
+  if (!req.ended.empty()) {
+    // Its replay record's time: a cached twin answered after this item ended and before its
+    // request did must find this record before it (helper-52).
+    req.ended[index] = std::chrono::system_clock::now();
+  }
   auto was = req.states[index];
   req.results[index] = std::move(result);
   req.states[index] = item_state::done;
@@ -278,7 +283,8 @@ void scheduler_core::finish(request_id id) {
     }
   }
   finished_.push_back({id, found->second.internal, std::move(found->second.items),
-                       std::move(found->second.results), std::move(groups)});
+                       std::move(found->second.results), std::move(groups),
+                       std::move(found->second.ended)});
   const bool internal = found->second.internal;
   requests_.erase(found);
   if (!internal) {

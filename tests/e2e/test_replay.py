@@ -351,3 +351,51 @@ def test_a_cached_item_replays_from_the_latest_record_that_computed_it(make_serv
     code, summary, err = replay(str(log))
     assert code == 0, (summary, err)
     assert summary["items"] == 4 and summary["identical"] == 4, summary
+
+
+def test_a_cached_twin_answered_before_its_computing_request_ended_replays(make_server,
+                                                                           provider, tmp_path):
+    """Request A holds an embedding item and a judge item on a slow provider; B sends the same
+    embedding item while A still waits and gets it from the cache. A is written after B, but
+    the embedding item's record carries the time it got its answer, so replay finds it for
+    B's cached twin (helper-52: 'the record of the item that computed it is not in these
+    files', though it was)."""
+    import threading
+    fast = provider()
+    slow = provider("--latency-median-ms", "2500", "--latency-p99-ms", "2600")
+    log = tmp_path / "r.jsonl"
+    s = make_server("[routing]\nhedge = false\n\n"
+                    + source_toml("emb", fast.url, "openai", ["embed"])
+                    + source_toml("llm", slow.url, "openai", ["chat"])
+                    + f'[replay]\npath = "{log}"\n')
+    twin = {"reward": "embedding", "solution_str": "the blue whale swims",
+            "ground_truth": ["a blue whale"]}
+    judged = {"reward": "judge", "solution_str": "x", "ground_truth": "y",
+              "extra_info": {"problem": "p"}}
+    replies = {}
+
+    def first():
+        replies["A"] = s.score({"step": "A", "items": [twin, judged], "deadline_ms": 20000})
+
+    t = threading.Thread(target=first)
+    t.start()
+    deadline = time.time() + 10
+    while time.time() < deadline:  # until the embedding item is in the cache
+        status, _, body = s.score({"step": "B", "items": [twin]})
+        assert status == 200, body
+        if body["results"][0].get("cached"):
+            break
+        time.sleep(0.1)
+    assert body["results"][0].get("cached"), body
+    assert t.is_alive(), "A ended before B's twin was cached: the judge was not slow enough"
+    t.join(30)
+    assert replies["A"][0] == 200, replies["A"]
+    assert s.stop() == 0
+    lines = [r for r in records(log) if r["type"] == "item"]
+    a_twin = next(r for r in lines if r["step"] == "A" and r["kind"] == "embedding")
+    a_judge = next(r for r in lines if r["step"] == "A" and r["kind"] == "judge")
+    b_cached = next(r for r in lines if r["step"] == "B" and r["result"].get("cached"))
+    assert a_twin["time"] <= b_cached["time"] < a_judge["time"], (a_twin, b_cached, a_judge)
+    code, summary, err = replay(str(log))
+    assert code == 0, (summary, err)
+    assert summary["not_replayable"] == 0 and summary["identical"] == summary["items"], summary
