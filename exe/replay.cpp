@@ -98,6 +98,47 @@ bool files_given_twice(const std::vector<std::string>& files) {
   return false;
 }
 
+/// Files replay cannot read as they are: a pipe (`cat LOG | arbiter replay /dev/stdin`: a
+/// second pass, for the cached items' evidence, found it empty and called them unreplayable),
+/// or a compressed log (logrotate's `compress`: every line was a JSON error).
+bool files_unfit(const std::vector<std::string>& files) {
+  for (const auto& file : files) {
+    std::error_code error;
+    auto status = std::filesystem::status(file, error);
+    if (error) {
+      continue; // reported when it is opened
+    }
+    if (!std::filesystem::is_regular_file(status)) {
+      std::cerr << "arbiter replay: '" << file
+                << "' is not a regular file (a pipe, a folder?): replay reads each file twice; "
+                   "write it to a file first (zcat LOG.gz > LOG)\n";
+      return true;
+    }
+    std::ifstream in{file, std::ios::binary};
+    unsigned char head[6] = {};
+    in.read(reinterpret_cast<char*>(head), sizeof head);
+    const auto n = in.gcount();
+    const char* packed = nullptr;
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
+      packed = "gzip (gunzip -k";
+    } else if (n >= 4 && head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f
+               && head[3] == 0xfd) {
+      packed = "zstd (zstd -d";
+    } else if (n >= 6 && head[0] == 0xfd && head[1] == '7' && head[2] == 'z' && head[3] == 'X'
+               && head[4] == 'Z' && head[5] == 0) {
+      packed = "xz (unxz -k";
+    } else if (n >= 3 && head[0] == 'B' && head[1] == 'Z' && head[2] == 'h') {
+      packed = "bzip2 (bunzip2 -k";
+    }
+    if (packed != nullptr) {
+      std::cerr << "arbiter replay: '" << file << "' is compressed with " << packed << " '"
+                << file << "' first)\n";
+      return true;
+    }
+  }
+  return false;
+}
+
 /// Unreadable lines reported on stderr per file, before the rest are only counted: a file
 /// that is not a log (a binary file, a log compressed by logrotate) would print every line.
 constexpr uint64_t unreadable_lines_shown = 10;
@@ -105,7 +146,7 @@ constexpr uint64_t unreadable_lines_shown = 10;
 } // namespace
 
 int replay_logs(const replay_options& options) {
-  if (files_given_twice(options.files)) {
+  if (files_unfit(options.files) || files_given_twice(options.files)) {
     return 2;
   }
   config::arbiter_config cfg;

@@ -232,6 +232,17 @@ def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
     empty.write_text("")
     code, summary, err = replay(str(empty))
     assert code == 1 and "no item or call records in these files" in err, (summary, err)
+    # A log logrotate compressed, or one given through a pipe, is refused saying what to do
+    # (helper-52: 137 JSON errors; a pipe's second pass found nothing, items unreplayable).
+    import gzip
+    packed = tmp_path / "r.jsonl.1.gz"
+    packed.write_bytes(gzip.compress(files[1].read_bytes()))
+    code, summary, err = replay(str(packed))
+    assert code == 2 and f"'{packed}' is compressed with gzip (gunzip -k '{packed}'" in err, err
+    piped = subprocess.run(f"cat {files[0]} | {ARBITER_BIN} replay /dev/stdin", shell=True,
+                           capture_output=True, text=True, timeout=60)
+    assert piped.returncode == 2, piped
+    assert "is not a regular file (a pipe, a folder?)" in piped.stderr, piped.stderr
 
 
 def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
