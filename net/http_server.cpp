@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <iterator>
 #include <optional>
 
 #include <sys/socket.h>
@@ -259,6 +260,18 @@ private:
                          "malformed HTTP request: Transfer-Encoding '" + std::string{codings}
                            + "' does not end in chunked (once), so the body's length is "
                              "unknown");
+    }
+    if (const auto& head = parser_->get(); head.version() >= 11) {
+      // RFC 9112 §3.2: an HTTP/1.1 request without exactly one Host line is a 400. A proxy
+      // and this server could route it differently (one Host each).
+      const auto [first, last] = head.equal_range(http::field::host);
+      if (std::distance(first, last) != 1) {
+        impl_.routes.count_protocol_error("malformed_http", 400);
+        return write_error(400, "invalid_request",
+                           first == last ? "malformed HTTP request: an HTTP/1.1 request "
+                                           "needs a Host header"
+                                         : "malformed HTTP request: Host given twice");
+      }
     }
     // Small requests arrive whole with their headers: parse the buffered body at once
     // rather than through another asynchronous read.

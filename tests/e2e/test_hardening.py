@@ -133,6 +133,38 @@ def test_a_body_whose_length_is_unknown_is_refused_and_not_read_as_a_request(mak
                          if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
 
 
+def raw_exchange(s, request):
+    """Sends `request` on a new connection; returns all it got before the server closed."""
+    sock = socket.create_connection((s.host, s.port), timeout=5)
+    sock.sendall(request)
+    answer = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        answer += chunk
+    sock.close()
+    return answer
+
+
+def test_an_http11_request_needs_exactly_one_host(make_server):
+    # RFC 9112 §3.2 (helper-48, left at stop 54): a proxy and this server could each route
+    # a request without Host, or with two, by a different one.
+    s = make_server()
+    answer = raw_exchange(s, b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400") and b"needs a Host header" in answer, answer
+    answer = raw_exchange(s, b"GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 400") and b"Host given twice" in answer, answer
+    assert answer.count(b"HTTP/1.1") == 1, answer  # and the connection closed
+    answer = raw_exchange(s, b"GET /health HTTP/1.0\r\n\r\n")  # 1.0 has no Host rule
+    assert answer.startswith(b"HTTP/1.0 200"), answer
+    answer = raw_exchange(s, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
 def test_every_connection_busy_answers_the_newcomer_503(make_server, provider):
     slow = provider("--latency-median-ms", "2500", "--latency-p99-ms", "2600")
     s = make_server("[server]\nmax_connections = 2\n",
