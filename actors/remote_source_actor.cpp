@@ -272,13 +272,14 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
 } // namespace
 
 uint32_t default_max_batch_items(const std::vector<std::string>& capabilities) {
-  // A chat or completions call carries one prompt; TEI takes 32 inputs a call by default
-  // (--max-client-batch-size); the IG service's items are heavy (2 × N generations each).
-  if (serves(capabilities, capability::chat) || serves(capabilities, capability::generate)) {
-    return 1;
-  }
+  // TEI takes 32 inputs a call by default (--max-client-batch-size); a chat or completions
+  // call carries one prompt whatever this says (`source_spec::single_item`); the IG
+  // service's items are heavy (2 × N generations each).
   if (serves(capabilities, capability::nli) || serves(capabilities, capability::embed)) {
     return 32;
+  }
+  if (serves(capabilities, capability::chat) || serves(capabilities, capability::generate)) {
+    return 1;
   }
   if (serves(capabilities, capability::ig)) {
     return 8;
@@ -337,6 +338,12 @@ scheduler::source_spec remote_source_spec(const config::source_config& cfg,
   bool chat = serves(spec.capabilities, capability::chat);
   spec.max_batch_items =
     cfg.max_batch_items > 0 ? cfg.max_batch_items : default_max_batch_items(spec.capabilities);
+  // One prompt a call (`prepare_call` refuses more), beside embed calls of many items.
+  for (auto one : {capability::chat, capability::generate}) {
+    if (serves(spec.capabilities, one)) {
+      spec.single_item.push_back(routing_key(one));
+    }
+  }
   if (serves(spec.capabilities, capability::embed)) {
     // TEI's --max-client-batch-size (32) counts input texts, and an embedding item sends its
     // candidate and each reference: the cap is on texts.

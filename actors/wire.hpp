@@ -311,7 +311,7 @@ typename Inspector::result_type inspect(Inspector& f, source_spec& x) {
   wire::optional_ref<rate_limit_config> rate_limit{x.rate_limit};
   wire::optional_ref<circuit_breaker_config> breaker{x.breaker};
   return f(caf::meta::type_name("source_spec"), x.name, x.capabilities, x.max_batch_items,
-           x.max_batch_inputs, batch_wait, x.wait_when_idle, x.max_inflight, x.adaptive,
+           x.single_item, x.max_batch_inputs, batch_wait, x.wait_when_idle, x.max_inflight, x.adaptive,
            x.concurrency, rate_limit, breaker, x.completion_tokens, x.remote,
            x.local_model, x.max_input_tokens, x.input_cost_per_million,
            x.output_cost_per_million, x.feeds);

@@ -386,7 +386,7 @@ bool scheduler_core::dispatch_step(const std::string& capability, size_t cls,
   if (hold_for_faster(capability, source)) {
     return false;
   }
-  auto limit = sources_.max_batch_items(source);
+  auto limit = sources_.max_batch_items(source, capability);
   if (auto wait = sources_.batch_wait(source);
       wait.count() > 0 && (sources_.busy(source) || sources_.waits_when_idle(source))
       && queues_.waiting(cls, capability) < limit) {

@@ -218,14 +218,16 @@ struct source_registry::state {
     return call_seconds + unit_seconds * work_each * items;
   }
 
-  /// Items a call carries: as many as calls have lately carried, one while none has gone.
-  double per_call() const {
-    return std::min(static_cast<double>(spec.max_batch_items),
+  /// Items a call of `capability` carries: as many as calls have lately carried, one while
+  /// none has gone.
+  double per_call(const std::string& capability) const {
+    return std::min(static_cast<double>(spec.batch_items(capability)),
                     has_items_per_call ? items_per_call : 1.0);
   }
 
-  /// Items per second this source can take now; nullopt while nothing bounds it.
-  std::optional<double> rate(time_point now) const {
+  /// Items of `capability` per second this source can take now; nullopt while nothing bounds
+  /// it.
+  std::optional<double> rate(time_point now, const std::string& capability) const {
     if (ejected(now)) {
       return 0.0;
     }
@@ -240,7 +242,7 @@ struct source_registry::state {
     }
     if (limiter) {
       if (auto rpm = limiter->requests_per_minute(); rpm > 0.0) {
-        bound(rpm / 60.0 * spec.max_batch_items);
+        bound(rpm / 60.0 * spec.batch_items(capability));
       }
       if (auto tpm = limiter->tokens_per_minute(); tpm > 0.0 && has_tokens_per_item
                                                   && tokens_per_item > 0.0) {
@@ -623,7 +625,7 @@ std::optional<double> source_registry::capacity(const std::string& capability) {
     if (!sp->serves(capability)) {
       continue;
     }
-    if (auto r = sp->rate(now)) {
+    if (auto r = sp->rate(now, capability)) {
       total = total.value_or(0.0) + *r;
     }
   }
@@ -685,17 +687,17 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
     if (!s.serves(capability)) {
       continue;
     }
-    auto rate = s.rate(now);
+    auto rate = s.rate(now, capability);
     if (!rate || *rate <= 0.0) {
       continue; // Nothing bounds it yet (as `capacity`), or ejected.
     }
     total_rate += *rate;
     pace p;
-    const auto batch = static_cast<double>(s.spec.max_batch_items);
+    const auto batch = static_cast<double>(s.spec.batch_items(capability));
     // What one call sent now carries: items arriving at once go one a call (a herd of
     // single-item requests took a 120-call bucket for 3,840 embedding items), so as many as
     // calls have lately carried, one while none has gone.
-    const auto per_call = s.per_call();
+    const auto per_call = s.per_call(capability);
     if (s.has_item_seconds && s.item_seconds > 0.0) {
       auto free = static_cast<double>(s.limit())
                   - (idle ? 0.0 : static_cast<double>(s.info.inflight));
@@ -808,7 +810,9 @@ nanoseconds source_registry::latency(const std::string& capability, double items
     }
     std::optional<double> ns;
     if (auto work = sp->work_each(items, own); work > 0.0) {
-      ns = sp->call_time(std::clamp(items, 1.0, std::max(sp->per_call(), 1.0)), work) * 1e9;
+      ns = sp->call_time(std::clamp(items, 1.0, std::max(sp->per_call(capability), 1.0)),
+                         work)
+           * 1e9;
     } else if (sp->has_latency) {
       ns = sp->latency_ns;
     }
@@ -862,7 +866,7 @@ double source_registry::answers_by(const std::string& capability, time_point by,
         || s.latency_ns >= slow->latency_ns) {
       continue;
     }
-    auto rate = s.rate(now);
+    auto rate = s.rate(now, capability);
     if (!rate || *rate <= 0.0) {
       continue; // Ejected, or nothing known of its pace.
     }
@@ -913,9 +917,9 @@ size_t source_registry::count(const std::string& capability) const {
   }));
 }
 
-uint32_t source_registry::max_batch_items(source_id id) const {
+uint32_t source_registry::max_batch_items(source_id id, const std::string& capability) const {
   auto* s = find(id);
-  return s == nullptr ? 1 : s->spec.max_batch_items;
+  return s == nullptr ? 1 : s->spec.batch_items(capability);
 }
 
 uint32_t source_registry::max_batch_inputs(source_id id) const {
@@ -1042,7 +1046,10 @@ source_info source_registry::describe(source_id id) {
       sp->prompt_ratios[static_cast<size_t>(prompt_estimate::call)].ratio;
     info.embedding_token_ratio =
       sp->prompt_ratios[static_cast<size_t>(prompt_estimate::embedding_reward)].ratio;
-    info.items_per_second = sp->rate(now).value_or(0.0);
+    // Of its first capability (a source serving chat and embed takes more embed items).
+    info.items_per_second =
+      sp->rate(now, sp->spec.capabilities.empty() ? std::string{} : sp->spec.capabilities.front())
+        .value_or(0.0);
     info.slow_start = sp->concurrency && sp->concurrency->in_slow_start();
     return info;
   }

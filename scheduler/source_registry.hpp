@@ -28,6 +28,22 @@ struct source_spec {
   std::vector<std::string> capabilities;
   /// Items per batch (a chat endpoint takes one prompt per call: 1).
   uint32_t max_batch_items = 32;
+  /// Capabilities whose items go one a batch whatever `max_batch_items` says, narrowed routing
+  /// keys ("chat@model:ID") included: a remote endpoint's chat and generate calls carry one prompt,
+  /// while its embed calls carry `max_batch_items` (a source serving both sent one embedding
+  /// item a call, 38 times slower).
+  std::vector<std::string> single_item;
+
+  /// Items a batch of `capability` may carry (empty: `max_batch_items`).
+  uint32_t batch_items(const std::string& capability) const {
+    for (const auto& one : single_item) {
+      if (capability.compare(0, one.size(), one) == 0
+          && (capability.size() == one.size() || capability[one.size()] == '@')) {
+        return 1;
+      }
+    }
+    return max_batch_items;
+  }
   /// Most input texts one call carries (0: no cap): an embedding item sends its candidate and
   /// each reference, and TEI refuses a call over its --max-client-batch-size (32) inputs.
   uint32_t max_batch_inputs = 0;
@@ -361,7 +377,7 @@ public:
   size_t count(const std::string& capability) const;
 
   /// Items per batch for `id` (1 when unknown).
-  uint32_t max_batch_items(source_id id) const;
+  uint32_t max_batch_items(source_id id, const std::string& capability) const;
 
   /// Input texts per call for `id` (0: no cap).
   uint32_t max_batch_inputs(source_id id) const;

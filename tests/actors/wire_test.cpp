@@ -221,6 +221,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   spec.capabilities = {"chat", "chat:judge-8b"};
   spec.max_batch_items = 1;
   spec.max_batch_inputs = 31; // a TEI endpoint's cap on the node
+  spec.single_item = {"chat"};
   spec.batch_wait = std::chrono::milliseconds{5};
   spec.wait_when_idle = true;
   spec.max_inflight = 64;
@@ -245,6 +246,7 @@ TEST_F(Wire, ASourceSpecArrivesWhole) {
   EXPECT_EQ(got.capabilities, spec.capabilities);
   EXPECT_EQ(got.max_batch_items, 1u);
   EXPECT_EQ(got.max_batch_inputs, 31u) << "else the node's TEI gets calls over its cap";
+  EXPECT_EQ(got.single_item, spec.single_item) << "else its chat items go 32 a call";
   EXPECT_EQ(got.batch_wait, std::chrono::milliseconds{5});
   EXPECT_TRUE(got.wait_when_idle);
   EXPECT_EQ(got.max_inflight, 64u);
