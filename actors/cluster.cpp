@@ -379,12 +379,13 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
 /// Stops a joined node's workers and tells the coordinator it left. Each worker's end goes to
 /// the coordinator through this node's connection broker, which watches the workers the
 /// coordinator holds; the leave goes the same way after them, so once it is answered the
-/// broker has no message left that holds a worker. (One left would keep a detached model
-/// worker's thread, and the actor system's end, waiting: CAF 0.17 stops the broker without
-/// emptying its mailbox.) A worker busy with a batch ends when the batch does: waited for
-/// up to 3 s.
-void leave_cluster(caf::actor_system& sys, const caf::actor& watch,
-                   const std::vector<spawned_source>& sources, const std::string& where) {
+/// coordinator has seen them go. (A worker's end left in the broker's mailbox, which CAF 0.17
+/// stops without emptying, kept a detached model worker's thread, and so the actor system's
+/// end, waiting past the stop deadline; exe/worker.cpp now exits without that end once the
+/// node has left.) A worker busy with a batch ends when the batch does: waited for up to 3 s.
+/// Returns how many workers are still busy.
+size_t leave_cluster(caf::actor_system& sys, const caf::actor& watch,
+                     const std::vector<spawned_source>& sources, const std::string& where) {
   caf::scoped_actor self{sys};
   for (const auto& s : sources) {
     self->monitor(s.worker);
@@ -409,6 +410,7 @@ void leave_cluster(caf::actor_system& sys, const caf::actor& watch,
              [&](caf::error& e) {
                log::warn("could not tell ", where, " that this node left: ", sys.render(e));
              });
+  return sources.size() - down;
 }
 
 } // namespace
@@ -423,7 +425,8 @@ caf::actor spawn_cluster_gateway(caf::actor_system& sys, caf::actor scheduler,
 
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                     const node_hello& hello, const std::vector<spawned_source>& sources,
-                    const cluster_settings& settings, std::atomic<bool>* joined_flag) {
+                    const cluster_settings& settings, std::atomic<bool>* joined_flag,
+                    node_leaving* left) {
   auto set_joined = [joined_flag](bool value) {
     if (joined_flag != nullptr) {
       *joined_flag = value;
@@ -489,7 +492,10 @@ int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t po
       }
       set_joined(false);
       if (stop) {
-        leave_cluster(sys, watch, sources, where);
+        const auto still_busy = leave_cluster(sys, watch, sources, where);
+        if (left != nullptr) {
+          *left = {true, still_busy};
+        }
         caf::anon_send_exit(watch, caf::exit_reason::user_shutdown);
         return 0;
       }

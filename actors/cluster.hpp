@@ -198,11 +198,17 @@ struct spawned_source {
 /// registers `sources`, and sends a heartbeat message every `settings.heartbeat`. When the
 /// coordinator cannot be reached or is lost (a restart) it joins again after a wait that
 /// doubles from 250 ms to 8 s. The workers stay up across rejoins; on a signal while joined
-/// they are stopped and the coordinator told the node left. Returns the process exit
-/// code, 0. `joined`, when given, is true while the node is joined (for its /health).
+/// they are stopped and the coordinator told the node left (`left`, when given, says so, and
+/// how many workers were still busy with a batch after 3 s). Returns the process exit code,
+/// 0. `joined`, when given, is true while the node is joined (for its /health).
+struct node_leaving {
+  bool left = false;
+  size_t busy = 0;
+};
 int run_worker_node(caf::actor_system& sys, const std::string& host, uint16_t port,
                     const node_hello& hello, const std::vector<spawned_source>& sources,
-                    const cluster_settings& settings, std::atomic<bool>* joined = nullptr);
+                    const cluster_settings& settings, std::atomic<bool>* joined = nullptr,
+                    node_leaving* left = nullptr);
 
 } // namespace arbiter::actors
 

@@ -199,6 +199,28 @@ def test_a_node_with_models_stops_at_once_on_sigterm(cluster):
         assert listed["state"] == "lost" and listed["reason"] == "it stopped (a signal)"
     _, _, metrics = server.request("GET", "/metrics")
     assert 'arbiter_cluster_node_events_total{event="left"} 8' in metrics
+    # Busy with a batch of long embeddings when stopped: waited for 3 s at most, not held
+    # past the 5 s stop deadline after that (helper-55: 6.7 to 7.5 s); every item answered.
+    proc = node("node-m", config=models)
+    items = [{"reward": "embedding", "solution_str": f"blue whale {i} " * 40,
+              "ground_truth": [f"whale {i} " * 40]} for i in range(600)]
+    replies = {}
+    t = threading.Thread(target=lambda: replies.update(
+        r=server.request("POST", "/v1/score", {"items": items, "deadline_ms": 60000})))
+    t.start()
+    time.sleep(0.5)
+    sent = time.time()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+    took = time.time() - sent
+    t.join(60)
+    assert took < 4.5, (took, "".join(proc.log)[-600:])
+    status, _, body = replies["r"]
+    assert status == 200, body
+    assert len(body["results"]) == 600
+    odd = [r for r in body["results"]
+           if not (r["status"] in ("ok", "fallback") or r["status"] == "failed" and r["error"])]
+    assert not odd, odd[:2]
 
 
 def test_a_node_rejoins_a_restarted_coordinator(make_server, cluster):
