@@ -110,8 +110,8 @@ bool files_unfit(const std::vector<std::string>& files) {
     }
     if (!std::filesystem::is_regular_file(status)) {
       std::cerr << "arbiter replay: '" << file
-                << "' is not a regular file (a pipe, a folder?): replay reads each file twice; "
-                   "write it to a file first (zcat LOG.gz > LOG)\n";
+                << "' is not a regular file (a pipe, a device, a folder?): replay reads each "
+                   "file twice; write it to a file first (zcat LOG.gz > LOG)\n";
       return true;
     }
     std::ifstream in{file, std::ios::binary};
@@ -119,20 +119,22 @@ bool files_unfit(const std::vector<std::string>& files) {
     in.read(reinterpret_cast<char*>(head), sizeof head);
     const auto n = in.gcount();
     const char* packed = nullptr;
+    // Named with the command that writes it out whatever the file's name (gunzip -k refuses
+    // a name without .gz).
     if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-      packed = "gzip (gunzip -k";
+      packed = "gzip (zcat";
     } else if (n >= 4 && head[0] == 0x28 && head[1] == 0xb5 && head[2] == 0x2f
                && head[3] == 0xfd) {
-      packed = "zstd (zstd -d";
+      packed = "zstd (zstdcat";
     } else if (n >= 6 && head[0] == 0xfd && head[1] == '7' && head[2] == 'z' && head[3] == 'X'
                && head[4] == 'Z' && head[5] == 0) {
-      packed = "xz (unxz -k";
+      packed = "xz (xzcat";
     } else if (n >= 3 && head[0] == 'B' && head[1] == 'Z' && head[2] == 'h') {
-      packed = "bzip2 (bunzip2 -k";
+      packed = "bzip2 (bzcat";
     }
     if (packed != nullptr) {
       std::cerr << "arbiter replay: '" << file << "' is compressed with " << packed << " '"
-                << file << "' first)\n";
+                << file << "' > LOG first, and give LOG)\n";
       return true;
     }
   }
