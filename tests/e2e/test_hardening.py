@@ -97,42 +97,6 @@ def test_connections_still_sending_headers_make_room_too(make_server):
         sock.close()
 
 
-def test_a_body_whose_length_is_unknown_is_refused_and_not_read_as_a_request(make_server):
-    # helper-48: with a Transfer-Encoding not ending in chunked the body was read as empty and
-    # then served as the next request on the connection (request smuggling behind a proxy).
-    s = make_server()
-    for coding in ("gzip", "identity", "chunked, chunked"):
-        smuggled = b"GET /v1/steps/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n"
-        sock = socket.create_connection((s.host, s.port), timeout=5)
-        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     + b"Transfer-Encoding: " + coding.encode() + b"\r\n\r\n" + smuggled)
-        answer = b""
-        while True:
-            try:
-                chunk = sock.recv(65536)
-            except (ConnectionResetError, socket.timeout):
-                break
-            if not chunk:
-                break
-            answer += chunk
-        sock.close()
-        assert answer.startswith(b"HTTP/1.1 400"), (coding, answer)
-        assert b"Transfer-Encoding" in answer and answer.count(b"HTTP/1.1") == 1, (coding, answer)
-    # A chunked body is fine; a hang-up in the middle of one is not a malformed request.
-    status, _, _ = s.request("GET", "/health")
-    assert status == 200
-    before = s.request("GET", "/metrics")[2]
-    sock = socket.create_connection((s.host, s.port), timeout=5)
-    sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"it")
-    sock.close()
-    time.sleep(0.3)
-    after = s.request("GET", "/metrics")[2]
-    malformed = [line for line in after.splitlines()
-                 if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
-    assert malformed == [line for line in before.splitlines()
-                         if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
-
-
 def raw_exchange(s, request):
     """Sends `request` on a new connection; returns all it got before the server closed."""
     sock = socket.create_connection((s.host, s.port), timeout=5)
@@ -148,6 +112,33 @@ def raw_exchange(s, request):
         answer += chunk
     sock.close()
     return answer
+
+
+def test_a_body_whose_length_is_unknown_is_refused_and_not_read_as_a_request(make_server):
+    # helper-48: with a Transfer-Encoding not ending in chunked the body was read as empty and
+    # then served as the next request on the connection (request smuggling behind a proxy).
+    s = make_server()
+    for coding in ("gzip", "identity", "chunked, chunked"):
+        smuggled = b"GET /v1/steps/SMUGGLED HTTP/1.1\r\nHost: x\r\n\r\n"
+        answer = raw_exchange(s, b"POST /v1/score HTTP/1.1\r\nHost: x\r\n"
+                              b"Content-Type: application/json\r\n"
+                              + b"Transfer-Encoding: " + coding.encode() + b"\r\n\r\n"
+                              + smuggled)
+        assert answer.startswith(b"HTTP/1.1 400"), (coding, answer)
+        assert b"Transfer-Encoding" in answer and answer.count(b"HTTP/1.1") == 1, (coding, answer)
+    # A chunked body is fine; a hang-up in the middle of one is not a malformed request.
+    status, _, _ = s.request("GET", "/health")
+    assert status == 200
+    before = s.request("GET", "/metrics")[2]
+    sock = socket.create_connection((s.host, s.port), timeout=5)
+    sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"it")
+    sock.close()
+    time.sleep(0.3)
+    after = s.request("GET", "/metrics")[2]
+    malformed = [line for line in after.splitlines()
+                 if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
+    assert malformed == [line for line in before.splitlines()
+                         if line.startswith('arbiter_rejections_total{reason="malformed_http"}')]
 
 
 def test_an_http11_request_needs_exactly_one_host(make_server):
