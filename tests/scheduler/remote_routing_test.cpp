@@ -28,6 +28,16 @@ score_item judge_item(std::string text) {
   return item;
 }
 
+score_item embedding_item(std::string text) {
+  score_item item;
+  item.reward = "embedding";
+  item.kind = "embedding";
+  item.capability = "embed";
+  item.solution_str = std::move(text);
+  item.ground_truth = {"reference"};
+  return item;
+}
+
 std::vector<score_item> judge_items(size_t n, const std::string& prefix = "answer ") {
   std::vector<score_item> items;
   for (size_t i = 0; i < n; ++i) {
@@ -178,13 +188,7 @@ TEST_F(RemoteRouting, ASourceServingChatAndEmbedBatchesEmbedItemsAndSendsOneProm
   core_.add_source(spec);
   std::vector<score_item> items;
   for (int i = 0; i < 20; ++i) {
-    score_item e;
-    e.reward = "embedding";
-    e.kind = "embedding";
-    e.capability = "embed";
-    e.solution_str = "text " + std::to_string(i);
-    e.ground_truth = {"reference"};
-    items.push_back(std::move(e));
+    items.push_back(embedding_item("text " + std::to_string(i)));
   }
   auto judged = judge_items(3);
   judged[2].capability = "chat@model:judge-8b";
@@ -1637,12 +1641,7 @@ TEST_F(RemoteRouting, EmbeddingRewardItemsLearnTheirOwnPromptTokenRatio) {
   std::vector<score_item> items;
   uint64_t estimated = 0;
   for (int i = 0; i < 4; ++i) {
-    score_item item;
-    item.reward = "embedding";
-    item.kind = "embedding";
-    item.capability = "embed";
-    item.solution_str = "rollout " + std::to_string(i);
-    item.ground_truth = {"reference"};
+    auto item = embedding_item("rollout " + std::to_string(i));
     estimated += estimate_prompt_tokens(item);
     items.push_back(std::move(item));
   }
