@@ -9,8 +9,8 @@
 #include <memory>
 
 #include <caf/actor_system.hpp>
-#include <caf/after.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/after.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/openssl/all.hpp>

@@ -188,7 +188,7 @@ caf::behavior remote_source(remote_source_actor* self, boost::asio::io_context* 
   if (st.api == remote::api_kind::tei) {
     // TEI refuses a call over its --max-client-batch-size inputs, which `max_batch_items`
     // follows. An OpenAI-compatible endpoint takes an item's texts in one call (OpenAI's
-    // limit is 2,048), and its `max_batch_items` is 1 where it serves chat too.
+    // limit is 2,048), whatever its `max_batch_items`.
     st.max_inputs = cfg.max_batch_items > 0
                       ? cfg.max_batch_items
                       : default_max_batch_items(cfg.capabilities.empty()

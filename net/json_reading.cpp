@@ -66,12 +66,15 @@ std::optional<std::string> repeated_key(simdjson::dom::element value, const std:
   } else if (auto object = value.get_object(); !object.error()) {
     std::unordered_set<std::string_view> keys;  // views into the parser's strings
     for (auto field : object.value_unsafe()) {
-      auto name = field_path(path.empty() ? "body" : path, field.key);
+      // The path is written only where it may be needed: a repeat, or a value that nests.
+      auto name = [&] { return field_path(path.empty() ? "body" : path, field.key); };
       if (!keys.insert(field.key).second) {
-        return name;
+        return name();
       }
-      if (auto found = repeated_key(field.value, name)) {
-        return found;
+      if (field.value.is_array() || field.value.is_object()) {
+        if (auto found = repeated_key(field.value, name())) {
+          return found;
+        }
       }
     }
   }
