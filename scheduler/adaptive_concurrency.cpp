@@ -98,6 +98,21 @@ void adaptive_concurrency::open_up() noexcept {
   }
 }
 
+limit_change adaptive_concurrency::cap_at(uint32_t in_flight, time_point now) {
+  good_samples_ = 0;
+  slow_start_ = false;
+  has_cut_ = true;
+  last_cut_ = now;
+  auto cap = std::clamp(in_flight, config_.min_limit, config_.max_limit);
+  if (cap >= limit_) {
+    return limit_change::unchanged;
+  }
+  cut_from_ = cap + 1; // one past the cap: the step up to it waits `regrowth_rounds` windows
+  limit_ = cap;
+  ++decreases_;
+  return limit_change::decreased;
+}
+
 limit_change adaptive_concurrency::increase_step() {
   if (limit_ >= config_.max_limit) {
     good_samples_ = 0;

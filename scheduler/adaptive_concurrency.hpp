@@ -114,6 +114,13 @@ public:
   /// endpoint's rate limits, which pacing then keeps to).
   void open_up() noexcept;
 
+  /// The endpoint refused a call past a cap on its calls in flight while `in_flight` calls
+  /// were still out to it (a 429 although its rate-limit headers showed room). The cap is at
+  /// most that: the limit drops to it at once (not × `backoff_ratio` a round, each round a
+  /// burst of refusals), slow start ends, and the step back above it takes
+  /// `regrowth_rounds` windows. Refusals of one burst each lower it to what is still out.
+  limit_change cap_at(uint32_t in_flight, time_point now);
+
   const adaptive_concurrency_config& config() const noexcept {
     return config_;
   }

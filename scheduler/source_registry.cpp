@@ -43,6 +43,19 @@ constexpr double item_alpha = 0.1;
 constexpr double min_prompt_ratio = 0.05;
 constexpr double max_prompt_ratio = 20.0;
 
+/// Whether rate-limit headers show room for a call of `tokens` (and at least one request):
+/// false when they say nothing. Tokens need twice the call's estimate: the endpoint may count
+/// a call larger than we do.
+bool room_left(const rate_limit_headers& h, uint64_t tokens) {
+  if (!h.remaining_requests && !h.remaining_tokens) {
+    return false;
+  }
+  if (h.remaining_requests && *h.remaining_requests == 0) {
+    return false;
+  }
+  return !h.remaining_tokens || *h.remaining_tokens >= 2 * std::max<uint64_t>(tokens, 1);
+}
+
 double smoothed(double average, double sample, bool first) {
   return first ? sample : average + item_alpha * (sample - average);
 }
@@ -116,6 +129,8 @@ struct source_registry::state {
     bool known = false;
   };
   std::array<learned_ratio, 2> prompt_ratios;
+  /// Whether a refusal past a cap on calls in flight was logged (once a source).
+  bool cap_logged = false;
 
   bool serves(const std::string& capability) const {
     return std::find(spec.capabilities.begin(), spec.capabilities.end(), capability)
@@ -531,6 +546,13 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     }
     return std::nullopt;
   }
+  // A 429 although the endpoint's headers show room under its rate limits, with calls of
+  // ours still out to it: a cap on calls in flight (the provider's, or one its headers do
+  // not cover). Those calls are the most it takes now; waiting out its Retry-After would
+  // leave that room idle.
+  const bool past_cap = report.kind == attempt_outcome_kind::rate_limited && s->concurrency
+                        && s->info.inflight > 0
+                        && room_left(report.headers, std::max(charged, call_tokens));
   std::optional<uint64_t> too_large;
   if (s->limiter) {
     if (charged > 0
@@ -542,7 +564,8 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     if (s->concurrency && s->concurrency->in_slow_start()
         && (s->limiter->requests_per_minute() > 0.0 || s->limiter->tokens_per_minute() > 0.0)) {
       // The endpoint said what it allows: pacing keeps to that from here, as for limits
-      // written in the configuration, so the concurrency limit need not creep up to it.
+      // written in the configuration, so the concurrency limit need not creep up to it (an
+      // endpoint that also caps calls in flight refuses the calls past its cap: `past_cap`).
       s->concurrency->open_up();
     }
     const double burst = s->limiter->token_capacity();
@@ -552,7 +575,9 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
       // it fits): this call is refused whatever the wait, and nobody else's is.
       too_large = static_cast<uint64_t>(burst);
     } else if (report.kind == attempt_outcome_kind::rate_limited) {
-      s->limiter->on_rate_limited(report.retry_after, now - report.latency);
+      if (!past_cap) {
+        s->limiter->on_rate_limited(report.retry_after, now - report.latency);
+      }
     } else {
       s->limiter->on_success();
     }
@@ -592,7 +617,15 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
       log::info("source '", s->spec.name, "' is back: a probe succeeded");
     }
   }
-  if (s->concurrency) {
+  if (past_cap) {
+    s->concurrency->cap_at(s->info.inflight, now);
+    if (!std::exchange(s->cap_logged, true)) {
+      log::info("source '", s->spec.name, "' caps calls in flight: it refused one (",
+                report.detail, ") with ", s->info.inflight,
+                " out and room under its rate limits. Its limit on calls in flight",
+                " (arbiter_source_concurrency_limit) follows such refusals from now");
+    }
+  } else if (s->concurrency) {
     // A straggler the scheduler gave up on is not a sign of load.
     auto sample = report.abandoned ? sample_kind::failed : sample_of(report.kind);
     s->concurrency->on_sample(report.latency, sample, now);

@@ -255,3 +255,33 @@ TEST(AdaptiveConcurrency, OpeningUpEndsSlowStartAtTheMaximum) {
   limit.open_up();
   EXPECT_EQ(limit.limit(), 44u);
 }
+
+TEST(AdaptiveConcurrency, ACapDropsTheLimitAtOnceAndProbesAboveItRarely) {
+  adaptive_concurrency_config cfg;
+  cfg.initial_limit = 2;
+  cfg.max_limit = 64;
+  cfg.slow_start = true;
+  cfg.regrowth_rounds = 8;
+  adaptive_concurrency limit{cfg};
+  limit.open_up();
+  time_point now{std::chrono::hours{1}};
+  // A burst past a cap of 4: each refusal finds fewer out, all within one round.
+  for (uint32_t out : {63u, 40u, 4u, 9u}) {
+    limit.cap_at(out, now);
+  }
+  EXPECT_EQ(limit.limit(), 4u) << "a later refusal with more out does not raise it";
+  EXPECT_FALSE(limit.in_slow_start());
+  EXPECT_EQ(limit.cap_at(0, now), limit_change::decreased);
+  EXPECT_EQ(limit.limit(), cfg.min_limit) << "never below the minimum";
+  limit = adaptive_concurrency{cfg};
+  limit.open_up();
+  limit.cap_at(4, now);
+  // The step past the cap takes 8 rounds of 4 good answers, not one.
+  int answers = 0;
+  while (limit.limit() == 4u && answers < 100) {
+    limit.on_sample(100ms, sample_kind::ok, now);
+    ++answers;
+  }
+  EXPECT_EQ(answers, 32);
+  EXPECT_EQ(limit.limit(), 5u);
+}

@@ -138,6 +138,66 @@ TEST(SourceRegistry, HonoursRetryAfterAsOneBackoffForTheEndpoint) {
   EXPECT_EQ(reg.pick("chat", {}).source, a);
 }
 
+TEST(SourceRegistry, ARefusalPastACapOnCallsInFlightLowersTheLimitAndHoldsNothing) {
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("a", 0, 60s);
+  spec.adaptive = true;
+  spec.concurrency.initial_limit = 2;
+  spec.concurrency.slow_start = true;
+  auto a = reg.add(spec);
+  reg.acquire(a, 0, 1);
+  auto answer = ok_after(300ms);
+  answer.headers.limit_requests = 3000;
+  answer.headers.remaining_requests = 40;
+  reg.release(a, answer, 1s);
+  ASSERT_EQ(reg.describe(a).max_inflight, 64u) << "its headers said its rate: slow start ends";
+  for (int i = 0; i < 10; ++i) {
+    reg.acquire(a, 0, 1);
+  }
+  // The endpoint takes 4 at once: the six past it come back 429 with room in its buckets.
+  auto refused = failed(attempt_outcome_kind::rate_limited, "HTTP 429: too many concurrent");
+  refused.retry_after = 1s;
+  refused.headers.limit_requests = 3000;
+  refused.headers.remaining_requests = 38;
+  for (int i = 0; i < 6; ++i) {
+    reg.release(a, refused, 1s);
+    EXPECT_EQ(reg.describe(a).max_inflight, static_cast<uint32_t>(9 - i))
+      << "each refusal: at most what is still out";
+  }
+  EXPECT_EQ(reg.describe(a).max_inflight, 4u);
+  EXPECT_FALSE(reg.pick("chat", {}).source.has_value()) << "4 out, limit 4";
+  reg.release(a, ok_after(300ms), 1s);
+  EXPECT_EQ(reg.pick("chat", {}).source, a)
+    << "a slot freed: no Retry-After holds the endpoint for a refusal past its cap";
+}
+
+TEST(SourceRegistry, A429WithoutRoomOrWithNothingElseOutHoldsTheEndpoint) {
+  for (int which_case = 0; which_case < 3; ++which_case) {
+    manual_time_source clock;
+    source_registry reg{clock};
+    auto spec = paced("a", 0, 60s);
+    spec.adaptive = true;
+    spec.concurrency.initial_limit = 8;
+    auto a = reg.add(spec);
+    reg.acquire(a, 0, 1);
+    if (which_case != 2) {
+      reg.acquire(a, 0, 1); // another call out
+    }
+    auto refused = failed(attempt_outcome_kind::rate_limited);
+    refused.retry_after = 2s;
+    refused.headers.limit_requests = 600;
+    refused.headers.limit_tokens = 100000;
+    refused.headers.remaining_requests = which_case == 0 ? 0 : 5;
+    refused.headers.remaining_tokens = which_case == 1 ? 1 : 50000;
+    reg.release(a, refused, 1s);
+    auto wait = reg.pick("chat", {});
+    EXPECT_FALSE(wait.source.has_value()) << "case " << which_case;
+    EXPECT_EQ(wait.waiting_on, wait_cause::backoff) << "case " << which_case;
+    EXPECT_GT(reg.describe(a).max_inflight, 1u) << "case " << which_case;
+  }
+}
+
 TEST(SourceRegistry, CorrectsPacingFromRateLimitHeaders) {
   manual_time_source clock;
   source_registry reg{clock};
