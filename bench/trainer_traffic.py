@@ -14,8 +14,10 @@ against freshly started providers, in every combination of
   429s);
 
 plus a naive asyncio client (a semaphore of 60, round robin, exponential backoff, Retry-After
-ignored: bench/grpo_step.py's) against the same providers, and a token-limited provider
-(30,000 TPM enforced per second, ~175-token judge prompts). Per run it prints the makespan over
+ignored: bench/grpo_step.py's) against the same providers, a token-limited provider
+(30,000 TPM enforced per second, ~175-token judge prompts), and a provider that states 3,000
+RPM in its headers but takes 4 calls at once, answering the fifth 429 with Retry-After: 1
+(`max_concurrency = 4` configured, or nothing). Per run it prints the makespan over
 the analytic lower bound, the attempts and 429s the providers counted, the 429s Arbiter itself
 answered, and items failed or scored wrong.
 
@@ -46,6 +48,9 @@ SHAPE_LABEL = {"batch": "one /v1/score of N", "score": "N x /v1/score (1 item)",
                "get_reward": "N x /get_reward (1 item)", "remote_rm": "N x /remote_rm (1 item)"}
 TPM_PROVIDER = ("--tpm 30000 --burst-seconds 1 --latency-median-ms 300 --latency-p99-ms 900 "
                 "--seed 404")
+CAPPED_PROVIDER = ("--rpm 3000 --burst-seconds 1 --max-concurrency 4 --latency-median-ms 300 "
+                   "--latency-p99-ms 400 --seed 505")
+CAPPED_CALLS = 4
 # Sentences that pad a problem statement until its judge prompt is token-heavy.
 _CONTEXT = ("Read the whole question carefully before answering and show each step of the "
             "reasoning so that a reader can check it line by line without guessing what was "
@@ -75,6 +80,13 @@ def tpm_lower_bound(items: List[Dict[str, Any]], tpm: float, burst_s: float, max
     return max(0.0, (need - rate * burst_s) / rate) + latency_s
 
 
+def capped_lower_bound(n: int, median_s: float, p99_s: float) -> float:
+    """n calls, `CAPPED_CALLS` at a time, each taking the provider's mean latency (lognormal
+    through its median and p99)."""
+    sigma = math.log(p99_s / median_s) / 2.326 if p99_s > median_s else 0.0
+    return n / CAPPED_CALLS * median_s * math.exp(sigma * sigma / 2.0)
+
+
 def config_toml(providers: Dict[str, g.Child], settings: Dict[str, Dict[str, float]],
                 configured: bool, args: argparse.Namespace) -> str:
     lines = [
@@ -100,6 +112,8 @@ def config_toml(providers: Dict[str, g.Child], settings: Dict[str, Dict[str, flo
             if s["tpm"] > 0:
                 lines.append(f"tokens_per_minute = {round(s['tpm'])}")
             lines.append(f"burst_ms = {burst_ms}")
+            if s.get("max_concurrency", 0) > 0:
+                lines.append(f"max_concurrency = {round(s['max_concurrency'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -273,6 +287,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--limits", default=",".join(LIMITS), help="configured, unconfigured or both")
     p.add_argument("--no-naive", action="store_true", help="skip the naive client's run")
     p.add_argument("--no-tpm", action="store_true", help="skip the token-limited provider")
+    p.add_argument("--no-capped", action="store_true",
+                   help="skip the provider capping calls in flight")
+    p.add_argument("--capped-items", type=int, default=200)
     p.add_argument("--tpm-items", type=int, default=60)
     p.add_argument("--tpm-prompt-words", type=int, default=175,
                    help="judge prompt length in the token-limited runs")
@@ -344,6 +361,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                     tpm_rows.append(run_arbiter(shape, limits == "configured", tpm_items,
                                                 tpm_specs, tpm_settings, tpm_lb, args, "TPM: "))
 
+    capped_rows: List[Dict[str, Any]] = []
+    if not args.no_capped:
+        capped_items = g.make_items(-(-args.capped_items // samples), samples, args.seed + 11,
+                                    False, 0.0)[:args.capped_items]
+        g.check_items(capped_items)
+        capped_specs = {"c": shlex.split(CAPPED_PROVIDER)}
+        capped_settings = {"c": dict(g.provider_settings(capped_specs["c"]),
+                                     max_concurrency=CAPPED_CALLS)}
+        s = capped_settings["c"]
+        capped_lb = capped_lower_bound(len(capped_items), s["latency_median_s"],
+                                       s["latency_p99_s"])
+        g.log(f"provider capping calls in flight: {len(capped_items)} items, "
+              f"{CAPPED_CALLS} at once, 3,000 RPM stated; lower bound {capped_lb:.2f} s")
+        for limits in args.limits:
+            for shape in ("batch", "score"):
+                if shape in args.shapes:
+                    capped_rows.append(run_arbiter(shape, limits == "configured", capped_items,
+                                                   capped_specs, capped_settings, capped_lb,
+                                                   args, "capped: "))
+
     g.log("")
     g.log(f"{len(items)} judge items, lower bound {t_lb:.2f} s:")
     g.log(table(rows))
@@ -351,8 +388,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         g.log("")
         g.log("token-limited provider (30,000 TPM, one-second burst):")
         g.log(table(tpm_rows))
+    if capped_rows:
+        g.log("")
+        g.log(f"provider taking {CAPPED_CALLS} calls at once (3,000 RPM stated in its headers):")
+        g.log(table(capped_rows))
     result = {"machine": info, "command": command, "lower_bound_s": t_lb, "runs": rows,
-              "tpm_runs": tpm_rows, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "tpm_runs": tpm_rows, "capped_runs": capped_rows, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     path = args.out / "trainer_traffic.json"
     path.write_text(json.dumps(result, indent=1) + "\n")
     g.log(f"results: {path}")
