@@ -61,6 +61,11 @@ bool decode_info_gain_request(std::string_view body, const codec_context& ctx,
   }
   out.priority = ctx.default_priority;
   out.deadline = ctx.default_deadline;
+  for (const char* optional : {"reward", "priority", "deadline_ms", "options"}) {
+    if (auto found = doc.find(optional); found != doc.end() && found->is_null()) {
+      doc.erase(found); // as absent: what a client serializing its unset fields sends
+    }
+  }
   std::string reward_name = "info_gain";
   if (auto r = doc.find("reward"); r != doc.end()) {
     if (!r->is_string()) {

@@ -16,6 +16,12 @@ namespace {
 
 /// A group name or step tag: a string (verl's uid) or an integer (TRL's prompt index, a step
 /// number); null leaves it empty.
+/// Whether `value` is JSON `null` (then consumed).
+bool is_null(ondemand::value& value) {
+  bool null = false;
+  return !value.is_null().get(null) && null;
+}
+
 bool read_tag(ondemand::value value, std::string& out, const std::string& field,
                 codec_error& err) {
   ondemand::json_type type;
@@ -64,6 +70,9 @@ bool read_item(ondemand::object object, size_t index, const codec_context& ctx,
   bool has_reward = false;
   auto read = [&](std::string_view key, ondemand::value& value) {
     auto name = field_path(prefix, key);
+    if ((key == "reward" || key == "data_source") && is_null(value)) {
+      return true; // as absent
+    }
     if (key == "solution_str") {
       has_solution = true;
       if (!read_string(value, item.solution_str, name, err)) {
@@ -312,6 +321,9 @@ bool decode_score_request(std::string_view body, const codec_context& ctx,
   std::string step;
   uint32_t group_deadline_ms = 0;
   auto read = [&](std::string_view key, ondemand::value& value) {
+    if (key != "items" && is_null(value)) {
+      return true; // as absent: what a client serializing its unset fields sends
+    }
     if (key == "items") {
       has_items = true;
       if (!read_items(value, ctx, out, err)) {

@@ -256,6 +256,10 @@ def test_semantic_entropy_variants_answer_per_request(make_server, provider):
     status, _, body = s.request("POST", "/compute_info_gain", "[1]")
     assert status == 400, body
     assert body["error"]["message"] == "body: expected a JSON object with an 'items' list"
+    # An optional field of null is absent, as on /v1/score and the OpenAI routes.
+    status, _, body = s.request("POST", "/compute_info_gain", {
+        "items": items, "reward": None, "priority": None, "deadline_ms": None, "options": None})
+    assert status == 200 and body["errors"][0] is None, body
 
 
 def test_em_info_gain_adds_the_weighted_delta_when_the_rollout_searched(make_server, provider):

@@ -148,6 +148,32 @@ TEST_F(ScoreCodec, AppliesDefaultsAndDataSourcePrefixes) {
   EXPECT_EQ(out.items[0].kind, "exact_match");
 }
 
+TEST_F(ScoreCodec, AnOptionalFieldOfNullIsAbsent) {
+  // What a Python client serializing its unset fields sends; `step` and `group_id` took it,
+  // `priority` and `deadline_ms` were 400s.
+  score_request_body out;
+  codec_error err;
+  ASSERT_TRUE(decode_score_request(
+    R"({"items":[{"reward":null,"data_source":"squad_v2","solution_str":"a","ground_truth":"b"},
+                 {"reward":"lexical","data_source":null,"solution_str":"a","ground_truth":"b"}],
+        "priority":null,"deadline_ms":null,"group_id":null,"group_deadline_ms":null,
+        "step":null})",
+    ctx_, out, err))
+    << err.message;
+  EXPECT_EQ(out.priority, 1u);
+  EXPECT_EQ(out.deadline, ctx_.default_deadline);
+  EXPECT_EQ(out.items[0].reward, "squad_em") << "chosen by its data_source";
+  EXPECT_EQ(out.items[1].reward, "lexical");
+  EXPECT_EQ(out.items[1].data_source, "");
+  EXPECT_EQ(refusal(R"({"items":null})").field, "items");
+  EXPECT_EQ(refusal(R"({"items":[{"reward":null,"solution_str":"a","ground_truth":"b"}]})").field,
+            "items[0].reward")
+    << "no reward and no data_source";
+  EXPECT_EQ(refusal(R"({"items":[{"reward":"lexical","solution_str":null,"ground_truth":"b"}]})")
+              .field,
+            "items[0].solution_str");
+}
+
 TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
   struct bad_case {
     std::string body;
