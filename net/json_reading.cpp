@@ -477,8 +477,27 @@ bool parse_json_object(std::string_view body, nlohmann::json& doc, codec_error& 
     }
     return true;
   };
-  doc = nlohmann::json::parse(text.begin(), text.end(), note_keys, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
+  try {
+    doc = nlohmann::json::parse(text.begin(), text.end(), note_keys);
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number past the double range (`1e400`): named by the value it was for, which the
+    // parser had begun when it stopped.
+    std::string path;
+    for (size_t i = 0; i < open.size(); ++i) {
+      if (open[i].array) {
+        // The innermost array's element that failed was never counted as begun.
+        auto index = open[i].elements - (i + 1 < open.size() ? 1 : 0);
+        path += "[" + std::to_string(index) + "]";
+      } else {
+        path += (path.empty() ? "" : ".") + shown(open[i].key);
+      }
+    }
+    if (path.empty() || path.front() == '[') {
+      path = "body" + path;
+    }
+    err = {refusal::invalid, path, path + ": a number out of range"};
+    return false;
+  } catch (const nlohmann::json::exception&) {
     err = {refusal::invalid, "body", "body: not valid JSON"};
     return false;
   }

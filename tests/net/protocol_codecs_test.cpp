@@ -488,6 +488,26 @@ TEST(JsonBody, ALoneSurrogateEscapeIsReadAsTheReplacementCharacter) {
   EXPECT_EQ(doc["a"].get<std::string>(), "x\xef\xbf\xbd");
 }
 
+TEST(JsonBody, ANumberOutOfRangeIsNamedByItsField) {
+  // `1e400` in max_tokens said "body: not valid JSON" (helper-54).
+  nlohmann::json doc;
+  for (auto [body, field] : std::vector<std::pair<std::string, std::string>>{
+         {R"({"model":"m","max_tokens":1e400})", "max_tokens"},
+         {R"({"messages":[{"role":"user"},{"n":[1,-1e999]}]})", "messages[1].n[1]"},
+         {R"({"a":{"b":[[2e308]]}})", "a.b[0][0]"},
+         {R"(1e400)", "body"},
+         {R"([0,1e400])", "body[1]"}}) {
+    codec_error err;
+    ASSERT_FALSE(parse_json_object(body, doc, err)) << body;
+    EXPECT_EQ(err.field, field) << body;
+    EXPECT_EQ(err.message, field + ": a number out of range") << body;
+  }
+  codec_error err;
+  ASSERT_FALSE(parse_json_object(R"({"a":1,})", doc, err));
+  EXPECT_EQ(err.message, "body: not valid JSON");
+  ASSERT_TRUE(parse_json_object(R"({"a":1e308,"b":-1e-400})", doc, err)) << err.message;
+}
+
 TEST_F(PassThrough, AModelOnlyLostNodesServeIsAwayNotUnknown) {
   // A 404 tells the OpenAI SDK not to retry; a node restarting joins again within seconds.
   models_.push_back({"node-model", {capability::chat}, {}, "node 'n1' was lost: killed"});
