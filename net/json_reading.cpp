@@ -25,8 +25,18 @@ bool json_body_reader::open(std::string_view body, ondemand::object& root, codec
     return false;
   }
   if (auto e = doc_.get_object().get(root)) {
+    // simdjson checks the root's brackets here: a truncated body or text after it is not a
+    // wrong type (both said "expected a JSON object").
     err = {refusal::invalid, "body",
-           e == simdjson::UTF8_ERROR ? "body: invalid UTF-8" : "body: expected a JSON object"};
+           e == simdjson::UTF8_ERROR      ? std::string{"body: invalid UTF-8"}
+           : e == simdjson::INCORRECT_TYPE ? std::string{"body: expected a JSON object"}
+           : e == simdjson::TRAILING_CONTENT
+             ? std::string{"body: trailing content after the JSON object"}
+           : e == simdjson::INCOMPLETE_ARRAY_OR_OBJECT
+             // simdjson says so of `{...} x` too
+             ? std::string{"body: malformed JSON (an object or list not closed, or text after "
+                           "the object)"}
+             : std::string{"body: malformed JSON ("} + simdjson::error_message(e) + ")"};
     return false;
   }
   return true;

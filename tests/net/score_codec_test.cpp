@@ -174,6 +174,18 @@ TEST_F(ScoreCodec, AnOptionalFieldOfNullIsAbsent) {
             "items[0].solution_str");
 }
 
+TEST_F(ScoreCodec, SaysWhatIsWrongWithABodyThatIsNotOneObject) {
+  const std::string item = R"({"items":[{"reward":"lexical","solution_str":"a","ground_truth":"b"}]})";
+  EXPECT_EQ(refusal("[1]").message, "body: expected a JSON object");
+  EXPECT_EQ(refusal(item + " {}").message, "body: trailing content after the JSON object");
+  // A truncated body and a scalar after the object were "expected a JSON object".
+  for (const auto& body : {item.substr(0, item.size() - 1), item + " x"}) {
+    EXPECT_EQ(refusal(body).message,
+              "body: malformed JSON (an object or list not closed, or text after the object)")
+      << body;
+  }
+}
+
 TEST_F(ScoreCodec, NamesTheFieldOfEveryProblem) {
   struct bad_case {
     std::string body;
