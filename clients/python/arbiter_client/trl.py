@@ -3,12 +3,13 @@
     from arbiter_client.trl import make_async_reward_func
     trainer = GRPOTrainer(..., reward_funcs=[make_async_reward_func(reward="judge")])
 
-Each call sends the whole local batch in one request (more than batch_size items: several, one
-after another) and returns one score per completion, in order. Prompts and completions may be
+Each call sends the whole local batch in one request (more than batch_size items: several,
+up to 4 at once) and returns one score per completion, in order. Prompts and completions may be
 strings or chat messages. The ground truth comes from a dataset column (`ground_truth` by
-default); the other dataset columns go into each item's `extra_info` (so columns named like a
-reward's options act as per-row options), with `question` set from the prompt unless a
-column gives it; a `data_source` column becomes the item's `data_source`. Completions of the
+default); the `question` and `problem` columns, and those named in `columns=`, go into each
+item's `extra_info`, where a reward reads its options (`columns="all"`: every column), with
+`question` set from the prompt unless a column gives it; a `data_source` column becomes the
+item's `data_source`. Completions of the
 same prompt are sent as one GRPO group, so Arbiter scores them together, and every request
 carries TRL's `trainer_state.global_step` as its step: `reward_func.client.step_account(step)`
 returns what that step's rewards took (calls, tokens, cost, 429s) for the trainer's logs.
@@ -29,6 +30,11 @@ from .client import ArbiterClient
 
 # Arguments TRL passes that are not dataset columns.
 NOT_COLUMNS = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
+# The columns sent in extra_info unless `columns=` says otherwise: the row's question, which
+# judges and ΔIG read. Every extra_info key a reward reads is one of its options, so any other
+# column would set one: a dataset's `score`, `model` or `method` column changed the scores,
+# sent another model to the judge's provider, or failed the step with a 400.
+CONTEXT_COLUMNS = ("question", "problem")
 
 
 def _columns(names):
@@ -47,7 +53,17 @@ def _per_row(value, n):
 _calls = itertools.count()
 
 
-def _items(prompts, completions, columns, ground_truth_columns):
+def _sent_columns(columns):
+    if columns == "all":
+        return None
+    if isinstance(columns, str):
+        return (columns,)
+    if columns is None or not all(isinstance(c, str) for c in columns):
+        raise ValueError(f"columns: expected \"all\" or column names, got {columns!r}")
+    return tuple(columns)
+
+
+def _items(prompts, completions, columns, ground_truth_columns, sent=CONTEXT_COLUMNS):
     n = len(completions)
     if len(prompts) != n:
         raise ValueError(f"{len(prompts)} prompts for {n} completions")
@@ -63,6 +79,8 @@ def _items(prompts, completions, columns, ground_truth_columns):
     extra = {}
     for name, value in columns.items():
         if name in NOT_COLUMNS or name == truth_column:
+            continue
+        if sent is not None and name not in sent and name != "data_source":
             continue
         rows = _per_row(value, n)
         if rows is not None:
@@ -99,19 +117,23 @@ def _name(name, reward):
     return name or (f"arbiter_{reward}" if reward else "arbiter")
 
 
-def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth", name=None,
-                     client=None, **client_options):
+def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth",
+                     columns=CONTEXT_COLUMNS, name=None, client=None, **client_options):
     """A sync reward function `f(prompts, completions, **kwargs) -> list[float | None]`.
 
     `reward`, `url` and `client_options` configure an ArbiterClient (unset: the ARBITER_*
     environment variables), unless `client` is given. `ground_truth_column` is a column name
-    or several tried in order (e.g. ("ground_truth", "solution", "answer")). `name` becomes
-    the function's `__name__`, which TRL logs (default `arbiter_<reward>`)."""
+    or several tried in order (e.g. ("ground_truth", "solution", "answer")). `columns`: the
+    dataset columns sent in each item's `extra_info`, where a column named like one of the
+    reward's options sets it for its row (default `question` and `problem`; "all": every
+    column). `name` becomes the function's `__name__`, which TRL logs (default
+    `arbiter_<reward>`)."""
     client = client or ArbiterClient(url, reward=reward, **client_options)
     truth_columns = _columns(ground_truth_column)
+    sent = _sent_columns(columns)
 
     def reward_func(prompts, completions, **kwargs):
-        items = _items(prompts, completions, kwargs, truth_columns)
+        items = _items(prompts, completions, kwargs, truth_columns, sent)
         return [r.score for r in client.score(items, step=_step(kwargs))]
 
     reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
@@ -120,14 +142,15 @@ def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth
 
 
 def make_async_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth",
-                           name=None, client=None, **client_options):
+                           columns=CONTEXT_COLUMNS, name=None, client=None, **client_options):
     """make_reward_func, as an `async def` function: TRL runs async reward functions together
     on its own event loop."""
     client = client or ArbiterClient(url, reward=reward, **client_options)
     truth_columns = _columns(ground_truth_column)
+    sent = _sent_columns(columns)
 
     async def reward_func(prompts, completions, **kwargs):
-        items = _items(prompts, completions, kwargs, truth_columns)
+        items = _items(prompts, completions, kwargs, truth_columns, sent)
         return [r.score for r in await client.ascore(items, step=_step(kwargs))]
 
     reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)

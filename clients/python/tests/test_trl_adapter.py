@@ -38,7 +38,7 @@ def trl_kwargs(n):
 def test_string_data_one_request_in_order_with_the_columns_in_extra_info(scripted,
                                                                          make_func):
     proxy = scripted()
-    f = make_func(reward="lexical", url=proxy.url)
+    f = make_func(reward="lexical", url=proxy.url, columns="all")
     assert f.__name__ == "arbiter_lexical"
     prompts = ["Q: colour of the sky?", "Q: 2+2?", "Q: capital of France?"]
     completions = ["blue", "four", "Paris"]
@@ -54,6 +54,31 @@ def test_string_data_one_request_in_order_with_the_columns_in_extra_info(scripte
                                        "difficulty": 1, "meta": {"a": 1}}}
     assert items[2]["extra_info"]["difficulty"] == [3]
     assert len({group, items[1]["group"], items[2]["group"]}) == 3, "three prompts, three groups"
+
+
+def test_only_the_question_columns_and_those_named_set_reward_options(scripted, make_func):
+    """helper-57: every column went into extra_info, where a reward reads its options: a
+    dataset's `score` column became gsm8k's correct score, `method` failed the step with a 400,
+    `model` sent another model to the judge's provider."""
+    proxy = scripted()
+    f = make_func(reward="gsm8k", url=proxy.url)
+    prompts = ["Natalia sold clips?"] * 3
+    completions = ["#### 72", "#### 71", "no answer"]
+    columns = {"ground_truth": ["72"] * 3, "score": [4.5] * 3, "method": ["algebra"] * 3,
+               "model": ["deepseek-ai/DeepSeek-R1"] * 3, "problem": ["P"] * 3,
+               "data_source": ["openai/gsm8k"] * 3}
+    assert f(prompts=prompts, completions=completions, **columns, **trl_kwargs(3)) == \
+        [1.0, 0.0, 0.0]
+    assert proxy.items()[0]["extra_info"] == {"question": "Natalia sold clips?", "problem": "P"}
+    assert proxy.items()[0]["data_source"] == "openai/gsm8k"
+    # Named, a column sets its option per row; "all" sends every one, as before.
+    g = make_func(reward="gsm8k", url=proxy.url, columns=("question", "format_score"))
+    assert g(prompts=prompts, completions=completions, ground_truth=["72"] * 3,
+             format_score=[0.25] * 3, score=[4.5] * 3, **trl_kwargs(3)) == [1.0, 0.25, 0.0]
+    assert proxy.items()[0]["extra_info"] == {"question": "Natalia sold clips?",
+                                              "format_score": 0.25}
+    with pytest.raises(ValueError, match="columns: expected"):
+        make_func(reward="gsm8k", url=proxy.url, columns=None)
 
 
 def test_completions_of_one_prompt_go_as_one_group_new_for_each_call(scripted, make_func):
