@@ -58,8 +58,8 @@ def _numpy_float_text(value):
 
 
 def to_reference_value(value, path):
-    """A `ground_truth` as Arbiter's /v1/score takes it: a string, or a list of strings, with
-    every int or float (numpy's too, through `.tolist()` / `.item()`) turned into the text
+    """A `ground_truth` as Arbiter's /v1/score takes it: a string, or a list of strings (or
+    `{"target": ...}` holding them), with every int or float (numpy's too, through `.tolist()` / `.item()`) turned into the text
     Python's `str()` gives it (72 -> "72", 0.5 -> "0.5", 1e16 -> "1e+16", inf -> "inf"), as
     Arbiter turns a JSON number. Anything else goes as JSON (to_json_value), and Arbiter
     refuses a boolean or None with a 400 naming the field."""
@@ -70,6 +70,13 @@ def to_reference_value(value, path):
     text = _number_text(value)
     if text is not None:
         return text
+    if isinstance(value, dict) and "target" in value:
+        # verl's search-R1 shape: its target holds the references, numbers turned as above
+        # (a float32 array went as 0.10000000149011612, and "0.1" scored 0).
+        out = {str(k): to_json_value(v, f"{path}[{k!r}]") for k, v in value.items()
+               if k != "target"}
+        out["target"] = to_reference_value(value["target"], f"{path}['target']")
+        return out
     if isinstance(value, (list, tuple)):
         out = []
         for i, member in enumerate(value):

@@ -137,6 +137,16 @@ def _shift_index(text, offset):
     return _ITEM_INDEX.sub(lambda m: f"items[{int(m.group(1)) + offset}]", text)
 
 
+def _step_tag(step):
+    """A step as score() and step_account() send it: a string, an integer (numpy's and torch's
+    too, as trainers count steps) or None."""
+    if step is not None and not isinstance(step, (str, int)) and hasattr(step, "item"):
+        step = step.item()
+    if step is not None and (isinstance(step, bool) or not isinstance(step, (str, int))):
+        raise TypeError(f"step: expected a string or an integer, got {type(step).__name__}")
+    return step
+
+
 class ArbiterClient:
     """A client of one Arbiter server. Thread-safe; usable from any number of event loops.
 
@@ -155,7 +165,7 @@ class ArbiterClient:
     | batch_size | ARBITER_BATCH_SIZE | 256 (items per request) |
     | priority | ARBITER_PRIORITY | the server's default class |
     | deadline_ms | ARBITER_DEADLINE_MS | the server's default deadline |
-    | job | ARBITER_JOB | none (else "JOB/" before every group name and step tag) |
+    | job | ARBITER_JOB | none (else "JOB/" before every non-empty group name and step tag) |
 
     `job` keeps the group names and step tags of jobs that share one server apart: they are
     global there, and two jobs on one dataset name their groups alike (verl by the row's
@@ -268,7 +278,9 @@ class ArbiterClient:
         the recent steps' accounts. For a trainer's logger (verl's reward_extra_info, TRL's
         logs); blocking. With `job`, the steps are this job's: the list holds no other job's.
         A 429, a 503 or a connection that fails is retried as score() retries."""
-        step = self._job_name(step)
+        if step == "":
+            return None  # an empty step tag is no step (docs/api.md): nothing is accounted to it
+        step = self._job_name(_step_tag(step))
         path = "/v1/steps" if step is None else \
             "/v1/steps/" + urllib.parse.quote(str(step), safe="")
         attempt = 0
@@ -311,11 +323,7 @@ class ArbiterClient:
     def _requests(self, items, step=None):
         """Yields (offset of the first item, request body) per batch_size items."""
         prepared = [self._prepare(item, i) for i, item in enumerate(items)]
-        if step is not None and not isinstance(step, (str, int)) and hasattr(step, "item"):
-            step = step.item()  # a numpy or torch integer, as trainers count steps
-        if step is not None and (isinstance(step, bool) or not isinstance(step, (str, int))):
-            raise TypeError(f"step: expected a string or an integer, got {type(step).__name__}")
-        step = self._job_name(step)
+        step = self._job_name(_step_tag(step))
         size = self.settings.batch_size
         for offset in range(0, len(prepared), size):
             body = {"items": prepared[offset:offset + size]}
@@ -342,8 +350,9 @@ class ArbiterClient:
         return out
 
     def _job_name(self, name):
-        """A group name or step tag in this client's job (`job`: "JOB/name"), or as it is."""
-        if name is None or self.settings.job is None:
+        """A group name or step tag in this client's job (`job`: "JOB/name"), or as it is; an
+        empty one (no group, no step) stays empty."""
+        if name is None or name == "" or self.settings.job is None:
             return name
         return f"{self.settings.job}/{name}"
 

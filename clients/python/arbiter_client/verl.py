@@ -91,10 +91,11 @@ def _setup(kwargs):
 
 
 def _name_part(value):
-    """A str or int (numpy's too) as group-name text, else None."""
+    """A str or int (numpy's too) as group-name text, else None (an empty string too: it names
+    nothing, and "uid:" would have made every such row one group)."""
     if not isinstance(value, (str, int)) and hasattr(value, "item"):
         value = value.item()
-    if isinstance(value, (str, int)) and not isinstance(value, bool):
+    if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
         return str(value)
     return None
 

@@ -144,6 +144,24 @@ def test_a_job_keeps_its_groups_and_steps_apart_from_another_jobs(scripted, make
     # The list of recent steps is the job's own too (it held every job's).
     listed = {a["step"] for a in make_client(arbiter.url, job="run-a").step_account()}
     assert "run-a/3" in listed and all(s.startswith("run-a/") for s in listed), listed
+    # An empty group or step is none, in a job too (helper-57: "run-a/" made every such item
+    # one group, and one step).
+    client = make_client(proxy.url, job="run-a", reward="exact_match")
+    client.score([{"solution_str": "x", "ground_truth": "x", "group": ""}] * 2, step="")
+    body = proxy.requests[-1][2]
+    assert body.get("step", "") == "" and [i["group"] for i in body["items"]] == ["", ""], body
+    assert make_client(arbiter.url, job="run-a").step_account("") is None
+
+
+def test_step_account_takes_the_steps_score_takes(arbiter, make_client):
+    """score(step=torch.tensor(5)) counted under 5; step_account(torch.tensor(5)) asked for
+    "tensor(5)" and found nothing (helper-57)."""
+    from client_testing import FakeScalar
+    client = make_client(arbiter.url, reward="exact_match")
+    client.score([{"solution_str": "x", "ground_truth": "x"}], step=FakeScalar(4105))
+    assert client.step_account(FakeScalar(4105))["step"] == "4105"
+    with pytest.raises(TypeError, match="step: expected a string or an integer"):
+        client.step_account(4.5)
 
 
 def test_conversational_data(scripted, make_func):

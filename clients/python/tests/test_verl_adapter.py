@@ -151,6 +151,21 @@ def test_samples_go_with_their_grpo_group(scripted, arbiter_env):
     assert [item.get("group") for item in proxy.items()] == [
         "x:train:3", "x:train:3", "x:index:4", "uid:u-1", None, "gsm8k:train:3",
         "MATH:train:3"]
+    # An empty uid names no group: "uid:" made every such row one (helper-57).
+    compute_score_batched(["x", "x"], ["a", "b"], ["a", "a"],
+                          [{"uid": "", "index": 7}, {"uid": ""}])
+    assert [item.get("group") for item in proxy.items()][-2:] == ["x:index:7", None]
+
+
+def test_numbers_in_a_search_r1_target_go_as_python_writes_them(arbiter, arbiter_env):
+    """A float32 array inside {"target": ...} went as 0.10000000149011612, so "0.1" scored 0
+    (helper-57); at the top level it went as "0.1"."""
+    import numpy as np
+    arbiter_env(arbiter.url)
+    gt = {"target": np.array([0.1], dtype=np.float32), "other": 1}
+    for truth in (gt, np.float32(0.1)):
+        assert compute_score("searchR1_nq", "<answer>0.1</answer>", truth,
+                             reward="search_r1_qa_em") == 1.0, truth
 
 
 def test_a_row_without_an_answer_or_with_values_json_cannot_carry_fails_alone(arbiter,
