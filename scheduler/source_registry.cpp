@@ -45,7 +45,9 @@ constexpr double max_prompt_ratio = 20.0;
 
 /// Whether rate-limit headers show room for a call of `tokens` (and at least one request):
 /// false when they say nothing. Tokens need twice the call's estimate: the endpoint may count
-/// a call larger than we do.
+/// a call larger than we do; with no estimate yet (0: its token limit was not known when it
+/// was sent), stated tokens cannot show room (helper-56: the first 429 of a tokens-per-minute
+/// limit was taken for a cap on calls in flight, and held a slow source at one call).
 bool room_left(const rate_limit_headers& h, uint64_t tokens) {
   if (!h.remaining_requests && !h.remaining_tokens) {
     return false;
@@ -53,8 +55,13 @@ bool room_left(const rate_limit_headers& h, uint64_t tokens) {
   if (h.remaining_requests && *h.remaining_requests == 0) {
     return false;
   }
-  return !h.remaining_tokens || *h.remaining_tokens >= 2 * std::max<uint64_t>(tokens, 1);
+  return !h.remaining_tokens || (tokens > 0 && *h.remaining_tokens >= 2 * tokens);
 }
+
+/// The longest Retry-After a refusal past a cap on calls in flight comes with: such a cap
+/// frees a slot when a call ends. A longer one (a daily quota's, whose per-minute headers
+/// still show room) is a rate limit.
+constexpr nanoseconds longest_cap_retry_after = std::chrono::seconds{5};
 
 double smoothed(double average, double sample, bool first) {
   return first ? sample : average + item_alpha * (sample - average);
@@ -552,6 +559,7 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
   // leave that room idle.
   const bool past_cap = report.kind == attempt_outcome_kind::rate_limited && s->concurrency
                         && s->info.inflight > 0
+                        && (!report.retry_after || *report.retry_after <= longest_cap_retry_after)
                         && room_left(report.headers, std::max(charged, call_tokens));
   std::optional<uint64_t> too_large;
   if (s->limiter) {

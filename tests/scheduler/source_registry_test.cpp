@@ -173,7 +173,10 @@ TEST(SourceRegistry, ARefusalPastACapOnCallsInFlightLowersTheLimitAndHoldsNothin
 }
 
 TEST(SourceRegistry, A429WithoutRoomOrWithNothingElseOutHoldsTheEndpoint) {
-  for (int which_case = 0; which_case < 3; ++which_case) {
+  // 0: no requests left; 1: too few tokens; 2: nothing else out; 3: a call whose tokens were
+  // not estimated (its limit unknown when sent: the first 429 of a tokens-per-minute limit,
+  // helper-56); 4: a Retry-After of a minute (a daily quota's, per-minute room left).
+  for (int which_case = 0; which_case < 5; ++which_case) {
     manual_time_source clock;
     source_registry reg{clock};
     auto spec = paced("a", 0, 60s);
@@ -185,12 +188,12 @@ TEST(SourceRegistry, A429WithoutRoomOrWithNothingElseOutHoldsTheEndpoint) {
       reg.acquire(a, 0, 1); // another call out
     }
     auto refused = failed(attempt_outcome_kind::rate_limited);
-    refused.retry_after = 2s;
+    refused.retry_after = which_case == 4 ? 60s : 2s;
     refused.headers.limit_requests = 600;
     refused.headers.limit_tokens = 100000;
     refused.headers.remaining_requests = which_case == 0 ? 0 : 5;
     refused.headers.remaining_tokens = which_case == 1 ? 1 : 50000;
-    reg.release(a, refused, 1s);
+    reg.release(a, refused, 1s, 1, 0, which_case == 3 ? 0 : 1000);
     auto wait = reg.pick("chat", {});
     EXPECT_FALSE(wait.source.has_value()) << "case " << which_case;
     EXPECT_EQ(wait.waiting_on, wait_cause::backoff) << "case " << which_case;
