@@ -148,10 +148,14 @@ void advance(graph_actor* self, uint64_t id, const score_reply& reply) {
   }
   auto& j = found->second;
   if (!reply.admitted || reply.results.empty()) {
-    // Refused while draining, or failed by a scheduler that failed itself: nothing to replay.
+    // Refused while draining, or after admission (`refuse_doomed`: their item's request is
+    // refused in turn, and sent again), or failed by a scheduler that failed itself: nothing
+    // to replay.
     j.trace.reset();
-    finish(self, id, failure(reply.rejection == "draining" ? errc::shutting_down : errc::overloaded,
-                             "the reward's model calls were refused: " + reply.reason));
+    auto outcome = failure(reply.rejection == "draining" ? errc::shutting_down : errc::overloaded,
+                           "the reward's model calls were refused: " + reply.reason);
+    outcome.retry_after_ms = reply.retry_after_s * 1000;
+    finish(self, id, std::move(outcome));
     return;
   }
   if (j.trace) {

@@ -59,7 +59,7 @@ void pump(scheduler_actor* self);
 void deliver_finished(scheduler_actor* self) {
   auto& st = self->state;
   for (auto& done : st.core->take_finished()) {
-    if (st.recorder) {
+    if (st.recorder && !done.refused) {
       st.recorder->record(done.internal, done.items, done.results, done.ended);
     }
     auto node = st.replies.extract(done.id);
@@ -71,6 +71,16 @@ void deliver_finished(scheduler_actor* self) {
     }
     auto reply_to = std::move(node.mapped().reply_to);
     score_reply reply;
+    if (done.refused) {
+      // As admission refuses: the client sends it again after Retry-After.
+      reply.admitted = false;
+      reply.rejection = scheduler::to_string(scheduler::admission_decision::reject_deadline_unmeetable);
+      reply.reason = std::move(done.reason);
+      reply.retry_after_s = done.retry_after_s;
+      reply.items = std::move(done.items);
+      reply_to(std::move(reply));
+      continue;
+    }
     reply.results = std::move(done.results);
     reply.groups = std::move(done.groups);
     reply.items = std::move(done.items);

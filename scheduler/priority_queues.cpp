@@ -116,6 +116,20 @@ const queued_task* priority_queues::peek(size_t cls, const std::string& capabili
   return &index_.at(q->second.begin()->second).task;
 }
 
+std::vector<queued_task> priority_queues::last(size_t cls, const std::string& capability,
+                                               size_t n) const {
+  std::vector<queued_task> out;
+  const auto& c = classes_.at(cls);
+  auto q = c.by_capability.find(capability);
+  if (q == c.by_capability.end()) {
+    return out;
+  }
+  for (auto it = q->second.rbegin(); it != q->second.rend() && out.size() < n; ++it) {
+    out.push_back(index_.at(it->second).task);
+  }
+  return out;
+}
+
 bool priority_queues::remove(task_id id) {
   auto e = index_.find(id);
   if (e == index_.end()) {

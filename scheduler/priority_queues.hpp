@@ -97,6 +97,8 @@ public:
 
   /// The task `pop(cls, capability)` would return, left in place; nullptr when none waits.
   const queued_task* peek(size_t cls, const std::string& capability) const;
+  /// The last `n` tasks `pop(cls, capability)` would return, the last first (copies).
+  std::vector<queued_task> last(size_t cls, const std::string& capability, size_t n) const;
   /// Removes the task `id` wherever it waits. Returns false when it is not queued.
   bool remove(task_id id);
 

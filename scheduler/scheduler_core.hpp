@@ -62,6 +62,13 @@ struct finished_request {
   request_id id = 0;
   /// A reward graph's model calls (see `submit`).
   bool internal = false;
+  /// Every item was refused after admission (`errc::overloaded`: the pace its sources'
+  /// limits allow, learned after it was admitted, cannot start it before its deadline): the
+  /// request is answered as admission refuses one ("deadline_unmeetable"), after
+  /// `retry_after_s`, the first item's reason as `reason`.
+  bool refused = false;
+  int64_t retry_after_s = 0;
+  std::string reason;
   /// The items, and one result per item, in the request's order.
   std::vector<shared_item> items;
   std::vector<item_result> results;
@@ -383,6 +390,13 @@ private:
   /// 429, until after the deadline of the head of `cls`'s queue for it, fails that item with
   /// upstream_failed and returns true.
   bool fail_ejected(size_t cls, const std::string& capability, const pick_result& pick);
+  /// When `pick` found the sources serving `capability` paced to their rate limits, refuses
+  /// the requests at the back of `cls`'s queue for it that their limits cannot start before
+  /// their deadlines: their items end `errc::overloaded` (a fallback answers where the reward
+  /// has one), and a request whose every item did is answered as admission refuses one, so
+  /// its client sends it again later. Only requests none of whose items has begun; at most
+  /// once per `doom_scan_interval` a capability.
+  void refuse_doomed(size_t cls, const std::string& capability, const pick_result& pick);
   /// Why a call to `source` now could only answer after `deadline` (less time is left than the
   /// remote source's fastest recent answer took), or nullopt when it may answer in time.
   std::optional<std::string> past_hope(source_id source, time_point deadline) const;
@@ -503,6 +517,8 @@ private:
   std::optional<time_point> pacing_wakeup_;
   std::vector<request_id> finishing_;
   std::vector<finished_request> finished_;
+  /// When `refuse_doomed` last looked at each capability's queues.
+  std::unordered_map<std::string, time_point> doom_scanned_;
   std::vector<cancelled_batch> cancelled_;
   /// A remote call given up before it answered, counted for its steps at dispatch, until its
   /// source says whether it was sent at all (`settle_given_up`).

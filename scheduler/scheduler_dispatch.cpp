@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_set>
 
 #include "common/capability.hpp"
 
@@ -379,6 +380,7 @@ bool scheduler_core::dispatch_step(const std::string& capability, size_t cls,
     if (fail_ejected(cls, capability, pick)) {
       return true;
     }
+    refuse_doomed(cls, capability, pick);
     note_wait(pick, capability);
     return false;
   }
@@ -505,6 +507,95 @@ bool scheduler_core::fail_ejected(size_t cls, const std::string& capability,
                ms_until(*pick.retry_at));
   }
   return true;
+}
+
+namespace {
+
+/// How often `refuse_doomed` looks at one capability's queues, and how many items from the
+/// back of one queue it looks at.
+constexpr auto doom_scan_interval = std::chrono::milliseconds{100};
+constexpr size_t doom_scan_items = 4096;
+
+} // namespace
+
+void scheduler_core::refuse_doomed(size_t cls, const std::string& capability,
+                                   const pick_result& pick) {
+  // Only an empty bucket: then each start waits for the pace (after a 429's backoff, a
+  // bucket may hold calls that go at once). Calls in flight (`pick.busy`) do not matter: their
+  // answers' headers never raise a bucket's level.
+  if (!pick.retry_at
+      || (pick.waiting_on != wait_cause::requests && pick.waiting_on != wait_cause::tokens)) {
+    return;
+  }
+  auto now = clock_.now();
+  auto [scanned, fresh] = doom_scanned_.try_emplace(capability, now);
+  if (!fresh && now - scanned->second < doom_scan_interval) {
+    return;
+  }
+  scanned->second = now;
+  // Items per second the limits let through at most: however many calls go at once, the
+  // k-th item waiting starts no sooner than k of them after the next call may go.
+  auto rate = sources_.paced_rate(capability);
+  if (!rate || *rate <= 0.0) {
+    return;
+  }
+  std::vector<bool> waiting(queues_.class_count(), false);
+  double higher = 0.0;
+  for (size_t q = 0; q < waiting.size(); ++q) {
+    auto n = queues_.waiting(q, capability);
+    waiting[q] = n > 0;
+    if (q < cls) {
+      higher += static_cast<double>(n);
+    }
+  }
+  const double share = fair_.share(cls, waiting);
+  // A call that starts must also end before the deadline: no sooner than the quickest answer.
+  const auto quickest = sources_.quickest_answer(capability);
+  auto tail = queues_.last(cls, capability, doom_scan_items);
+  auto place = static_cast<double>(queues_.waiting(cls, capability));
+  std::vector<std::pair<request_id, std::string>> doomed;
+  std::unordered_set<request_id> seen;
+  for (const auto& task : tail) {
+    place -= 1.0; // items ahead of this one in its class
+    // Higher classes first (strict priority), or this class's fair share of the pace while
+    // they wait too, whichever lets it go sooner.
+    double ahead = std::min(higher + place, place / std::max(share, 1e-9));
+    auto start = *pick.retry_at + std::chrono::duration_cast<nanoseconds>(
+                                    std::chrono::duration<double>(ahead / *rate));
+    if (start + quickest <= task.deadline) {
+      break; // this one may make it, and those ahead of it start sooner
+    }
+    auto req = requests_.find(task.request);
+    if (req == requests_.end() || !seen.insert(task.request).second) {
+      continue;
+    }
+    auto& r = req->second;
+    const bool untouched = std::all_of(r.states.begin(), r.states.end(), [](item_state st) {
+      return st == item_state::queued;
+    }) && std::all_of(r.failures.begin(), r.failures.end(), [](uint32_t f) { return f == 0; });
+    if (!untouched) {
+      continue; // part of it has run: it waits, and fails at its deadline if it must
+    }
+    auto late = std::chrono::duration<double>(start + quickest - task.deadline).count();
+    auto reason = "expected to be answered in "
+                  + std::to_string(static_cast<int64_t>(ms_between(now, start + quickest)))
+                  + " ms at the soonest, after its deadline ("
+                  + std::to_string(static_cast<int64_t>(ms_between(now, task.deadline)))
+                  + " ms left), at the pace the rate limits of the sources serving '"
+                  + capability + "' allow (learned after it was admitted)";
+    auto retry_after_ms = static_cast<int64_t>(std::ceil(std::max(late, 1.0))) * 1000;
+    // Admission counts the refused coming back ahead of later arrivals (a reward graph's
+    // calls: their item's request, refused in turn, comes back).
+    refused_.add(capability, r.priority, static_cast<double>(r.states.size()), *rate, now);
+    for (auto& result : r.results) {
+      result.retry_after_ms = retry_after_ms;
+    }
+    doomed.emplace_back(task.request, std::move(reason));
+  }
+  for (const auto& [id, reason] : doomed) {
+    fail_remaining(id, errc::overloaded, reason);
+  }
+  flush();
 }
 
 int64_t scheduler_core::ms_until(time_point at) const {

@@ -93,12 +93,15 @@ void scheduler_core::end_item(request_id id, pending_request& req, uint32_t inde
     latency_histogram(req.items[index]->reward)
       .Observe(seconds_between(req.admitted, clock_.now()));
   }
-  if (!req.internal && !req.items[index]->step.empty()) {
+  // Refused after admission (`refuse_doomed`, or a reward graph's calls so refused): its
+  // client sends it again, as after a refusal at admission, which no step or group counts.
+  const bool refused = result.status == item_status::failed && result.code == errc::overloaded;
+  if (!req.internal && !req.items[index]->step.empty() && !refused) {
     steps_.item_ended(req.items[index]->step, result);
   }
   if (!req.internal && !req.items[index]->group.empty()) {
     bool scored = result.status != item_status::failed;
-    if (result.code == errc::client_closed) {
+    if (result.code == errc::client_closed || refused) {
       // Nobody reads it; a retry of the same rollout will be the member that counts.
       groups_.withdrawn(req.items[index]->group, clock_.now());
     } else if (auto took = groups_.ended(req.items[index]->group, clock_.now(),
@@ -282,9 +285,27 @@ void scheduler_core::finish(request_id id) {
       }
     }
   }
-  finished_.push_back({id, found->second.internal, std::move(found->second.items),
-                       std::move(found->second.results), std::move(groups),
-                       std::move(found->second.ended)});
+  finished_request done;
+  done.id = id;
+  done.internal = found->second.internal;
+  const auto& results = found->second.results;
+  done.refused = !results.empty()
+                 && std::all_of(results.begin(), results.end(), [](const item_result& r) {
+                      return r.status == item_status::failed && r.code == errc::overloaded;
+                    });
+  if (done.refused) {
+    int64_t longest = 0;
+    for (const auto& r : results) {
+      longest = std::max(longest, r.retry_after_ms);
+    }
+    done.retry_after_s = std::max<int64_t>(1, (longest + 999) / 1000);
+    done.reason = results.front().error;
+  }
+  done.items = std::move(found->second.items);
+  done.results = std::move(found->second.results);
+  done.groups = std::move(groups);
+  done.ended = std::move(found->second.ended);
+  finished_.push_back(std::move(done));
   const bool internal = found->second.internal;
   requests_.erase(found);
   if (!internal) {

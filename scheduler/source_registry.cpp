@@ -274,6 +274,25 @@ struct source_registry::state {
     return best;
   }
 
+  /// `rate`'s bounds from pacing alone (nullopt: none).
+  std::optional<double> paced_rate(time_point now, const std::string& capability) const {
+    if (ejected(now)) {
+      return 0.0;
+    }
+    std::optional<double> best;
+    if (limiter) {
+      if (auto rpm = limiter->requests_per_minute(); rpm > 0.0) {
+        best = rpm / 60.0 * spec.batch_items(capability);
+      }
+      if (auto tpm = limiter->tokens_per_minute(); tpm > 0.0 && has_tokens_per_item
+                                                  && tokens_per_item > 0.0) {
+        best = std::min(best.value_or(tpm / 60.0 / tokens_per_item),
+                        tpm / 60.0 / tokens_per_item);
+      }
+    }
+    return best;
+  }
+
   void record_latency(nanoseconds latency) {
     auto ns = static_cast<double>(latency.count());
     latency_ns = has_latency ? latency_ns + latency_alpha * (ns - latency_ns) : ns;
@@ -671,6 +690,32 @@ std::optional<double> source_registry::capacity(const std::string& capability) {
     }
   }
   return total;
+}
+
+std::optional<double> source_registry::paced_rate(const std::string& capability) {
+  auto now = clock_.now();
+  std::optional<double> total;
+  for (const auto& sp : sources_) {
+    if (!sp->serves(capability)) {
+      continue;
+    }
+    auto r = sp->paced_rate(now, capability);
+    if (!r) {
+      return std::nullopt;
+    }
+    total = total.value_or(0.0) + *r;
+  }
+  return total;
+}
+
+nanoseconds source_registry::quickest_answer(const std::string& capability) const {
+  std::optional<int64_t> quickest;
+  for (const auto& sp : sources_) {
+    if (sp->serves(capability) && !sp->recent.empty()) {
+      quickest = std::min(quickest.value_or(sp->fastest), sp->fastest);
+    }
+  }
+  return nanoseconds{quickest.value_or(0)};
 }
 
 std::optional<double> source_registry::seconds_to_start(const std::string& capability,

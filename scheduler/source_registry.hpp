@@ -279,6 +279,16 @@ public:
   /// Nullopt while no source has a bound (nothing measured and no limits).
   std::optional<double> capacity(const std::string& capability);
 
+  /// Items per second the rate limits of the sources serving `capability` let through at
+  /// most, together (request pacing × items per call, token pacing over the tokens an item
+  /// costs; an ejected source none): a bound no concurrency or latency raises. Nullopt when a
+  /// source serving it has no such limit (known or learned).
+  std::optional<double> paced_rate(const std::string& capability);
+
+  /// The quickest answer among the recent ones of the sources serving `capability` (zero
+  /// before any): no call of it ends sooner after it starts.
+  nanoseconds quickest_answer(const std::string& capability) const;
+
   /// Seconds until the sources serving `capability` could have started `items` more items,
   /// each going as soon as its pacing and slots allow: what their buckets hold now goes at
   /// once (a rate limit's burst), the rest at the refill rate, and no faster than free slots

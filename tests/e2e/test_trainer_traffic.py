@@ -140,6 +140,38 @@ def test_a_provider_capping_calls_in_flight_is_not_held_back_by_its_refusals(mak
     assert info(s)["llm_judge_server"]["max_inflight_batches"] in (4, 5)
 
 
+def test_a_burst_admitted_before_the_limits_were_learned_is_refused_not_failed(make_server,
+                                                                             provider):
+    """helper-57: 300 one-item judge requests due in 5 s against a provider taking 20 calls a
+    second, its limits not configured: admitted before its headers told them, 183 failed at
+    their deadline (with the limits configured, admission refused them and the client sent
+    them again: 298 scored). Once the limits are learned, the requests the pace cannot start
+    in time are refused as admission refuses (429 with Retry-After)."""
+    # Answers take 600 ms: every request is in before the first answer tells the limits.
+    p = provider("--rpm", "1200", "--burst-seconds", "1", "--latency-median-ms", "600",
+                 "--latency-p99-ms", "700", "--seed", "4")
+    s = make_server(env={"LLM_JUDGE_SERVER_URL": p.url})
+
+    def one(i):
+        status, headers, body = s.score({"items": [judge_item(i)], "deadline_ms": 5000})
+        if status == 429:
+            return "refused", float(headers.get("retry-after", 0)), body["error"]["message"]
+        return body["results"][0]["status"], None, body["results"][0].get("error")
+
+    with ThreadPoolExecutor(max_workers=150) as pool:
+        answers = list(pool.map(one, range(150)))
+    statuses = [a[0] for a in answers]
+    assert statuses.count("failed") <= 3, (
+        {k: statuses.count(k) for k in set(statuses)}, [a for a in answers if a[0] == "failed"][:3])
+    assert statuses.count("ok") + statuses.count("refused") == len(answers) - statuses.count(
+        "failed")
+    refused = [a for a in answers if a[0] == "refused"]
+    assert refused, "150 items at 20 a second cannot all start within 5 s"
+    assert all(ra >= 1 for _, ra, _ in refused), refused[:3]
+    assert any("learned after it was admitted" in why or "after its deadline" in why
+               for _, _, why in refused), refused[0]
+
+
 @pytest.mark.parametrize("configured", [True, False])
 def test_a_token_limited_provider_paces_long_prompts_without_failures(make_server, provider,
                                                                       configured):

@@ -1322,20 +1322,34 @@ TEST_F(RemoteRouting, AnItemPacedPastItsDeadlineFailsAtOnceSayingWhenToTryAgain)
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(first[0].items[0]->solution_str, "first0");
   // While the first call is out, its answer's rate-limit headers may fill the bucket: the
-  // second waits.
-  EXPECT_TRUE(core_.dispatch().empty());
-  EXPECT_TRUE(core_.take_finished().empty());
-  core_.complete(first[0].id, outcome(attempt_outcome_kind::ok), {});
-  ASSERT_EQ(core_.take_finished().size(), 1u);
+  // second is not failed, but the pace of a call a minute cannot start it in time, and it had
+  // not begun: it is refused, as admission refuses, to be sent again after the wait
+  // (`refuse_doomed`).
   EXPECT_TRUE(core_.dispatch().empty());
   auto done = core_.take_finished();
   ASSERT_EQ(done.size(), 1u) << "it ends now, not at its deadline";
+  EXPECT_TRUE(done[0].refused);
   const auto& r = done[0].results[0];
-  EXPECT_EQ(r.code, errc::upstream_failed);
-  EXPECT_NE(r.error.find("is rate-limited (paced to its requests per minute) for another"),
-            std::string::npos) << r.error;
-  EXPECT_GT(r.retry_after_ms, 50000);
-  EXPECT_LE(r.retry_after_ms, 60000);
+  EXPECT_EQ(r.code, errc::overloaded);
+  EXPECT_NE(r.error.find("after its deadline"), std::string::npos) << r.error;
+  EXPECT_GE(done[0].retry_after_s, 50);
+  EXPECT_LE(done[0].retry_after_s, 60);
+  core_.complete(first[0].id, outcome(attempt_outcome_kind::ok), {});
+  ASSERT_EQ(core_.take_finished().size(), 1u);
+  // With no call out and the bucket empty for a minute, one due sooner at the head of the
+  // queue fails at once, saying when to try again (`fail_ejected`): a reward graph's call
+  // (admission lets it in; the queue was looked at for refusals less than 100 ms ago).
+  ASSERT_TRUE(core_.submit(4, 1, clock_.now() + 10s, judge_items(1, "fourth"), true).admitted());
+  EXPECT_TRUE(core_.dispatch().empty());
+  done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_FALSE(done[0].refused);
+  const auto& failed = done[0].results[0];
+  EXPECT_EQ(failed.code, errc::upstream_failed);
+  EXPECT_NE(failed.error.find("is rate-limited (paced to its requests per minute) for another"),
+            std::string::npos) << failed.error;
+  EXPECT_GT(failed.retry_after_ms, 50000);
+  EXPECT_LE(failed.retry_after_ms, 60000);
   // One whose deadline outlives the wait waits for its turn.
   ASSERT_TRUE(core_.submit(3, 1, clock_.now() + 90s, judge_items(1, "third")).admitted());
   EXPECT_TRUE(core_.dispatch().empty());

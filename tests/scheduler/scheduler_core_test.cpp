@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <memory>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -1234,4 +1235,62 @@ TEST_F(SchedulerCore, NamesASourceForTheLogs) {
   // helper-41: a lost node's endpoint was logged as "source 2 went down".
   auto id = core_.add_source(local_model_source({"embed"}, 1));
   EXPECT_EQ(core_.source_name(id), "minilm");
+}
+
+TEST_F(SchedulerCore, RequestsAdmittedBeforeTheLimitsWereKnownAreRefusedWhenTheyCannotStart) {
+  // helper-57: 300 single-item judge requests due in 5 s, to a provider taking 20 calls a
+  // second whose limits nobody configured. Admitted before its headers told them, 183 failed
+  // at their deadline; with the limits configured, admission refused them and the client sent
+  // them again later (298 scored). Now they are refused once the limits are learned.
+  auto spec = remote_chat_source();
+  spec.max_inflight = 1;
+  spec.rate_limit = rate_limit_config{}; // no limits written: learned from headers
+  core_.add_source(spec);
+  for (request_id id = 1; id <= 40; ++id) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 2s,
+                             {chat_item("judge me " + std::to_string(id), "s")})
+                  .admitted());
+  }
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(core_.take_finished().empty()) << "nothing known yet: nothing refused";
+  clock_.advance(100ms);
+  attempt_report report;
+  report.headers.limit_requests = 600; // 10 a second
+  report.headers.remaining_requests = 0;
+  report.headers.reset_requests = 100ms;
+  core_.complete(first[0].id, report, {ok_outcome(0.5)});
+  EXPECT_TRUE(core_.dispatch().empty()) << "the bucket is empty for 100 ms";
+  auto done = core_.take_finished();
+  std::set<request_id> refused;
+  for (const auto& d : done) {
+    if (d.refused) {
+      refused.insert(d.id);
+      EXPECT_EQ(d.results[0].code, errc::overloaded);
+      EXPECT_GE(d.retry_after_s, 1);
+      EXPECT_NE(d.reason.find("after its deadline"), std::string::npos) << d.reason;
+    } else {
+      EXPECT_EQ(d.id, 1u) << "the one answered";
+    }
+  }
+  // 39 wait; the k-th of them starts no sooner than 0.1 s + (k - 1) / 10 s and is answered
+  // 0.1 s after (the quickest answer), and 1.9 s are left: the first 18 may make it, the
+  // last 21 cannot.
+  ASSERT_EQ(refused.size(), 21u);
+  EXPECT_EQ(*refused.begin(), 20u);
+  EXPECT_EQ(*refused.rbegin(), 40u);
+  EXPECT_FALSE(core_.steps().find("s")->items_failed > 0) << "a refusal is no step's item";
+  // The others are served as the bucket allows.
+  for (int round = 0; round < 40 && !core_.idle(); ++round) {
+    clock_.advance(100ms);
+    core_.on_timer();
+    for (const auto& b : core_.dispatch()) {
+      core_.complete(b.id, {ok_outcome(0.5)});
+    }
+  }
+  size_t ok = 0;
+  for (const auto& d : core_.take_finished()) {
+    ok += !d.refused && d.results[0].status == item_status::ok;
+  }
+  EXPECT_GE(ok, 17u) << "the 18th is answered at its deadline";
 }
