@@ -74,7 +74,8 @@ void deliver_finished(scheduler_actor* self) {
     if (done.refused) {
       // As admission refuses: the client sends it again after Retry-After.
       reply.admitted = false;
-      reply.rejection = scheduler::to_string(scheduler::admission_decision::reject_deadline_unmeetable);
+      reply.rejection =
+        scheduler::to_string(scheduler::admission_decision::reject_deadline_unmeetable);
       reply.reason = std::move(done.reason);
       reply.retry_after_s = done.retry_after_s;
       reply.items = std::move(done.items);
