@@ -250,31 +250,19 @@ struct source_registry::state {
   /// Items of `capability` per second this source can take now; nullopt while nothing bounds
   /// it.
   std::optional<double> rate(time_point now, const std::string& capability) const {
-    if (ejected(now)) {
-      return 0.0;
+    auto best = paced_rate(now, capability); // 0 when ejected
+    if (best && *best == 0.0) {
+      return best;
     }
-    std::optional<double> best;
-    auto bound = [&best](double r) {
-      if (!best || r < *best) {
-        best = r;
-      }
-    };
     if (has_item_seconds && item_seconds > 0.0) {
-      bound(static_cast<double>(limit()) / item_seconds);
-    }
-    if (limiter) {
-      if (auto rpm = limiter->requests_per_minute(); rpm > 0.0) {
-        bound(rpm / 60.0 * spec.batch_items(capability));
-      }
-      if (auto tpm = limiter->tokens_per_minute(); tpm > 0.0 && has_tokens_per_item
-                                                  && tokens_per_item > 0.0) {
-        bound(tpm / 60.0 / tokens_per_item);
-      }
+      auto slots = static_cast<double>(limit()) / item_seconds;
+      best = std::min(best.value_or(slots), slots);
     }
     return best;
   }
 
-  /// `rate`'s bounds from pacing alone (nullopt: none).
+  /// `rate`'s bounds from pacing alone (nullopt: none): request pacing × items per call, and
+  /// token pacing over the tokens an item costs; 0 when ejected.
   std::optional<double> paced_rate(time_point now, const std::string& capability) const {
     if (ejected(now)) {
       return 0.0;
@@ -286,8 +274,8 @@ struct source_registry::state {
       }
       if (auto tpm = limiter->tokens_per_minute(); tpm > 0.0 && has_tokens_per_item
                                                   && tokens_per_item > 0.0) {
-        best = std::min(best.value_or(tpm / 60.0 / tokens_per_item),
-                        tpm / 60.0 / tokens_per_item);
+        auto tokens = tpm / 60.0 / tokens_per_item;
+        best = std::min(best.value_or(tokens), tokens);
       }
     }
     return best;
