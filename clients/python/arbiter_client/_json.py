@@ -59,10 +59,11 @@ def _numpy_float_text(value):
 
 def to_reference_value(value, path):
     """A `ground_truth` as Arbiter's /v1/score takes it: a string, or a list of strings (or
-    `{"target": ...}` holding them), with every int or float (numpy's too, through `.tolist()` / `.item()`) turned into the text
-    Python's `str()` gives it (72 -> "72", 0.5 -> "0.5", 1e16 -> "1e+16", inf -> "inf"), as
-    Arbiter turns a JSON number. Anything else goes as JSON (to_json_value), and Arbiter
-    refuses a boolean or None with a 400 naming the field."""
+    `{"target": ...}` holding them), with every int or float (numpy's too, through
+    `.tolist()` / `.item()`) turned into the text Python's `str()` gives it (72 -> "72",
+    0.5 -> "0.5", 1e16 -> "1e+16", inf -> "inf"), as Arbiter turns a JSON number. Anything
+    else goes as JSON (to_json_value), and Arbiter refuses a boolean or None with a 400 naming
+    the field."""
     texts = _numpy_float_text(value)
     if texts is not None:
         return texts
