@@ -22,6 +22,15 @@ constexpr nanoseconds urgent_margin = std::chrono::milliseconds{100};
 /// their classes; no capability is named so.
 const std::string across_capabilities = "(across capabilities)";
 
+/// How many starts at a capability come before an item with `place` items ahead of it in its
+/// class and `higher` waiting in the classes above: all of those first (strict priority), or
+/// the class's fair `share` of the starts while the classes it shares with wait too,
+/// whichever lets it go sooner. Admission (`expected_wait`) and the late refusal
+/// (`refuse_doomed`) reckon a wait so.
+double starts_before(double higher, double place, double share) {
+  return std::min(higher + place, place / std::max(share, 1e-9));
+}
+
 } // namespace
 
 void scheduler_core::note_wait(const pick_result& pick, const std::string& capability) {
@@ -361,12 +370,10 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
            + sources_.latency(capability, count, own);
   }
   auto latency = sources_.latency(capability, ahead + count, own);
-  // Higher classes first at the latest (strict priority), or the class's fair share of the
-  // capacity while lower classes wait too, whichever finishes sooner: its next item goes at
-  // the next start, each further one 1/share starts later.
-  double strict = start(ahead + count);
-  double fair = start(1.0 + (in_class + count - 1.0) / fair_.share(cls, waiting));
-  auto seconds = std::chrono::duration<double>(std::min(strict, fair));
+  // The last item starts after those before it (`starts_before`): `ahead` holds the higher
+  // classes' items and those of its own class.
+  auto before = starts_before(ahead - in_class, in_class + count - 1.0, fair_.share(cls, waiting));
+  auto seconds = std::chrono::duration<double>(start(1.0 + before));
   return std::chrono::duration_cast<nanoseconds>(seconds) + latency;
 }
 
@@ -557,9 +564,7 @@ void scheduler_core::refuse_doomed(size_t cls, const std::string& capability,
   std::unordered_set<request_id> seen;
   for (const auto& task : tail) {
     place -= 1.0; // items ahead of this one in its class
-    // Higher classes first (strict priority), or this class's fair share of the pace while
-    // they wait too, whichever lets it go sooner.
-    double ahead = std::min(higher + place, place / std::max(share, 1e-9));
+    double ahead = starts_before(higher, place, share);
     auto start = *pick.retry_at + std::chrono::duration_cast<nanoseconds>(
                                     std::chrono::duration<double>(ahead / *rate));
     if (start + quickest <= task.deadline) {
