@@ -96,6 +96,14 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
     report.kind = outcome_of(r.error);
     report.unsent = r.error == backends::http_error::connect_failed && !r.sent;
     report.detail = std::string{to_string(r.error)} + ": " + r.error_message;
+    if (r.error == backends::http_error::connection_reset && r.sent) {
+      // The provider read the request, then dropped the connection or cut its answer off (one
+      // that crashes on this input does so every time): an unusable answer, which spends an
+      // attempt, not a connection refused. Counted as refused, an item was sent 220 times
+      // until its deadline (helper-59).
+      report.kind = attempt_outcome_kind::bad_response;
+      report.detail += " (after the request was sent)";
+    }
     return out;
   }
   scheduler::header_lookup lookup = [&r](std::string_view name) -> std::optional<std::string_view> {

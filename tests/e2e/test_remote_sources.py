@@ -286,6 +286,29 @@ def test_malformed_bodies_fail_explicitly_or_go_elsewhere(make_server, provider)
     assert status == 200
 
 
+def test_a_provider_dropping_the_connection_after_the_request_spends_the_items_attempts(
+        make_server, provider):
+    """A provider that reads a request and then resets the connection (one that crashes on
+    the input does so every time) gave an unusable answer, as a 500 would: the item stops
+    at max_attempts. Taken for a refused connection it was sent until its deadline, 220
+    times in 30 s (helper-59). The breaker is off, so only the attempts can stop it."""
+    p = provider("--error-rate-reset", "1.0", "--latency-median-ms", "5")
+    s = make_server(config(source_toml("a", p),
+                           routing="max_attempts = 3\nbreaker_consecutive_failures = 0\n"
+                                   "breaker_failure_ratio = 0\n"))
+    started = time.monotonic()
+    status, _, body = s.score({"step": "resets", "items": judge_items(1), "deadline_ms": 10000})
+    took = time.monotonic() - started
+    assert status == 200, body
+    r = body["results"][0]
+    assert r["status"] == "failed" and r["attempts"] == 3, r
+    assert "connection_reset" in r["error"]["message"], r["error"]
+    assert took < 5.0, took  # not held to its deadline
+    assert p.stats()["requests_total"] == 3
+    _, _, account = s.request("GET", "/v1/steps/resets")
+    assert account["sources"]["a"]["calls"] == 3, account
+
+
 def test_identical_items_are_sent_once_and_then_cached(make_server, provider):
     p = provider("--latency-median-ms", "100", "--latency-p99-ms", "150")
     cfg = "[routing]\nhedge = false\n\n" + source_toml("a", p)
