@@ -93,6 +93,23 @@ std::optional<std::string> repeated_key(simdjson::dom::element value, const std:
 
 } // namespace
 
+void name_malformed_body(std::string_view body, codec_error& err) {
+  if (err.why != refusal::invalid || err.field == "body") {
+    return;
+  }
+  thread_local simdjson::dom::parser parser;
+  auto error = parser.parse(body.data(), body.size(), /*realloc_if_needed=*/true).error();
+  // The structure only: a number, a string (a lone surrogate the decoders take) or bad UTF-8
+  // is named by its path in the decoder's own message.
+  if (error != simdjson::TAPE_ERROR && error != simdjson::INCOMPLETE_ARRAY_OR_OBJECT
+      && error != simdjson::T_ATOM_ERROR && error != simdjson::F_ATOM_ERROR
+      && error != simdjson::N_ATOM_ERROR) {
+    return;
+  }
+  err = {refusal::invalid, "body",
+         std::string{"body: malformed JSON ("} + simdjson::error_message(error) + ")"};
+}
+
 bool well_formed_json(std::string_view text, std::string* twice) {
   thread_local simdjson::dom::parser parser;
   auto parsed = parser.parse(text.data(), text.size(), /*realloc_if_needed=*/true);

@@ -52,6 +52,11 @@ bool decode_string_token_lossy(std::string_view token, std::string& out);
 /// 64 bits is not checked for repeated keys.)
 bool well_formed_json(std::string_view text, std::string* twice = nullptr);
 
+/// Names a malformed body: when a decoder refused `body` for a field (`items[1]: expected an
+/// object`) while the body is not well-formed JSON (on-demand parsing reads a list's trailing
+/// comma `[{...},]` as one more element), `err` becomes `body: malformed JSON (WHY)`.
+void name_malformed_body(std::string_view body, codec_error& err);
+
 /// The path of field `key` of the object at `where` ("body" for the top level): `key`, or
 /// `WHERE.key`; an empty key is written `""`, so that a refusal always names a field.
 std::string field_path(const std::string& where, std::string_view key);

@@ -20,6 +20,7 @@
 #include "backends/rewards/reward_kinds.hpp"
 #include "arbiter/version.hpp"
 #include "common/log.hpp"
+#include "net/json_reading.hpp"
 #include "net/shards.hpp"
 
 namespace arbiter::net {
@@ -415,6 +416,9 @@ void router::serve_scoring(const std::string& route, error_style style, decoder 
   job.client_deadline = client_deadline(req.client_timeout, codec_.max_deadline);
   codec_error err;
   bool ok = (this->*decode)(req.body, req.target, job, err);
+  if (!ok) {
+    name_malformed_body(req.body, err);
+  }
   parse_histogram_->Observe(seconds_since(start));
   if (ok && step.size() > max_tag_bytes) {
     ok = false;

@@ -144,6 +144,12 @@ BAD_REQUESTS = [
     ("null in a ground_truth list",
      '{"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": ["a", null]}]}',
      "items[0].ground_truth[1]"),
+    # A trailing comma in a list is the body's fault, not a missing element's (it said
+    # `items[1]: expected an object`, helper-59).
+    ("trailing comma in items",
+     '{"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": "a"},]}', "body"),
+    ("trailing comma in a list",
+     '{"items": [{"reward": "lexical", "solution_str": "a", "ground_truth": ["a",]}]}', "body"),
 ]
 
 # JSON number tokens a dataset may carry as answers; Arbiter must read each one as the text
