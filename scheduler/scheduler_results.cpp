@@ -50,10 +50,12 @@ item_result scheduler_core::maybe_fall_back(const score_item& item, item_result 
     case errc::upstream_rejected:
     case errc::worker_failed:
     case errc::overloaded:
-    case errc::shutting_down:
       break;
     default:
-      return result; // The item's own problem: the fallback would not fix it.
+      // The item's own problem: the fallback would not fix it. Nor a drain's end
+      // (`shutting_down`): the server that takes over scores it, and the clients send it
+      // again; fallen back, a rolling restart scored a whole step lexically (helper-58).
+      return result;
   }
   auto why = std::string{to_string(result.code)} + ": " + result.error;
   auto outcome = fallback_(item);

@@ -312,6 +312,30 @@ def test_drain_deadline_fails_what_is_left_explicitly(make_server):
         pass
 
 
+def test_items_a_drain_ends_keep_their_failure_rather_than_take_their_fallback(make_server,
+                                                                               provider):
+    """The embedding reward falls back to lexical when its sources cannot answer; a drain's
+    end is not that: the server that takes over scores the items (the clients send them
+    again). Fallen back, a rolling restart scored a whole step lexically (helper-58)."""
+    from arbiter_testing import source_toml
+    slow = provider("--latency-median-ms", "5000", "--latency-p99-ms", "5001")
+    s = make_server("[scheduler]\ndrain_timeout_ms = 100\n"
+                    + source_toml("emb", slow.url, caps=("embed",)))
+    items = [{"reward": "embedding", "solution_str": f"a blue whale {i}",
+              "ground_truth": f"whale number {i}"} for i in range(20)]
+    t, answer = send_and_wait_until_pending(s, {"items": items})
+    deadline = time.time() + 10
+    while time.time() < deadline and not slow.stats()["in_flight"]:
+        time.sleep(0.01)
+    s.proc.send_signal(signal.SIGTERM)
+    t.join()
+    assert s.proc.wait(timeout=30) == 0
+    status, _, body = answer[0]
+    assert status == 200, body
+    assert {r["status"] for r in body["results"]} == {"failed"}, body["results"][0]
+    assert {r["error"]["code"] for r in body["results"]} == {"shutting_down"}
+
+
 def test_sighup_drains_even_with_its_log_pipe_gone_and_a_second_signal_exits_at_once(
         tmp_path, provider):
     """SIGHUP (a closed terminal or ssh session) drains as SIGTERM does, and a log reader
