@@ -346,13 +346,16 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
     } else if (!items.empty()) {
       // A judge item's room comes back at the pace of its chat calls: the graph itself has no
-      // rate, so a full class said Retry-After: 1 every time and clients gave up.
-      in.items_per_second = capacity_through(items.front()->capability);
+      // rate, so a full class said Retry-After: 1 every time and clients gave up. A full
+      // class drains in full calls.
+      in.items_per_second = capacity_through(items.front()->capability, /*full_calls=*/true);
       binding = items.front()->capability;
     }
-    // Requests refused before this one come back before it.
+    // Requests refused before this one come back before it, together: their items queue, and
+    // go in full calls.
     auto rate_of = [this, &in, &binding] {
-      return in.items_per_second ? in.items_per_second : capacity_through(binding);
+      return in.items_per_second ? in.items_per_second
+                                 : capacity_through(binding, /*full_calls=*/true);
     };
     if (!binding.empty() && refused_.holds(binding)) {
       auto ahead = refused_.seconds(binding, priority, rate_of().value_or(0.0), now);

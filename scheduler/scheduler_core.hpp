@@ -354,8 +354,10 @@ private:
   /// reference; anything else: 1), against a source's `max_batch_inputs`.
   uint64_t inputs_of(item_ref ref) const;
   /// Items a second the sources under `capability` take: a reward graph's, the slowest of
-  /// the capabilities its items call (a few levels down); unset while unknown.
-  std::optional<double> capacity_through(const std::string& capability, int depth = 0);
+  /// the capabilities its items call (a few levels down); unset while unknown. With
+  /// `full_calls`, in calls as full as a waiting queue makes them (`source_registry::capacity`).
+  std::optional<double> capacity_through(const std::string& capability, bool full_calls = false,
+                                         int depth = 0);
   /// The expected time until `items` more items of `capability` at class `cls` are answered:
   /// what waits ahead of them and they themselves over the sources' capacity, plus a latency.
   /// For a reward graph, the longest of its model calls' capabilities. Nullopt while the

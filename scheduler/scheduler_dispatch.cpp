@@ -257,14 +257,14 @@ bool scheduler_core::hold_for_faster(const std::string& capability, source_id so
 }
 
 std::optional<double> scheduler_core::capacity_through(const std::string& capability,
-                                                       int depth) {
+                                                       bool full_calls, int depth) {
   const auto* fed = sources_.feeds(capability);
   if (fed == nullptr) {
-    return sources_.capacity(capability);
+    return sources_.capacity(capability, full_calls);
   }
   std::optional<double> least;
   for (const auto& under : *fed) {
-    auto rate = depth < 4 ? capacity_through(under, depth + 1) : std::nullopt;
+    auto rate = depth < 4 ? capacity_through(under, full_calls, depth + 1) : std::nullopt;
     if (rate && (!least || *rate < *least)) {
       least = rate;
     }

@@ -38,6 +38,11 @@ sample_kind sample_of(attempt_outcome_kind k) {
 
 /// Weight of a new sample in the smoothed time per item, tokens per item and prompt ratio.
 constexpr double item_alpha = 0.1;
+
+/// Answers after which a batching source whose calls never held half a full batch is taken to
+/// fill them no further (a TEI endpoint's input cap, token pacing): its time per item in the
+/// calls it does send is its pace while a queue waits.
+constexpr uint32_t calls_to_know_fullness = 8;
 /// The learned prompt-token ratio stays within these bounds (a provider's tokenizer against
 /// our bytes/3 estimate; a system prompt the endpoint adds).
 constexpr double min_prompt_ratio = 0.05;
@@ -86,6 +91,14 @@ struct source_registry::state {
   /// Smoothed seconds per item of good answers (latency ÷ items), for capacity.
   double item_seconds = 0.0;
   bool has_item_seconds = false;
+  /// The same over calls carrying at least half a full batch: what an item costs while a
+  /// queue waits (a batching model runs 64 items in far less than 64 single-item calls),
+  /// for how fast a full queue drains (`capacity`'s `full_calls`).
+  double full_item_seconds = 0.0;
+  bool has_full_item_seconds = false;
+  /// Good answers carrying items since the pace was last forgotten (counted up to
+  /// `calls_to_know_fullness`).
+  uint32_t answered_calls = 0;
   /// Smoothed items per call sent (a batching source's calls carry fewer than it allows while
   /// items arrive one at a time), for what a bucket's requests hold in items.
   double items_per_call = 0.0;
@@ -205,6 +218,8 @@ struct source_registry::state {
   void forget_pace() {
     has_latency = false;
     has_item_seconds = false;
+    has_full_item_seconds = false;
+    answered_calls = 0;
     work_seconds = work_fit{};
     has_unit_seconds = false;
   }
@@ -248,14 +263,25 @@ struct source_registry::state {
   }
 
   /// Items of `capability` per second this source can take now; nullopt while nothing bounds
-  /// it.
-  std::optional<double> rate(time_point now, const std::string& capability) const {
+  /// it. With `full_calls`, in calls as full as those sent while a queue waited, where known.
+  std::optional<double> rate(time_point now, const std::string& capability,
+                             bool full_calls = false) const {
     auto best = paced_rate(now, capability); // 0 when ejected
     if (best && *best == 0.0) {
       return best;
     }
-    if (has_item_seconds && item_seconds > 0.0) {
-      auto slots = static_cast<double>(limit()) / item_seconds;
+    double each = item_seconds;
+    if (full_calls && has_full_item_seconds) {
+      each = full_item_seconds;
+    } else if (full_calls && spec.batch_items(capability) > 1
+               && answered_calls < calls_to_know_fullness) {
+      // A batching source whose calls were all small so far (the first item of a herd goes
+      // alone): what a full one costs is not known yet. Taken from the single item, it told
+      // a herd on a fresh server to come back in up to a minute, 8 times too late.
+      each = 0.0;
+    }
+    if (has_item_seconds && each > 0.0) {
+      auto slots = static_cast<double>(limit()) / each;
       best = std::min(best.value_or(slots), slots);
     }
     return best;
@@ -657,6 +683,12 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
                       / static_cast<double>(items);
       s->item_seconds = smoothed(s->item_seconds, per_item, !s->has_item_seconds);
       s->has_item_seconds = true;
+      s->answered_calls = std::min(s->answered_calls + 1, calls_to_know_fullness);
+      if (2 * items >= s->spec.max_batch_items) {
+        s->full_item_seconds =
+          smoothed(s->full_item_seconds, per_item, !s->has_full_item_seconds);
+        s->has_full_item_seconds = true;
+      }
     }
     if (work > 0 && s->spec.weighs_work()) {
       s->learn_call(static_cast<double>(work),
@@ -666,14 +698,15 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
   return std::nullopt;
 }
 
-std::optional<double> source_registry::capacity(const std::string& capability) {
+std::optional<double> source_registry::capacity(const std::string& capability,
+                                                bool full_calls) {
   auto now = clock_.now();
   std::optional<double> total;
   for (const auto& sp : sources_) {
     if (!sp->serves(capability)) {
       continue;
     }
-    if (auto r = sp->rate(now, capability)) {
+    if (auto r = sp->rate(now, capability, full_calls)) {
       total = total.value_or(0.0) + *r;
     }
   }

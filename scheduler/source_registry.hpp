@@ -276,8 +276,12 @@ public:
   /// Items per second the sources serving `capability` can take now, together: for each
   /// source not ejected, the least of its concurrency limit over the measured time per item,
   /// its request pacing × items per call, and its token pacing over the tokens an item costs.
-  /// Nullopt while no source has a bound (nothing measured and no limits).
-  std::optional<double> capacity(const std::string& capability);
+  /// Nullopt while no source has a bound (nothing measured and no limits). With
+  /// `full_calls`: the time per item of the calls sent while a queue waited (at least half a
+  /// full batch), where one was, rather than of every call: how fast a full queue drains,
+  /// whose calls are full (single items arriving one at a time went one a call, and a
+  /// batching model's time per item in them told a herd to come back 3 to 8 times too late).
+  std::optional<double> capacity(const std::string& capability, bool full_calls = false);
 
   /// Items per second the rate limits of the sources serving `capability` let through at
   /// most, together (request pacing × items per call, token pacing over the tokens an item

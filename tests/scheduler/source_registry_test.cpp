@@ -402,6 +402,37 @@ TEST(SourceRegistry, CapacityIsTheLeastOfConcurrencyAndPacing) {
   EXPECT_DOUBLE_EQ(*reg.capacity("chat"), 128.0) << "an ejected source adds nothing";
 }
 
+TEST(SourceRegistry, AFullQueueDrainsAtTheTimePerItemOfFullCalls) {
+  // A local model batching 64 items a call, one slot: a single item takes 25 ms, a full call
+  // 200 ms (3 ms an item). A herd refused on a fresh server was told to come back at the
+  // single item's pace, 8 times too late (helper-58: 1,500 one-item requests, 24 s against 4).
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto model = local("m", {"embed"}, 1);
+  model.max_batch_items = 64;
+  auto m = reg.add(model);
+  reg.acquire(m, 0, 1);
+  reg.release(m, ok_after(25ms), 1s, 1);
+  EXPECT_DOUBLE_EQ(*reg.capacity("embed"), 40.0) << "what its calls have carried";
+  EXPECT_FALSE(reg.capacity("embed", /*full_calls=*/true).has_value())
+    << "no full call yet: unknown, not the single item's pace";
+  reg.acquire(m, 0, 64);
+  reg.release(m, ok_after(200ms), 1s, 64);
+  EXPECT_DOUBLE_EQ(*reg.capacity("embed", true), 320.0) << "64 items in 200 ms";
+  EXPECT_LT(*reg.capacity("embed"), 60.0) << "a mix of both calls, as before";
+
+  // A source whose calls never fill (a TEI endpoint's input cap): after a few answers, its
+  // calls' time per item is its pace.
+  source_registry reg2{clock};
+  auto capped = reg2.add(model);
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_FALSE(reg2.capacity("embed", true).has_value()) << "after " << i << " answers";
+    reg2.acquire(capped, 0, 10);
+    reg2.release(capped, ok_after(100ms), 1s, 10);
+  }
+  EXPECT_DOUBLE_EQ(*reg2.capacity("embed", true), 100.0) << "10 items in 100 ms";
+}
+
 TEST(SourceRegistry, SecondsToStartSpendWhatTheBucketHoldsThenThePace) {
   manual_time_source clock;
   source_registry reg{clock};
