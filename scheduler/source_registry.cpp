@@ -72,6 +72,16 @@ double smoothed(double average, double sample, bool first) {
   return first ? sample : average + item_alpha * (sample - average);
 }
 
+/// The most a sample of a source's time per item or per call may weigh against what was
+/// learned: one call far slower than the rest (a 1 MB text, whose tokenizing is most of its
+/// time) taught admission a pace 4 times too slow, and a 5,000-item batch took its fallback
+/// at once (helper-58). A source that did slow down is learned at 1.3 times a call.
+constexpr double slowest_sample = 4.0;
+
+double within_reach(double sample, double learned, bool known) {
+  return known && learned > 0.0 ? std::min(sample, slowest_sample * learned) : sample;
+}
+
 } // namespace
 
 struct source_registry::state {
@@ -681,18 +691,23 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     if (items > 0) {
       auto per_item = std::chrono::duration<double>(report.latency).count()
                       / static_cast<double>(items);
-      s->item_seconds = smoothed(s->item_seconds, per_item, !s->has_item_seconds);
+      s->item_seconds = smoothed(s->item_seconds,
+                                 within_reach(per_item, s->item_seconds, s->has_item_seconds),
+                                 !s->has_item_seconds);
       s->has_item_seconds = true;
       s->answered_calls = std::min(s->answered_calls + 1, calls_to_know_fullness);
       if (2 * items >= s->spec.max_batch_items) {
-        s->full_item_seconds =
-          smoothed(s->full_item_seconds, per_item, !s->has_full_item_seconds);
+        s->full_item_seconds = smoothed(
+          s->full_item_seconds,
+          within_reach(per_item, s->full_item_seconds, s->has_full_item_seconds),
+          !s->has_full_item_seconds);
         s->has_full_item_seconds = true;
       }
     }
     if (work > 0 && s->spec.weighs_work()) {
-      s->learn_call(static_cast<double>(work),
-                    std::chrono::duration<double>(report.latency).count());
+      const auto w = static_cast<double>(work);
+      s->learn_call(w, within_reach(std::chrono::duration<double>(report.latency).count(),
+                                    s->call_time(1.0, w), s->has_unit_seconds));
     }
   }
   return std::nullopt;
