@@ -290,10 +290,12 @@ TEST(RemoteCodec, ALocalModelsWorkCountsEachTextCappedAtItsLongestInput) {
   score_item item;
   item.kind = "embedding";
   item.solution_str = words(30);        // 40 tokens and 2 special ones: 42 + 42^2 / 512
-  item.ground_truth = {words(3000)};    // capped at 256: 256 + 128
-  EXPECT_EQ(estimate_model_work(item, 256), 42u + 3u + 256u + 128u);
+  // 4,002 tokens capped at 256: 256 + 128, and its 3,746 tokens past the cap are read by the
+  // tokenizer, 128 a unit.
+  item.ground_truth = {words(3000)};
+  EXPECT_EQ(estimate_model_work(item, 256), 42u + 3u + 256u + 128u + 29u);
   item.ground_truth.assign(8, words(3000));
-  EXPECT_EQ(estimate_model_work(item, 256), 45u + 8u * 384u) << "each reference is encoded";
+  EXPECT_EQ(estimate_model_work(item, 256), 45u + 8u * 413u) << "each reference is encoded";
   EXPECT_GT(estimate_model_work(item, 0), 8u * 4000u) << "no cap: each text at its length";
   // An NLI call: its premise and hypothesis are one input.
   score_item pair;
