@@ -43,6 +43,7 @@ constexpr double item_alpha = 0.1;
 /// fill them no further (a TEI endpoint's input cap, token pacing): its time per item in the
 /// calls it does send is its pace while a queue waits.
 constexpr uint32_t calls_to_know_fullness = 8;
+
 /// The learned prompt-token ratio stays within these bounds (a provider's tokenizer against
 /// our bytes/3 estimate; a system prompt the endpoint adds).
 constexpr double min_prompt_ratio = 0.05;
