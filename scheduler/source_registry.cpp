@@ -273,24 +273,41 @@ struct source_registry::state {
                     has_items_per_call ? items_per_call : 1.0);
   }
 
+  /// Whether what a full call of `capability` costs is still to be learned: a batching
+  /// source whose calls were all small so far (the first item of a herd goes alone), and
+  /// too few of them to conclude its calls fill no further.
+  bool fullness_unknown(const std::string& capability) const {
+    return spec.batch_items(capability) > 1 && !has_full_item_seconds
+           && answered_calls < calls_to_know_fullness;
+  }
+
+  /// Seconds an item holds one of its slots while a queue waits, that is in calls as full as
+  /// it takes (`work`: the items' average work, for a source weighing it; 0: not known).
+  /// While `fullness_unknown`, a call of half a batch (what counts as full: an embedding item
+  /// sends two texts or more, and a TEI call holds 32) is taken to last as long as its calls
+  /// so far: on the first single items' pace, a herd on a fresh server was told to come back
+  /// a minute later, 4 to 8 times too late (helper-58, helper-60).
+  double queued_item_seconds(const std::string& capability, double work) const {
+    const auto batch = static_cast<double>(spec.batch_items(capability));
+    if (fullness_unknown(capability)) {
+      return latency_ns * 1e-9 / std::max(batch / 2.0, 1.0);
+    }
+    if (work > 0.0) {
+      const auto n = has_full_item_seconds ? batch : per_call(capability);
+      return call_time(n, work) / n;
+    }
+    return has_full_item_seconds ? full_item_seconds : item_seconds;
+  }
+
   /// Items of `capability` per second this source can take now; nullopt while nothing bounds
-  /// it. With `full_calls`, in calls as full as those sent while a queue waited, where known.
+  /// it. With `full_calls`, in calls as full as a waiting queue fills (`queued_item_seconds`).
   std::optional<double> rate(time_point now, const std::string& capability,
                              bool full_calls = false) const {
     auto best = paced_rate(now, capability); // 0 when ejected
     if (best && *best == 0.0) {
       return best;
     }
-    double each = item_seconds;
-    if (full_calls && has_full_item_seconds) {
-      each = full_item_seconds;
-    } else if (full_calls && spec.batch_items(capability) > 1
-               && answered_calls < calls_to_know_fullness) {
-      // A batching source whose calls were all small so far (the first item of a herd goes
-      // alone): what a full one costs is not known yet. Taken from the single item, it told
-      // a herd on a fresh server to come back in up to a minute, 8 times too late.
-      each = 0.0;
-    }
+    const double each = full_calls ? queued_item_seconds(capability, 0.0) : item_seconds;
     if (has_item_seconds && each > 0.0) {
       auto slots = static_cast<double>(limit()) / each;
       best = std::min(best.value_or(slots), slots);
@@ -825,11 +842,15 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       auto free = static_cast<double>(s.limit())
                   - (idle ? 0.0 : static_cast<double>(s.info.inflight));
       p.slots_now = std::max(free, 0.0) * per_call;
-      // A model weighing items by work: these items at their work, not at the recent ones',
-      // in calls of as many as they have lately carried.
+      // A model weighing items by work: these items at their work, not at the recent ones'.
       auto work = s.work_each(items, own);
-      p.slots_rate = static_cast<double>(s.limit())
-                     / (work > 0.0 ? s.call_time(per_call, work) / per_call : s.item_seconds);
+      // Items past what the free slots take now queue; half a batch or more goes in full
+      // calls (`queued_item_seconds`), fewer in calls as full as they have lately been.
+      auto each = items - p.slots_now >= batch / 2.0 && batch > 1.0
+                    ? s.queued_item_seconds(capability, work)
+                  : work > 0.0 ? s.call_time(per_call, work) / per_call
+                               : s.item_seconds;
+      p.slots_rate = static_cast<double>(s.limit()) / each;
     }
     if (s.limiter) {
       auto& l = *s.limiter;

@@ -414,8 +414,8 @@ TEST(SourceRegistry, AFullQueueDrainsAtTheTimePerItemOfFullCalls) {
   reg.acquire(m, 0, 1);
   reg.release(m, ok_after(25ms), 1s, 1);
   EXPECT_DOUBLE_EQ(*reg.capacity("embed"), 40.0) << "what its calls have carried";
-  EXPECT_FALSE(reg.capacity("embed", /*full_calls=*/true).has_value())
-    << "no full call yet: unknown, not the single item's pace";
+  EXPECT_DOUBLE_EQ(*reg.capacity("embed", /*full_calls=*/true), 32 * 40.0)
+    << "no full call yet: half a batch in the single item's time, not its pace per item";
   reg.acquire(m, 0, 64);
   reg.release(m, ok_after(200ms), 1s, 64);
   EXPECT_DOUBLE_EQ(*reg.capacity("embed", true), 320.0) << "64 items in 200 ms";
@@ -426,11 +426,51 @@ TEST(SourceRegistry, AFullQueueDrainsAtTheTimePerItemOfFullCalls) {
   source_registry reg2{clock};
   auto capped = reg2.add(model);
   for (int i = 0; i < 8; ++i) {
-    EXPECT_FALSE(reg2.capacity("embed", true).has_value()) << "after " << i << " answers";
+    if (i > 0) {
+      EXPECT_DOUBLE_EQ(*reg2.capacity("embed", true), 320.0) << "after " << i << " answers";
+    }
     reg2.acquire(capped, 0, 10);
     reg2.release(capped, ok_after(100ms), 1s, 10);
   }
   EXPECT_DOUBLE_EQ(*reg2.capacity("embed", true), 100.0) << "10 items in 100 ms";
+}
+
+TEST(SourceRegistry, AQueueWaitingForABatchingSourceStartsAtTheFullCallsPace) {
+  // A remote TEI endpoint, two calls at once, 32 texts a call in 1 s whatever their number:
+  // 16 items (a candidate and a reference each). On a fresh server a herd's first item went
+  // alone: 200 items queued behind it were expected to start at its pace, 2 a second
+  // (100 s), and the requests coming back were refused for their deadline with a
+  // Retry-After of a minute (helper-60: 216 s against 31 s at the source's pace).
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto tei = local("tei", {"embed"}, 2);
+  tei.max_batch_items = 32;
+  auto t = reg.add(tei);
+  reg.acquire(t, 0, 1);
+  reg.release(t, ok_after(1s), 1s, 1);
+  reg.acquire(t, 0, 32);
+  reg.acquire(t, 0, 32); // both slots busy
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 200), 200.0 / 32, 1e-9)
+    << "half a batch a call, each as long as the single item's";
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 4), 2.0, 1e-9)
+    << "a few items go in calls as small as lately: at 1 s an item";
+  reg.release(t, ok_after(1s), 1s, 32);
+  reg.release(t, ok_after(1s), 1s, 32);
+  const double carried = 1.0 + 0.1 * 31 + 0.1 * (32 - 4.1); // items per call, smoothed
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 200), (200.0 - 2 * carried) / 64, 1e-9)
+    << "learned from calls of 32 items: what the free slots take at once, then 64 a second";
+
+  // Calls that never hold half a batch (an input cap of 8 texts a call, 1 s each): after 8
+  // answers their pace is the source's, 8 a second on two slots.
+  source_registry capped{clock};
+  auto c = capped.add(tei);
+  for (int i = 0; i < 8; ++i) {
+    capped.acquire(c, 0, 8);
+    capped.release(c, ok_after(1s), 1s, 8);
+  }
+  capped.acquire(c, 0, 8);
+  capped.acquire(c, 0, 8);
+  EXPECT_NEAR(*capped.seconds_to_start("embed", 200), 200.0 / 16, 1e-9);
 }
 
 TEST(SourceRegistry, OneCallFarSlowerThanTheRestMovesThePaceLittle) {
