@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <unordered_map>
 
 #include "common/token_estimate.hpp"
 
@@ -28,6 +30,50 @@ void for_each_step(const std::vector<std::string>& steps, F&& f) {
       f(steps[i]);
     }
   }
+}
+
+/// Of the `count` items of `capability` among `items` that `candidate(i)` names, keeps (marks in
+/// `kept`) whole groups, in the order they first appear, as many items as `fits(k)` allows at
+/// most (searched over 1 to `count` - 1): a request too slow for its deadline keeps what its
+/// sources can answer in time, and the rest takes its fallback. A group is never split (a
+/// cosine score beside lexical ones in one group makes its advantages noise). Returns how
+/// many items it kept.
+template <class Fits, class Candidate>
+size_t groups_in_time(const std::string& capability, const std::vector<shared_item>& items,
+                      size_t count, Fits&& fits, Candidate&& candidate, std::vector<bool>& kept) {
+  size_t most = 0;
+  for (size_t hi = count - 1; most < hi;) {
+    auto mid = most + (hi - most + 1) / 2;
+    if (fits(mid)) {
+      most = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  auto mine = [&](size_t i) { return items[i]->capability == capability && candidate(i); };
+  std::unordered_map<std::string_view, size_t> sizes;
+  for (size_t i = 0; most > 0 && i < items.size(); ++i) {
+    if (mine(i)) {
+      ++sizes[items[i]->group];
+    }
+  }
+  std::unordered_map<std::string_view, bool> chosen;
+  size_t total = 0;
+  for (size_t i = 0; most > 0 && i < items.size(); ++i) {
+    if (!mine(i)) {
+      continue;
+    }
+    auto [it, first] = chosen.try_emplace(items[i]->group, false);
+    if (first && total + sizes[items[i]->group] <= most) {
+      it->second = true;
+      total += sizes[items[i]->group];
+    }
+    if (it->second) {
+      kept.resize(items.size(), false);
+      kept[i] = true;
+    }
+  }
+  return total;
 }
 
 retry_budget_config budget_of(double ratio, uint32_t min_retries) {
@@ -256,6 +302,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // Capabilities whose sources are expected to answer only after the deadline, for items
   // that all have a fallback: their expected wait.
   std::map<std::string, nanoseconds> too_slow;
+  // Of those, items kept for their sources: whole groups that fit (empty: none), and the
+  // capabilities some were kept of.
+  std::vector<bool> kept;
+  std::set<std::string> split;
   // Items the cache answers at once take no room and no time: the retry of a call that ran
   // past its deadline was refused on that call's pace though its answer was waiting for it.
   // The keys looked up are kept for below (empty: not looked up).
@@ -285,11 +335,12 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
     in.time_left = deadline - now;
     if (!draining_ && in.items <= in.free_capacity) {
       // The request's items by capability (most requests need one).
-      // Per capability: its items, and whether every one of them has a fallback.
+      // Per capability: its items, whether every one of them has a fallback and a group.
       // Their prompt tokens, summed, and one of them, for token pacing.
       struct need {
         size_t count = 0;
         bool all_fall_back = true;
+        bool all_grouped = true;
         token_demand tokens;
         uint64_t work = 0;
       };
@@ -299,6 +350,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           auto& n = needs[items[i]->capability];
           ++n.count;
           n.all_fall_back = n.all_fall_back && !items[i]->fallback.empty() && fallback_;
+          n.all_grouped = n.all_grouped && !items[i]->group.empty();
           n.work += work[i];
           const auto& capability = items[i]->capability;
           if (remote_capability(capability) || sources_.feeds(capability) != nullptr) {
@@ -328,8 +380,29 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         }
         if (wait && *wait > in.time_left && n.all_fall_back) {
           // Too slow for this deadline, but each of these items has a fallback: they take it
-          // at once (below) rather than the request being refused.
+          // at once (below) rather than the request being refused. Grouped items keep the
+          // whole groups that fit (`groups_in_time`): 3,000 long texts took the lexical
+          // fallback though 800 could have been embedded (helper-58).
           too_slow.emplace(capability, *wait);
+          if (n.all_grouped && n.count > 1) {
+            auto fits = [&](size_t k) {
+              auto share = static_cast<double>(k) / static_cast<double>(n.count);
+              token_demand part{static_cast<uint64_t>(static_cast<double>(n.tokens.prompt) * share),
+                                n.tokens.item};
+              auto w = with_margin(expected_wait(
+                capability, priority, k, 0, false, 0.0, part,
+                static_cast<uint64_t>(static_cast<double>(n.work) * share)));
+              // A tenth to spare: a kept item that misses its deadline falls back alone,
+              // splitting its group.
+              return w && *w <= in.time_left - in.time_left / 10;
+            };
+            auto open = [&](size_t i) {
+              return (ends_now.empty() || ends_now[i].empty()) && !cached(i);
+            };
+            if (groups_in_time(capability, items, n.count, fits, open, kept) > 0) {
+              split.insert(capability);
+            }
+          }
           continue;
         }
         if (wait && (!in.expected_wait || *wait > *in.expected_wait)) {
@@ -422,7 +495,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       end_item(id, req, i, std::move(r), false);
       continue;
     }
-    if (auto slow = too_slow.find(item.capability); slow != too_slow.end()) {
+    if (auto slow = too_slow.find(item.capability);
+        slow != too_slow.end() && (kept.empty() || !kept[i])) {
       item_result r;
       r.code = errc::overloaded;
       r.error = "expected to be answered in "
@@ -430,6 +504,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
                 + " ms, after its deadline ("
                 + std::to_string(std::chrono::duration_cast<milliseconds>(deadline - now).count())
                 + " ms left), at the pace its sources allow";
+      if (split.count(item.capability) > 0) {
+        r.error += " (the request's groups that fit in time were kept for them)";
+      }
       end_item(id, req, i, std::move(r), false);
       continue;
     }

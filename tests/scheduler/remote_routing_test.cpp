@@ -2055,6 +2055,55 @@ TEST_F(RemoteRouting, AnItemNoCallWentForAtItsDeadlineSaysItsSourceWasEjected) {
   EXPECT_TRUE(seen) << "the item behind the probe";
 }
 
+TEST_F(RemoteRouting, ARequestTooSlowForItsDeadlineKeepsTheWholeGroupsThatFit) {
+  // helper-58: 3,000 long texts too slow for their deadline all took the lexical fallback,
+  // though 800 could have been embedded in time. Grouped items keep the groups that fit, in
+  // the order they first appear, never a part of one; the others fall back.
+  recording_fallback fallback;
+  core_.set_fallback(fallback.fn());
+  core_.add_source(endpoint("a", 60)); // one call at once, then one a second
+  auto items = judge_items(10, "i");
+  const char* groups[] = {"p0", "p0", "p1", "p0", "p1", "p1", "p2", "p1", "p2", "p3"};
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].fallback = "lexical";
+    items[i].group = groups[i];
+  }
+  // 10 items take 9 s; 6 start within 5.4 s (6 s, a tenth to spare): p0 (3), not p1 (4 more),
+  // p2 (2), p3 (1).
+  auto r = core_.submit(1, 1, clock_.now() + 6s, items);
+  ASSERT_TRUE(r.admitted()) << r.reason;
+  EXPECT_EQ(fallback.asked,
+            (std::vector<std::string>{"i2->lexical", "i4->lexical", "i5->lexical", "i7->lexical"}));
+  std::vector<std::string> sent;
+  for (int s = 0; s < 6; ++s) {
+    for (auto& batch : core_.dispatch()) {
+      sent.push_back(batch.items[0]->solution_str);
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok), {ok_outcome(1.0)});
+    }
+    clock_.advance(1s);
+  }
+  EXPECT_EQ(sent, (std::vector<std::string>{"i0", "i1", "i3", "i6", "i8", "i9"}));
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& result = done[0].results[i];
+    EXPECT_EQ(result.status, items[i].group == "p1" ? item_status::fallback : item_status::ok)
+      << i;
+  }
+  EXPECT_NE(done[0].results[2].fallback_reason.find("groups that fit in time were kept"),
+            std::string::npos)
+    << done[0].results[2].fallback_reason;
+  // Items without a group cannot be kept whole by group: all of them fall back, as before.
+  fallback.asked.clear();
+  auto loose = judge_items(10, "loose");
+  for (auto& item : loose) {
+    item.fallback = "lexical";
+  }
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 5s, loose).admitted());
+  EXPECT_EQ(fallback.asked.size(), 10u);
+  EXPECT_TRUE(core_.dispatch().empty());
+}
+
 TEST_F(RemoteRouting, AdmissionCountsWhatTheBucketHoldsNow) {
   // helper-38: 600 requests a minute with a minute's burst, idle. 25 judge items due in 1.5 s
   // were refused ("expected 2402 ms", 10 a second) though the bucket sends them all at once;
