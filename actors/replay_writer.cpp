@@ -58,7 +58,7 @@ std::string utc_now() {
 
 /// Cuts what follows the last newline of the open log (`size` bytes): a record a crash or a
 /// full disk left half written. Every record ends with a newline, so nothing whole is lost;
-/// what comes next starts on a line of its own. Returns the new size.
+/// what comes next starts on a line of its own. Returns the new size (`size`: nothing cut).
 uint64_t cut_torn_line(std::FILE* f, const std::string& path, uint64_t size) {
   const int fd = ::fileno(f);
   uint64_t end = size;
@@ -102,7 +102,13 @@ file_ptr open_log(const std::string& path, uint64_t& size, replay_metrics& metri
   auto start = backends::replay::encode_start(version, utc_now()) + "\n";
   std::fseek(f.get(), 0, SEEK_END);
   auto at = std::ftell(f.get());
-  size = cut_torn_line(f.get(), path, at > 0 ? static_cast<uint64_t>(at) : 0);
+  const auto was = at > 0 ? static_cast<uint64_t>(at) : 0;
+  size = cut_torn_line(f.get(), path, was);
+  if (size != was) {
+    // The record cut off is missing: replay says the log is incomplete rather than report
+    // every item it holds identical (helper-62).
+    start = backends::replay::encode_gap(1, utc_now()) + "\n" + start;
+  }
   if (std::fwrite(start.data(), 1, start.size(), f.get()) != start.size()) {
     const int error = errno;
     ::ftruncate(::fileno(f.get()), static_cast<off_t>(size));

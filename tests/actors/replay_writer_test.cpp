@@ -298,7 +298,11 @@ TEST_F(ReplayWriter, ALogThatEndsInARecordCutShortIsMendedBeforeItsNextStart) {
   recorder->record(false, items, results);
   ASSERT_TRUE(recorder->flush(60s));
   auto lines = lines_of(dir / "r.jsonl");
-  ASSERT_EQ(lines.size(), 1u + 1u + 2u) << "the whole record, a start line, the request";
+  ASSERT_EQ(lines.size(), 1u + 1u + 1u + 2u)
+    << "the whole record, a gap for the one cut off, a start line, the request";
   EXPECT_EQ(lines[0], whole);
+  auto gap = backends::replay::decode(lines[1]);
+  EXPECT_EQ(gap.type, backends::replay::record_type::gap) << lines[1];
+  EXPECT_EQ(gap.dropped, 1u) << "replay then says the log is incomplete";
   expect_whole_records(dir / "r.jsonl");
 }
