@@ -746,7 +746,13 @@ scheduler_core::take_batch(batch_id id, attempt_report& report) {
       metrics_.of_source(metrics_.source_rate_limited, name).Increment();
     }
   }
-  if (!report.cancelled) {
+  if (!report.cancelled && report.unsent) {
+    // No connection could be made: the provider never saw it (helper-62: 6 calls to a port
+    // nothing listened on were in the step's account).
+    for_each_step(batch.steps, [&](const std::string& step) {
+      steps_.call_unsent(step, name, batch.hedge);
+    });
+  } else if (!report.cancelled) {
     bool failed = report.kind != attempt_outcome_kind::ok;
     bool limited = report.kind == attempt_outcome_kind::rate_limited;
     double ms = std::chrono::duration<double, std::milli>(report.latency).count();
@@ -1116,8 +1122,11 @@ void scheduler_core::after_failure(item_ref ref, const inflight_batch& batch,
                         + to_string(report.kind)
                         + (report.detail.empty() ? "" : " (" + report.detail + ")")
                         + " on attempt " + std::to_string(attempts);
+  if (report.unsent && !report.cancelled && attempts > 0) {
+    req.results[index].attempts -= 1; // never sent: not an attempt the item's result counts
+  }
   if (d.kind != retry_decision_kind::no_retry) {
-    if (!item.step.empty()) {
+    if (!item.step.empty() && !report.unsent) {
       steps_.retry(item.step, batch.source_name);
     }
     req.last_failure[index] = std::move(failure);

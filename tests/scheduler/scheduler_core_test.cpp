@@ -775,6 +775,42 @@ TEST_F(SchedulerCore, ACallGivenUpBeforeItWasSentIsNotCountedForItsStep) {
   EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 1u);
 }
 
+TEST_F(SchedulerCore, ARefusedConnectionIsNoCallOfItsStepNorAnAttemptOfItsItem) {
+  // helper-62: a source at a port nothing listened on had 6 calls, 6 failed calls and 6
+  // retries in the step's account, and its items 2 attempts, though no request reached a
+  // provider.
+  core_.add_source(remote_chat_source());
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {chat_item("judge me", "s")}).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  attempt_report refused;
+  refused.kind = attempt_outcome_kind::connect_failure;
+  refused.unsent = true;
+  refused.detail = "connect_failed: Connection refused";
+  core_.complete(batches[0].id, refused, {});
+  const auto& before = core_.steps().find("s")->sources.at("remote");
+  EXPECT_EQ(before.calls, 0u);
+  EXPECT_EQ(before.failed_calls, 0u);
+  size_t sent = 0;
+  for (int round = 0; round < 100 && !core_.idle(); ++round) {
+    clock_.advance(50ms);
+    core_.on_timer();
+    for (const auto& b : core_.dispatch()) {
+      core_.complete(b.id, {ok_outcome(0.5)});
+      ++sent;
+    }
+  }
+  ASSERT_EQ(sent, 1u);
+  auto done = core_.take_finished();
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].results[0].status, item_status::ok);
+  EXPECT_EQ(done[0].results[0].attempts, 1u) << "the one request the provider saw";
+  const auto& account = core_.steps().find("s")->sources.at("remote");
+  EXPECT_EQ(account.calls, 1u);
+  EXPECT_EQ(account.failed_calls, 0u);
+  EXPECT_EQ(account.retries, 0u);
+}
+
 TEST_F(SchedulerCore, AGraphsModelCallsGoInThoughNewRequestsFilledTheClassSince) {
   // A judge item leaves the class's queue when it goes to the reward graph; requests admitted
   // meanwhile may fill the class. Its chat calls (an internal request) used to fail the item
