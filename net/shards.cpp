@@ -179,13 +179,16 @@ actors::step_accounts merge_steps(std::vector<actors::step_accounts> shards, siz
       }
     }
   }
-  // One order for all shards: by when each step began, the most recent `most` kept.
+  // The `most` used last are kept (as each shard keeps them), in one order for all shards: by
+  // when each step began.
+  if (out.size() > most) {
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.used > b.used; });
+    out.erase(out.begin() + static_cast<std::ptrdiff_t>(most), out.end());
+  }
   std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.begun < b.begun;
   });
-  if (out.size() > most) {
-    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(most));
-  }
   return out;
 }
 

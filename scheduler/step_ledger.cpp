@@ -7,24 +7,38 @@ namespace arbiter::scheduler {
 
 namespace {
 
-/// Steps first seen in this process so far, by any ledger.
-std::atomic<uint64_t> steps_begun{0};
+/// Uses of steps in this process so far, by any ledger: when a step began, when it was last
+/// used.
+std::atomic<uint64_t> step_uses{0};
 
 } // namespace
 
 step_account& step_ledger::account(const std::string& step) {
   auto [found, fresh] = steps_.try_emplace(step);
-  if (fresh) {
-    found->second.step = step;
-    found->second.begun = steps_begun.fetch_add(1, std::memory_order_relaxed) + 1;
-    order_.push_back(step);
-    while (order_.size() > max_steps_) {
-      steps_.erase(order_.front());
-      order_.pop_front();
-    }
-    found = steps_.find(step);
+  auto& e = found->second;
+  e.account.used = step_uses.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (!fresh) {
+    order_.splice(order_.end(), order_, e.place);
+    return e.account;
   }
-  return found->second;
+  e.account.step = step;
+  e.account.begun = e.account.used;
+  e.place = order_.insert(order_.end(), step);
+  while (order_.size() > max_steps_) {
+    steps_.erase(order_.front());
+    order_.pop_front();
+  }
+  return steps_.at(step).account;
+}
+
+std::deque<step_account> step_ledger::recent() const {
+  std::deque<step_account> out;
+  for (const auto& name : order_) {
+    out.push_back(steps_.at(name).account);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.begun < b.begun; });
+  return out;
 }
 
 void step_ledger::call(const std::string& step, const std::string& source, bool hedge) {
@@ -65,8 +79,8 @@ void step_ledger::call_unsent(const std::string& step, const std::string& source
   if (found == steps_.end()) {
     return;
   }
-  auto s = found->second.sources.find(source_name);
-  if (s == found->second.sources.end()) {
+  auto s = found->second.account.sources.find(source_name);
+  if (s == found->second.account.sources.end()) {
     return;
   }
   auto& a = s->second;
@@ -102,13 +116,14 @@ std::optional<step_account> step_ledger::find(const std::string& step) const {
   if (found == steps_.end()) {
     return std::nullopt;
   }
-  return found->second;
+  return found->second.account;
 }
 
 void add_account(step_account& into, const step_account& from) {
   if (from.begun != 0 && (into.begun == 0 || from.begun < into.begun)) {
     into.begun = from.begun;
   }
+  into.used = std::max(into.used, from.used);
   into.items_ok += from.items_ok;
   into.items_fallback += from.items_fallback;
   into.items_failed += from.items_failed;

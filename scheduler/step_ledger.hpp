@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <map>
 #include <optional>
 #include <string>
@@ -40,6 +41,9 @@ struct step_account {
   /// When the step was first seen, as a number that grows across every ledger of the process
   /// (the scheduler shards'), so that shards' accounts can be put in one order.
   uint64_t begun = 0;
+  /// When it was last used (an item or a call of it), on the same scale: a step still in use
+  /// is kept however many began after it.
+  uint64_t used = 0;
   uint64_t items_ok = 0;
   uint64_t items_fallback = 0;
   uint64_t items_failed = 0;
@@ -58,12 +62,13 @@ struct step_account {
 };
 
 /// Adds `from`'s counts, times and per-source accounts to `into` (the same step's account kept
-/// by another scheduler shard); `begun` becomes the earlier of the two.
+/// by another scheduler shard); `begun` becomes the earlier of the two, `used` the later.
 void add_account(step_account& into, const step_account& from);
 
 /// The accounts of the most recent training steps, by the step tag requests carry. Bounded:
-/// beyond `max_steps` the step first seen longest ago is dropped. Not thread-safe: one owner
-/// (the scheduler core).
+/// beyond `max_steps` the step used longest ago is dropped (by when it began, a long eval
+/// step was dropped while in use after 256 training steps, and began again from zero:
+/// helper-62). Not thread-safe: one owner (the scheduler core).
 class step_ledger {
 public:
   explicit step_ledger(size_t max_steps = 256) : max_steps_(max_steps) {}
@@ -90,24 +95,24 @@ public:
   /// The account of `step`, if it is among the recent ones.
   std::optional<step_account> find(const std::string& step) const;
 
-  /// The recent steps' accounts, the most recently started last.
-  std::deque<step_account> recent() const {
-    std::deque<step_account> out;
-    for (const auto& name : order_) {
-      out.push_back(steps_.at(name));
-    }
-    return out;
-  }
+  /// The recent steps' accounts, the most recently begun last.
+  std::deque<step_account> recent() const;
 
 private:
+  struct entry {
+    step_account account;
+    /// Its place in `order_`.
+    std::list<std::string>::iterator place;
+  };
   step_account& account(const std::string& step);
   step_source_account& source(const std::string& step, const std::string& name) {
     return account(step).sources[name];
   }
 
   size_t max_steps_;
-  std::unordered_map<std::string, step_account> steps_;
-  std::deque<std::string> order_;
+  std::unordered_map<std::string, entry> steps_;
+  /// The steps, the one used longest ago first.
+  std::list<std::string> order_;
 };
 
 } // namespace arbiter::scheduler

@@ -329,6 +329,7 @@ scheduler::step_account step(std::string name, uint64_t begun) {
   scheduler::step_account a;
   a.step = std::move(name);
   a.begun = begun;
+  a.used = begun;
   a.items_ok = 1;
   return a;
 }
@@ -357,6 +358,17 @@ TEST(MergeSteps, AStepPastTheMostRecentIsNotFoundThoughAShardStillHoldsAPartOfIt
   EXPECT_EQ(n2->items_ok, 1u);
   EXPECT_FALSE(find_step(shards, "nope", 3));
   EXPECT_TRUE(find_step(shards, "old", 4)) << "among the 4 most recent it is whole";
+}
+
+TEST(MergeSteps, AStepUsedLastIsKeptThoughItBeganFirst) {
+  auto old = step("eval", 1);
+  old.used = 9; // its items still come
+  auto merged = merge_steps({{old, step("n3", 3)}, {step("n2", 2), step("n4", 4)}}, 3);
+  std::vector<std::string> names;
+  for (const auto& a : merged) {
+    names.push_back(a.step);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"eval", "n3", "n4"}));
 }
 
 } // namespace

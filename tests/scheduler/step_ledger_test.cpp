@@ -87,3 +87,21 @@ TEST(StepLedger, KeepsTheMostRecentStepsInTheOrderTheyStarted) {
   EXPECT_FALSE(ledger.find("1")) << "the oldest is dropped";
   EXPECT_EQ(ledger.find("2")->items_ok, 2u);
 }
+
+TEST(StepLedger, AStepStillInUseIsKeptHoweverManyBeganAfterIt) {
+  // helper-62: a long "eval" step was dropped after 256 newer steps began while its items
+  // still came, and began again from zero (5 calls counted, 10 at the provider).
+  step_ledger ledger{3};
+  ledger.call("eval", "a", false);
+  for (int i = 0; i < 10; ++i) {
+    ledger.item_ended(std::to_string(i), ended(item_status::ok));
+    ledger.call("eval", "a", false);
+  }
+  ASSERT_TRUE(ledger.find("eval"));
+  EXPECT_EQ(ledger.find("eval")->sources.at("a").calls, 11u);
+  auto recent = ledger.recent();
+  ASSERT_EQ(recent.size(), 3u);
+  EXPECT_EQ(recent[0].step, "eval") << "listed where it began";
+  EXPECT_EQ(recent[1].step, "8");
+  EXPECT_EQ(recent[2].step, "9");
+}
