@@ -35,10 +35,14 @@ bool refusal_backlog::holds(const std::string& capability) const {
   return it != entries_.end() && it->first.first == capability;
 }
 
-bool refusal_backlog::drain(entry& e, double rate, time_point now) {
-  auto elapsed = std::chrono::duration<double>(now - e.at).count();
-  e.items -= rate * std::max(elapsed, 0.0);
-  e.at = now;
+bool refusal_backlog::prune(entry& e, time_point now) {
+  while (!e.due.empty() && e.due.begin()->first <= now) {
+    e.items -= e.due.begin()->second;
+    e.due.erase(e.due.begin());
+  }
+  if (e.due.empty()) {
+    e.items = 0.0;
+  }
   return e.items > 0.0;
 }
 
@@ -50,7 +54,7 @@ double refusal_backlog::seconds(const std::string& capability, size_t cls, doubl
   double items = 0.0;
   auto it = entries_.lower_bound({capability, 0});
   while (it != entries_.end() && it->first.first == capability && it->first.second <= cls) {
-    if (drain(it->second, rate, now)) {
+    if (prune(it->second, now)) {
       items += it->second.items;
       ++it;
     } else {
@@ -61,16 +65,14 @@ double refusal_backlog::seconds(const std::string& capability, size_t cls, doubl
 }
 
 void refusal_backlog::add(const std::string& capability, size_t cls, double items,
-                          double rate, time_point now) {
-  if (rate <= 0.0 || items <= 0.0) {
+                          time_point due, time_point now) {
+  if (items <= 0.0 || due <= now) {
     return;
   }
-  auto [it, fresh] = entries_.try_emplace({capability, cls}, entry{0.0, now});
-  if (!fresh && !drain(it->second, rate, now)) {
-    it->second.items = 0.0;
-  }
-  it->second.items = std::min(it->second.items + items, rate * max_seconds);
-  it->second.at = now;
+  auto& e = entries_[{capability, cls}];
+  prune(e, now);
+  e.due[due] += items;
+  e.items += items;
 }
 
 constexpr auto admission_decision_names = names_of<admission_decision::reject_too_large>(
@@ -131,8 +133,13 @@ admission_result decide_admission(const admission_input& in) {
     double left_ms = std::chrono::duration<double, std::milli>(in.time_left).count();
     result.decision = admission_decision::reject_deadline_unmeetable;
     // The work ahead drains at the sources' pace: after this long, the same request with the
-    // same deadline would fit.
-    result.retry_after = whole_seconds(wait_ms - left_ms + milliseconds_of(in.refused_ahead));
+    // same deadline would fit (at the soonest: a fresh server's herd was told a minute, at
+    // the pace of its first single-item calls).
+    double soonest_ms = in.soonest_wait
+                          ? std::chrono::duration<double, std::milli>(*in.soonest_wait).count()
+                          : wait_ms;
+    result.retry_after = whole_seconds(std::min(soonest_ms, wait_ms) - left_ms
+                                       + milliseconds_of(in.refused_ahead));
     result.reason = "expected to be answered in " + std::to_string(static_cast<int64_t>(wait_ms))
                     + " ms, after its deadline (" + std::to_string(static_cast<int64_t>(left_ms))
                     + " ms left), at the pace its sources allow" + after_refused(in.refused_ahead);

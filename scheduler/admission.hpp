@@ -65,6 +65,10 @@ struct admission_input {
   /// The same on an idle server (nothing ahead, the whole capacity): past twice the time
   /// left, no retry would fit either. Unset: not computed (the request fits) or unknown.
   std::optional<nanoseconds> alone_wait;
+  /// `expected_wait` at the soonest (a batching source's full calls at the least they can
+  /// cost while not known yet), for the `Retry-After` of a request refused for its deadline:
+  /// when it might fit. Unset: `expected_wait`.
+  std::optional<nanoseconds> soonest_wait;
   /// Items per second its sources take, for the Retry-After of a full class (unset: unknown).
   std::optional<double> items_per_second;
   /// Time until the request's deadline.
@@ -84,9 +88,10 @@ admission_result decide_admission(const admission_input& in);
 /// will come back: they come back ahead of a request of their class or a lower one refused
 /// after them, so its Retry-After counts them too (a herd of single-item requests refused in
 /// one instant was told one Retry-After, and 9 in 10 of its retries were refused again). They
-/// drain at the pace of the capability's sources, and count for at most `max_seconds`
-/// (clients that come back sooner than told, refused again, must not push those that wait
-/// ever later).
+/// count until the time they were told to come back: then they are back (queued, or refused
+/// again and counted anew: counted on after their time, a herd told to come back in 1 s was
+/// counted twice and told half a minute more than the queue needed, helper-61), and at most
+/// `max_seconds` at `rate` in all.
 class refusal_backlog {
 public:
   static constexpr double max_seconds = 60.0;
@@ -94,21 +99,22 @@ public:
   /// Whether items refused for `capability` may still be coming back.
   bool holds(const std::string& capability) const;
 
-  /// Seconds the items refused so far in class `cls` and those above it still take at `rate`
-  /// items a second, draining them.
+  /// Seconds the items refused in class `cls` and those above it, not back yet at `now`, take
+  /// at `rate` items a second.
   double seconds(const std::string& capability, size_t cls, double rate, time_point now);
 
-  /// Notes `items` of class `cls` refused and told to come back.
-  void add(const std::string& capability, size_t cls, double items, double rate,
+  /// Notes `items` of class `cls` refused at `now` and told to come back at `due`.
+  void add(const std::string& capability, size_t cls, double items, time_point due,
            time_point now);
 
 private:
   struct entry {
+    /// Items by when they were told to come back.
+    std::map<time_point, double> due;
     double items = 0.0;
-    time_point at;
   };
-  /// Drains `e` to `now`; false when nothing is left of it.
-  static bool drain(entry& e, double rate, time_point now);
+  /// Forgets what is back by `now`; false when nothing is left.
+  static bool prune(entry& e, time_point now);
 
   std::map<std::pair<std::string, size_t>, entry> entries_;
 };

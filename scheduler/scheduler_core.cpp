@@ -415,6 +415,11 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           if (least && (!in.alone_wait || *least > *in.alone_wait)) {
             in.alone_wait = least;
           }
+          auto soonest = with_margin(expected_wait(capability, priority, n.count, 0, false, 0.0,
+                                                   n.tokens, n.work, /*soonest=*/true));
+          if (soonest && (!in.soonest_wait || *soonest > *in.soonest_wait)) {
+            in.soonest_wait = soonest;
+          }
         }
       }
     } else if (!items.empty()) {
@@ -440,8 +445,8 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       if (!binding.empty()
           && (decision.decision == admission_decision::reject_queue_full
               || decision.decision == admission_decision::reject_deadline_unmeetable)) {
-        refused_.add(binding, priority, static_cast<double>(in.items), rate_of().value_or(0.0),
-                     now);
+        refused_.add(binding, priority, static_cast<double>(in.items),
+                     now + decision.retry_after, now);
       }
       return decision;
     }
@@ -606,7 +611,7 @@ bool scheduler_core::waits_behind(item_ref leader, size_t priority, time_point d
 }
 
 void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens,
-                                 bool hedge, std::vector<dispatch_batch>& out) {
+                                 bool hedge, std::vector<dispatch_batch>& out, bool full) {
   auto now = clock_.now();
   dispatch_batch batch;
   batch.id = next_batch_++;
@@ -620,6 +625,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   record.source_name = sources_.name(source);
   record.dispatched = now;
   record.hedge = hedge;
+  record.full = full;
   // An item sent to a reward graph waits on in its model calls' queues: they are observed.
   const bool observe_wait =
     items.empty() || sources_.feeds(requests_.at(items.front().first)
@@ -705,7 +711,7 @@ scheduler_core::take_batch(batch_id id, attempt_report& report) {
   }
   if (auto burst = sources_.release(batch.source, report, routing_.auth_ejection,
                                     batch.items.size(), batch.charged_tokens, size,
-                                    batch.work)) {
+                                    batch.work, batch.full)) {
     // A 429 for a call larger than all the endpoint takes at once: not retried after the
     // Retry-After. Several items go again one by one (as for a 400); one goes to a source
     // it fits, or fails saying so.

@@ -297,6 +297,9 @@ private:
     /// Each item's training step (empty: none), in the items' order.
     std::vector<std::string> steps;
     bool hedge = false;
+    /// Items of its capability still waited when it went (`source_registry::release`'s
+    /// `full`).
+    bool full = false;
   };
 
   /// When and why a capability's last source was lost: its items wait a while for one to
@@ -320,9 +323,9 @@ private:
   };
 
   /// Starts a batch of `items` on `source` costing `tokens` of its token bucket and appends
-  /// it to `out`.
+  /// it to `out`. `full`: items of its capability still wait (the batch was cut by a limit).
   void start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens, bool hedge,
-                   std::vector<dispatch_batch>& out);
+                   std::vector<dispatch_batch>& out, bool full = false);
   void dispatch_retries(std::vector<dispatch_batch>& out);
   void dispatch_queues(std::vector<dispatch_batch>& out);
   /// Dispatches one batch of what waits for `capability` in class `cls` (what `choose_class`
@@ -367,10 +370,13 @@ private:
   /// `tokens`: the request's items' prompt tokens, summed, and one of them (token pacing
   /// counts them at their own size); unset: at what recent calls cost. `work`: their work,
   /// summed, for a local model that weighs items so (0: at what recent calls did).
+  /// `soonest` (and `alone`): a batching source's full calls at the least they can cost
+  /// while not known (`source_registry::seconds_to_start`).
   std::optional<nanoseconds> expected_wait(const std::string& capability, size_t cls,
                                            size_t items, int depth = 0, bool alone = false,
                                            double calls_ahead = 0.0,
-                                           const token_demand& tokens = {}, uint64_t work = 0);
+                                           const token_demand& tokens = {}, uint64_t work = 0,
+                                           bool soonest = false);
   /// Whether the sources an item of `capability` waits for (a reward graph's: those of the
   /// capabilities under it) are `source_registry::stale`, with nothing queued for them: an
   /// estimate too old to refuse a request on.

@@ -317,7 +317,7 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
                                                          size_t cls, size_t items, int depth,
                                                          bool alone, double calls_ahead,
                                                          const token_demand& tokens,
-                                                         uint64_t work) {
+                                                         uint64_t work, bool soonest) {
   // A reward graph runs each item as model calls on the capabilities under it: its items wait
   // as long as the slowest of those (a graph of graphs is followed a few levels down). Its
   // items admitted but not yet calling will each make a call there, ahead of these.
@@ -326,7 +326,8 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
     if (depth < 4) {
       const double pending = alone ? 0.0 : calls_ahead + graph_items_ahead(capability, cls);
       for (const auto& under : *fed) {
-        auto wait = expected_wait(under, cls, items, depth + 1, alone, pending, tokens);
+        auto wait =
+          expected_wait(under, cls, items, depth + 1, alone, pending, tokens, 0, soonest);
         if (wait && (!longest || *wait > *longest)) {
           longest = wait;
         }
@@ -360,8 +361,8 @@ std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capa
   // buckets and free slots hold goes at once, the rest at their pace.
   auto count = static_cast<double>(items);
   const auto* own = mine.demand.item != nullptr || mine.work > 0 ? &mine : nullptr;
-  auto start = [this, &capability, rate, alone, own](double n) {
-    return sources_.seconds_to_start(capability, n, alone, own)
+  auto start = [this, &capability, rate, alone, own, soonest](double n) {
+    return sources_.seconds_to_start(capability, n, alone, own, soonest)
       .value_or(std::max(n - 1.0, 0.0) / *rate);
   };
   if (alone) {
@@ -442,7 +443,8 @@ bool scheduler_core::dispatch_step(const std::string& capability, size_t cls,
   }
   fair_.charge(capability, cls, items.size());
   dispatched = items.size();
-  start_batch(source, std::move(items), tokens, false, out);
+  const bool full = queues_.peek(cls, capability) != nullptr;
+  start_batch(source, std::move(items), tokens, false, out, full);
   return true;
 }
 
@@ -591,7 +593,8 @@ void scheduler_core::refuse_doomed(size_t cls, const std::string& capability,
     auto retry_after_ms = static_cast<int64_t>(std::ceil(std::max(late, 1.0))) * 1000;
     // Admission counts the refused coming back ahead of later arrivals (a reward graph's
     // calls: their item's request, refused in turn, comes back).
-    refused_.add(capability, r.priority, static_cast<double>(r.states.size()), *rate, now);
+    refused_.add(capability, r.priority, static_cast<double>(r.states.size()),
+                 now + std::chrono::milliseconds{retry_after_ms}, now);
     for (auto& result : r.results) {
       result.retry_after_ms = retry_after_ms;
     }

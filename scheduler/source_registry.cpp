@@ -39,11 +39,6 @@ sample_kind sample_of(attempt_outcome_kind k) {
 /// Weight of a new sample in the smoothed time per item, tokens per item and prompt ratio.
 constexpr double item_alpha = 0.1;
 
-/// Answers after which a batching source whose calls never held half a full batch is taken to
-/// fill them no further (a TEI endpoint's input cap, token pacing): its time per item in the
-/// calls it does send is its pace while a queue waits.
-constexpr uint32_t calls_to_know_fullness = 8;
-
 /// The learned prompt-token ratio stays within these bounds (a provider's tokenizer against
 /// our bytes/3 estimate; a system prompt the endpoint adds).
 constexpr double min_prompt_ratio = 0.05;
@@ -102,14 +97,12 @@ struct source_registry::state {
   /// Smoothed seconds per item of good answers (latency ÷ items), for capacity.
   double item_seconds = 0.0;
   bool has_item_seconds = false;
-  /// The same over calls carrying at least half a full batch: what an item costs while a
-  /// queue waits (a batching model runs 64 items in far less than 64 single-item calls),
-  /// for how fast a full queue drains (`capacity`'s `full_calls`).
+  /// The same over full calls (at least half a full batch, or cut by a limit while items
+  /// waited: a TEI endpoint's input cap): what an item costs while a queue waits (a batching
+  /// model runs 64 items in far less than 64 single-item calls), for how fast a full queue
+  /// drains (`capacity`'s `full_calls`).
   double full_item_seconds = 0.0;
   bool has_full_item_seconds = false;
-  /// Good answers carrying items since the pace was last forgotten (counted up to
-  /// `calls_to_know_fullness`).
-  uint32_t answered_calls = 0;
   /// Smoothed items per call sent (a batching source's calls carry fewer than it allows while
   /// items arrive one at a time), for what a bucket's requests hold in items.
   double items_per_call = 0.0;
@@ -230,7 +223,6 @@ struct source_registry::state {
     has_latency = false;
     has_item_seconds = false;
     has_full_item_seconds = false;
-    answered_calls = 0;
     work_seconds = work_fit{};
     has_unit_seconds = false;
   }
@@ -274,40 +266,44 @@ struct source_registry::state {
   }
 
   /// Whether what a full call of `capability` costs is still to be learned: a batching
-  /// source whose calls were all small so far (the first item of a herd goes alone), and
-  /// too few of them to conclude its calls fill no further.
+  /// source none of whose full calls was answered (the first item of a herd goes alone; a
+  /// trickle's calls drain the queue).
   bool fullness_unknown(const std::string& capability) const {
-    return spec.batch_items(capability) > 1 && !has_full_item_seconds
-           && answered_calls < calls_to_know_fullness;
+    return spec.batch_items(capability) > 1 && !has_full_item_seconds;
   }
 
   /// Seconds an item holds one of its slots while a queue waits, that is in calls as full as
   /// it takes (`work`: the items' average work, for a source weighing it; 0: not known).
-  /// While `fullness_unknown`, a call of half a batch (what counts as full: an embedding item
-  /// sends two texts or more, and a TEI call holds 32) is taken to last as long as its calls
-  /// so far: on the first single items' pace, a herd on a fresh server was told to come back
-  /// a minute later, 4 to 8 times too late (helper-58, helper-60).
-  double queued_item_seconds(const std::string& capability, double work) const {
+  /// While `fullness_unknown`: with `soonest`, a call of half a batch (what counts as full:
+  /// an embedding item sends two texts or more, and a TEI call holds 32) is taken to last as
+  /// long as its calls so far, the least it can cost (on the first single items' pace, a herd
+  /// on a fresh server was told to come back a minute later, 4 to 8 times too late:
+  /// helper-58, helper-60); without, the calls' pace so far, as cautious as admitting work
+  /// must be (on that guess, 640 items were admitted to a CPU embedder and failed at their
+  /// deadline: helper-61).
+  double queued_item_seconds(const std::string& capability, double work, bool soonest) const {
     const auto batch = static_cast<double>(spec.batch_items(capability));
-    if (fullness_unknown(capability)) {
+    const bool unknown = fullness_unknown(capability);
+    if (unknown && soonest) {
       return latency_ns * 1e-9 / std::max(batch / 2.0, 1.0);
     }
     if (work > 0.0) {
-      const auto n = has_full_item_seconds ? batch : per_call(capability);
+      const auto n = unknown ? per_call(capability) : batch;
       return call_time(n, work) / n;
     }
-    return has_full_item_seconds ? full_item_seconds : item_seconds;
+    return unknown ? item_seconds : full_item_seconds;
   }
 
   /// Items of `capability` per second this source can take now; nullopt while nothing bounds
-  /// it. With `full_calls`, in calls as full as a waiting queue fills (`queued_item_seconds`).
+  /// it. With `full_calls`, in calls as full as a waiting queue fills, at the soonest
+  /// (`queued_item_seconds`): for a `Retry-After`.
   std::optional<double> rate(time_point now, const std::string& capability,
                              bool full_calls = false) const {
     auto best = paced_rate(now, capability); // 0 when ejected
     if (best && *best == 0.0) {
       return best;
     }
-    const double each = full_calls ? queued_item_seconds(capability, 0.0) : item_seconds;
+    const double each = full_calls ? queued_item_seconds(capability, 0.0, true) : item_seconds;
     if (has_item_seconds && each > 0.0) {
       auto slots = static_cast<double>(limit()) / each;
       best = std::min(best.value_or(slots), slots);
@@ -599,7 +595,7 @@ void source_registry::observe_usage(source_id id, uint64_t estimated, uint64_t r
 std::optional<uint64_t> source_registry::release(source_id id, const attempt_report& report,
                                                  nanoseconds eject_for, size_t items,
                                                  uint64_t charged, uint64_t call_tokens,
-                                                 uint64_t work) {
+                                                 uint64_t work, bool full) {
   auto* s = find(id);
   if (s == nullptr) {
     return std::nullopt;
@@ -713,8 +709,7 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
                                  within_reach(per_item, s->item_seconds, s->has_item_seconds),
                                  !s->has_item_seconds);
       s->has_item_seconds = true;
-      s->answered_calls = std::min(s->answered_calls + 1, calls_to_know_fullness);
-      if (2 * items >= s->spec.max_batch_items) {
+      if (full || 2 * items >= s->spec.max_batch_items) {
         s->full_item_seconds = smoothed(
           s->full_item_seconds,
           within_reach(per_item, s->full_item_seconds, s->has_full_item_seconds),
@@ -774,7 +769,7 @@ nanoseconds source_registry::quickest_answer(const std::string& capability) cons
 
 std::optional<double> source_registry::seconds_to_start(const std::string& capability,
                                                         double items, bool idle,
-                                                        const own_items* own) {
+                                                        const own_items* own, bool soonest) {
   constexpr double unbounded = std::numeric_limits<double>::infinity();
   /// One source's starts by time t (s): min(now_a + rate_a·t, now_b + rate_b·t) from `delay`.
   struct pace {
@@ -847,7 +842,7 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       // Items past what the free slots take now queue; half a batch or more goes in full
       // calls (`queued_item_seconds`), fewer in calls as full as they have lately been.
       auto each = items - p.slots_now >= batch / 2.0 && batch > 1.0
-                    ? s.queued_item_seconds(capability, work)
+                    ? s.queued_item_seconds(capability, work, soonest || idle)
                   : work > 0.0 ? s.call_time(per_call, work) / per_call
                                : s.item_seconds;
       p.slots_rate = static_cast<double>(s.limit()) / each;

@@ -316,8 +316,13 @@ public:
     uint64_t work = 0;
     uint64_t queued_work = 0;
   };
+  /// `soonest`: where a batching source's pace in full calls is not known yet (none was
+  /// answered), a full call is taken to last as long as its calls so far (the least it can
+  /// cost: for a `Retry-After`, or before refusing for good) rather than at their pace per
+  /// item (the cautious count, for admitting work); `idle` implies it.
   std::optional<double> seconds_to_start(const std::string& capability, double items,
-                                         bool idle = false, const own_items* own = nullptr);
+                                         bool idle = false, const own_items* own = nullptr,
+                                         bool soonest = false);
 
   /// The smoothed latency of the fastest source serving `capability` (0 before any answer).
   nanoseconds latency(const std::string& capability) const;
@@ -366,10 +371,13 @@ public:
   /// and the caller fails the call as too large. nullopt otherwise.
   ///
   /// `work`: the call's items' work (`estimate_model_work`, summed) for a source that weighs
-  /// them so: a good answer teaches it the seconds one unit takes.
+  /// them so: a good answer teaches it the seconds one unit takes. `full`: the call was as
+  /// full as the source takes (items of its capability still waited when it went, cut by its
+  /// batch, input or token limit): its time per item is the pace of a waiting queue.
   std::optional<uint64_t> release(source_id id, const attempt_report& report,
                                   nanoseconds eject_for, size_t items = 1, uint64_t charged = 0,
-                                  uint64_t call_tokens = 0, uint64_t work = 0);
+                                  uint64_t call_tokens = 0, uint64_t work = 0,
+                                  bool full = false);
 
   /// Whether a source other than `except` serves `capability` and is not ejected.
   bool has_alternative(const std::string& capability, source_id except);

@@ -421,17 +421,17 @@ TEST(SourceRegistry, AFullQueueDrainsAtTheTimePerItemOfFullCalls) {
   EXPECT_DOUBLE_EQ(*reg.capacity("embed", true), 320.0) << "64 items in 200 ms";
   EXPECT_LT(*reg.capacity("embed"), 60.0) << "a mix of both calls, as before";
 
-  // A source whose calls never fill (a TEI endpoint's input cap): after a few answers, its
-  // calls' time per item is its pace.
+  // Calls of 10 items that drained the queue (a trickle) say nothing of a full call's pace;
+  // calls cut by a limit while items waited (a TEI endpoint's input cap) do.
   source_registry reg2{clock};
   auto capped = reg2.add(model);
-  for (int i = 0; i < 8; ++i) {
-    if (i > 0) {
-      EXPECT_DOUBLE_EQ(*reg2.capacity("embed", true), 320.0) << "after " << i << " answers";
-    }
+  for (int i = 0; i < 20; ++i) {
     reg2.acquire(capped, 0, 10);
     reg2.release(capped, ok_after(100ms), 1s, 10);
   }
+  EXPECT_DOUBLE_EQ(*reg2.capacity("embed", true), 320.0) << "still at the soonest";
+  reg2.acquire(capped, 0, 10);
+  reg2.release(capped, ok_after(100ms), 1s, 10, 0, 0, 0, /*full=*/true);
   EXPECT_DOUBLE_EQ(*reg2.capacity("embed", true), 100.0) << "10 items in 100 ms";
 }
 
@@ -450,8 +450,11 @@ TEST(SourceRegistry, AQueueWaitingForABatchingSourceStartsAtTheFullCallsPace) {
   reg.release(t, ok_after(1s), 1s, 1);
   reg.acquire(t, 0, 32);
   reg.acquire(t, 0, 32); // both slots busy
-  EXPECT_NEAR(*reg.seconds_to_start("embed", 200), 200.0 / 32, 1e-9)
-    << "half a batch a call, each as long as the single item's";
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 200, false, nullptr, /*soonest=*/true), 200.0 / 32,
+              1e-9)
+    << "at the soonest: half a batch a call, each as long as the single item's";
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 200), 100.0, 1e-9)
+    << "to admit work: at the single item's pace until a full call tells";
   EXPECT_NEAR(*reg.seconds_to_start("embed", 4), 2.0, 1e-9)
     << "a few items go in calls as small as lately: at 1 s an item";
   reg.release(t, ok_after(1s), 1s, 32);
@@ -460,14 +463,12 @@ TEST(SourceRegistry, AQueueWaitingForABatchingSourceStartsAtTheFullCallsPace) {
   EXPECT_NEAR(*reg.seconds_to_start("embed", 200), (200.0 - 2 * carried) / 64, 1e-9)
     << "learned from calls of 32 items: what the free slots take at once, then 64 a second";
 
-  // Calls that never hold half a batch (an input cap of 8 texts a call, 1 s each): after 8
-  // answers their pace is the source's, 8 a second on two slots.
+  // Calls that never hold half a batch, cut by an input cap of 8 texts while items waited
+  // (1 s each): their pace is the source's, 8 a second on two slots.
   source_registry capped{clock};
   auto c = capped.add(tei);
-  for (int i = 0; i < 8; ++i) {
-    capped.acquire(c, 0, 8);
-    capped.release(c, ok_after(1s), 1s, 8);
-  }
+  capped.acquire(c, 0, 8);
+  capped.release(c, ok_after(1s), 1s, 8, 0, 0, 0, /*full=*/true);
   capped.acquire(c, 0, 8);
   capped.acquire(c, 0, 8);
   EXPECT_NEAR(*capped.seconds_to_start("embed", 200), 200.0 / 16, 1e-9);
