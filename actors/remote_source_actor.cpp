@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include <caf/actor_system.hpp>
@@ -137,11 +138,13 @@ work_result interpret_exchange(remote_source_state& st, scheduler::batch_id id, 
   } catch (const remote::unfit_reply& e) {
     report.kind = attempt_outcome_kind::unsupported;
     report.detail = e.what();
+    std::tie(report.prompt_tokens, report.completion_tokens) = remote::reply_usage(r.body);
     out.outcomes.clear();
     return out;
   } catch (const remote::bad_reply& e) {
     report.kind = attempt_outcome_kind::bad_response;
     report.detail = e.what();
+    std::tie(report.prompt_tokens, report.completion_tokens) = remote::reply_usage(r.body);
     out.outcomes.clear();
     return out;
   }

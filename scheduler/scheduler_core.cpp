@@ -686,6 +686,20 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   out.push_back(std::move(batch));
 }
 
+void scheduler_core::bill_tokens(const inflight_batch& batch, uint64_t prompt,
+                                 uint64_t completion) {
+  if (prompt + completion == 0) {
+    return;
+  }
+  const auto& name = batch.source_name;
+  metrics_.of_source(metrics_.source_tokens, name, {{"kind", "prompt"}})
+    .Increment(static_cast<double>(prompt));
+  metrics_.of_source(metrics_.source_tokens, name, {{"kind", "completion"}})
+    .Increment(static_cast<double>(completion));
+  metrics_.of_source(metrics_.source_cost, name)
+    .Increment(sources_.cost(batch.source, prompt, completion));
+}
+
 std::optional<scheduler_core::inflight_batch>
 scheduler_core::take_batch(batch_id id, attempt_report& report) {
   auto node = batches_.extract(id);
@@ -1016,15 +1030,22 @@ void scheduler_core::complete(batch_id id, attempt_report report,
                      sources_.cost(batch.source, out->prompt_tokens, out->completion_tokens));
       }
     }
-    if (prompt + completion > 0) {
-      const auto& name = batch.source_name;
-      metrics_.of_source(metrics_.source_tokens, name, {{"kind", "prompt"}})
-        .Increment(static_cast<double>(prompt));
-      metrics_.of_source(metrics_.source_tokens, name, {{"kind", "completion"}})
-        .Increment(static_cast<double>(completion));
-      metrics_.of_source(metrics_.source_cost, name)
-        .Increment(sources_.cost(batch.source, prompt, completion));
+    bill_tokens(batch, prompt, completion);
+  } else if (report.prompt_tokens + report.completion_tokens > 0 && !batch.steps.empty()) {
+    // An answer the call could not use, billed all the same (helper-62: two replies with
+    // fewer choices than n, 304 tokens at the provider, none in the step): its steps share
+    // it by item, the first item taking what does not divide.
+    const auto n = static_cast<uint64_t>(batch.steps.size());
+    for (uint64_t i = 0; i < n; ++i) {
+      auto prompt = report.prompt_tokens / n + (i == 0 ? report.prompt_tokens % n : 0);
+      auto completion =
+        report.completion_tokens / n + (i == 0 ? report.completion_tokens % n : 0);
+      if (!batch.steps[i].empty() && prompt + completion > 0) {
+        steps_.usage(batch.steps[i], batch.source_name, prompt, completion,
+                     sources_.cost(batch.source, prompt, completion));
+      }
     }
+    bill_tokens(batch, report.prompt_tokens, report.completion_tokens);
   }
   for (size_t i = 0; i < batch.items.size(); ++i) {
     auto ref = batch.items[i];

@@ -322,6 +322,9 @@ private:
     std::vector<item_ref> followers;
   };
 
+  /// Adds `prompt` and `completion` tokens that `batch`'s source reported, and their cost, to
+  /// the source's running totals (`arbiter_source_tokens_total`, `arbiter_source_cost_total`).
+  void bill_tokens(const inflight_batch& batch, uint64_t prompt, uint64_t completion);
   /// Starts a batch of `items` on `source` costing `tokens` of its token bucket and appends
   /// it to `out`. `full`: items of its capability still wait (the batch was cut by a limit).
   void start_batch(source_id source, std::vector<item_ref> items, uint64_t tokens, bool hedge,

@@ -129,6 +129,11 @@ struct attempt_report {
   /// to fit a TEI endpoint's batch limit (remote::split_embedding_call), each seen by the
   /// provider. They count as calls of the attempt's steps.
   uint32_t extra_requests = 0;
+  /// The `usage` of a 2xx answer the call could not use (fewer choices than its `n`, a body
+  /// of the wrong shape), which the provider bills: counted for the call's steps and the
+  /// source's token totals (an answer that was used reports its usage in its outcomes).
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
 };
 
 /// Which learned ratio of reported to estimated prompt tokens scales an estimate. A source

@@ -952,6 +952,14 @@ std::string join_embedding_replies(api_kind api, const std::vector<std::string>&
   return dump(out);
 }
 
+std::pair<uint64_t, uint64_t> reply_usage(std::string_view body) noexcept {
+  auto doc = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) {
+    return {0, 0};
+  }
+  return {usage_count(doc, "prompt_tokens"), usage_count(doc, "completion_tokens")};
+}
+
 std::vector<item_outcome> parse_reply(api_kind api, const endpoint_options& opts,
                                       const prepared_call& call,
                                       const std::vector<shared_item>& items,

@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/embedding_scoring.hpp"
@@ -175,6 +176,11 @@ bool is_reasoning_model(std::string_view model);
 
 /// `known_secret` (the source's own key) is redacted before the cut, as the patterns are.
 std::string error_message(std::string_view body, std::string_view known_secret = {}) noexcept;
+
+/// The `usage` token counts (prompt, completion) of a 2xx `body` that could not be used (a
+/// `bad_reply`): the provider bills them all the same. Zeros when it has none or is not JSON.
+/// Never throws.
+std::pair<uint64_t, uint64_t> reply_usage(std::string_view body) noexcept;
 
 /// The judge score in a model reply, or nullopt when there is none. First strips every
 /// <think>...</think> block; an unclosed <think> drops the rest of the reply, and a

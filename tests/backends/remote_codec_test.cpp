@@ -161,6 +161,16 @@ std::vector<std::string> embedding_inputs(const std::vector<shared_item>& items,
 
 // ---- api kinds -----------------------------------------------------------------------------
 
+TEST(RemoteCodec, TheUsageOfAnAnswerThatCannotBeUsedIsStillRead) {
+  // One completion for n = 4 (a server capping n): refused, and billed all the same.
+  EXPECT_EQ(reply_usage(R"({"choices": [{"text": "a"}],
+                            "usage": {"prompt_tokens": 48, "completion_tokens": 256}})"),
+            (std::pair<uint64_t, uint64_t>{48, 256}));
+  EXPECT_EQ(reply_usage(R"({"choices": []})"), (std::pair<uint64_t, uint64_t>{0, 0}));
+  EXPECT_EQ(reply_usage("<html>busy</html>"), (std::pair<uint64_t, uint64_t>{0, 0}));
+  EXPECT_EQ(reply_usage(R"([1, 2])"), (std::pair<uint64_t, uint64_t>{0, 0}));
+}
+
 TEST(RemoteCodec, ApiKindNamesRoundTrip) {
   for (auto k : {api_kind::openai, api_kind::tei, api_kind::ig_service}) {
     EXPECT_EQ(parse_api_kind(to_string(k)), k);

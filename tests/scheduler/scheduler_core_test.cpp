@@ -775,6 +775,33 @@ TEST_F(SchedulerCore, ACallGivenUpBeforeItWasSentIsNotCountedForItsStep) {
   EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 1u);
 }
 
+TEST_F(SchedulerCore, TheTokensOfAnAnswerTheCallCouldNotUseCountForItsStep) {
+  // helper-62: a generate source answering fewer completions than n (a server capping n):
+  // the provider billed 48 prompt and 256 completion tokens, the step counted none.
+  auto spec = remote_chat_source();
+  spec.input_cost_per_million = 1.0;
+  spec.output_cost_per_million = 4.0;
+  core_.add_source(spec);
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 10s, {chat_item("sample me", "s")}).admitted());
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 1u);
+  attempt_report unfit;
+  unfit.kind = attempt_outcome_kind::unsupported;
+  unfit.detail = "generate reply has 1 choices for n = 4";
+  unfit.prompt_tokens = 48;
+  unfit.completion_tokens = 256;
+  core_.complete(batches[0].id, unfit, {});
+  const auto& account = core_.steps().find("s")->sources.at("remote");
+  EXPECT_EQ(account.calls, 1u);
+  EXPECT_EQ(account.failed_calls, 1u);
+  EXPECT_EQ(account.prompt_tokens, 48u);
+  EXPECT_EQ(account.completion_tokens, 256u);
+  EXPECT_DOUBLE_EQ(account.cost, (48 * 1.0 + 256 * 4.0) / 1e6);
+  const std::string billed =
+    R"(arbiter_source_tokens_total{kind="completion",source="remote"} 256)";
+  EXPECT_NE(metrics_text().find(billed), std::string::npos);
+}
+
 TEST_F(SchedulerCore, ARefusedConnectionIsNoCallOfItsStepNorAnAttemptOfItsItem) {
   // helper-62: a source at a port nothing listened on had 6 calls, 6 failed calls and 6
   // retries in the step's account, and its items 2 attempts, though no request reached a
