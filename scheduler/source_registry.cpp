@@ -280,11 +280,13 @@ struct source_registry::state {
   /// on a fresh server was told to come back a minute later, 4 to 8 times too late:
   /// helper-58, helper-60); without, the calls' pace so far, as cautious as admitting work
   /// must be (on that guess, 640 items were admitted to a CPU embedder and failed at their
-  /// deadline: helper-61).
+  /// deadline: helper-61). A model that weighs its items by work (`work` > 0) counts its
+  /// fitted line either way: on the CPU a call's time grows with its work, and a 256-item
+  /// request taken at the guess was admitted to fail whole (helper-63).
   double queued_item_seconds(const std::string& capability, double work, bool soonest) const {
     const auto batch = static_cast<double>(spec.batch_items(capability));
     const bool unknown = fullness_unknown(capability);
-    if (unknown && soonest) {
+    if (unknown && soonest && work <= 0.0) {
       return latency_ns * 1e-9 / std::max(batch / 2.0, 1.0);
     }
     if (work > 0.0) {

@@ -474,6 +474,28 @@ TEST(SourceRegistry, AQueueWaitingForABatchingSourceStartsAtTheFullCallsPace) {
   EXPECT_NEAR(*capped.seconds_to_start("embed", 200), 200.0 / 16, 1e-9);
 }
 
+TEST(SourceRegistry, AModelThatWeighsWorkIsNeverTakenAtTheSoonestGuess) {
+  // A CPU embedder's call takes time in proportion to its work: a guess of 32 items in the
+  // time of one admitted a 256-item request to fail whole (helper-63). Its fitted line counts
+  // at the soonest too.
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = local("cpu", {"embed"}, 1);
+  spec.max_batch_items = 64;
+  spec.max_input_tokens = 256;
+  auto m = reg.add(spec);
+  reg.acquire(m, 0, 1, 1000);
+  reg.release(m, ok_after(50ms), 1s, 1, 0, 0, 1000);
+  source_registry::own_items own;
+  own.count = 64;
+  own.work = 64 * 1000;
+  auto cautious = reg.seconds_to_start("embed", 64, false, &own);
+  auto soonest = reg.seconds_to_start("embed", 64, false, &own, /*soonest=*/true);
+  ASSERT_TRUE(cautious && soonest);
+  EXPECT_NEAR(*soonest, *cautious, 1e-9);
+  EXPECT_NEAR(*cautious, 63 * 0.05, 1e-9) << "the first at once, then 50 ms each";
+}
+
 TEST(SourceRegistry, OneCallFarSlowerThanTheRestMovesThePaceLittle) {
   // A local model answering in 10 ms a call, then one call of 1 s (a text whose tokenizing
   // took most of it): taken whole, the pace fell 11 times; at most 4 times the pace learned,
