@@ -385,13 +385,17 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           // fallback though 800 could have been embedded (helper-58).
           too_slow.emplace(capability, *wait);
           if (n.all_grouped && n.count > 1) {
+            // Named apart: a lambda may not capture a structured binding before C++20.
+            const std::string& cap = capability;
+            const need& all = n;
             auto fits = [&](size_t k) {
-              auto share = static_cast<double>(k) / static_cast<double>(n.count);
-              token_demand part{static_cast<uint64_t>(static_cast<double>(n.tokens.prompt) * share),
-                                n.tokens.item};
+              auto share = static_cast<double>(k) / static_cast<double>(all.count);
+              token_demand part{
+                static_cast<uint64_t>(static_cast<double>(all.tokens.prompt) * share),
+                all.tokens.item};
               auto w = with_margin(expected_wait(
-                capability, priority, k, 0, false, 0.0, part,
-                static_cast<uint64_t>(static_cast<double>(n.work) * share)));
+                cap, priority, k, 0, false, 0.0, part,
+                static_cast<uint64_t>(static_cast<double>(all.work) * share)));
               // A tenth to spare: a kept item that misses its deadline falls back alone,
               // splitting its group.
               return w && *w <= in.time_left - in.time_left / 10;
