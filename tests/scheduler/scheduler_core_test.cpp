@@ -791,7 +791,9 @@ TEST_F(SchedulerCore, TheTokensOfAnAnswerTheCallCouldNotUseCountForItsStep) {
   unfit.prompt_tokens = 48;
   unfit.completion_tokens = 256;
   core_.complete(batches[0].id, unfit, {});
-  const auto& account = core_.steps().find("s")->sources.at("remote");
+  auto step = core_.steps().find("s"); // a copy: held while its accounts are read
+  ASSERT_TRUE(step);
+  const auto& account = step->sources.at("remote");
   EXPECT_EQ(account.calls, 1u);
   EXPECT_EQ(account.failed_calls, 1u);
   EXPECT_EQ(account.prompt_tokens, 48u);
@@ -815,9 +817,10 @@ TEST_F(SchedulerCore, ARefusedConnectionIsNoCallOfItsStepNorAnAttemptOfItsItem) 
   refused.unsent = true;
   refused.detail = "connect_failed: Connection refused";
   core_.complete(batches[0].id, refused, {});
-  const auto& before = core_.steps().find("s")->sources.at("remote");
-  EXPECT_EQ(before.calls, 0u);
-  EXPECT_EQ(before.failed_calls, 0u);
+  auto first = core_.steps().find("s"); // a copy: held while its accounts are read
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->sources.at("remote").calls, 0u);
+  EXPECT_EQ(first->sources.at("remote").failed_calls, 0u);
   size_t sent = 0;
   for (int round = 0; round < 100 && !core_.idle(); ++round) {
     clock_.advance(50ms);
@@ -832,7 +835,9 @@ TEST_F(SchedulerCore, ARefusedConnectionIsNoCallOfItsStepNorAnAttemptOfItsItem) 
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].results[0].status, item_status::ok);
   EXPECT_EQ(done[0].results[0].attempts, 1u) << "the one request the provider saw";
-  const auto& account = core_.steps().find("s")->sources.at("remote");
+  auto step = core_.steps().find("s");
+  ASSERT_TRUE(step);
+  const auto& account = step->sources.at("remote");
   EXPECT_EQ(account.calls, 1u);
   EXPECT_EQ(account.failed_calls, 0u);
   EXPECT_EQ(account.retries, 0u);
