@@ -223,3 +223,57 @@ def test_calls_given_up_at_hang_ups_count_only_if_sent(make_server, provider):
         time.sleep(0.05)
     assert 0 < stats["requests_total"] < 10, stats  # some waited, unsent
     assert account["sources"]["a"]["calls"] == stats["requests_total"], (account, stats)
+
+
+def test_a_source_no_connection_reached_counts_no_call(make_server, provider):
+    """Source b's address has nothing listening: its calls never left Arbiter, so they are no
+    calls, failed calls or retries of the step (helper-62: 6/6/6 at a source that received
+    nothing). The step's totals equal what the providers received."""
+    from arbiter_testing import unused_port
+    a = provider("--latency-median-ms", "50", "--seed", "7")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n\n"
+                    + source_toml("a", a.url)
+                    + source_toml("b", f"http://127.0.0.1:{unused_port()}"))
+    status, _, body = s.score({"step": "refused", "items": judge_items(20, "x")})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    _, _, metrics = s.request("GET", "/metrics")
+    tried_b = [line for line in metrics.splitlines()
+               if line.startswith("arbiter_source_attempts_total{") and 'source="b"' in line]
+    assert tried_b, "b was tried (and could not be reached)"
+    assert all('outcome="connect_failure"' in line for line in tried_b), tried_b
+    _, _, account = s.request("GET", "/v1/steps/refused")
+    b = account["sources"].get("b", {})
+    assert (b.get("calls", 0), b.get("failed_calls", 0), b.get("retries", 0)) == (0, 0, 0), b
+    assert account["sources"]["a"]["calls"] == a.stats()["requests_total"], account
+    assert account["totals"]["calls"] == a.stats()["requests_total"], account
+    assert all(r["attempts"] == 1 for r in body["results"]), body["results"]
+
+
+def test_tokens_of_a_reply_the_call_could_not_use_are_billed_to_its_step(make_server,
+                                                                         provider):
+    """A generate source answers fewer completions than ΔIG asked for (`n`): the call fails
+    and is retried on the other source, but the provider billed its `usage`, and the step
+    counts those tokens and their cost (they were 0)."""
+    gen = provider("--max-n", "1", "--seed", "1")
+    ok = provider("--seed", "2")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n\n"
+                    + source_toml("gen", gen.url, "openai", ["generate"],
+                                  input_cost_per_million=1.0, output_cost_per_million=1.0)
+                    + source_toml("ok", ok.url, "openai", ["generate"])
+                    + source_toml("nli", ok.url, "tei", ["nli"]))
+    items = [{"reward": "info_gain", "solution_str": f"Paris is the capital of France {i}.",
+              "ground_truth": ["Paris"],
+              "extra_info": {"question": "What is the capital of France?", "num_samples": 3,
+                             "seed": i}} for i in range(4)]
+    status, _, body = s.score({"step": "short-n", "items": items})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    stats = gen.stats()
+    assert stats["requests_total"] > 0 and stats["completion_tokens_total"] > 0, stats
+    _, _, account = s.request("GET", "/v1/steps/short-n")
+    mine = account["sources"]["gen"]
+    assert mine["calls"] == stats["requests_total"], (mine, stats)
+    assert mine["failed_calls"] > 0, mine  # some of its replies were short
+    assert mine["prompt_tokens"] == stats["prompt_tokens_total"], (mine, stats)
+    assert mine["completion_tokens"] == stats["completion_tokens_total"], (mine, stats)
+    assert mine["cost"] == pytest.approx((stats["prompt_tokens_total"]
+                                          + stats["completion_tokens_total"]) / 1e6)
