@@ -525,3 +525,37 @@ def test_a_judge_item_is_answered_when_its_own_calls_are_not_with_a_batch(make_s
     _, _, info = s.request("GET", "/info")
     graph = next(x for x in info["sources"] if x["name"] == "reward-graph")
     assert graph["dispatched_batches"] == 40
+
+
+def test_a_request_too_slow_for_its_deadline_keeps_the_whole_groups_that_fit(make_server,
+                                                                             provider):
+    """256 grouped embedding items against a source that answers two calls at once, each in
+    0.3 s: all of them take about 4.6 s, past the 3 s deadline. The groups that fit are
+    embedded, in the order they first appear, the others take the lexical fallback at once,
+    and no group is split (helper-58: every item fell back, though many could be embedded)."""
+    p = provider("--latency-median-ms", "300", "--latency-p99-ms", "330", "--seed", "3")
+    s = make_server(config(_source_toml("emb", p.url, "tei", ["embed"], max_batch_items=16,
+                                        max_concurrency=2)))
+
+    def items(n, prefix):
+        return [{"reward": "embedding", "solution_str": f"{prefix} rollout {i}",
+                 "ground_truth": [f"reference of prompt {i // 8}"], "group": f"{prefix}{i // 8}"}
+                for i in range(n)]
+
+    # The source's pace is learned from full calls first.
+    status, _, body = s.score({"items": items(64, "warm"), "deadline_ms": 30000})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    sent = items(256, "g")
+    status, _, body = s.score({"items": sent, "deadline_ms": 3000})
+    assert status == 200, body
+    by_group = {}
+    for item, result in zip(sent, body["results"]):
+        by_group.setdefault(item["group"], set()).add(result["status"])
+    assert all(len(statuses) == 1 for statuses in by_group.values()), by_group
+    kept = [g for g, statuses in by_group.items() if statuses == {"ok"}]
+    assert 0 < len(kept) < len(by_group), by_group
+    assert kept == list(by_group)[:len(kept)], "the groups that come first are kept"
+    for result in body["results"]:
+        if result["status"] != "ok":
+            assert result["status"] == "fallback", result
+            assert "groups that fit in time were kept" in result["fallback_reason"], result
