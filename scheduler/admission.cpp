@@ -15,17 +15,47 @@ std::chrono::seconds whole_seconds(double ms) {
   return std::chrono::seconds{std::max<int64_t>(1, static_cast<int64_t>(s))};
 }
 
-double milliseconds_of(nanoseconds d) {
-  return std::chrono::duration<double, std::milli>(d).count();
+/// A Retry-After past the requests refused before that come back no later than it.
+struct past_refused {
+  std::chrono::seconds retry_after{1};
+  /// What those take at the sources' pace.
+  double ahead_ms = 0.0;
+};
+
+/// The Retry-After of a request that would fit again after `own_ms`: the refused requests
+/// told to come back by then come back ahead of it, and each one counted may move it past
+/// more (a fixed point, at most `refusal_backlog::max_seconds` of them). Those told to come
+/// back later come after it: counted too, requests refused and never sent again held later
+/// ones back by up to a minute on an idle server (helper-63).
+past_refused after_the_refused(double own_ms, const admission_input& in) {
+  past_refused out{whole_seconds(own_ms), 0.0};
+  if (in.refused_rate <= 0.0) {
+    return out;
+  }
+  for (;;) {
+    double items = 0.0;
+    for (const auto& [due, count] : in.refused) {
+      if (due > static_cast<double>(out.retry_after.count())) {
+        break;
+      }
+      items += count;
+    }
+    double ahead = std::min(items / in.refused_rate, refusal_backlog::max_seconds) * 1000.0;
+    if (ahead <= out.ahead_ms) {
+      return out;
+    }
+    out.ahead_ms = ahead;
+    out.retry_after = whole_seconds(own_ms + ahead);
+  }
 }
 
 /// What a Retry-After adds for the requests refused before: a reason's tail.
-std::string after_refused(nanoseconds ahead) {
-  if (ahead < std::chrono::milliseconds{1}) {
+std::string after_refused(const past_refused& past) {
+  if (past.ahead_ms < 1.0) {
     return {};
   }
   return "; the requests refused before it come back first, for about "
-         + std::to_string(static_cast<int64_t>(milliseconds_of(ahead))) + " ms";
+         + std::to_string(static_cast<int64_t>(past.ahead_ms)) + " ms";
 }
 
 } // namespace
@@ -46,22 +76,22 @@ bool refusal_backlog::prune(entry& e, time_point now) {
   return e.items > 0.0;
 }
 
-double refusal_backlog::seconds(const std::string& capability, size_t cls, double rate,
-                                time_point now) {
-  if (rate <= 0.0) {
-    return 0.0;
-  }
-  double items = 0.0;
+std::vector<std::pair<double, double>> refusal_backlog::pending(const std::string& capability,
+                                                               size_t cls, time_point now) {
+  std::vector<std::pair<double, double>> out;
   auto it = entries_.lower_bound({capability, 0});
   while (it != entries_.end() && it->first.first == capability && it->first.second <= cls) {
     if (prune(it->second, now)) {
-      items += it->second.items;
+      for (const auto& [due, items] : it->second.due) {
+        out.emplace_back(std::chrono::duration<double>(due - now).count(), items);
+      }
       ++it;
     } else {
       it = entries_.erase(it);
     }
   }
-  return std::min(items / rate, max_seconds);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void refusal_backlog::add(const std::string& capability, size_t cls, double items,
@@ -102,11 +132,11 @@ admission_result decide_admission(const admission_input& in) {
     // Room for the missing items appears as queued items are served.
     auto missing = static_cast<double>(in.items - in.free_capacity);
     double rate = in.items_per_second.value_or(0.0);
-    result.retry_after = whole_seconds((rate > 0.0 ? missing / rate * 1000.0 : 0.0)
-                                       + milliseconds_of(in.refused_ahead));
+    auto past = after_the_refused(rate > 0.0 ? missing / rate * 1000.0 : 0.0, in);
+    result.retry_after = past.retry_after;
     result.reason = "priority class '" + in.priority + "' has room for "
                     + std::to_string(in.free_capacity) + " more items, the request has "
-                    + std::to_string(in.items) + after_refused(in.refused_ahead);
+                    + std::to_string(in.items) + after_refused(past);
     return result;
   }
   if (in.alone_wait && *in.alone_wait > 2 * in.time_left) {
@@ -138,11 +168,11 @@ admission_result decide_admission(const admission_input& in) {
     double soonest_ms = in.soonest_wait
                           ? std::chrono::duration<double, std::milli>(*in.soonest_wait).count()
                           : wait_ms;
-    result.retry_after = whole_seconds(std::min(soonest_ms, wait_ms) - left_ms
-                                       + milliseconds_of(in.refused_ahead));
+    auto past = after_the_refused(std::min(soonest_ms, wait_ms) - left_ms, in);
+    result.retry_after = past.retry_after;
     result.reason = "expected to be answered in " + std::to_string(static_cast<int64_t>(wait_ms))
                     + " ms, after its deadline (" + std::to_string(static_cast<int64_t>(left_ms))
-                    + " ms left), at the pace its sources allow" + after_refused(in.refused_ahead);
+                    + " ms left), at the pace its sources allow" + after_refused(past);
     return result;
   }
   return result;

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "common/time_source.hpp"
 
@@ -73,9 +74,12 @@ struct admission_input {
   std::optional<double> items_per_second;
   /// Time until the request's deadline.
   nanoseconds time_left{0};
-  /// What the requests refused just before it, told to come back sooner, take at the sources'
-  /// pace (`refusal_backlog`): its Retry-After comes after theirs.
-  nanoseconds refused_ahead{0};
+  /// The items of the requests refused before it that are not back yet (`refusal_backlog`):
+  /// (seconds until they were told to come back, items), soonest first. Those told to come
+  /// back no later than it would be come back ahead of it, so its Retry-After counts them at
+  /// `refused_rate` items a second; those told later come after it.
+  std::vector<std::pair<double, double>> refused;
+  double refused_rate = 0.0;
 };
 
 /// Decides whether a request is queued. Requests are queued while their deadline allows: a
@@ -85,13 +89,13 @@ struct admission_input {
 admission_result decide_admission(const admission_input& in);
 
 /// The items of requests refused with a Retry-After, per priority class and capability, that
-/// will come back: they come back ahead of a request of their class or a lower one refused
-/// after them, so its Retry-After counts them too (a herd of single-item requests refused in
-/// one instant was told one Retry-After, and 9 in 10 of its retries were refused again). They
-/// count until the time they were told to come back: then they are back (queued, or refused
-/// again and counted anew: counted on after their time, a herd told to come back in 1 s was
-/// counted twice and told half a minute more than the queue needed, helper-61), and at most
-/// `max_seconds` at `rate` in all.
+/// will come back: those told to come back no later than a request of their class or a lower
+/// one refused after them come back ahead of it, so its Retry-After counts them too (a herd
+/// of single-item requests refused in one instant was told one Retry-After, and 9 in 10 of
+/// its retries were refused again), at most `max_seconds` of them. They count until the time
+/// they were told to come back: then they are back (queued, or refused again and counted
+/// anew: counted on after their time, a herd told to come back in 1 s was counted twice and
+/// told half a minute more than the queue needed, helper-61).
 class refusal_backlog {
 public:
   static constexpr double max_seconds = 60.0;
@@ -99,9 +103,10 @@ public:
   /// Whether items refused for `capability` may still be coming back.
   bool holds(const std::string& capability) const;
 
-  /// Seconds the items refused in class `cls` and those above it, not back yet at `now`, take
-  /// at `rate` items a second.
-  double seconds(const std::string& capability, size_t cls, double rate, time_point now);
+  /// The items refused in class `cls` and those above it, not back yet at `now`: (seconds
+  /// until they were told to come back, items), soonest first.
+  std::vector<std::pair<double, double>> pending(const std::string& capability, size_t cls,
+                                                 time_point now);
 
   /// Notes `items` of class `cls` refused at `now` and told to come back at `due`.
   void add(const std::string& capability, size_t cls, double items, time_point due,

@@ -433,16 +433,15 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       in.items_per_second = capacity_through(items.front()->capability, /*full_calls=*/true);
       binding = items.front()->capability;
     }
-    // Requests refused before this one come back before it, together: their items queue, and
-    // go in full calls.
+    // Requests refused before this one and told to come back no later than it come back
+    // before it, together: their items queue, and go in full calls.
     auto rate_of = [this, &in, &binding] {
       return in.items_per_second ? in.items_per_second
                                  : capacity_through(binding, /*full_calls=*/true);
     };
     if (!binding.empty() && refused_.holds(binding)) {
-      auto ahead = refused_.seconds(binding, priority, rate_of().value_or(0.0), now);
-      in.refused_ahead = std::chrono::duration_cast<nanoseconds>(
-        std::chrono::duration<double>(ahead));
+      in.refused = refused_.pending(binding, priority, now);
+      in.refused_rate = rate_of().value_or(0.0);
     }
     decision = decide_admission(in);
     if (!decision.admitted()) {
