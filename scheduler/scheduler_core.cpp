@@ -652,8 +652,13 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
   // Once per batch: each call reads the clock.
   retry_budget_.on_request(items.size());
   hedge_budget_.on_request(items.size());
+  const bool count_inputs = sources_.max_batch_inputs(source) > 0;
+  uint64_t inputs = 0;
   for (auto [rid, index] : items) {
     const auto& req = requests_.at(rid);
+    if (count_inputs) {
+      inputs += inputs_of({rid, index});
+    }
     record.prompt_tokens += req.tokens[index];
     record.work += req.work[index];
     record.steps.push_back(req.items[index]->step);
@@ -674,7 +679,7 @@ void scheduler_core::start_batch(source_id source, std::vector<item_ref> items, 
       }
     }
   }
-  sources_.acquire(source, tokens, batch.items.size(), record.work);
+  sources_.acquire(source, tokens, batch.items.size(), record.work, inputs);
   record.charged_tokens = tokens;
   if (tokens > 0) {
     record.charged_prompt_tokens =

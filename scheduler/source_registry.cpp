@@ -107,6 +107,11 @@ struct source_registry::state {
   /// items arrive one at a time), for what a bucket's requests hold in items.
   double items_per_call = 0.0;
   bool has_items_per_call = false;
+  /// Smoothed input texts per item sent, where calls are capped in texts
+  /// (`source_spec::max_batch_inputs`: an embedding item sends its candidate and each
+  /// reference), for how many items a call can hold.
+  double inputs_per_item = 0.0;
+  bool has_inputs_per_item = false;
   /// When its last good answer came (unset: none yet), and whether the call sent first after
   /// its estimates went `stale` is out: its answer replaces them.
   std::optional<time_point> answered_at;
@@ -287,7 +292,14 @@ struct source_registry::state {
     const auto batch = static_cast<double>(spec.batch_items(capability));
     const bool unknown = fullness_unknown(capability);
     if (unknown && soonest && work <= 0.0) {
-      return latency_ns * 1e-9 / std::max(batch / 2.0, 1.0);
+      // Where calls are capped in texts, a full one holds what the cap takes (an item of 7
+      // references sends 8 texts, 4 to a TEI call of 32): counted as 16, a probe of 32 such
+      // items was admitted, and 4 failed at their deadline.
+      auto items = batch / 2.0;
+      if (spec.max_batch_inputs > 0 && has_inputs_per_item && inputs_per_item > 1.0) {
+        items = std::min(items, std::floor(spec.max_batch_inputs / inputs_per_item));
+      }
+      return latency_ns * 1e-9 / std::max(items, 1.0);
     }
     if (work > 0.0) {
       const auto n = unknown ? per_call(capability) : batch;
@@ -538,7 +550,8 @@ bool source_registry::paces_tokens(source_id id) const {
   return s != nullptr && s->limiter && s->limiter->tokens_per_minute() > 0.0;
 }
 
-void source_registry::acquire(source_id id, uint64_t tokens, size_t items, uint64_t work) {
+void source_registry::acquire(source_id id, uint64_t tokens, size_t items, uint64_t work,
+                              uint64_t inputs) {
   auto* s = find(id);
   if (s == nullptr) {
     return;
@@ -553,6 +566,12 @@ void source_registry::acquire(source_id id, uint64_t tokens, size_t items, uint6
     s->items_per_call = smoothed(s->items_per_call, static_cast<double>(items),
                                  !s->has_items_per_call);
     s->has_items_per_call = true;
+  }
+  if (inputs > 0 && items > 0) {
+    s->inputs_per_item = smoothed(s->inputs_per_item,
+                                  static_cast<double>(inputs) / static_cast<double>(items),
+                                  !s->has_inputs_per_item);
+    s->has_inputs_per_item = true;
   }
   if (work > 0 && items > 0 && s->spec.weighs_work()) {
     s->work_per_item = smoothed(s->work_per_item,

@@ -261,8 +261,10 @@ public:
 
   /// Records a batch sent to `id` costing `tokens` (from `tokens_for`) over `items` items:
   /// takes its request and tokens from the buckets, a probe slot when half-open, and a
-  /// concurrency slot. `work`: its items' work, summed, for a source that weighs items so.
-  void acquire(source_id id, uint64_t tokens, size_t items, uint64_t work = 0);
+  /// concurrency slot. `work`: its items' work, summed, for a source that weighs items so;
+  /// `inputs`: its input texts, for a source whose calls are capped in texts (0: not counted).
+  void acquire(source_id id, uint64_t tokens, size_t items, uint64_t work = 0,
+               uint64_t inputs = 0);
 
   /// The part of `tokens_for` that pays for `estimated` prompt tokens of the kind `of`
   /// (scaled by its learned ratio); 0 when the source does not pace by tokens.

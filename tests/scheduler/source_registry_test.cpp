@@ -474,6 +474,30 @@ TEST(SourceRegistry, AQueueWaitingForABatchingSourceStartsAtTheFullCallsPace) {
   EXPECT_NEAR(*capped.seconds_to_start("embed", 200), 200.0 / 16, 1e-9);
 }
 
+TEST(SourceRegistry, AtTheSoonestACallCappedInTextsHoldsWhatTheCapTakes) {
+  // TEI takes 32 texts a call, and an item of 7 references sends 8: a call holds 4 of them.
+  // Counted as half a batch (16), a probe of 32 such items was expected in 1 s, admitted,
+  // and 4 of them failed at their deadline (bl63 row d: 8 calls, two at once, 4 s).
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto tei = local("tei", {"embed"}, 2);
+  tei.max_batch_items = 32;
+  tei.max_batch_inputs = 32;
+  auto t = reg.add(tei);
+  reg.acquire(t, 0, 1, 0, 8);
+  reg.release(t, ok_after(1s), 1s, 1);
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 32, /*idle=*/true, nullptr, /*soonest=*/true),
+              (32.0 - 2) / (2 * 4), 1e-9)
+    << "two at once, then 4 items a call of 1 s on each slot";
+  source_registry plain{clock};
+  auto p = plain.add(tei);
+  plain.acquire(p, 0, 1, 0, 2);
+  plain.release(p, ok_after(1s), 1s, 1);
+  EXPECT_NEAR(*plain.seconds_to_start("embed", 64, true, nullptr, true), (64.0 - 2) / (2 * 16),
+              1e-9)
+    << "items of one reference: half a batch, as before";
+}
+
 TEST(SourceRegistry, AModelThatWeighsWorkIsNeverTakenAtTheSoonestGuess) {
   // A CPU embedder's call takes time in proportion to its work: a guess of 32 items in the
   // time of one admitted a 256-item request to fail whole (helper-63). Its fitted line counts
