@@ -378,6 +378,18 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           // correct it: this request goes as a probe instead.
           continue;
         }
+        if (wait && *wait > in.time_left && full_pace_probe(capability)) {
+          // Refused on the pace of calls that were not full, while a trickle of single items
+          // kept teaching it, a 16-item request due in 4 s was refused on an idle server as
+          // long as the trickle lasted, though one call takes 16 (helper-63): it goes as a
+          // probe when it fits at the least full calls can cost, a tenth to spare. Nothing
+          // is queued or in flight for it, so one goes at a time.
+          auto soonest = with_margin(expected_wait(capability, priority, n.count, 0, false, 0.0,
+                                                   n.tokens, n.work, /*soonest=*/true));
+          if (soonest && *soonest <= in.time_left - in.time_left / 10) {
+            continue;
+          }
+        }
         if (wait && *wait > in.time_left && n.all_fall_back) {
           // Too slow for this deadline, but each of these items has a fallback: they take it
           // at once (below) rather than the request being refused. Grouped items keep the

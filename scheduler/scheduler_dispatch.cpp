@@ -313,6 +313,20 @@ bool scheduler_core::stale_estimate(const std::string& capability, int depth) co
   return sources_.stale(capability);
 }
 
+bool scheduler_core::full_pace_probe(const std::string& capability, int depth) const {
+  for (size_t q = 0; q < queues_.class_count(); ++q) {
+    if (queues_.waiting(q, capability) > 0) {
+      return false;
+    }
+  }
+  if (const auto* fed = sources_.feeds(capability)) {
+    return depth < 4 && std::any_of(fed->begin(), fed->end(), [&](const std::string& under) {
+             return full_pace_probe(under, depth + 1);
+           });
+  }
+  return sources_.full_pace_unknown(capability);
+}
+
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
                                                          size_t cls, size_t items, int depth,
                                                          bool alone, double calls_ahead,

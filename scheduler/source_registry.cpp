@@ -1129,6 +1129,20 @@ bool source_registry::stale(const std::string& capability) const {
   return any;
 }
 
+bool source_registry::full_pace_unknown(const std::string& capability) const {
+  bool any = false;
+  for (const auto& sp : sources_) {
+    if (sp->serves(capability)) {
+      if (!sp->has_item_seconds || !sp->fullness_unknown(capability) || sp->spec.weighs_work()
+          || sp->info.inflight > 0) {
+        return false;
+      }
+      any = true;
+    }
+  }
+  return any;
+}
+
 std::optional<nanoseconds> source_registry::fastest_answer(source_id id) const {
   auto* s = find(id);
   if (s == nullptr || s->recent.size() < min_latency_samples) {

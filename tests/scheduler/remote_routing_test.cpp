@@ -2019,6 +2019,46 @@ TEST_F(RemoteRouting, AHerdRefusedInOneInstantIsToldToComeBackOneAfterAnother) {
   EXPECT_TRUE(r.admitted()) << r.reason;
 }
 
+TEST_F(RemoteRouting, ARequestRefusedOnThePaceOfCallsNotFullGoesAsAProbeWhenNothingWaits) {
+  // helper-63's bl63.py: a source of 16 items a call, 1 s a call, answered single items only,
+  // so admission counted 1 s an item, and 16-item requests due in 4 s were refused on an
+  // idle server for as long as single items kept coming (and kept the source from going
+  // stale), though one call takes 16.
+  auto spec = endpoint("emb");
+  spec.capabilities = {"embed"};
+  spec.max_batch_items = 16;
+  spec.max_inflight = 2;
+  core_.add_source(spec);
+  request_id id = 1;
+  auto trickle = [&] {
+    ASSERT_TRUE(core_.submit(id++, 1, clock_.now() + 30s, embed_items(1, "t")).admitted());
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 1s), {ok_outcome(1.0)});
+    }
+    core_.take_finished();
+  };
+  for (int i = 0; i < 3; ++i) {
+    trickle();
+  }
+  auto probe = core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "probe"));
+  ASSERT_TRUE(probe.admitted()) << probe.reason;
+  // One at a time: another is refused while the first is queued, and while its call is out.
+  EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "queued")).admitted());
+  auto calls = core_.dispatch();
+  ASSERT_EQ(calls.size(), 1u);
+  ASSERT_EQ(calls[0].items.size(), 16u);
+  EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "out")).admitted());
+  // Its full call teaches the pace: 16 items in a second, two calls at once.
+  std::vector<item_outcome> scores(16, ok_outcome(1.0));
+  core_.complete(calls[0].id, outcome(attempt_outcome_kind::ok, 1s), scores);
+  core_.take_finished();
+  trickle();
+  auto known = core_.submit(id++, 1, clock_.now() + 4s, embed_items(48, "known"));
+  EXPECT_TRUE(known.admitted()) << known.reason;
+  EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, embed_items(160, "many")).admitted())
+    << "past what the pace allows";
+}
+
 TEST_F(RemoteRouting, AnItemNoCallWentForAtItsDeadlineSaysItsSourceWasEjected) {
   // helper-41: with the only judge source ejected or being probed, items failed at their
   // deadline saying only that it had passed.
