@@ -18,6 +18,9 @@
 #include <boost/beast/ssl.hpp>
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <cerrno>
 
 #include "common/enum_names.hpp"
 
@@ -185,6 +188,24 @@ struct connection {
     beast::error_code ignored;
     tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
     tcp().close();
+  }
+
+  /// Whether the peer closed it while it sat idle (an end of stream or a reset is pending),
+  /// or sent bytes nobody asked for: seen without blocking or reading. Such a connection is
+  /// not used again. A request written to it fails, and is sent once more on a fresh one,
+  /// though the peer (a provider restarted) never read it: a step counted 97 calls against
+  /// the provider's 64 (helper-64).
+  bool closed_while_idle() {
+    auto& sock = tcp().socket();
+    if (!sock.is_open()) {
+      return true;
+    }
+    char byte = 0;
+    auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n >= 0) {
+      return true; // 0: end of stream; more: bytes past every answer
+    }
+    return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
   }
 
   tcp::resolver resolver;
@@ -364,6 +385,10 @@ struct http_client_pool::impl : std::enable_shared_from_this<impl> {
       if (!idle.empty()) {
         auto c = std::move(idle.back());
         idle.pop_back();
+        if (c->closed_while_idle()) {
+          discard(c);
+          continue;
+        }
         auto j = std::move(waiting.front());
         waiting.pop_front();
         exchange(j, c);

@@ -576,8 +576,24 @@ TEST_F(HttpClient, AStaleConnectionsRetryRefusedAtConnectLeavesTheRequestUnsent)
   } // gone: its port refuses connections now
   auto second = post_and_wait("/x");
   EXPECT_EQ(second.error, http_error::connect_failed) << second.error_message;
-  EXPECT_TRUE(second.resent) << "tried first on the pooled connection";
   EXPECT_FALSE(second.sent) << "no server took it";
+}
+
+TEST_F(HttpClient, AConnectionThePeerClosedWhileIdleIsNotUsedAgain) {
+  // helper-64: after a provider restarted, each pooled connection its old process had closed
+  // took a request that failed and was sent once more on a fresh one: a step counted 97
+  // calls against the provider's 64.
+  scripted_server server({ok_reply("reply 0"), ok_reply("reply 1")}, /*close_each=*/true);
+  make_pool("http://127.0.0.1:" + std::to_string(server.port()));
+  auto first = post_and_wait("/x");
+  ASSERT_EQ(first.error, http_error::none) << first.error_message;
+  std::this_thread::sleep_for(std::chrono::milliseconds{200}); // its close arrives
+  auto second = post_and_wait("/x");
+  ASSERT_EQ(second.error, http_error::none) << second.error_message;
+  EXPECT_EQ(second.body, "reply 1");
+  EXPECT_FALSE(second.resent) << "not written to the closed connection first";
+  EXPECT_FALSE(second.reused_connection);
+  EXPECT_EQ(server.accepted(), 2);
 }
 
 TEST_F(HttpClient, InterimResponsesAreReadPastToTheFinalOne) {
