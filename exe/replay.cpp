@@ -35,14 +35,15 @@ struct tally {
   uint64_t not_replayable = 0;
 };
 
-/// Groups not-replayable reasons: the reason, cut at a word near 120 characters (what
-/// follows names one item: a text, an address).
+/// Groups not-replayable reasons: the reason, cut at a word near 200 characters (what
+/// follows names one item: a text, an address). At 120, a hang-up's reason lost its end
+/// ("this item's ...", helper-64).
 std::string reason_heading(const std::string& reason) {
-  auto cut = utf8_prefix(reason, 120);
+  auto cut = utf8_prefix(reason, 200);
   if (cut.size() == reason.size()) {
     return reason;
   }
-  if (auto space = cut.rfind(' '); space != std::string_view::npos && space > 60) {
+  if (auto space = cut.rfind(' '); space != std::string_view::npos && space > 100) {
     cut = cut.substr(0, space);
   }
   return std::string{cut} + " …";

@@ -322,6 +322,18 @@ def test_failures_replay_too_and_items_that_never_ran_say_why(make_server, provi
     assert summary["by_kind"]["info_gain"]["not_replayable"] == 1, summary
     assert any("no_eligible_source" in reason
                for reason in summary["not_replayable_reasons"]), summary
+    # Reasons are grouped whole: a hang-up's lost its end at 120 characters (helper-64).
+    hung = next(r for r in records(log) if r["type"] == "item" and r["kind"] == "info_gain")
+    hung["result"]["code"] = "client_closed"
+    hung["result"]["error"] = ("the client closed its connection before the answer; this "
+                               "item's remaining work was dropped")
+    alone = tmp_path / "hung.jsonl"
+    alone.write_text(json.dumps(hung) + "\n")
+    code, summary, err = replay(str(alone))
+    assert code == 0, (summary, err)
+    assert list(summary["not_replayable_reasons"]) == [
+        "info_gain: failed before its reward was computed (client_closed: the client closed "
+        "its connection before the answer; this item's remaining work was dropped)"], summary
     # Records the server could not log (the writer behind, the disk full) leave a gap record:
     # replay says the log is incomplete rather than 100 % identical.
     with open(log, "a") as f:
