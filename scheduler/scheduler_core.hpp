@@ -383,12 +383,17 @@ private:
   /// Whether the sources an item of `capability` waits for (a reward graph's: those of the
   /// capabilities under it) are `source_registry::stale`, with nothing queued for them: an
   /// estimate too old to refuse a request on.
-  bool stale_estimate(const std::string& capability, int depth = 0) const;
+  bool stale_estimate(const std::string& capability) const;
   /// Whether the sources an item of `capability` waits for only know the pace of calls that
   /// were not full (`source_registry::full_pace_unknown`), with nothing queued or in flight
   /// for them: a request refused on that cautious pace may go as a probe, one at a time, and
   /// its calls teach the full pace.
-  bool full_pace_probe(const std::string& capability, int depth = 0) const;
+  bool full_pace_probe(const std::string& capability) const;
+  /// What the registry says of the sources of a capability (`source_registry::stale`, ...).
+  using sources_say = bool (source_registry::*)(const std::string&) const;
+  /// Whether nothing of `capability` is queued and `say` holds for the sources its items wait
+  /// for (a reward graph's: for those of a capability under it, with nothing queued there).
+  bool unqueued_and(const std::string& capability, sources_say say, int depth = 0) const;
   /// A reward graph's items ahead of a new one at class `cls` whose model calls are not queued
   /// yet: queued for the graph, or running there before their calls arrive.
   double graph_items_ahead(const std::string& capability, size_t cls) const;

@@ -299,7 +299,8 @@ double scheduler_core::graph_items_ahead(const std::string& capability, size_t c
   return ahead;
 }
 
-bool scheduler_core::stale_estimate(const std::string& capability, int depth) const {
+bool scheduler_core::unqueued_and(const std::string& capability, sources_say say,
+                                  int depth) const {
   for (size_t q = 0; q < queues_.class_count(); ++q) {
     if (queues_.waiting(q, capability) > 0) {
       return false;
@@ -307,24 +308,18 @@ bool scheduler_core::stale_estimate(const std::string& capability, int depth) co
   }
   if (const auto* fed = sources_.feeds(capability)) {
     return depth < 4 && std::any_of(fed->begin(), fed->end(), [&](const std::string& under) {
-             return stale_estimate(under, depth + 1);
+             return unqueued_and(under, say, depth + 1);
            });
   }
-  return sources_.stale(capability);
+  return (sources_.*say)(capability);
 }
 
-bool scheduler_core::full_pace_probe(const std::string& capability, int depth) const {
-  for (size_t q = 0; q < queues_.class_count(); ++q) {
-    if (queues_.waiting(q, capability) > 0) {
-      return false;
-    }
-  }
-  if (const auto* fed = sources_.feeds(capability)) {
-    return depth < 4 && std::any_of(fed->begin(), fed->end(), [&](const std::string& under) {
-             return full_pace_probe(under, depth + 1);
-           });
-  }
-  return sources_.full_pace_unknown(capability);
+bool scheduler_core::stale_estimate(const std::string& capability) const {
+  return unqueued_and(capability, &source_registry::stale);
+}
+
+bool scheduler_core::full_pace_probe(const std::string& capability) const {
+  return unqueued_and(capability, &source_registry::full_pace_unknown);
 }
 
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,
