@@ -191,10 +191,12 @@ struct connection {
   }
 
   /// Whether the peer closed it while it sat idle (an end of stream or a reset is pending),
-  /// or sent bytes nobody asked for: seen without blocking or reading. Such a connection is
-  /// not used again. A request written to it fails, and is sent once more on a fresh one,
-  /// though the peer (a provider restarted) never read it: a step counted 97 calls against
-  /// the provider's 64 (helper-64).
+  /// or, over plain TCP, sent bytes nobody asked for: seen without blocking or reading. Such
+  /// a connection is not used again. A request written to it fails, and is sent once more on
+  /// a fresh one, though the peer (a provider restarted) never read it: a step counted 97
+  /// calls against the provider's 64 (helper-64). Over TLS, bytes may be a record the session
+  /// reads in its stride (a session ticket; a close_notify, whose end of stream the request
+  /// then meets, and the one resend on a fresh connection covers).
   bool closed_while_idle() {
     auto& sock = tcp().socket();
     if (!sock.is_open()) {
@@ -202,8 +204,11 @@ struct connection {
     }
     char byte = 0;
     auto n = ::recv(sock.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n >= 0) {
-      return true; // 0: end of stream; more: bytes past every answer
+    if (n == 0) {
+      return true;
+    }
+    if (n > 0) {
+      return !tls;
     }
     return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
   }
