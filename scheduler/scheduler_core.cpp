@@ -381,12 +381,13 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         if (wait && *wait > in.time_left && full_pace_probe(capability)) {
           // Refused on the pace of calls that were not full, while a trickle of single items
           // kept teaching it, a 16-item request due in 4 s was refused on an idle server as
-          // long as the trickle lasted, though one call takes 16 (helper-63): it goes as a
-          // probe when it fits at the least full calls can cost, a tenth to spare. Nothing
-          // is queued or in flight for it, so one goes at a time.
+          // long as the trickle lasted, though one call takes 16 (helper-63's bl63.py): it
+          // goes as a probe when it fits at the least full calls can cost, a tenth to spare,
+          // one at a time.
           auto soonest = with_margin(expected_wait(capability, priority, n.count, 0, false, 0.0,
                                                    n.tokens, n.work, /*soonest=*/true));
           if (soonest && *soonest <= in.time_left - in.time_left / 10) {
+            full_pace_probes_[capability] = id;
             continue;
           }
         }

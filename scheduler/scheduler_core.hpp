@@ -385,9 +385,9 @@ private:
   /// estimate too old to refuse a request on.
   bool stale_estimate(const std::string& capability) const;
   /// Whether the sources an item of `capability` waits for only know the pace of calls that
-  /// were not full (`source_registry::full_pace_unknown`), with nothing queued or in flight
-  /// for them: a request refused on that cautious pace may go as a probe, one at a time, and
-  /// its calls teach the full pace.
+  /// were not full (`source_registry::full_pace_unknown`), with nothing queued for them and
+  /// no probe of it still running (`full_pace_probes_`): a request refused on that cautious
+  /// pace may go as a probe, one at a time, and its calls teach the full pace.
   bool full_pace_probe(const std::string& capability) const;
   /// What the registry says of the sources of a capability (`source_registry::stale`, ...).
   using sources_say = bool (source_registry::*)(const std::string&) const;
@@ -522,6 +522,9 @@ private:
   abandoned_places abandoned_places_;
   step_ledger steps_;
   std::unordered_map<request_id, pending_request> requests_;
+  /// The request admitted last as a probe of a capability's full-call pace
+  /// (`full_pace_probe`), while it may still run: one at a time.
+  std::unordered_map<std::string, request_id> full_pace_probes_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;
   /// Capabilities whose last source was lost (`lost_capability`).

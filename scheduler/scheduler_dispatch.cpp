@@ -319,6 +319,10 @@ bool scheduler_core::stale_estimate(const std::string& capability) const {
 }
 
 bool scheduler_core::full_pace_probe(const std::string& capability) const {
+  auto probe = full_pace_probes_.find(capability);
+  if (probe != full_pace_probes_.end() && requests_.count(probe->second) > 0) {
+    return false;
+  }
   return unqueued_and(capability, &source_registry::full_pace_unknown);
 }
 

@@ -1133,8 +1133,7 @@ bool source_registry::full_pace_unknown(const std::string& capability) const {
   bool any = false;
   for (const auto& sp : sources_) {
     if (sp->serves(capability)) {
-      if (!sp->has_item_seconds || !sp->fullness_unknown(capability) || sp->spec.weighs_work()
-          || sp->info.inflight > 0) {
+      if (!sp->has_item_seconds || !sp->fullness_unknown(capability) || sp->spec.weighs_work()) {
         return false;
       }
       any = true;

@@ -400,8 +400,8 @@ public:
   bool stale(const std::string& capability) const;
 
   /// Whether every source serving `capability` batches it, has answered calls of it but no
-  /// full one (admission counts the calls' pace so far, `fullness_unknown`), weighs no work
-  /// and has nothing in flight: false when none serves it.
+  /// full one (admission counts the calls' pace so far, `fullness_unknown`) and weighs no
+  /// work: false when none serves it.
   bool full_pace_unknown(const std::string& capability) const;
 
   /// Whether any source serves `capability`, busy or not.

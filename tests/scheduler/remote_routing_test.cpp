@@ -2040,6 +2040,10 @@ TEST_F(RemoteRouting, ARequestRefusedOnThePaceOfCallsNotFullGoesAsAProbeWhenNoth
   for (int i = 0; i < 3; ++i) {
     trickle();
   }
+  // A single item of the trickle is out: it does not hold the probe back.
+  ASSERT_TRUE(core_.submit(id++, 1, clock_.now() + 30s, embed_items(1, "out")).admitted());
+  auto single = core_.dispatch();
+  ASSERT_EQ(single.size(), 1u);
   auto probe = core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "probe"));
   ASSERT_TRUE(probe.admitted()) << probe.reason;
   // One at a time: another is refused while the first is queued, and while its call is out.
@@ -2049,6 +2053,7 @@ TEST_F(RemoteRouting, ARequestRefusedOnThePaceOfCallsNotFullGoesAsAProbeWhenNoth
   ASSERT_EQ(calls[0].items.size(), 16u);
   EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "out")).admitted());
   // Its full call teaches the pace: 16 items in a second, two calls at once.
+  core_.complete(single[0].id, outcome(attempt_outcome_kind::ok, 1s), {ok_outcome(1.0)});
   std::vector<item_outcome> scores(16, ok_outcome(1.0));
   core_.complete(calls[0].id, outcome(attempt_outcome_kind::ok, 1s), scores);
   core_.take_finished();
