@@ -306,6 +306,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
   // capabilities some were kept of.
   std::vector<bool> kept;
   std::set<std::string> split;
+  // Capabilities whose batching sources have answered no full call, that this request's items
+  // will call several at once: admitted, it teaches their full pace (`full_pace_probes_`).
+  std::vector<std::string> teaches;
   // Items the cache answers at once take no room and no time: the retry of a call that ran
   // past its deadline was refused on that call's pace though its answer was waiting for it.
   // The keys looked up are kept for below (empty: not looked up).
@@ -373,6 +376,10 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         };
         auto wait = with_margin(
           expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens, n.work));
+        if (wait && *wait <= in.time_left && n.count > 1
+            && sources_.full_pace_unknown(capability)) {
+          teaches.push_back(capability);
+        }
         if (wait && *wait > in.time_left && stale_estimate(capability)) {
           // Refused on what idle sources took long ago, they would never be asked again to
           // correct it: this request goes as a probe instead.
@@ -387,7 +394,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
           auto soonest = with_margin(expected_wait(capability, priority, n.count, 0, false, 0.0,
                                                    n.tokens, n.work, /*soonest=*/true));
           if (soonest && *soonest <= in.time_left - in.time_left / 10) {
-            full_pace_probes_[capability] = id;
+            teaches.push_back(capability);
             continue;
           }
         }
@@ -466,6 +473,9 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
       }
       return decision;
     }
+  }
+  for (const auto& capability : teaches) {
+    full_pace_probes_[capability] = id;
   }
   auto& req = requests_[id];
   req.priority = priority;

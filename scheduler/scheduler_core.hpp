@@ -386,8 +386,8 @@ private:
   bool stale_estimate(const std::string& capability) const;
   /// Whether the sources an item of `capability` waits for only know the pace of calls that
   /// were not full (`source_registry::full_pace_unknown`), with nothing queued for them and
-  /// no probe of it still running (`full_pace_probes_`): a request refused on that cautious
-  /// pace may go as a probe, one at a time, and its calls teach the full pace.
+  /// no request that will teach it still running (`full_pace_probes_`): a request refused on
+  /// that cautious pace may go as a probe, one at a time, and its calls teach the full pace.
   bool full_pace_probe(const std::string& capability) const;
   /// What the registry says of the sources of a capability (`source_registry::stale`, ...).
   using sources_say = bool (source_registry::*)(const std::string&) const;
@@ -522,8 +522,9 @@ private:
   abandoned_places abandoned_places_;
   step_ledger steps_;
   std::unordered_map<request_id, pending_request> requests_;
-  /// The request admitted last as a probe of a capability's full-call pace
-  /// (`full_pace_probe`), while it may still run: one at a time.
+  /// The request admitted last that calls several items of a capability at once while its
+  /// sources' full-call pace is unknown (as a probe, `full_pace_probe`, or fitting anyway):
+  /// while it runs, no other goes as a probe.
   std::unordered_map<std::string, request_id> full_pace_probes_;
   std::set<std::pair<time_point, request_id>> deadlines_;
   std::unordered_map<batch_id, inflight_batch> batches_;

@@ -270,6 +270,17 @@ struct source_registry::state {
                     has_items_per_call ? items_per_call : 1.0);
   }
 
+  /// Most items one call of `capability` holds: a batch, or where calls are capped in texts,
+  /// what the cap takes at the texts per item lately sent (an item of 7 references sends 8
+  /// texts, 4 to a TEI call of 32).
+  double call_holds(const std::string& capability) const {
+    auto batch = static_cast<double>(spec.batch_items(capability));
+    if (spec.max_batch_inputs > 0 && has_inputs_per_item && inputs_per_item > 1.0) {
+      batch = std::min(batch, std::max(1.0, std::floor(spec.max_batch_inputs / inputs_per_item)));
+    }
+    return batch;
+  }
+
   /// Whether what a full call of `capability` costs is still to be learned: a batching
   /// source none of whose full calls was answered (the first item of a herd goes alone; a
   /// trickle's calls drain the queue).
@@ -292,14 +303,10 @@ struct source_registry::state {
     const auto batch = static_cast<double>(spec.batch_items(capability));
     const bool unknown = fullness_unknown(capability);
     if (unknown && soonest && work <= 0.0) {
-      // Where calls are capped in texts, a full one holds what the cap takes (an item of 7
-      // references sends 8 texts, 4 to a TEI call of 32): counted as 16, a probe of 32 such
-      // items was admitted, and 4 failed at their deadline.
-      auto items = batch / 2.0;
-      if (spec.max_batch_inputs > 0 && has_inputs_per_item && inputs_per_item > 1.0) {
-        items = std::min(items, std::floor(spec.max_batch_inputs / inputs_per_item));
-      }
-      return latency_ns * 1e-9 / std::max(items, 1.0);
+      // Where calls are capped in texts, a full one holds what the cap takes (`call_holds`):
+      // counted as half a batch, a probe of 32 items of 7 references was admitted, and 4
+      // failed at their deadline.
+      return latency_ns * 1e-9 / std::max(std::min(batch / 2.0, call_holds(capability)), 1.0);
     }
     if (work > 0.0) {
       const auto n = unknown ? per_call(capability) : batch;
@@ -858,6 +865,15 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       auto free = static_cast<double>(s.limit())
                   - (idle ? 0.0 : static_cast<double>(s.info.inflight));
       p.slots_now = std::max(free, 0.0) * per_call;
+      if (s.spec.remote && own != nullptr && own->count > 1.0 && free >= 1.0) {
+        // A request's items, and those queued ahead of it, are in the queue at once: a free
+        // slot takes as many as a call holds, not as many as calls lately carried (16 items
+        // beside a trickle of single items were counted one a call, expected in 4.5 s and
+        // refused, though one call of 1 s took them). A local model's slots feed one worker
+        // that runs its batches one after another, so it keeps the count of calls carried.
+        p.slots_now = std::max(p.slots_now, std::min(std::floor(free) * s.call_holds(capability),
+                                                     own->count + own->queued));
+      }
       // A model weighing items by work: these items at their work, not at the recent ones'.
       auto work = s.work_each(items, own);
       // Items past what the free slots take now queue; half a batch or more goes in full

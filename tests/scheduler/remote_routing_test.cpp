@@ -2040,20 +2040,27 @@ TEST_F(RemoteRouting, ARequestRefusedOnThePaceOfCallsNotFullGoesAsAProbeWhenNoth
   for (int i = 0; i < 3; ++i) {
     trickle();
   }
-  // A single item of the trickle is out: it does not hold the probe back.
-  ASSERT_TRUE(core_.submit(id++, 1, clock_.now() + 30s, embed_items(1, "out")).admitted());
-  auto single = core_.dispatch();
-  ASSERT_EQ(single.size(), 1u);
+  // Two single items of the trickle are out, in both slots: they do not hold the probe back.
+  std::vector<dispatch_batch> singles;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(core_.submit(id++, 1, clock_.now() + 30s,
+                             embed_items(1, "out" + std::to_string(i) + "-"))
+                  .admitted());
+    auto out = core_.dispatch();
+    ASSERT_EQ(out.size(), 1u);
+    singles.push_back(out[0]);
+  }
   auto probe = core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "probe"));
   ASSERT_TRUE(probe.admitted()) << probe.reason;
   // One at a time: another is refused while the first is queued, and while its call is out.
   EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "queued")).admitted());
+  core_.complete(singles[0].id, outcome(attempt_outcome_kind::ok, 1s), {ok_outcome(1.0)});
   auto calls = core_.dispatch();
   ASSERT_EQ(calls.size(), 1u);
   ASSERT_EQ(calls[0].items.size(), 16u);
   EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, embed_items(16, "out")).admitted());
   // Its full call teaches the pace: 16 items in a second, two calls at once.
-  core_.complete(single[0].id, outcome(attempt_outcome_kind::ok, 1s), {ok_outcome(1.0)});
+  core_.complete(singles[1].id, outcome(attempt_outcome_kind::ok, 1s), {ok_outcome(1.0)});
   std::vector<item_outcome> scores(16, ok_outcome(1.0));
   core_.complete(calls[0].id, outcome(attempt_outcome_kind::ok, 1s), scores);
   core_.take_finished();

@@ -498,6 +498,41 @@ TEST(SourceRegistry, AtTheSoonestACallCappedInTextsHoldsWhatTheCapTakes) {
     << "items of one reference: half a batch, as before";
 }
 
+TEST(SourceRegistry, AFreeSlotTakesARequestsItemsInOneCall) {
+  // A remote TEI endpoint, four calls at once, whose calls carried single items (a trickle):
+  // 16 items of one request were counted one a call, three free slots taking 3 at once and
+  // the rest at 1 s an item, and refused for a 4 s deadline though one call of 1 s took them.
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto tei = local("tei", {"embed"}, 4);
+  tei.remote = true;
+  tei.max_batch_items = 32;
+  auto t = reg.add(tei);
+  for (int i = 0; i < 3; ++i) {
+    reg.acquire(t, 0, 1);
+    reg.release(t, ok_after(1s), 1s, 1);
+  }
+  reg.acquire(t, 0, 1); // one single out
+  source_registry::own_items own;
+  own.count = 16;
+  EXPECT_EQ(*reg.seconds_to_start("embed", 16, false, &own), 0.0) << "one free slot takes 16";
+  own.queued = 80; // queued ahead of it, in the queue at once too
+  EXPECT_EQ(*reg.seconds_to_start("embed", 96, false, &own), 0.0)
+    << "three free slots take three calls of 32 at once";
+  own.queued = 104;
+  EXPECT_GT(*reg.seconds_to_start("embed", 120, false, &own), 0.0) << "not four";
+  // A local model's slots feed one worker, which runs its batches one after another.
+  source_registry local_reg{clock};
+  auto model = local("m", {"embed"}, 2);
+  model.max_batch_items = 32;
+  auto m = local_reg.add(model);
+  local_reg.acquire(m, 0, 1);
+  local_reg.release(m, ok_after(1s), 1s, 1);
+  source_registry::own_items mine;
+  mine.count = 16;
+  EXPECT_GT(*local_reg.seconds_to_start("embed", 16, false, &mine), 0.0);
+}
+
 TEST(SourceRegistry, AModelThatWeighsWorkIsNeverTakenAtTheSoonestGuess) {
   // A CPU embedder's call takes time in proportion to its work: a guess of 32 items in the
   // time of one admitted a 256-item request to fail whole (helper-63). Its fitted line counts
