@@ -561,13 +561,12 @@ def test_a_request_too_slow_for_its_deadline_keeps_the_whole_groups_that_fit(mak
             assert "groups that fit in time were kept" in result["fallback_reason"], result
 
 
-def test_a_batch_refused_on_the_pace_of_single_items_goes_as_a_probe_when_nothing_waits(
-        make_server, provider):
+def test_a_batch_beside_single_items_is_served_when_its_calls_fit(make_server, provider):
     """A TEI endpoint of 0.5 s a call, two at once, has answered single items only: admission
-    counts 0.5 s an item, so a 16-item request due in 2.5 s took its lexical fallback (with
-    none, a 429 saying Retry-After: 1) on an idle server for as long as single items kept
-    coming, though two calls take it at once.
-    Now it goes as a probe; its calls teach the full pace, and the next one is admitted."""
+    counted 0.5 s an item, so a 16-item request due in 2.5 s took its lexical fallback (with
+    none, a 429 saying Retry-After: 1) for as long as single items kept coming, though two
+    calls take it at once. Now, with both slots taken by single items, it goes as a probe of
+    the full-call pace; with a slot free, a slot takes a call's worth of its items."""
     p = provider("--latency-median-ms", "500", "--latency-p99-ms", "550", "--seed", "8")
     s = make_server(config(_source_toml("tei", p.url, "tei", ["embed"], max_batch_items=16,
                                         max_concurrency=2)))
@@ -576,10 +575,19 @@ def test_a_batch_refused_on_the_pace_of_single_items_goes_as_a_probe_when_nothin
         return [{"reward": "embedding", "solution_str": f"{prefix} rollout {i}",
                  "ground_truth": [f"reference {prefix} {i}"]} for i in range(n)]
 
-    for i in range(3):
-        status, _, body = s.score({"items": items(1, f"single{i}"), "deadline_ms": 10000})
+    def single(name):
+        status, _, body = s.score({"items": items(1, name), "deadline_ms": 10000})
         assert status == 200 and body["results"][0]["status"] == "ok", body
-    for batch in ("probe", "after"):
-        status, headers, body = s.score({"items": items(16, batch), "deadline_ms": 2500})
-        assert status == 200, (batch, status, body)
-        assert all(r["status"] == "ok" for r in body["results"]), (batch, body)
+
+    for i in range(3):
+        single(f"single{i}")
+    busy = [threading.Thread(target=single, args=(f"busy{i}",)) for i in range(2)]
+    for t in busy:
+        t.start()
+    time.sleep(0.15)  # both slots are out
+    status, _, body = s.score({"items": items(16, "probe"), "deadline_ms": 2500})
+    for t in busy:
+        t.join()
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
+    status, _, body = s.score({"items": items(16, "after"), "deadline_ms": 2500})
+    assert status == 200 and all(r["status"] == "ok" for r in body["results"]), body
