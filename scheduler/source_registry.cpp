@@ -898,6 +898,14 @@ std::optional<double> source_registry::seconds_to_start(const std::string& capab
       if (auto rpm = l.requests_per_minute(); rpm > 0.0) {
         std::tie(p.bucket_now, p.bucket_rate) = bucket(
           l.available_requests() * per_call, l.request_capacity() * per_call, rpm / 60.0 * batch);
+        auto requests = bucket(l.available_requests(), l.request_capacity(), rpm / 60.0).first;
+        if (own != nullptr && own->count > 1.0 && requests >= 1.0) {
+          // As a free slot: a request's items and those queued ahead are in the queue at
+          // once, so a request the bucket holds takes a call's worth of them.
+          p.bucket_now = std::max(p.bucket_now, std::min(std::floor(requests)
+                                                           * s.call_holds(capability),
+                                                         own->count + own->queued));
+        }
       }
       auto tpm = l.tokens_per_minute();
       auto per_item = s.has_tokens_per_item ? s.tokens_per_item : 0.0;

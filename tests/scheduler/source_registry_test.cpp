@@ -533,6 +533,33 @@ TEST(SourceRegistry, AFreeSlotTakesARequestsItemsInOneCall) {
   EXPECT_GT(*local_reg.seconds_to_start("embed", 16, false, &mine), 0.0);
 }
 
+TEST(SourceRegistry, ARequestTheBucketHoldsTakesARequestsItemsInOneCall) {
+  // An embeddings endpoint allowed 6 calls a minute, one at once, whose calls carried single
+  // items (a trickle): the bucket's one call was counted one item, and 16 items of a request
+  // 4.7 s away (15 more at 32 items a call, a call each 10 s), though that call takes them.
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto spec = paced("tei", 6, 10s);
+  spec.capabilities = {"embed"};
+  spec.max_batch_items = 32;
+  auto t = reg.add(spec);
+  reg.acquire(t, 0, 1);
+  reg.release(t, ok_after(100ms), 1s, 1);
+  clock.advance(10s); // the bucket holds one call again
+  source_registry::own_items own;
+  own.count = 16;
+  EXPECT_EQ(*reg.seconds_to_start("embed", 16, false, &own), 0.0) << "one call takes 16";
+  own.queued = 16; // queued ahead of it, in the queue at once too
+  EXPECT_EQ(*reg.seconds_to_start("embed", 32, false, &own), 0.0) << "a call of 32";
+  own.queued = 17;
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 33, false, &own), 1.0 / 3.2, 1e-9)
+    << "the 33rd at the refill's 32 items a call";
+  EXPECT_NEAR(*reg.seconds_to_start("embed", 16), 15.0 / 3.2, 1e-9)
+    << "items of no request counted: as many as calls carried";
+  reg.acquire(t, 0, 1);
+  EXPECT_GT(*reg.seconds_to_start("embed", 16, false, &own), 0.0) << "an empty bucket holds none";
+}
+
 TEST(SourceRegistry, AModelThatWeighsWorkIsNeverTakenAtTheSoonestGuess) {
   // A CPU embedder's call takes time in proportion to its work: a guess of 32 items in the
   // time of one admitted a 256-item request to fail whole (helper-63). Its fitted line counts
