@@ -281,8 +281,16 @@ void router::handle(http_request req, reply_fn reply, defer_fn defer) {
     http_reply r;
     r.status = 401;
     r.headers.emplace_back("WWW-Authenticate", "Bearer");
+    // A key in the URL of a route that reads it from the header only: a client given one URL
+    // for every route was told it sent none.
+    const bool key_in_url = authorization.empty() && !spec->key_in_query
+                            && query_parameter(target, "api_key").has_value();
     r.body = error_body(spec->style, 401, "invalid_api_key",
-                        authorization.empty()
+                        key_in_url
+                          ? "no API key: this route reads it from the Authorization header "
+                            "only (send Authorization: Bearer KEY with a key from "
+                            "server.api_keys); ?api_key= is read on /get_reward and /remote_rm"
+                        : authorization.empty()
                           ? "no API key: send Authorization: Bearer KEY with a key from "
                             "server.api_keys"
                           : !from_query.empty()

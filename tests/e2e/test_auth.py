@@ -119,6 +119,7 @@ def test_the_trainer_routes_take_the_key_in_the_url(keyed):
     # Only there: the other routes want the header.
     status, _, reply = keyed.request("POST", f"/v1/score?api_key={KEYS[1]}", SCORING_ROUTES[0][2])
     assert status == 401, reply
+    assert "from the Authorization header only" in reply["error"]["message"], reply
 
 
 def test_metrics_and_info_follow_configuration_and_keys_come_from_env_and_file(make_server,
