@@ -184,6 +184,7 @@ void scheduler_core::remove_source(source_id id, const std::string& reason) {
   attempt_report report;
   report.kind = attempt_outcome_kind::connect_failure;
   report.detail = reason;
+  sources_.retire(id);
   for (auto bid : lost) {
     complete(bid, report, {});
   }

@@ -160,6 +160,8 @@ struct source_registry::state {
   std::array<learned_ratio, 2> prompt_ratios;
   /// Whether a refusal past a cap on calls in flight was logged (once a source).
   bool cap_logged = false;
+  /// Going away (`retire`): its calls' ends only free their slots.
+  bool retired = false;
 
   bool serves(const std::string& capability) const {
     return std::find(spec.capabilities.begin(), spec.capabilities.end(), capability)
@@ -416,6 +418,12 @@ bool source_registry::remove(source_id id) {
   return true;
 }
 
+void source_registry::retire(source_id id) {
+  if (auto* s = find(id)) {
+    s->retired = true;
+  }
+}
+
 constexpr auto wait_cause_names = names_of<wait_cause::breaker>("none", "backoff", "requests",
                                                                 "tokens", "breaker");
 
@@ -632,7 +640,7 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
   if (s->info.inflight > 0) {
     --s->info.inflight;
   }
-  if (report.cancelled) {
+  if (report.cancelled || s->retired) {
     if (s->breaker) {
       s->breaker->on_cancelled(now);
     }

@@ -239,6 +239,11 @@ public:
   /// Removes a source. Returns false when it is unknown.
   bool remove(source_id id);
 
+  /// Marks a source as going away: the calls it still holds, failed as it goes, teach
+  /// nothing of its health (a worker that stopped tripped its breaker, and a node leaving
+  /// cleanly was logged as an ejected source).
+  void retire(source_id id);
+
   /// The source to send a batch needing `capability` whose first item asks `demand`: among
   /// sources serving it that are eligible now (breaker not open, a free slot under the
   /// concurrency limit, the pacing buckets holding a request and the item's tokens), the one

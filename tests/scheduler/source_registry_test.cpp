@@ -260,6 +260,23 @@ TEST(SourceRegistry, BreakerOpensAfterConsecutiveFailuresAndClosesOnAProbeSucces
   EXPECT_EQ(reg.describe(a).breaker, breaker_state::closed);
 }
 
+TEST(SourceRegistry, TheCallsOfASourceGoingAwayTeachNothingOfItsHealth) {
+  // A node leaving cleanly failed the five calls its worker held: its source was logged as
+  // ejected for "5 consecutive failures, the last: the worker stopped" (helper-67).
+  manual_time_source clock;
+  source_registry reg{clock};
+  auto a = reg.add(paced("a", 0, 60s));
+  for (int i = 0; i < 5; ++i) {
+    reg.acquire(a, 0, 1);
+  }
+  reg.retire(a);
+  for (int i = 0; i < 5; ++i) {
+    reg.release(a, failed(attempt_outcome_kind::connect_failure, "the worker stopped"), 1s);
+  }
+  EXPECT_EQ(reg.describe(a).breaker, breaker_state::closed);
+  EXPECT_EQ(reg.describe(a).inflight, 0u) << "its slots are freed";
+}
+
 TEST(SourceRegistry, AvoidsTheSourceThatJustFailedWhenAnotherCanServe) {
   manual_time_source clock;
   source_registry reg{clock};
