@@ -195,7 +195,7 @@ caf::behavior gateway(caf::stateful_actor<gateway_state>* self, caf::actor sched
   self->set_down_handler([self, lose](const caf::down_msg& down) {
     for (auto& [name, node] : self->state.nodes) {
       if (node.up && node.actor == down.source) {
-        lose(name, node, self->system().render(down.reason), false);
+        lose(name, node, exit_text(self->system(), down.reason), false);
         break;
       }
     }
@@ -356,7 +356,7 @@ caf::behavior node_watch(caf::event_based_actor* self, caf::actor gateway, std::
                          std::shared_ptr<std::atomic<bool>> lost) {
   self->monitor(gateway);
   self->set_down_handler([self, lost](const caf::down_msg& down) {
-    log::warn("lost the coordinator: ", self->system().render(down.reason));
+    log::warn("lost the coordinator: ", exit_text(self->system(), down.reason));
     *lost = true;
     self->quit();
   });

@@ -7,6 +7,8 @@
 
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/atom.hpp>
+#include <caf/error.hpp>
+#include <caf/fwd.hpp>
 
 #include "common/score_types.hpp"
 #include "common/time_source.hpp"
@@ -120,6 +122,10 @@ using scheduler_info = scheduler::scheduler_snapshot;
 
 /// Training steps' accounts (see `steps_atom`).
 using step_accounts = std::vector<scheduler::step_account>;
+
+/// Why an actor (a worker, a node) ended, in words: CAF's rendering names the reason's enum
+/// ("exit_reason(remote_link_unreachable)"), which told an operator little (helper-67).
+std::string exit_text(caf::actor_system& sys, const caf::error& reason);
 
 } // namespace arbiter::actors
 

@@ -264,9 +264,9 @@ caf::behavior scheduler(scheduler_actor* self, config::scheduler_config cfg,
     if (down.reason == caf::exit_reason::user_shutdown) {
       log::debug(name, " stopped");
     } else {
-      log::warn(name, " went down: ", self->system().render(down.reason));
+      log::warn(name, " went down: ", exit_text(self->system(), down.reason));
     }
-    s.core->remove_source(id, "the worker stopped: " + self->system().render(down.reason));
+    s.core->remove_source(id, "the worker stopped: " + exit_text(self->system(), down.reason));
     s.workers.erase(id);
     s.source_of.erase(found);
     pump(self);

@@ -245,6 +245,7 @@ TEST_F(ClusterGateway, ANodeWhoseActorGoesIsShownLostAndItsNameCanJoinAgain) {
            && std::chrono::steady_clock::now() < deadline);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].state, "lost");
+  EXPECT_EQ(listed[0].reason.rfind("its connection closed", 0), 0u) << listed[0].reason;
   EXPECT_NE(listed[0].reason.find("remote_link_unreachable"), std::string::npos);
   // A lost node's name is free: the node, restarted, joins under it again.
   auto again = sys_->spawn(idle);

@@ -169,6 +169,9 @@ def test_a_node_lost_under_load_loses_no_item(cluster, fault):
     if fault == "term":
         assert doomed.wait(10) == 0
         assert listed["node-doomed"]["reason"] == "it stopped (a signal)"
+    else:
+        # In words, not CAF's "exit_reason(remote_link_unreachable)" (helper-67).
+        assert listed["node-doomed"]["reason"].startswith("its connection closed"), listed
 
 
 def test_a_node_with_models_stops_at_once_on_sigterm(cluster):
