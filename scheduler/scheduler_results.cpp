@@ -226,6 +226,16 @@ void scheduler_core::fail_remaining(request_id id, errc code, const std::string&
         r.error += " (no call was sent: " + why->second + ")";
       }
     }
+    if (code == errc::deadline_exceeded && req.states[i] == item_state::running) {
+      // Where it ran: a call held by a node that froze said only that the deadline passed
+      // (helper-67).
+      if (auto batch = batches_.find(req.running_in[i][0]); batch != batches_.end()) {
+        r.error += " (it was running on '" + batch->second.source_name + "' for "
+                   + std::to_string(static_cast<int64_t>(
+                     ms_between(batch->second.dispatched, now)))
+                   + " ms)";
+      }
+    }
     if (req.last_outcome[i] == attempt_outcome_kind::rate_limited
         && req.states[i] != item_state::running) {
       r.error += " (held back by rate limits; last attempt: " + req.last_failure[i] + ")";

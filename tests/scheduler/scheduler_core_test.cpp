@@ -191,7 +191,11 @@ TEST_F(SchedulerCore, QueuedItemsFailWhenTheDeadlinePasses) {
     EXPECT_NE(r.error.find("deadline"), std::string::npos);
   }
   EXPECT_EQ(done[0].results[0].attempts, 1u) << "was running";
+  EXPECT_NE(done[0].results[0].error.find("(it was running on 'cpu' for 100 ms)"),
+            std::string::npos)
+    << done[0].results[0].error;
   EXPECT_EQ(done[0].results[5].attempts, 0u) << "never left the queue";
+  EXPECT_EQ(done[0].results[5].error.find("running on"), std::string::npos);
   EXPECT_DOUBLE_EQ(done[0].results[5].queue_ms, 100.0);
   // The late answer of the running batch is ignored and frees the source.
   answer(running[0], 1.0);
