@@ -522,6 +522,8 @@ public:
             break;
           }
         }
+        socket.close(ec);
+        ++closed_;
       }
     });
   }
@@ -540,11 +542,17 @@ public:
     return accepted_;
   }
 
+  /// Connections it has closed.
+  int closed() const {
+    return closed_;
+  }
+
 private:
   asio::io_context io_;
   tcp::acceptor acceptor_;
   std::vector<std::string> replies_;
   std::atomic<int> accepted_{0};
+  std::atomic<int> closed_{0};
   std::thread thread_;
 };
 
@@ -587,7 +595,10 @@ TEST_F(HttpClient, AConnectionThePeerClosedWhileIdleIsNotUsedAgain) {
   make_pool("http://127.0.0.1:" + std::to_string(server.port()));
   auto first = post_and_wait("/x");
   ASSERT_EQ(first.error, http_error::none) << first.error_message;
-  std::this_thread::sleep_for(std::chrono::milliseconds{200}); // its close arrives
+  for (int i = 0; i < 5000 && server.closed() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{1}); // the server closes it
+  }
+  ASSERT_EQ(server.closed(), 1);
   auto second = post_and_wait("/x");
   ASSERT_EQ(second.error, http_error::none) << second.error_message;
   EXPECT_EQ(second.body, "reply 1");

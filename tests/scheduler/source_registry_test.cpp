@@ -532,7 +532,7 @@ TEST(SourceRegistry, AFreeSlotTakesARequestsItemsInOneCall) {
   reg.acquire(t, 0, 1); // one single out
   source_registry::own_items own;
   own.count = 16;
-  EXPECT_EQ(*reg.seconds_to_start("embed", 16, false, &own), 0.0) << "one free slot takes 16";
+  EXPECT_EQ(*reg.seconds_to_start("embed", 16, false, &own), 0.0) << "a free slot takes all 16";
   own.queued = 80; // queued ahead of it, in the queue at once too
   EXPECT_EQ(*reg.seconds_to_start("embed", 96, false, &own), 0.0)
     << "three free slots take three calls of 32 at once";
