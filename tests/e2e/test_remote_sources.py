@@ -581,18 +581,19 @@ def test_a_batch_beside_single_items_is_served_when_its_calls_fit(make_server, p
 
     for i in range(3):
         single(f"single{i}")
-    busy = [threading.Thread(target=single, args=(f"busy{i}",)) for i in range(2)]
-    for t in busy:
-        t.start()
 
     def out():
         _, _, info = s.request("GET", "/info")
         return next(x for x in info["sources"] if x["name"] == "tei")["inflight_batches"]
 
-    deadline = time.time() + 5
-    while out() < 2:  # both slots are out
-        assert time.time() < deadline, "the two single items never went out together"
-        time.sleep(0.01)
+    # One after the other, so that each takes a slot (sent together, they may share a call).
+    busy = [threading.Thread(target=single, args=(f"busy{i}",)) for i in range(2)]
+    for k, t in enumerate(busy, 1):
+        t.start()
+        deadline = time.time() + 5
+        while out() < k:
+            assert time.time() < deadline, f"{k} single items never went out at once"
+            time.sleep(0.01)
     status, _, body = s.score({"items": items(16, "probe"), "deadline_ms": 2500})
     for t in busy:
         t.join()
