@@ -378,7 +378,7 @@ admission_result scheduler_core::submit(request_id id, size_t priority, time_poi
         auto wait = with_margin(
           expected_wait(capability, priority, n.count, 0, false, 0.0, n.tokens, n.work));
         if (wait && *wait <= in.time_left && n.count > 1
-            && sources_.full_pace_unknown(capability)) {
+            && sources_under(capability, &source_registry::full_pace_unknown)) {
           teaches.push_back(capability);
         }
         if (wait && *wait > in.time_left && stale_estimate(capability)) {

@@ -391,9 +391,10 @@ private:
   bool full_pace_probe(const std::string& capability) const;
   /// What the registry says of the sources of a capability (`source_registry::stale`, ...).
   using sources_say = bool (source_registry::*)(const std::string&) const;
-  /// Whether nothing of `capability` is queued and `say` holds for the sources its items wait
-  /// for (a reward graph's: for those of a capability under it, with nothing queued there).
-  bool unqueued_and(const std::string& capability, sources_say say, int depth = 0) const;
+  /// Whether `say` holds for the sources an item of `capability` waits for (a reward graph's:
+  /// for those of a capability under it); with `unqueued`, and nothing is queued for them.
+  bool sources_under(const std::string& capability, sources_say say, bool unqueued = false,
+                     int depth = 0) const;
   /// A reward graph's items ahead of a new one at class `cls` whose model calls are not queued
   /// yet: queued for the graph, or running there before their calls arrive.
   double graph_items_ahead(const std::string& capability, size_t cls) const;

@@ -299,23 +299,23 @@ double scheduler_core::graph_items_ahead(const std::string& capability, size_t c
   return ahead;
 }
 
-bool scheduler_core::unqueued_and(const std::string& capability, sources_say say,
-                                  int depth) const {
-  for (size_t q = 0; q < queues_.class_count(); ++q) {
+bool scheduler_core::sources_under(const std::string& capability, sources_say say,
+                                   bool unqueued, int depth) const {
+  for (size_t q = 0; unqueued && q < queues_.class_count(); ++q) {
     if (queues_.waiting(q, capability) > 0) {
       return false;
     }
   }
   if (const auto* fed = sources_.feeds(capability)) {
     return depth < 4 && std::any_of(fed->begin(), fed->end(), [&](const std::string& under) {
-             return unqueued_and(under, say, depth + 1);
+             return sources_under(under, say, unqueued, depth + 1);
            });
   }
   return (sources_.*say)(capability);
 }
 
 bool scheduler_core::stale_estimate(const std::string& capability) const {
-  return unqueued_and(capability, &source_registry::stale);
+  return sources_under(capability, &source_registry::stale, /*unqueued=*/true);
 }
 
 bool scheduler_core::full_pace_probe(const std::string& capability) const {
@@ -323,7 +323,7 @@ bool scheduler_core::full_pace_probe(const std::string& capability) const {
   if (probe != full_pace_probes_.end() && requests_.count(probe->second) > 0) {
     return false;
   }
-  return unqueued_and(capability, &source_registry::full_pace_unknown);
+  return sources_under(capability, &source_registry::full_pace_unknown, /*unqueued=*/true);
 }
 
 std::optional<nanoseconds> scheduler_core::expected_wait(const std::string& capability,

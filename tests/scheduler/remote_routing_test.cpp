@@ -2071,6 +2071,46 @@ TEST_F(RemoteRouting, ARequestRefusedOnThePaceOfCallsNotFullGoesAsAProbeWhenNoth
     << "past what the pace allows";
 }
 
+TEST_F(RemoteRouting, AGraphRequestThatWillTeachTheFullPaceHoldsProbesBack) {
+  // A reward graph whose calls go to a batching NLI endpoint that answered single items only:
+  // a graph request admitted on the cautious pace teaches the full one, so one refused on it
+  // meanwhile waits rather than going as a second probe (the teacher mark asked the graph's
+  // own capability, not the one under it).
+  auto nli = endpoint("nli");
+  nli.capabilities = {"nli"};
+  nli.max_batch_items = 16;
+  nli.max_inflight = 2;
+  core_.add_source(nli);
+  source_spec graph;
+  graph.name = "reward-graph";
+  graph.capabilities = {"ig"};
+  graph.max_batch_items = 16;
+  graph.max_inflight = 100;
+  graph.feeds["ig"] = {"nli"};
+  core_.add_source(graph);
+  request_id id = 1;
+  for (int i = 0; i < 3; ++i) {
+    auto single = judge_items(1, "t" + std::to_string(i));
+    single[0].capability = "nli";
+    ASSERT_TRUE(core_.submit(id++, 1, clock_.now() + 30s, single).admitted());
+    for (auto& batch : core_.dispatch()) {
+      core_.complete(batch.id, outcome(attempt_outcome_kind::ok, 1s), {ok_outcome(1.0)});
+    }
+    core_.take_finished();
+  }
+  auto graph_items = [](size_t n, const std::string& prefix) {
+    auto items = judge_items(n, prefix);
+    for (auto& item : items) {
+      item.capability = "ig";
+    }
+    return items;
+  };
+  auto teacher = core_.submit(id++, 1, clock_.now() + 60s, graph_items(16, "teacher"));
+  ASSERT_TRUE(teacher.admitted()) << teacher.reason;
+  ASSERT_EQ(core_.dispatch().size(), 1u) << "the graph runs it, its calls not yet sent";
+  EXPECT_FALSE(core_.submit(id++, 1, clock_.now() + 4s, graph_items(16, "probe")).admitted());
+}
+
 TEST_F(RemoteRouting, AnItemNoCallWentForAtItsDeadlineSaysItsSourceWasEjected) {
   // helper-41: with the only judge source ejected or being probed, items failed at their
   // deadline saying only that it had passed.
