@@ -1003,8 +1003,22 @@ void scheduler_core::settle_given_up(batch_id id, const attempt_report& report) 
   if (found == given_up_calls_.end()) {
     return;
   }
-  if (report.cancelled && report.unsent) {
-    const auto& call = found->second;
+  const auto& call = found->second;
+  if (report.resent) {
+    // Written once on a kept-alive connection that was reset, and sent again on a fresh one
+    // (`take_batch` counts it so): the provider read the first, a failed call, whether or not
+    // the second went out before the call was given up (helper-68: a step counted 18 calls of
+    // the provider's 24).
+    metrics_.of_source(metrics_.source_attempts, call.source_name,
+                       {{"outcome", "connect_failure"}})
+      .Increment();
+    for_each_step(call.steps, [&](const std::string& step) {
+      if (!report.unsent) {
+        steps_.call(step, call.source_name, false);
+      }
+      steps_.call_ended(step, call.source_name, true, false, 0.0);
+    });
+  } else if (report.cancelled && report.unsent) {
     for_each_step(call.steps, [&](const std::string& step) {
       steps_.call_unsent(step, call.source_name, call.hedge);
     });

@@ -779,6 +779,34 @@ TEST_F(SchedulerCore, ACallGivenUpBeforeItWasSentIsNotCountedForItsStep) {
   EXPECT_EQ(core_.steps().find("s")->sources.at("remote").calls, 1u);
 }
 
+TEST_F(SchedulerCore, AGivenUpCallSentAgainAfterAResetCountsWhatTheProviderRead) {
+  // helper-68: a call written on a kept-alive connection that was reset goes once more on a
+  // fresh one; given up (its client hung up) meanwhile, its late word was taken for a call
+  // never written and uncounted, or counted once though the provider read it twice.
+  core_.add_source(remote_chat_source());
+  for (request_id id = 1; id <= 2; ++id) {
+    ASSERT_TRUE(core_.submit(id, 1, clock_.now() + 10s,
+                             {chat_item("judge me " + std::to_string(id), "s")})
+                  .admitted());
+  }
+  auto batches = core_.dispatch();
+  ASSERT_EQ(batches.size(), 2u);
+  core_.cancel(1, "the client hung up");
+  core_.cancel(2, "the client hung up");
+  ASSERT_EQ(core_.take_cancelled().size(), 2u);
+  attempt_report first_only; // the fresh connection was still being made
+  first_only.cancelled = true;
+  first_only.resent = true;
+  first_only.unsent = true;
+  attempt_report both = first_only; // the second was written too
+  both.unsent = false;
+  core_.complete(batches[0].id, first_only, {});
+  core_.complete(batches[1].id, both, {});
+  const auto& remote = core_.steps().find("s")->sources.at("remote");
+  EXPECT_EQ(remote.calls, 3u) << "1 + 2, as the provider read them";
+  EXPECT_EQ(remote.failed_calls, 2u) << "the two that were reset";
+}
+
 TEST_F(SchedulerCore, TheTokensOfAnAnswerTheCallCouldNotUseCountForItsStep) {
   // helper-62: a generate source answering fewer completions than n (a server capping n):
   // the provider billed 48 prompt and 256 completion tokens, the step counted none.
