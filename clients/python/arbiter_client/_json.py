@@ -48,8 +48,16 @@ def _number_text(value):
 def _numpy_float_text(value):
     """str() of a numpy float scalar, or of each member of a numpy float array (nested lists
     for more dimensions), else None: str(np.float32(0.1)) is "0.1", where `.tolist()` would
-    widen it to 0.10000000149011612 first."""
+    widen it to 0.10000000149011612 first. A torch float tensor goes through numpy alike
+    (bfloat16, which numpy lacks, as float32: exact)."""
     dtype = getattr(value, "dtype", None)
+    if getattr(dtype, "is_floating_point", False) and hasattr(value, "detach"):
+        value = value.detach().cpu()
+        try:
+            value = value.numpy()
+        except TypeError:
+            value = value.float().numpy()
+        dtype = value.dtype
     if getattr(dtype, "kind", None) != "f" or not hasattr(value, "ndim"):
         return None
     if value.ndim == 0:

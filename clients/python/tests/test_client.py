@@ -218,6 +218,15 @@ def test_number_ground_truths_are_sent_as_the_text_str_gives(arbiter, make_clien
                   for t in narrow])
     assert [i["ground_truth"] for i in proxy.items()] == [
         "0.1", "0.3", ["0.1", "2.5"], ["0.7", "3"]]
+    # torch's too (helper-69: a float32 tensor went as "0.10000000149011612").
+    torch = pytest.importorskip("torch")
+    tensors = [torch.tensor(0.1), torch.tensor([0.1, 2.5]), torch.tensor(0.3, dtype=torch.float16),
+               torch.tensor(0.5, dtype=torch.bfloat16), torch.tensor(0.1, dtype=torch.float64),
+               torch.tensor(7)]
+    client.score([{"reward": "exact_match", "solution_str": "x", "ground_truth": t}
+                  for t in tensors])
+    assert [i["ground_truth"] for i in proxy.items()] == [
+        "0.1", ["0.1", "2.5"], "0.3", "0.5", "0.1", "7"]
     # What the client sends scores as the same value does when Arbiter reads a JSON number.
     for truth in [72, 0.5, 1e16, 1e-05, 12345678901234567890123]:
         assert client.score([{"reward": "lexical", "solution_str": str(truth),
