@@ -275,8 +275,9 @@ class ArbiterClient:
         """What Arbiter accounted for training step `step` (items by status, and per source
         its calls, tokens, cost, 429s, retries and hedges; docs/api.md, GET /v1/steps), as a
         dict, or None when the step is not among the recent ones. With no step: the list of
-        the recent steps' accounts. For a trainer's logger (verl's reward_extra_info, TRL's
-        logs); blocking. With `job`, the steps are this job's: the list holds no other job's.
+        the recent steps' accounts. For a trainer's logger (TRL's logs; verl passes reward
+        functions no step, so its samples carry none); blocking. With `job`, the steps are
+        this job's: the list holds no other job's.
         A 429, a 503 or a connection that fails is retried as score() retries."""
         if step == "":
             return None  # an empty step tag is no step (docs/api.md): nothing is accounted to it
