@@ -802,7 +802,9 @@ TEST_F(SchedulerCore, AGivenUpCallSentAgainAfterAResetCountsWhatTheProviderRead)
   both.unsent = false;
   core_.complete(batches[0].id, first_only, {});
   core_.complete(batches[1].id, both, {});
-  const auto& remote = core_.steps().find("s")->sources.at("remote");
+  auto account = core_.steps().find("s");
+  ASSERT_TRUE(account);
+  const auto& remote = account->sources.at("remote");
   EXPECT_EQ(remote.calls, 3u) << "1 + 2, as the provider read them";
   EXPECT_EQ(remote.failed_calls, 2u) << "the two that were reset";
 }
