@@ -784,12 +784,9 @@ scheduler_core::take_batch(batch_id id, attempt_report& report) {
   }
   if (report.resent) {
     // The request went out once more than the scheduler sent it (a stale connection's resend).
-    metrics_.of_source(metrics_.source_attempts, name, {{"outcome", "connect_failure"}})
-      .Increment();
-    for_each_step(batch.steps, [&](const std::string& step) {
-      steps_.call(step, name, false);
-      steps_.call_ended(step, name, true, false, 0.0);
-    });
+    // The second write counts as a call here; the unsent branch below takes it back off when
+    // no fresh connection could be made for it.
+    count_resend(name, batch.steps, true);
   }
   if (!report.cancelled) {
     metrics_.of_source(metrics_.source_latency, name, {}, latency_buckets())
@@ -998,6 +995,18 @@ void scheduler_core::note_given_up(batch_id id) {
   given_up_calls_[id] = {b.source, b.source_name, b.steps, b.hedge};
 }
 
+void scheduler_core::count_resend(const std::string& source_name,
+                                  const std::vector<std::string>& steps, bool second_sent) {
+  metrics_.of_source(metrics_.source_attempts, source_name, {{"outcome", "connect_failure"}})
+    .Increment();
+  for_each_step(steps, [&](const std::string& step) {
+    if (second_sent) {
+      steps_.call(step, source_name, false);
+    }
+    steps_.call_ended(step, source_name, true, false, 0.0);
+  });
+}
+
 void scheduler_core::settle_given_up(batch_id id, const attempt_report& report) {
   auto found = given_up_calls_.find(id);
   if (found == given_up_calls_.end()) {
@@ -1005,19 +1014,9 @@ void scheduler_core::settle_given_up(batch_id id, const attempt_report& report) 
   }
   const auto& call = found->second;
   if (report.resent) {
-    // Written once on a kept-alive connection that was reset, and sent again on a fresh one
-    // (`take_batch` counts it so): the provider read the first, a failed call, whether or not
-    // the second went out before the call was given up (helper-68: a step counted 18 calls of
-    // the provider's 24).
-    metrics_.of_source(metrics_.source_attempts, call.source_name,
-                       {{"outcome", "connect_failure"}})
-      .Increment();
-    for_each_step(call.steps, [&](const std::string& step) {
-      if (!report.unsent) {
-        steps_.call(step, call.source_name, false);
-      }
-      steps_.call_ended(step, call.source_name, true, false, 0.0);
-    });
+    // Counted as `take_batch` counts a resend, the second write only where it went out before
+    // the call was given up (helper-68: a step counted 18 calls of the provider's 24).
+    count_resend(call.source_name, call.steps, !report.unsent);
   } else if (report.cancelled && report.unsent) {
     for_each_step(call.steps, [&](const std::string& step) {
       steps_.call_unsent(step, call.source_name, call.hedge);

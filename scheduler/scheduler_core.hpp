@@ -566,6 +566,11 @@ private:
   bool adopt_late_call(request_id id, uint32_t index);
   /// Notes that remote batch `id` was given up (before it leaves `batches_`).
   void note_given_up(batch_id id);
+  /// A call written on a kept-alive connection that the provider reset, and written again on
+  /// a fresh one: the provider read the first write, a failed call (a `connect_failure`
+  /// attempt); `second_sent` counts the second write as a call too.
+  void count_resend(const std::string& source_name, const std::vector<std::string>& steps,
+                    bool second_sent);
   /// The late answer of a given-up call: one its source never sent is taken off its steps'
   /// `calls` (it did not reach the provider).
   void settle_given_up(batch_id id, const attempt_report& report);
