@@ -1,6 +1,7 @@
 """One HTTP POST per call; retries are the client's business. The stdlib transport keeps one
 keep-alive connection per thread; the aiohttp one keeps one session per event loop."""
 import asyncio
+import atexit
 import http.client
 import os
 import threading
@@ -124,6 +125,32 @@ async def _close_when_the_loop_ends(session):
         await session.close()
 
 
+def _close_at_exit(transport_ref):
+    """At interpreter exit, closes the sessions whose loop still runs in another thread (TRL
+    runs async reward functions on a daemon thread's loop, which it only stops at exit: the
+    open session's finalizers then printed three tracebacks as Python shut down, helper-70).
+    A loop that ended on its own closed its session (`_close_when_the_loop_ends`)."""
+    transport = transport_ref()
+    if transport is None:
+        return
+    with transport._lock:
+        entries = list(transport._sessions.values())
+        transport._sessions.clear()
+    for ref, session, closer in entries:
+        loop = ref()
+        if loop is None or loop.is_closed() or not loop.is_running() or session.closed:
+            continue
+
+        async def close(closer=closer):
+            await closer.aclose()
+            await asyncio.sleep(0.05)  # the transports' close callbacks, as in aclose()
+
+        try:
+            asyncio.run_coroutine_threadsafe(close(), loop).result(timeout=2)
+        except Exception:  # noqa: BLE001 - the loop stopping meanwhile; nothing else to do
+            pass
+
+
 class AiohttpTransport:
     """aiohttp, one ClientSession per event loop (a session must not cross loops)."""
 
@@ -145,6 +172,7 @@ class AiohttpTransport:
         self._lock = threading.Lock()
         # id(loop) -> (weak reference to the loop, session, its _close_when_the_loop_ends)
         self._sessions = {}
+        self._exit_hook = False
 
     async def _session(self):
         loop = asyncio.get_running_loop()
@@ -162,6 +190,11 @@ class AiohttpTransport:
                 timeout=self._timeout, connector=aiohttp.TCPConnector(limit=MAX_CONNECTIONS))
             closer = _close_when_the_loop_ends(session)
             self._sessions[id(loop)] = (weakref.ref(loop), session, closer)
+            if not self._exit_hook:
+                # Registered after the trainer's own (atexit runs the last first), so it runs
+                # while a loop the trainer stops at exit still runs.
+                atexit.register(_close_at_exit, weakref.ref(self))
+                self._exit_hook = True
         await closer.__anext__()
         return session
 

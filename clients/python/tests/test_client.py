@@ -299,6 +299,40 @@ def test_one_aiohttp_session_per_event_loop(arbiter, make_client):
     assert len({id(s) for s in sessions}) == 2
 
 
+TRAINER_LOOP = """
+import asyncio, atexit, sys, threading
+from arbiter_client import ArbiterClient
+# As TRL runs async reward functions: a daemon thread's loop, stopped (not closed) at exit.
+loop = asyncio.new_event_loop()
+thread = threading.Thread(target=loop.run_forever, daemon=True)
+thread.start()
+atexit.register(lambda: (loop.call_soon_threadsafe(loop.stop), thread.join(5)))
+client = ArbiterClient(sys.argv[1], env={})
+item = {"reward": "lexical", "solution_str": "a", "ground_truth": "a"}
+print(asyncio.run_coroutine_threadsafe(client.ascore([item]), loop).result()[0].score)
+"""
+
+
+@pytest.mark.skipif(aiohttp is None, reason="aiohttp not installed")
+def test_a_session_on_a_loop_the_trainer_stops_at_exit_closes_quietly(arbiter, tmp_path):
+    """helper-70: TRL's loop is stopped at exit, never closed, so the session stayed open and
+    Python printed three tracebacks from its finalizers as it shut down."""
+    import os
+    import subprocess
+    import sys
+
+    import arbiter_client
+    script = tmp_path / "trainer_loop.py"
+    script.write_text(TRAINER_LOOP)
+    tested = os.path.dirname(os.path.dirname(arbiter_client.__file__))  # not an installed copy
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [tested] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
+    done = subprocess.run([sys.executable, str(script), arbiter.url], capture_output=True,
+                          text=True, timeout=60, env=env)
+    assert done.returncode == 0 and done.stdout.strip() == "1.0", done
+    assert "Traceback" not in done.stderr and "Unclosed" not in done.stderr, done.stderr
+
+
 def test_a_real_429_from_a_full_queue_waits_its_retry_after_then_gives_up(
         tmp_path, make_client):
     from arbiter_testing import Provider, start_server
