@@ -1,5 +1,6 @@
 """What the trainer adapters share: one client per set of options, and text out of chat
 messages."""
+import json
 import os
 import threading
 
@@ -65,6 +66,18 @@ def prompt_text(prompt):
         users = [m for m in prompt if m.get("role") == "user"]
         chosen = users[-1] if users else (prompt[-1] if prompt else None)
         return content_text(chosen.get("content")) if chosen else ""
+    raise TypeError(f"expected a string or a list of chat messages, got {type(prompt).__name__}")
+
+
+def prompt_key(prompt):
+    """The whole prompt as one text, to tell prompts apart: a string as it is; chat messages
+    as their roles and contents (two prompts that differ only in their system message, or an
+    earlier turn, are two prompts)."""
+    if isinstance(prompt, str):
+        return prompt
+    if is_messages(prompt):
+        return json.dumps([[m.get("role"), content_text(m.get("content"))] for m in prompt],
+                          ensure_ascii=False)
     raise TypeError(f"expected a string or a list of chat messages, got {type(prompt).__name__}")
 
 

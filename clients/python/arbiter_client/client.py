@@ -147,6 +147,25 @@ def _step_tag(step):
     return step
 
 
+def step_metrics(account, prefix="arbiter/"):
+    """A step account (`ArbiterClient.step_account(step)`) as flat numbers for a trainer's
+    logger, which takes scalars only (TRL's `log_metric` failed on the nested dict):
+    `arbiter/items/ok`, `arbiter/failures/deadline_exceeded`, `arbiter/totals/cost`,
+    `arbiter/sources/provider-a/rate_limited`, ... An empty dict for None (no such step)."""
+    flat = {}
+
+    def walk(value, name):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(inner, f"{name}/{key}" if name else str(key))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[prefix + name] = value
+
+    if account is not None:
+        walk({k: v for k, v in account.items() if k != "step"}, "")
+    return flat
+
+
 class ArbiterClient:
     """A client of one Arbiter server. Thread-safe; usable from any number of event loops.
 

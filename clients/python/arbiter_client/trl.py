@@ -12,7 +12,8 @@ item's `extra_info`, where a reward reads its options (`columns="all"`: every co
 item's `data_source`. Completions of the
 same prompt are sent as one GRPO group, so Arbiter scores them together, and every request
 carries TRL's `trainer_state.global_step` as its step: `reward_func.client.step_account(step)`
-returns what that step's rewards took (calls, tokens, cost, 429s) for the trainer's logs.
+returns what that step's rewards took (calls, tokens, cost, 429s), and `log_step=True` puts it
+in TRL's logs as numbers (`arbiter/items/ok`, `arbiter/totals/cost`, ...).
 
 Failed items follow the client's failure policy (ARBITER_ON_FAILURE): `raise` (default) stops
 the step with ArbiterItemError; `none` returns None, which TRL turns into NaN and leaves out of
@@ -21,12 +22,16 @@ A row whose ground truth is None (a dataset row with no answer) is sent with no 
 (`[]`), as Arbiter would refuse a null for the whole request: a reward that needs one fails
 that row alone (`ground_truth is empty`, or the reward's own message) under that policy.
 """
+import asyncio
 import hashlib
 import itertools
+import os
+import secrets
+import threading
 
-from ._adapters import completion_text, prompt_text
+from ._adapters import completion_text, prompt_key, prompt_text
 from ._json import is_json_value
-from .client import ArbiterClient
+from .client import ArbiterClient, step_metrics
 
 # Arguments TRL passes that are not dataset columns.
 NOT_COLUMNS = ("completion_ids", "trainer_state", "log_extra", "log_metric", "environments")
@@ -51,6 +56,25 @@ def _per_row(value, n):
 
 
 _calls = itertools.count()
+
+# What the launcher of several processes sets alike on every rank (torchrun, accelerate).
+LAUNCH_VARIABLES = ("TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT",
+                    "TORCHELASTIC_RESTART_COUNT", "WORLD_SIZE")
+
+
+def _launch_tag():
+    """A name for this launch of the trainer, in its groups' names: Arbiter remembers a group
+    for `scheduler.group_memory_ms` (5 min), and a rerun's calls, counted from 0 again, joined
+    the last run's groups (helper-70: groups of 4 scored 8). One process draws its own; the
+    ranks of a launch name it alike, from the launcher's variables, so a group spread over them
+    stays one (a relaunch with all of them equal, within that time, needs another `job`)."""
+    if os.environ.get("WORLD_SIZE", "1") in ("", "1"):
+        return secrets.token_hex(4)
+    launch = "\0".join(os.environ.get(v, "") for v in LAUNCH_VARIABLES)
+    return hashlib.sha256(launch.encode("utf-8")).hexdigest()[:8]
+
+
+_launch = _launch_tag()
 
 
 def _sent_columns(columns):
@@ -86,20 +110,21 @@ def _items(prompts, completions, columns, ground_truth_columns, sent=CONTEXT_COL
         if rows is not None:
             extra[name] = rows
     # GRPO's group: the rollouts of one prompt (TRL repeats it num_generations times), named by
-    # the prompt's text (a hash of it) and the call, so later steps start new groups. Under
-    # DDP a group's rollouts may be spread over the ranks, which call in step: each rank names
-    # it alike, so they are one group, and two prompts are never one.
+    # the whole prompt (a hash of it: the system message too, helper-70), the launch and the
+    # call, so later steps and reruns start new groups. Under DDP a group's rollouts may be
+    # spread over the ranks, which call in step: each rank names it alike, so they are one
+    # group, and two prompts are never one (a dataset's identical rows are one prompt).
     call = next(_calls)
     items = []
     for i in range(n):
         info = {"question": prompt_text(prompts[i])}
-        group = hashlib.sha256(info["question"].encode("utf-8")).hexdigest()[:16]
+        group = hashlib.sha256(prompt_key(prompts[i]).encode("utf-8")).hexdigest()[:16]
         for name, rows in extra.items():
             if name != "data_source" and is_json_value(rows[i]):
                 info[name] = rows[i]
         truth = [] if truths[i] is None else truths[i]  # no reference, not a 400 for the call
         item = {"solution_str": completion_text(completions[i]), "ground_truth": truth,
-                "extra_info": info, "group": f"trl:{call}:{group}"}
+                "extra_info": info, "group": f"trl:{_launch}:{call}:{group}"}
         if "data_source" in extra and isinstance(extra["data_source"][i], str):
             item["data_source"] = extra["data_source"][i]
         items.append(item)
@@ -113,12 +138,39 @@ def _step(kwargs):
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
+class _StepLog:
+    """`log_step=True`: the last step's account, flattened (`step_metrics`), into TRL's logs
+    through the `log_metric` TRL passes. A step's rewards are scored before TRL steps, so the
+    account of the step of the previous call is complete when a call comes with another step
+    (a generation batch spanning several steps is scored at its first); TRL averages what
+    the ranks log, which all read the same account."""
+
+    def __init__(self, client):
+        self.client = client
+        self.last = None
+        self.lock = threading.Lock()
+
+    def finished(self, kwargs):
+        """The step whose account is complete now, or None; notes this call's step."""
+        step = _step(kwargs)
+        if step is None or not callable(kwargs.get("log_metric")):
+            return None
+        with self.lock:
+            done, self.last = self.last, step
+        return done if done is not None and done != step else None
+
+    def log(self, kwargs, account):
+        for name, value in step_metrics(account).items():
+            kwargs["log_metric"](name, value)
+
+
 def _name(name, reward):
     return name or (f"arbiter_{reward}" if reward else "arbiter")
 
 
 def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth",
-                     columns=CONTEXT_COLUMNS, name=None, client=None, **client_options):
+                     columns=CONTEXT_COLUMNS, name=None, log_step=False, client=None,
+                     **client_options):
     """A sync reward function `f(prompts, completions, **kwargs) -> list[float | None]`.
 
     `reward`, `url` and `client_options` configure an ArbiterClient (unset: the ARBITER_*
@@ -127,14 +179,20 @@ def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth
     dataset columns sent in each item's `extra_info`, where a column named like one of the
     reward's options sets it for its row (default `question` and `problem`; "all": every
     column). `name` becomes the function's `__name__`, which TRL logs (default
-    `arbiter_<reward>`)."""
+    `arbiter_<reward>`). `log_step=True` logs each step's account, once the trainer has moved
+    past it, through TRL's `log_metric` (`arbiter/items/ok`, `arbiter/totals/cost`, ...)."""
     client = client or ArbiterClient(url, reward=reward, **client_options)
     truth_columns = _columns(ground_truth_column)
     sent = _sent_columns(columns)
+    step_log = _StepLog(client) if log_step else None
 
     def reward_func(prompts, completions, **kwargs):
         items = _items(prompts, completions, kwargs, truth_columns, sent)
-        return [r.score for r in client.score(items, step=_step(kwargs))]
+        scores = [r.score for r in client.score(items, step=_step(kwargs))]
+        done = step_log.finished(kwargs) if step_log else None
+        if done is not None:
+            step_log.log(kwargs, client.step_account(done))
+        return scores
 
     reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
     reward_func.client = client
@@ -142,16 +200,24 @@ def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth
 
 
 def make_async_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth",
-                           columns=CONTEXT_COLUMNS, name=None, client=None, **client_options):
+                           columns=CONTEXT_COLUMNS, name=None, log_step=False,
+                           client=None, **client_options):
     """make_reward_func, as an `async def` function: TRL runs async reward functions together
     on its own event loop."""
     client = client or ArbiterClient(url, reward=reward, **client_options)
     truth_columns = _columns(ground_truth_column)
     sent = _sent_columns(columns)
+    step_log = _StepLog(client) if log_step else None
 
     async def reward_func(prompts, completions, **kwargs):
         items = _items(prompts, completions, kwargs, truth_columns, sent)
-        return [r.score for r in await client.ascore(items, step=_step(kwargs))]
+        scores = [r.score for r in await client.ascore(items, step=_step(kwargs))]
+        done = step_log.finished(kwargs) if step_log else None
+        if done is not None:
+            account = await asyncio.get_running_loop().run_in_executor(
+                None, client.step_account, done)
+            step_log.log(kwargs, account)
+        return scores
 
     reward_func.__name__ = reward_func.__qualname__ = _name(name, reward or client.settings.reward)
     reward_func.client = client

@@ -120,7 +120,42 @@ def test_ranks_name_a_prompts_group_alike_and_two_prompts_never_alike(scripted, 
     rank1 = [item["group"] for item in proxy.items(1)]
     assert rank0[0] == rank0[1] == rank1[1], "one prompt, one group, over both ranks"
     assert rank1[0] != rank0[0], "two prompts at the same index, two groups"
-    assert all(g.startswith("trl:5:") for g in rank0 + rank1)
+    assert all(g.startswith(f"trl:{trl._launch}:5:") for g in rank0 + rank1)
+
+
+def test_prompts_that_differ_before_their_question_are_two_groups(scripted, make_func):
+    """helper-70: a group was named by the prompt's last user message alone, so two prompts
+    with the same question and other system messages (or earlier turns) were one group."""
+    proxy = scripted()
+    f = make_func(reward="exact_match", url=proxy.url)
+    yes = [{"role": "system", "content": "Answer yes."}, {"role": "user", "content": "Q?"}]
+    no = [{"role": "system", "content": "Answer no."}, {"role": "user", "content": "Q?"}]
+    f(prompts=[yes, yes, no, no, "Q?"], completions=["yes", "yes", "no", "no", "x"],
+      ground_truth=["yes"] * 2 + ["no"] * 2 + ["x"], **trl_kwargs(5))
+    groups = [item["group"] for item in proxy.items()]
+    assert groups[0] == groups[1] and groups[2] == groups[3], groups
+    assert len({groups[0], groups[2], groups[4]}) == 3, groups
+    assert {item["extra_info"]["question"] for item in proxy.items()} == {"Q?"}
+
+
+def test_a_rerun_names_new_groups_and_the_ranks_of_a_launch_alike(monkeypatch):
+    """helper-70: each process counts its calls from 0, so a rerun within the server's
+    group_memory_ms joined the last run's groups (groups of 4 scored 8). A process alone
+    draws its launch's name; the ranks of a launch take it from the launcher's variables."""
+    import arbiter_client.trl as trl
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert trl._launch_tag() != trl._launch_tag()
+    launcher = {"WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29500",
+                "TORCHELASTIC_RUN_ID": "d3b07384", "TORCHELASTIC_RESTART_COUNT": "0"}
+    for name, value in launcher.items():
+        monkeypatch.setenv(name, value)
+    rank0 = trl._launch_tag()
+    assert trl._launch_tag() == rank0, "every rank of one launch names it alike"
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "c157a790")
+    assert trl._launch_tag() != rank0, "another launch"
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "d3b07384")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")
+    assert trl._launch_tag() != rank0, "an elastic restart"
 
 
 def test_a_job_keeps_its_groups_and_steps_apart_from_another_jobs(scripted, make_func,
@@ -162,6 +197,62 @@ def test_step_account_takes_the_steps_score_takes(arbiter, make_client):
     assert client.step_account(FakeScalar(4105))["step"] == "4105"
     with pytest.raises(TypeError, match="step: expected a string or an integer"):
         client.step_account(4.5)
+
+
+def test_a_step_account_goes_to_a_logger_as_flat_numbers(arbiter, make_client):
+    """helper-70: TRL's log_metric takes numbers; the nested account killed training with a
+    TypeError. step_metrics flattens it, the step tag left out."""
+    from arbiter_client import step_metrics
+    client = make_client(arbiter.url, reward="exact_match")
+    step = f"s{random.randrange(1 << 30)}"
+    client.score([{"solution_str": "x", "ground_truth": "x"},
+                  {"solution_str": "y", "ground_truth": "x"}], step=step)
+    flat = step_metrics(client.step_account(step))
+    assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in flat.values())
+    assert flat["arbiter/items/total"] == 2 and flat["arbiter/items/ok"] == 2, flat
+    assert flat["arbiter/totals/calls"] == 0, "exact_match runs no model"
+    assert any(k.startswith("arbiter/sources/") and k.endswith("/calls") for k in flat), flat
+    assert "arbiter/step" not in flat
+    assert step_metrics(None) == {}
+    assert step_metrics({"step": "1", "failures": {"deadline_exceeded": 2}}, prefix="a.") == \
+        {"a.failures/deadline_exceeded": 2}
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_log_step_logs_each_step_once_the_trainer_moved_past_it(arbiter, make_func, kind):
+    """log_step=True: the account of the previous call's step goes through TRL's log_metric,
+    as numbers, when a call comes with another step (both calls of step 3 counted in it)."""
+    job = f"j{random.randrange(1 << 30)}"
+    if kind == "sync":
+        f = make_func(reward="exact_match", url=arbiter.url, job=job, log_step=True)
+    else:
+        f = make_async_reward_func(reward="exact_match", url=arbiter.url, job=job,
+                                   log_step=True)
+    logged = []
+
+    def call(func, step, n):
+        state = type("State", (), {"global_step": step})()
+        kwargs = {**trl_kwargs(n), "trainer_state": state,
+                  "log_metric": lambda name, value: logged.append((step, name, value))}
+        scores = func(["Q?"] * n, ["x"] * n, ground_truth=["x"] * n, **kwargs)
+        return asyncio.run(scores) if inspect.iscoroutine(scores) else scores
+
+    try:
+        call(f, 3, 2)
+        call(f, 3, 1)
+        assert logged == [], "step 3 is not over while calls come with it"
+        assert call(f, 4, 1) == [1.0]
+        metrics = {name: value for step, name, value in logged}
+        assert {step for step, _, _ in logged} == {4} and len(metrics) == len(logged)
+        assert metrics["arbiter/items/total"] == 3 and metrics["arbiter/items/ok"] == 3, metrics
+        assert "arbiter/totals/cost" in metrics
+        before = len(logged)
+        plain = make_func(reward="exact_match", url=arbiter.url, job=job)
+        call(plain, 5, 1)
+        call(plain, 6, 1)
+        assert len(logged) == before, "nothing logged without log_step"
+    finally:
+        f.client.close()
 
 
 def test_conversational_data(scripted, make_func):
