@@ -7,8 +7,10 @@ Each sample becomes one item: `sample.response` is the solution, `sample.label` 
 truth (it must be set: `--label-key`; a number is sent as the text str() gives it, 4 -> "4"),
 and `sample.metadata` (a dict) the `extra_info`, with
 `question` set from `sample.prompt` (a string, or the last user message of a message list)
-unless the metadata has one. Each item carries its GRPO group (the prompt, or the call under
---group-rm), so Arbiter scores a prompt's samples together. The reward name is `args.arbiter_reward` when the arguments have
+unless the metadata has one. Each item carries its GRPO group (slime's `group_index`, else
+the prompt; the call under --group-rm), so Arbiter scores a prompt's samples together, and
+each request the step of the policy that generated it (`sample.weight_versions`), for
+Arbiter's step accounts. The reward name is `args.arbiter_reward` when the arguments have
 it, else ARBITER_REWARD (unset: Arbiter maps the item's data_source, which slime does not
 send, so set one); the URL is `args.arbiter_url`, else ARBITER_URL. Other options:
 the ARBITER_* variables (see ArbiterClient).
@@ -51,8 +53,15 @@ def _item(sample, where="sample"):
         if isinstance(metadata, dict) else {}
     question = prompt_text(sample.prompt)
     info.setdefault("question", question)
-    # The GRPO group: the samples of one prompt (slime's group_index repeats across rollouts).
-    group = "slime:" + hashlib.sha1(question.encode("utf-8", "replace")).hexdigest()[:16]
+    # The GRPO group: the samples of one prompt. slime numbers a prompt's samples with one
+    # `group_index`, counted over the whole run (saved and restored with its data source), as
+    # its own metrics group them; without one, the prompt's text names it (a dataset's
+    # duplicate prompts, or one prompt in two rollouts, were one group: helper-72).
+    index = getattr(sample, "group_index", None)
+    if isinstance(index, int) and not isinstance(index, bool):
+        group = f"slime:g{index}"
+    else:
+        group = "slime:" + hashlib.sha1(question.encode("utf-8", "replace")).hexdigest()[:16]
     return {"solution_str": sample.response, "ground_truth": label, "extra_info": info,
             "group": group}
 
@@ -74,16 +83,35 @@ def _shaped(node, scores):
     return next(scores)
 
 
+def _step(samples):
+    """The request's training step: the weight version of the policy that generated its
+    samples (slime's `sample.weight_versions`, one per weight update, the last for a sample
+    generated over several), the latest among them; None when slime recorded none."""
+    versions = []
+    for sample in samples:
+        seen = getattr(sample, "weight_versions", None)
+        if isinstance(seen, (list, tuple)) and seen and isinstance(seen[-1], (str, int)) \
+                and not isinstance(seen[-1], bool) and str(seen[-1]) != "":
+            versions.append(str(seen[-1]))
+    if not versions:
+        return None
+    if all(v.isdigit() for v in versions):
+        return max(versions, key=int)
+    return versions[-1]
+
+
 async def _score(args, samples, where, group=None):
     """Every Sample in `samples` (a Sample, or nested lists of them) scored in one request;
     the scores in the same shape. `group`: one GRPO group for all of them (else each sample's
-    prompt names its group)."""
+    group_index, or its prompt, names its group)."""
     client = _client(args)
-    items = [_item(s, w) for s, w in _leaves(samples, where, [])]
+    leaves = _leaves(samples, where, [])
+    items = [_item(s, w) for s, w in leaves]
     if group is not None:
         for item in items:
             item["group"] = group
-    results = await client.ascore(items) if items else []
+    step = _step([s for s, _ in leaves])
+    results = await client.ascore(items, step=step) if items else []
     return _shaped(samples, iter([r.score for r in results]))
 
 

@@ -50,6 +50,34 @@ def test_batched_rm_keeps_order_and_reads_message_prompts(scripted, arbiter_env)
     assert len({i["group"] for i in items}) == 1, "the call is the group"
 
 
+def test_slimes_group_index_names_the_group_and_its_weight_version_the_step(scripted,
+                                                                          arbiter_env):
+    """helper-72: the group was the prompt's text, though slime numbers each prompt's samples
+    with a run-wide group_index (a dataset's duplicate prompts, or one prompt in two rollouts,
+    were one group); and no step was sent, though each sample records the weight version of
+    the policy that generated it."""
+    proxy = scripted()
+    arbiter_env(proxy.url, ARBITER_REWARD="exact_match")
+
+    def generated(group_index, versions):
+        s = sample("Q?", "4", "4")
+        s.group_index, s.weight_versions = group_index, versions
+        return s
+
+    for s in (generated(7, ["12"]), generated(7, ["11", "12"]), generated(8, ["12"])):
+        assert run_async(rm, SimpleNamespace(), s) == 1.0
+    groups = [proxy.items(i)[0]["group"] for i in range(3)]
+    assert groups[0] == groups[1] == "slime:g7" and groups[2] == "slime:g8", groups
+    assert [proxy.requests[i][2].get("step") for i in range(3)] == ["12", "12", "12"]
+    # A list takes its latest version; a sample with none, or none recorded, sends no step.
+    assert run_async(rm, SimpleNamespace(), [generated(9, ["9"]), generated(9, ["10"])]) == \
+        [1.0, 1.0]
+    assert proxy.requests[-1][2].get("step") == "10"
+    assert run_async(rm, SimpleNamespace(), sample("Q?", "4", "4")) == 1.0
+    assert "step" not in proxy.requests[-1][2]
+    assert proxy.items(len(proxy.requests) - 1)[0]["group"].startswith("slime:")
+
+
 def test_a_missing_label_is_a_clear_error(arbiter, arbiter_env):
     arbiter_env(arbiter.url, ARBITER_REWARD="lexical")
     with pytest.raises(ValueError, match=r"^sample\.label is None"):
