@@ -290,13 +290,13 @@ class ArbiterClient:
                     return None, exc
         done = await asyncio.gather(*(run(r) for r in requests))
         return self._gathered(requests, done)
+
     def step_account(self, step=None):
         """What Arbiter accounted for training step `step` (items by status, and per source
         its calls, tokens, cost, 429s, retries and hedges; docs/api.md, GET /v1/steps), as a
         dict, or None when the step is not among the recent ones. With no step: the list of
-        the recent steps' accounts. For a trainer's logger (TRL's logs; verl passes reward
-        functions no step, so its samples carry none); blocking. With `job`, the steps are
-        this job's: the list holds no other job's.
+        the recent steps' accounts. For a trainer's logger (`step_metrics` flattens it);
+        blocking. With `job`, the steps are this job's: the list holds no other job's.
         A 429, a 503 or a connection that fails is retried as score() retries."""
         if step == "":
             return None  # an empty step tag is no step (docs/api.md): nothing is accounted to it

@@ -36,8 +36,9 @@ A row whose ground truth is None is sent with no reference (its item fails alone
 failure policy); `extra_info` values JSON cannot carry (NaN, objects) are left out.
 
 Each sample goes with its GRPO group (extra_info's `uid`, else the data source with the
-dataset row's `split` and `index` that verl's preprocessing scripts set), so Arbiter scores a
-prompt's rollouts together.
+dataset row's `split` and `index` that verl's preprocessing scripts set, and the step), so
+Arbiter scores a prompt's rollouts together, and with its step: the weights version verl's
+reward loop puts in extra_info (`global_steps`), for Arbiter's step accounts.
 
 With no `reward`, Arbiter picks the reward from `data_source` as verl's
 default_compute_score does (openai/gsm8k, lighteval/MATH, math_dapo, aime*, searchR1_*, ...;
@@ -100,6 +101,29 @@ def _name_part(value):
     return None
 
 
+def _step(extra_info):
+    """The training step of a sample: verl 0.9's reward loop puts the weights version that
+    generated it in `extra_info` (`global_steps`, from the rollout servers; a partial rollout
+    over several versions has `max_global_steps`, the last), the trainer's step minus one in
+    the synchronous trainers (helper-71). None where verl sets neither (its legacy managers,
+    the reward-model path)."""
+    if not isinstance(extra_info, dict):
+        return None
+    for key in ("max_global_steps", "global_steps"):
+        step = _name_part(extra_info.get(key))
+        if step is not None:
+            return step
+    return None
+
+
+def _request_step(extra_infos):
+    """One step for a request of several samples: the latest of theirs."""
+    steps = [s for s in (_step(e) for e in extra_infos) if s is not None]
+    if not steps:
+        return None
+    return max(steps, key=int) if all(s.lstrip("-").isdigit() for s in steps) else steps[-1]
+
+
 def _group(extra_info, data_source=None):
     """The GRPO group of a verl sample, so that Arbiter scores a prompt's rollouts together.
     verl does not pass the rollout `uid` to reward functions; its data preprocessing scripts put
@@ -116,7 +140,10 @@ def _group(extra_info, data_source=None):
         split = _name_part(extra_info.get("split"))
         source = _name_part(data_source)
         prefix = f"{source}:" if source is not None else ""
-        return f"{prefix}{split}:{index}" if split is not None else f"{prefix}index:{index}"
+        name = f"{prefix}{split}:{index}" if split is not None else f"{prefix}index:{index}"
+        # The row's rollouts of one step: the same row in a later epoch is another group.
+        step = _step(extra_info)
+        return name if step is None else f"{name}@{step}"
     return None
 
 
@@ -168,7 +195,8 @@ def _value(result, as_dict):
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     """verl's single-sample contract, blocking (verl runs it in a thread pool)."""
     client, as_dict = _setup(kwargs)
-    result = client.score([_item(data_source, solution_str, ground_truth, extra_info)])[0]
+    result = client.score([_item(data_source, solution_str, ground_truth, extra_info)],
+                          step=_step(extra_info))[0]
     return _value(result, as_dict)
 
 
@@ -177,7 +205,8 @@ async def compute_score_async(data_source, solution_str, ground_truth, extra_inf
     """verl's single-sample contract as a coroutine function: verl awaits it, so a whole
     batch is in flight at once."""
     client, as_dict = _setup(kwargs)
-    results = await client.ascore([_item(data_source, solution_str, ground_truth, extra_info)])
+    results = await client.ascore([_item(data_source, solution_str, ground_truth, extra_info)],
+                                  step=_step(extra_info))
     return _value(results[0], as_dict)
 
 
@@ -196,4 +225,4 @@ def compute_score_batched(data_sources, solution_strs, ground_truths, extra_info
             f"{len(data_sources)}, solution_strs {n}, ground_truths {len(ground_truths)}, "
             f"extra_infos {len(extra_infos)})")
     items = [_item(*row) for row in zip(data_sources, solution_strs, ground_truths, extra_infos)]
-    return [_value(r, as_dict) for r in client.score(items)]
+    return [_value(r, as_dict) for r in client.score(items, step=_request_step(extra_infos))]

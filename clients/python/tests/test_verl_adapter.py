@@ -157,6 +157,31 @@ def test_samples_go_with_their_grpo_group(scripted, arbiter_env):
     assert [item.get("group") for item in proxy.items()][-2:] == ["x:index:7", None]
 
 
+def test_the_step_verls_reward_loop_puts_in_extra_info_is_sent(scripted, arbiter_env):
+    """helper-71: verl 0.9.1's reward loop merges the rollout's weights version into
+    extra_info (`global_steps`; `max_global_steps` for a partial rollout over several), which
+    the adapter took for no step. It tags the request and the row's group, so the same row in
+    a later epoch is another group."""
+    import numpy as np
+    proxy = scripted()
+    arbiter_env(proxy.url, ARBITER_REWARD="exact_match")
+    row = {"split": "train", "index": 3}
+    assert compute_score("x", "a", "a", {**row, "global_steps": np.int64(41)}) == 1.0
+    assert run_async(compute_score_async, "x", "a", "a",
+                     {**row, "global_steps": 41, "min_global_steps": 40,
+                      "max_global_steps": 42}) == 1.0
+    assert compute_score("x", "a", "a", dict(row)) == 1.0
+    bodies = [proxy.requests[i][2] for i in range(3)]
+    assert [b.get("step") for b in bodies] == ["41", "42", None]
+    assert [b["items"][0]["group"] for b in bodies] == [
+        "x:train:3@41", "x:train:3@42", "x:train:3"]
+    compute_score_batched(["x", "x"], ["a", "a"], ["a", "a"],
+                          [{**row, "global_steps": 9}, {**row, "global_steps": 10}])
+    assert proxy.requests[-1][2]["step"] == "10"
+    assert compute_score("x", "a", "a", {"uid": "u", "global_steps": 5}) == 1.0
+    assert proxy.requests[-1][2]["items"][0]["group"] == "uid:u", "a uid is the group as is"
+
+
 def test_numbers_in_a_search_r1_target_go_as_python_writes_them(arbiter, arbiter_env):
     """A float32 array inside {"target": ...} went as 0.10000000149011612, so "0.1" scored 0
     (helper-57); at the top level it went as "0.1"."""
