@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -156,11 +157,9 @@ public:
   /// drain's time left (at least 1 s): by then this process has gone, and one restarted in
   /// its place may answer. A client that retried each second gave up while the server
   /// restarted (helper-34: 5 retries in 5.4 s; the old process left at 6.2 s).
+  /// Refusals held for their Retry-After (`hold_refusal`) are answered now.
   void begin_drain(
-    std::chrono::milliseconds drain_timeout = std::chrono::milliseconds{0}) noexcept {
-    drain_ends_ns_ = (std::chrono::steady_clock::now() + drain_timeout).time_since_epoch().count();
-    draining_ = true;
-  }
+    std::chrono::milliseconds drain_timeout = std::chrono::milliseconds{0}) noexcept;
 
   bool draining() const noexcept {
     return draining_;
@@ -283,6 +282,12 @@ private:
   /// GET /v1/steps (every recent step) and /v1/steps/STEP (one, or 404).
   void steps(std::string step, reply_fn reply);
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
+  /// Runs `fire` after `delay`, or at once when the drain begins (a short-lived actor).
+  void hold_refusal(std::chrono::nanoseconds delay, std::function<void()> fire);
+  /// The actors of the refusals held now, by number, for the drain to fire.
+  std::mutex held_mutex_;
+  std::unordered_map<uint64_t, caf::actor> held_;
+  uint64_t next_held_ = 0;
   /// Counts a refusal under `reason` (arbiter_rejections_total) and answers `r`.
   void refuse(const std::string& route, const std::string& reason, http_reply r,
               const reply_fn& reply);

@@ -260,3 +260,42 @@ def test_calls_that_never_answer_cost_a_straggler_timeout_not_the_sources(make_s
         [r["error"] for r in results if r["status"] != "ok"]
     assert any(r["attempts"] >= 2 for r in results), "some calls hung and were retried"
     assert p.stats()["faults"].get("timeout", 0) >= 5, p.stats()
+
+
+def openrlhf_post(server, i):
+    """One sample as OpenRLHF 0.11.2 sends it (agent.py): 5 attempts, each error (any
+    non-2xx) followed by 1 s of sleep, Retry-After unread; None when all 5 failed."""
+    prompt = f"what is {i} times seven?\n"
+    body = {"query": [prompt + candidate(i)], "prompts": [prompt], "labels": [reference(i)]}
+    statuses = []
+    for _ in range(5):
+        status, _, reply = server.request("POST", "/get_reward", body)
+        statuses.append(status)
+        if status == 200:
+            return reply["rewards"][0], statuses
+        time.sleep(1)
+    return None, statuses
+
+
+def test_a_trainer_that_retries_at_once_loses_no_sample_to_a_refusal(make_server, provider):
+    """helper-72: 320 samples at once through OpenRLHF's own client, a judge taking 2 calls a
+    second, a deadline of 110 s: the samples the pace could not score in time were refused
+    429 with a Retry-After of 31-50 s, and OpenRLHF's 5 attempts went in 5 s: 96 rewards
+    stayed None, which ends the run. The trainer routes now hold a refusal for its
+    Retry-After, within the deadline, so each attempt comes back when there is room.
+    Here: 60 samples, 5 calls a second (12 s of work), a 3 s deadline."""
+    p = provider("--rpm", "300", "--burst-seconds", "1", "--seed", "6")
+    s = make_server("[protocols]\nreward = \"judge\"\n\n"
+                    "[scheduler]\ndefault_deadline_ms = 3000\n\n"
+                    + source_toml("a", p, requests_per_minute=300, burst_ms=1000))
+    start = time.monotonic()
+    with ThreadPoolExecutor(max_workers=60) as pool:
+        answers = list(pool.map(lambda i: openrlhf_post(s, i), range(60)))
+    lost = [(i, st) for i, (reward, st) in enumerate(answers) if reward is None]
+    assert not lost, (len(lost), lost[:3])
+    for i, (reward, _) in enumerate(answers):
+        assert reward == pytest.approx(jaccard(candidate(i), reference(i))), i
+    refused = sum(st.count(429) for _, st in answers)
+    assert refused > 0, "60 samples at 5 a second cannot all be scored within 3 s"
+    assert time.monotonic() - start < 40
+    assert p.stats()["rate_limited_total"] <= 3

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -273,6 +274,80 @@ TEST_F(Router, ASchedulerRefusalBecomes429WithRetryAfter) {
   EXPECT_EQ(reply.status, 429u) << reply.body;
   EXPECT_EQ(header(reply, "Retry-After"), "7");
   EXPECT_NE(reply.body.find("the normal queue is full"), std::string::npos) << reply.body;
+}
+
+TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
+  // OpenRLHF sends a refused sample again at once, 5 times 1 s apart, whatever Retry-After
+  // says (helper-72: 96 of 320 samples lost their rewards in 5 s). The trainer routes wait
+  // the Retry-After out for it, within the request's deadline; /v1/score answers at once.
+  actors::score_reply refusal;
+  refusal.admitted = false;
+  refusal.rejection = "deadline_unmeetable";
+  refusal.reason = "expected to be answered after its deadline";
+  refusal.retry_after_s = 1;
+  {
+    std::lock_guard<std::mutex> guard{script_->mutex};
+    script_->refusal = refusal;
+  }
+  config_.scheduler.default_deadline = 1500ms;
+  auto r = make_router();
+  const std::string sample = R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})";
+  auto timed = [&](const std::string& target, const std::string& body) {
+    auto start = std::chrono::steady_clock::now();
+    auto reply = call(*r, "POST", target, body);
+    return std::make_pair(reply, std::chrono::steady_clock::now() - start);
+  };
+  auto [held, held_for] = timed("/get_reward", sample);
+  EXPECT_EQ(held.status, 429u) << held.body;
+  EXPECT_GE(held_for, 950ms);
+  EXPECT_EQ(header(held, "Retry-After"), "1");
+  EXPECT_NE(held.body.find("held up to 1000 ms"), std::string::npos) << held.body;
+  auto [now, now_for] = timed("/v1/score", two_items);
+  EXPECT_EQ(now.status, 429u) << now.body;
+  EXPECT_LT(now_for, 500ms);
+  // A Retry-After past the deadline is held to the deadline, and what is left of it is said.
+  refusal.retry_after_s = 30;
+  {
+    std::lock_guard<std::mutex> guard{script_->mutex};
+    script_->refusal = refusal;
+  }
+  auto [capped, capped_for] =
+    timed("/remote_rm", R"({"prompt": "Q?", "response": "4", "label": "4"})");
+  EXPECT_EQ(capped.status, 429u) << capped.body;
+  EXPECT_GE(capped_for, 1300ms);
+  EXPECT_LT(capped_for, 5s);
+  EXPECT_EQ(header(capped, "Retry-After"), "29");
+}
+
+TEST_F(Router, TheDrainAnswersTheRefusalsItHolds) {
+  actors::score_reply refusal;
+  refusal.admitted = false;
+  refusal.rejection = "queue_full";
+  refusal.reason = "the normal queue is full";
+  refusal.retry_after_s = 25;
+  {
+    std::lock_guard<std::mutex> guard{script_->mutex};
+    script_->refusal = refusal;
+  }
+  auto r = make_router();
+  auto start = std::chrono::steady_clock::now();
+  auto held = std::async(std::launch::async, [&] {
+    return call(*r, "POST", "/get_reward",
+                R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})");
+  });
+  // Held once the scheduler has refused it (the stand-in answers at once).
+  while (seen().empty()) {
+    std::this_thread::sleep_for(5ms);
+  }
+  std::this_thread::sleep_for(100ms);
+  r->begin_drain(5000ms);
+  auto reply = held.get();
+  EXPECT_EQ(reply.status, 429u) << reply.body;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  // A refusal while draining is not held: it is the drain's 503.
+  auto late = call(*r, "POST", "/get_reward",
+                   R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})");
+  EXPECT_EQ(late.status, 503u) << late.body;
 }
 
 TEST_F(Router, TrainerRoutesUseTheProtocolRewardAndTheirOwnShapes) {
