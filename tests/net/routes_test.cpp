@@ -142,6 +142,18 @@ protected:
     return {};
   }
 
+  /// From now on the stand-in scheduler refuses every request so.
+  void refuse_all(const std::string& rejection, const std::string& reason,
+                  int64_t retry_after_s) {
+    actors::score_reply refusal;
+    refusal.admitted = false;
+    refusal.rejection = rejection;
+    refusal.reason = reason;
+    refusal.retry_after_s = retry_after_s;
+    std::lock_guard<std::mutex> guard{script_->mutex};  // the actor reads it on its thread
+    script_->refusal = refusal;
+  }
+
   std::vector<actors::score_request> seen() {
     std::lock_guard<std::mutex> guard{script_->mutex};
     return script_->seen;
@@ -260,15 +272,7 @@ TEST_F(Router, ABadBodyIsRefusedNamingItsFieldAndNeverReachesTheScheduler) {
 }
 
 TEST_F(Router, ASchedulerRefusalBecomes429WithRetryAfter) {
-  actors::score_reply refusal;
-  refusal.admitted = false;
-  refusal.rejection = "queue_full";
-  refusal.reason = "the normal queue is full";
-  refusal.retry_after_s = 7;
-  {
-    std::lock_guard<std::mutex> guard{script_->mutex};  // the actor reads it on its thread
-    script_->refusal = refusal;
-  }
+  refuse_all("queue_full", "the normal queue is full", 7);
   auto r = make_router();
   auto reply = call(*r, "POST", "/v1/score", two_items);
   EXPECT_EQ(reply.status, 429u) << reply.body;
@@ -280,15 +284,7 @@ TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
   // OpenRLHF sends a refused sample again at once, 5 times 1 s apart, whatever Retry-After
   // says (helper-72: 96 of 320 samples lost their rewards in 5 s). The trainer routes wait
   // the Retry-After out for it, within the request's deadline; /v1/score answers at once.
-  actors::score_reply refusal;
-  refusal.admitted = false;
-  refusal.rejection = "deadline_unmeetable";
-  refusal.reason = "expected to be answered after its deadline";
-  refusal.retry_after_s = 1;
-  {
-    std::lock_guard<std::mutex> guard{script_->mutex};
-    script_->refusal = refusal;
-  }
+  refuse_all("deadline_unmeetable", "expected to be answered after its deadline", 1);
   config_.scheduler.default_deadline = 1500ms;
   auto r = make_router();
   const std::string sample = R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})";
@@ -306,11 +302,7 @@ TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
   EXPECT_EQ(now.status, 429u) << now.body;
   EXPECT_LT(now_for, 500ms);
   // A Retry-After past the deadline is held to the deadline, and what is left of it is said.
-  refusal.retry_after_s = 30;
-  {
-    std::lock_guard<std::mutex> guard{script_->mutex};
-    script_->refusal = refusal;
-  }
+  refuse_all("deadline_unmeetable", "expected to be answered after its deadline", 30);
   auto [capped, capped_for] =
     timed("/remote_rm", R"({"prompt": "Q?", "response": "4", "label": "4"})");
   EXPECT_EQ(capped.status, 429u) << capped.body;
@@ -320,15 +312,7 @@ TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
 }
 
 TEST_F(Router, TheDrainAnswersTheRefusalsItHolds) {
-  actors::score_reply refusal;
-  refusal.admitted = false;
-  refusal.rejection = "queue_full";
-  refusal.reason = "the normal queue is full";
-  refusal.retry_after_s = 25;
-  {
-    std::lock_guard<std::mutex> guard{script_->mutex};
-    script_->refusal = refusal;
-  }
+  refuse_all("queue_full", "the normal queue is full", 25);
   auto r = make_router();
   auto start = std::chrono::steady_clock::now();
   auto held = std::async(std::launch::async, [&] {
