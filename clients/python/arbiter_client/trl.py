@@ -145,8 +145,7 @@ class _StepLog:
     (a generation batch spanning several steps is scored at its first); TRL averages what
     the ranks log, which all read the same account."""
 
-    def __init__(self, client):
-        self.client = client
+    def __init__(self):
         self.last = None
         self.lock = threading.Lock()
 
@@ -184,7 +183,7 @@ def make_reward_func(reward=None, url=None, *, ground_truth_column="ground_truth
     client = client or ArbiterClient(url, reward=reward, **client_options)
     truth_columns = _columns(ground_truth_column)
     sent = _sent_columns(columns)
-    step_log = _StepLog(client) if log_step else None
+    step_log = _StepLog() if log_step else None
 
     def reward_func(prompts, completions, **kwargs):
         items = _items(prompts, completions, kwargs, truth_columns, sent)
@@ -207,7 +206,7 @@ def make_async_reward_func(reward=None, url=None, *, ground_truth_column="ground
     client = client or ArbiterClient(url, reward=reward, **client_options)
     truth_columns = _columns(ground_truth_column)
     sent = _sent_columns(columns)
-    step_log = _StepLog(client) if log_step else None
+    step_log = _StepLog() if log_step else None
 
     async def reward_func(prompts, completions, **kwargs):
         items = _items(prompts, completions, kwargs, truth_columns, sent)
