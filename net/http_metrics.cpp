@@ -16,7 +16,12 @@ http_metrics::http_metrics(metrics_registry& registry)
     abandoned(registry
                 .counter("arbiter_abandoned_requests_total",
                          "Scoring requests whose client closed its connection before the answer")
-                .Add({})) {
+                .Add({})),
+    held(registry.counter("arbiter_held_refusals_total",
+                          "Trainer-route refusals held for their Retry-After, by what ended "
+                          "the hold")),
+    held_sent_again(held.Add({{"outcome", "sent_again"}})),
+    held_answered(held.Add({{"outcome", "answered"}})) {
 }
 
 void http_metrics::count(const std::string& route, unsigned code) {

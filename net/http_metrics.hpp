@@ -26,6 +26,12 @@ struct http_metrics {
   /// arbiter_abandoned_requests_total: scoring requests whose client closed its connection
   /// before the answer.
   prometheus::Counter& abandoned;
+  /// arbiter_held_refusals_total{outcome}: the trainer routes' refusals held for their
+  /// Retry-After, by what ended the hold: the request sent again (`sent_again`), or the
+  /// refusal answered (`answered`: its deadline came, the drain began or its client hung up).
+  prometheus::Family<prometheus::Counter>& held;
+  prometheus::Counter& held_sent_again;
+  prometheus::Counter& held_answered;
 
   void count(const std::string& route, unsigned code);
   void reject(const std::string& reason);

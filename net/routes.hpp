@@ -138,6 +138,18 @@ public:
                                      std::string_view code, std::string_view message) const;
 };
 
+/// A trainer route's request held after a refusal (`router::run`): its client's ticket, how
+/// long it has been held, how many times it was sent, and the last refusal, which answers it
+/// when it is not admitted again (with what was left of its Retry-After).
+struct held_so_far {
+  uint64_t client_ticket = 0;
+  std::chrono::nanoseconds held{0};
+  int sent = 0;
+  std::string rejection;
+  std::string reason;
+  int64_t retry_after_s = 0;
+};
+
 /// Maps method and path to a handler. The scoring routes (`/v1/score`, `/compute_info_gain`,
 /// the trainer protocols and the OpenAI/TEI pass-through routes) send the decoded request to
 /// the scheduler actor with a callback that `defer`s the encoding and the reply to the
@@ -259,10 +271,17 @@ private:
   /// Answers 503 while draining; true when it did.
   bool refuse_while_draining(const std::string& route, const reply_fn& reply,
                              error_style style = error_style::arbiter);
-  /// Submits `req` and answers with `encode` of its results (or the refusal).
+  /// Submits `req` and answers with `encode` of its results (or the refusal). `so_far`: the
+  /// request is being sent again after a hold.
   void run(const std::string& route, steady_clock::time_point start, actors::score_request req,
            encode_fn encode, reply_fn reply, defer_fn defer,
-           error_style style = error_style::arbiter);
+           error_style style = error_style::arbiter, held_so_far so_far = {});
+  /// Holds a trainer route's refused request for `wait` (`hold_refusal`), then sends it to
+  /// the scheduler again (`run`) while its deadline leaves time, else answers the refusal.
+  void hold_and_send_again(const std::string& route, steady_clock::time_point start,
+                           actors::score_request again, encode_fn encode, reply_fn reply,
+                           defer_fn defer, error_style style, held_so_far held,
+                           std::chrono::nanoseconds wait);
   /// Hands a request to the scheduler (its shard, or its parts to theirs), coalescing it with
   /// others arriving at the same time.
   void submit(actors::score_request req, actors::reply_callback reply_to);
@@ -282,12 +301,29 @@ private:
   /// GET /v1/steps (every recent step) and /v1/steps/STEP (one, or 404).
   void steps(std::string step, reply_fn reply);
   void respond(const std::string& route, http_reply r, const reply_fn& reply);
-  /// Runs `fire` after `delay`, or at once when the drain begins (a short-lived actor).
-  void hold_refusal(std::chrono::nanoseconds delay, std::function<void()> fire);
-  /// The actors of the refusals held now, by number, for the drain to fire.
+  /// Runs `fire(true)` after `delay`, or `fire(false)` at once when the drain begins or the
+  /// client of `client_ticket` hangs up (a short-lived actor). `first`: the request's first
+  /// hold (later ones find it gone when its client hung up while it was sent again).
+  void hold_refusal(std::chrono::nanoseconds delay, uint64_t client_ticket, bool first,
+                    std::function<void(bool)> fire);
+  /// The ticket under which the held request of `client_ticket` goes to the scheduler again
+  /// (a fresh one: a refused part of a request split among shards leaves its ticket abandoned
+  /// on the shards that refused it), or 0 when its client has hung up meanwhile.
+  uint64_t ticket_to_send_again(uint64_t client_ticket);
+  /// The request of `client_ticket` was answered: it is held no more.
+  void forget_held(uint64_t client_ticket);
+  struct held_refusal {
+    caf::actor holder;
+    uint64_t client_ticket = 0;
+  };
+  /// The refusals held now, by number, for the drain and hang-ups to fire.
   std::mutex held_mutex_;
-  std::unordered_map<uint64_t, caf::actor> held_;
+  std::unordered_map<uint64_t, held_refusal> held_;
   uint64_t next_held_ = 0;
+  /// The requests held or sent again after a hold and not yet answered, by their client's
+  /// ticket: the ticket they were last sent under.
+  std::unordered_map<uint64_t, uint64_t> held_tickets_;
+  uint64_t next_resend_ticket_ = 0;
   /// Counts a refusal under `reason` (arbiter_rejections_total) and answers `r`.
   void refuse(const std::string& route, const std::string& reason, http_reply r,
               const reply_fn& reply);

@@ -574,11 +574,14 @@ def test_overload_is_queued_within_the_deadline_or_refused_with_retry_after(make
         answers = list(pool.map(
             lambda i: post(server, "/remote_rm", {**body, "response": f"a b {i}"}), range(6)))
     assert [s for s, _, _ in answers] == [200] * 6
-    # Refused: a class that holds one queued item sends 429 with Retry-After. Each call takes
-    # 2 s, so the 12 requests find the queue full even when a busy machine spreads them over a
-    # second or two (at a median of 300 ms, with some calls much faster, all 12 once got in).
+    # Refused: a class that holds one queued item sends 429 with Retry-After once the deadline
+    # has come (until then the route holds a refused request and sends it again). Each call
+    # takes 2 s, so the 12 requests find the queue full even when a busy machine spreads them
+    # over a second or two (at a median of 300 ms, with some calls much faster, all 12 once
+    # got in).
     slower = provider("--latency-median-ms", "2000", "--latency-p99-ms", "2000")
     server = make_server('[protocols]\nreward = "judge"\n'
+                         + '[scheduler]\ndefault_deadline_ms = 3000\n'
                          + source_toml("slow", slower, max_concurrency=1)
                          + '[[scheduler.priorities]]\nname = "normal"\ncapacity = 1\n'
                          + '[routing]\ncache_capacity = 0\ncoalesce = false\n')
@@ -589,7 +592,9 @@ def test_overload_is_queued_within_the_deadline_or_refused_with_retry_after(make
     assert refused, [s for s, _, _ in answers]
     assert all(int(h["retry-after"]) >= 1 and r["error"]["code"] == "overloaded"
                for h, r in refused)
-    assert all(s in (200, 429) for s, _, _ in answers)
+    # A request sent again close to its deadline may be admitted and not come back in time.
+    assert all(s in (200, 429) or (s == 504 and r["error"]["code"] == "deadline_exceeded")
+               for s, _, r in answers), [(s, r) for s, _, r in answers]
 
 
 # ---- OpenAI-compatible routes, through the official SDK ------------------------------------

@@ -299,3 +299,35 @@ def test_a_trainer_that_retries_at_once_loses_no_sample_to_a_refusal(make_server
     assert refused > 0, "60 samples at 5 a second cannot all be scored within 3 s"
     assert time.monotonic() - start < 40
     assert p.stats()["rate_limited_total"] <= 3
+
+
+def test_a_refused_sample_is_sent_again_after_its_retry_after_within_one_attempt(
+        make_server, provider):
+    """A class that holds 8 queued items, a judge taking 5 calls a second, 40 samples at once
+    with one attempt each and a 20 s deadline: the refused ones are sent again when their
+    Retry-After has passed (1 to 2 s here), so every sample is scored by its one attempt,
+    where the hold alone answered 32 of them 429 after their Retry-After."""
+    p = provider("--rpm", "300", "--burst-seconds", "1", "--seed", "7")
+    s = make_server("[protocols]\nreward = \"judge\"\n\n"
+                    "[scheduler]\ndefault_deadline_ms = 20000\n\n"
+                    '[[scheduler.priorities]]\nname = "normal"\ncapacity = 8\n\n'
+                    + source_toml("a", p, requests_per_minute=300, burst_ms=1000))
+
+    def once(i):
+        prompt = f"what is {i} times seven?\n"
+        return s.request("POST", "/get_reward", {"query": [prompt + candidate(i)],
+                                                 "prompts": [prompt],
+                                                 "labels": [reference(i)]})
+
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        answers = list(pool.map(once, range(40)))
+    assert [status for status, _, _ in answers] == [200] * 40, \
+        [reply for status, _, reply in answers if status != 200][:2]
+    for i, (_, _, reply) in enumerate(answers):
+        assert reply["rewards"][0] == pytest.approx(jaccard(candidate(i), reference(i))), i
+    _, _, text = s.request("GET", "/metrics")
+    sent_again = [line for line in text.splitlines()
+                  if line.startswith('arbiter_held_refusals_total{outcome="sent_again"}')]
+    assert sent_again and float(sent_again[0].split()[-1]) >= 1, sent_again
+    assert 'arbiter_held_refusals_total{outcome="answered"} 0' in text
+    assert p.stats()["rate_limited_total"] <= 3

@@ -5,6 +5,7 @@
 // draining. The same paths over real HTTP are in tests/e2e.
 #include "net/routes.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -37,8 +38,11 @@ namespace {
 struct scheduler_script {
   std::mutex mutex;
   std::vector<actors::score_request> seen;
-  /// When set, every request is refused with this answer.
+  /// When set, requests are refused with this answer: every one, or the next `refusals`.
   std::optional<actors::score_reply> refusal;
+  int refusals = -1;
+  /// The tickets of `abandon_atom`, in order.
+  std::vector<uint64_t> abandoned;
 };
 
 /// Answers each request with scores 0.25, 1.25, 2.25, ... (one per item, source "fake"), or
@@ -49,8 +53,11 @@ caf::behavior stand_in_scheduler(caf::event_based_actor*, std::shared_ptr<schedu
     {
       std::lock_guard<std::mutex> guard{s->mutex};
       s->seen.push_back(req);
-      if (s->refusal) {
+      if (s->refusal && s->refusals != 0) {
         reply = *s->refusal;
+        if (s->refusals > 0) {
+          --s->refusals;
+        }
       }
     }
     if (reply.admitted) {
@@ -72,6 +79,10 @@ caf::behavior stand_in_scheduler(caf::event_based_actor*, std::shared_ptr<schedu
       for (auto& one : batch) {
         answer(one.request, one.reply_to);
       }
+    },
+    [s](actors::abandon_atom, uint64_t ticket) {
+      std::lock_guard<std::mutex> guard{s->mutex};
+      s->abandoned.push_back(ticket);
     },
   };
 }
@@ -142,9 +153,9 @@ protected:
     return {};
   }
 
-  /// From now on the stand-in scheduler refuses every request so.
+  /// From now on the stand-in scheduler refuses every request so (or the next `count`).
   void refuse_all(const std::string& rejection, const std::string& reason,
-                  int64_t retry_after_s) {
+                  int64_t retry_after_s, int count = -1) {
     actors::score_reply refusal;
     refusal.admitted = false;
     refusal.rejection = rejection;
@@ -152,11 +163,29 @@ protected:
     refusal.retry_after_s = retry_after_s;
     std::lock_guard<std::mutex> guard{script_->mutex};  // the actor reads it on its thread
     script_->refusal = refusal;
+    script_->refusals = count;
   }
 
   std::vector<actors::score_request> seen() {
     std::lock_guard<std::mutex> guard{script_->mutex};
     return script_->seen;
+  }
+
+  std::vector<uint64_t> abandoned() {
+    std::lock_guard<std::mutex> guard{script_->mutex};
+    return script_->abandoned;
+  }
+
+  /// Waits up to 10 s until the stand-in scheduler has seen `n` requests.
+  bool seen_at_least(size_t n) {
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (seen().size() < n) {
+      if (std::chrono::steady_clock::now() > until) {
+        return false;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
   }
 
   caf::actor_system_config caf_cfg_;
@@ -283,7 +312,8 @@ TEST_F(Router, ASchedulerRefusalBecomes429WithRetryAfter) {
 TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
   // OpenRLHF sends a refused sample again at once, 5 times 1 s apart, whatever Retry-After
   // says (helper-72: 96 of 320 samples lost their rewards in 5 s). The trainer routes wait
-  // the Retry-After out for it, within the request's deadline; /v1/score answers at once.
+  // the Retry-After out for it, within the request's deadline, and send it again;
+  // /v1/score answers at once.
   refuse_all("deadline_unmeetable", "expected to be answered after its deadline", 1);
   config_.scheduler.default_deadline = 1500ms;
   auto r = make_router();
@@ -293,14 +323,24 @@ TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
     auto reply = call(*r, "POST", target, body);
     return std::make_pair(reply, std::chrono::steady_clock::now() - start);
   };
+  // Held 1 s, sent again, refused again and held the rest of its deadline.
   auto [held, held_for] = timed("/get_reward", sample);
   EXPECT_EQ(held.status, 429u) << held.body;
-  EXPECT_GE(held_for, 950ms);
+  EXPECT_GE(held_for, 1400ms);
   EXPECT_EQ(header(held, "Retry-After"), "1");
-  EXPECT_NE(held.body.find("held up to 1000 ms"), std::string::npos) << held.body;
+  EXPECT_NE(held.body.find("expected to be answered after its deadline (held 14"),
+            std::string::npos)
+    << held.body;
+  EXPECT_NE(held.body.find(" ms for a client that retries at once; tried 2 times)"),
+            std::string::npos)
+    << held.body;
+  ASSERT_EQ(seen().size(), 2u);
+  EXPECT_EQ(seen()[1].items.at(0), seen()[0].items.at(0));  // the same item, not a copy
+  EXPECT_EQ(seen()[1].deadline, seen()[0].deadline);
   auto [now, now_for] = timed("/v1/score", two_items);
   EXPECT_EQ(now.status, 429u) << now.body;
   EXPECT_LT(now_for, 500ms);
+  EXPECT_EQ(seen().size(), 3u);
   // A Retry-After past the deadline is held to the deadline, and what is left of it is said.
   refuse_all("deadline_unmeetable", "expected to be answered after its deadline", 30);
   auto [capped, capped_for] =
@@ -309,6 +349,88 @@ TEST_F(Router, TrainerRoutesHoldARefusalForItsRetryAfterWithinTheDeadline) {
   EXPECT_GE(capped_for, 1300ms);
   EXPECT_LT(capped_for, 5s);
   EXPECT_EQ(header(capped, "Retry-After"), "29");
+  EXPECT_NE(capped.body.find("retries at once; tried once)"), std::string::npos) << capped.body;
+  EXPECT_EQ(seen().size(), 4u);  // not sent again: its deadline had come
+}
+
+TEST_F(Router, AHeldRequestSentAgainIsAnsweredWithItsScores) {
+  // One attempt of a client is scored once the queue has room, held as long as it is full,
+  // where its Retry-After alone answered it 429 (and OpenRLHF's 5 attempts spanned 5
+  // Retry-Afters, not 5 deadlines).
+  refuse_all("queue_full", "the normal queue is full", 1, 2);
+  config_.scheduler.default_deadline = 5000ms;
+  auto r = make_router();
+  auto start = std::chrono::steady_clock::now();
+  auto reply = call(*r, "POST", "/get_reward",
+                    R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})");
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(reply.status, 200u) << reply.body;
+  EXPECT_EQ(json::parse(reply.body)["rewards"], json::parse("[0.25]")) << reply.body;
+  EXPECT_GE(took, 1900ms);
+  EXPECT_LT(took, 4s);
+  EXPECT_EQ(seen().size(), 3u);
+}
+
+TEST_F(Router, ARequestSentAgainTooLateForItsWorkIsAnsweredTheHeldRefusal) {
+  // Admission says 413 to a request whose work alone takes more than twice the time it has
+  // left: sent again near its deadline, it was not too large when it came.
+  refuse_all("queue_full", "the normal queue is full", 1);
+  config_.scheduler.default_deadline = 5000ms;
+  auto r = make_router();
+  auto reply = std::async(std::launch::async, [&] {
+    return call(*r, "POST", "/get_reward",
+                R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})");
+  });
+  ASSERT_TRUE(seen_at_least(1));
+  refuse_all("too_large", "its item alone takes about 9000 ms", 0);
+  auto answer = reply.get();
+  EXPECT_EQ(answer.status, 429u) << answer.body;
+  EXPECT_EQ(header(answer, "Retry-After"), "1");
+  EXPECT_NE(answer.body.find("the normal queue is full (held 1000 ms for a client that retries "
+                             "at once; tried 2 times)"),
+            std::string::npos)
+    << answer.body;
+  EXPECT_EQ(seen().size(), 2u);
+}
+
+TEST_F(Router, AHangUpEndsAHeldRequestAndTheOneSentAgain) {
+  refuse_all("queue_full", "the normal queue is full", 1);
+  config_.scheduler.default_deadline = 20000ms;
+  auto r = make_router();
+  std::promise<http_reply> promise;
+  auto future = promise.get_future();
+  http_request req{"POST", "/get_reward", "", "application/json",
+                   R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})", "", ""};
+  req.ticket = 7;
+  r->handle(
+    std::move(req), [&promise](http_reply reply) { promise.set_value(std::move(reply)); },
+    [](std::function<void()> fn) { fn(); });
+  ASSERT_TRUE(seen_at_least(1));
+  refuse_all("queue_full", "the normal queue is full", 5);
+  ASSERT_TRUE(seen_at_least(2));  // sent again after 1 s, and held for 5 s
+  // Sent again under a ticket of its own: a refused part of a request split among shards
+  // leaves its ticket abandoned on the shards that refused it.
+  auto again = seen()[1].ticket;
+  EXPECT_NE(again, 0u);
+  EXPECT_NE(again, 7u);
+  std::this_thread::sleep_for(100ms);
+  auto hung_up = std::chrono::steady_clock::now();
+  r->abandon(7);
+  ASSERT_EQ(future.wait_for(3s), std::future_status::ready) << "the hold outlived the hang-up";
+  EXPECT_EQ(future.get().status, 429u);
+  EXPECT_LT(std::chrono::steady_clock::now() - hung_up, 3s);
+  // Both tickets reach the scheduler's shards (as messages, so after a while).
+  auto abandoned_both = [&] {
+    auto ends = abandoned();
+    return std::find(ends.begin(), ends.end(), 7u) != ends.end()
+           && std::find(ends.begin(), ends.end(), again) != ends.end();
+  };
+  for (int i = 0; i < 200 && !abandoned_both(); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(abandoned_both());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(seen().size(), 2u);
 }
 
 TEST_F(Router, TheDrainAnswersTheRefusalsItHolds) {
