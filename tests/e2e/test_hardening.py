@@ -460,6 +460,39 @@ def test_a_client_that_hangs_up_and_sends_again_gets_its_place_back(make_server,
     assert _metric(s, "arbiter_abandoned_requests_total") == 1
 
 
+def test_a_trainer_that_hangs_up_while_its_refusal_is_held_is_not_sent_again(make_server,
+                                                                            provider):
+    # /get_reward holds a refused sample for its Retry-After and then sends it to the
+    # scheduler again (OpenRLHF and slime ignore Retry-After). Its client hanging up ends the
+    # hold at once: the sample is not sent again for nobody. A class that holds two queued
+    # items, one call at a time, 1 s a call.
+    slow = provider("--latency-median-ms", "1000", "--latency-p99-ms", "1020")
+    s = make_server("[routing]\nhedge = false\ncache_capacity = 0\ncoalesce = false\n\n"
+                    '[[scheduler.priorities]]\nname = "normal"\ncapacity = 2\n\n'
+                    + source_toml("judge", slow.url, max_concurrency=1, initial_concurrency=1))
+    running = _send_unanswered(s, slow, _judge_items(1))
+    queued = socket.create_connection((s.host, s.port), timeout=5)
+    body = json.dumps({"items": _judge_items(2), "deadline_ms": 60000}).encode()
+    queued.sendall(b"POST /v1/score HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    _wait_for("the class full", lambda: _metric(s, 'arbiter_queue_depth{priority="normal"}') >= 2)
+    sample = json.dumps({"query": ["2 + 2? 4"], "prompts": ["2 + 2? "], "labels": ["4"]}).encode()
+    trainer = socket.create_connection((s.host, s.port), timeout=5)
+    trainer.sendall(b"POST /get_reward?reward=judge HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: "
+                    + str(len(sample)).encode() + b"\r\n\r\n" + sample)
+    time.sleep(0.3)  # refused (the class is full) and held
+    trainer.close()
+    answered = 'arbiter_held_refusals_total{outcome="answered"}'
+    _wait_for("the hold ended by the hang-up", lambda: _metric(s, answered) == 1)
+    assert _metric(s, "arbiter_abandoned_requests_total") == 1
+    time.sleep(3)  # past any Retry-After the class's pace gives
+    assert _metric(s, 'arbiter_held_refusals_total{outcome="sent_again"}') == 0
+    assert _metric(s, answered) == 1
+    running.close()
+    queued.close()
+
+
 def test_a_pipelined_request_is_not_taken_for_a_hang_up(make_server, provider):
     # The next request's bytes arriving while the first is scored make the socket readable
     # too: both are answered, in order, and nothing is abandoned.
