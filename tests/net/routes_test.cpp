@@ -61,11 +61,25 @@ caf::behavior stand_in_scheduler(caf::event_based_actor*, std::shared_ptr<schedu
       }
     }
     if (reply.admitted) {
+      // A ticket abandoned before its request came: its items end client_closed, as the
+      // scheduler's `early_abandons` make them.
+      bool closed = false;
+      {
+        std::lock_guard<std::mutex> guard{s->mutex};
+        closed = req.ticket != 0
+                 && std::find(s->abandoned.begin(), s->abandoned.end(), req.ticket)
+                      != s->abandoned.end();
+      }
       for (size_t i = 0; i < req.items.size(); ++i) {
         item_result r;
-        r.score = 0.25 + static_cast<double>(i);
-        r.status = item_status::ok;
-        r.source = "fake";
+        if (closed) {
+          r.code = errc::client_closed;
+          r.error = "the client closed its connection";
+        } else {
+          r.score = 0.25 + static_cast<double>(i);
+          r.status = item_status::ok;
+          r.source = "fake";
+        }
         reply.results.push_back(std::move(r));
       }
     }
@@ -107,8 +121,10 @@ protected:
     return cfg;
   }
 
-  /// A router over the stand-in scheduler; `keys` makes every keyed route need one of them.
-  std::unique_ptr<router> make_router(std::vector<std::string> keys = {}) {
+  /// A router over the stand-in scheduler (or `shards`, the stand-in first); `keys` makes
+  /// every keyed route need one of them.
+  std::unique_ptr<router> make_router(std::vector<std::string> keys = {},
+                                      std::vector<caf::actor> shards = {}) {
     router_context ctx;
     ctx.system = &system_;
     ctx.scheduler = scheduler_;
@@ -120,6 +136,7 @@ protected:
     if (!keys.empty()) {
       ctx.keys = api_keys{keys};
     }
+    ctx.shards = std::move(shards);
     return std::make_unique<router>(std::move(ctx));
   }
 
@@ -431,6 +448,48 @@ TEST_F(Router, AHangUpEndsAHeldRequestAndTheOneSentAgain) {
   EXPECT_TRUE(abandoned_both());
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(seen().size(), 2u);
+}
+
+TEST_F(Router, ARequestSplitAmongShardsIsSentAgainUnderATicketNoShardSawAbandoned) {
+  // The first shard refuses its part once: the request is refused whole, and the ticket is
+  // abandoned on every shard so that the other part's work stops. Sent again under that
+  // ticket, the other shard would end its part client_closed.
+  refuse_all("queue_full", "the normal queue is full", 1, 1);
+  auto second = std::make_shared<scheduler_script>();
+  auto other = system_.spawn(stand_in_scheduler, second);
+  config_.scheduler.default_deadline = 5000ms;
+  auto r = make_router({}, {scheduler_, other});
+  // Eight prompts, each a group of its own, spread over both shards.
+  json body = {{"query", json::array()}, {"prompts", json::array()}, {"labels", json::array()}};
+  for (int i = 0; i < 8; ++i) {
+    auto prompt = "Q" + std::to_string(i) + "? ";
+    body["query"].push_back(prompt + "4");
+    body["prompts"].push_back(prompt);
+    body["labels"].push_back("4");
+  }
+  std::promise<http_reply> promise;
+  auto future = promise.get_future();
+  http_request req{"POST", "/get_reward", "", "application/json", body.dump(), "", ""};
+  req.ticket = 9;
+  r->handle(
+    std::move(req), [&promise](http_reply reply) { promise.set_value(std::move(reply)); },
+    [](std::function<void()> fn) { fn(); });
+  ASSERT_EQ(future.wait_for(5s), std::future_status::ready);
+  auto reply = future.get();
+  EXPECT_EQ(reply.status, 200u) << reply.body;
+  EXPECT_EQ(reply.body.find("client_closed"), std::string::npos) << reply.body;
+  std::vector<actors::score_request> second_seen;
+  {
+    std::lock_guard<std::mutex> guard{second->mutex};
+    second_seen = second->seen;
+    EXPECT_NE(std::find(second->abandoned.begin(), second->abandoned.end(), 9u),
+              second->abandoned.end());
+  }
+  ASSERT_EQ(second_seen.size(), 2u);  // split both times
+  EXPECT_EQ(second_seen[0].ticket, 9u);
+  EXPECT_NE(second_seen[1].ticket, 9u);
+  EXPECT_EQ(seen().size(), 2u);
+  caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
 }
 
 TEST_F(Router, TheDrainAnswersTheRefusalsItHolds) {
