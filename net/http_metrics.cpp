@@ -21,7 +21,11 @@ http_metrics::http_metrics(metrics_registry& registry)
                           "Trainer-route refusals held for their Retry-After, by what ended "
                           "the hold")),
     held_sent_again(held.Add({{"outcome", "sent_again"}})),
-    held_answered(held.Add({{"outcome", "answered"}})) {
+    held_answered(held.Add({{"outcome", "answered"}})),
+    held_now(registry
+               .gauge("arbiter_held_requests",
+                      "Trainer-route requests held for a refusal's Retry-After now")
+               .Add({})) {
 }
 
 void http_metrics::count(const std::string& route, unsigned code) {

@@ -32,6 +32,8 @@ struct http_metrics {
   prometheus::Family<prometheus::Counter>& held;
   prometheus::Counter& held_sent_again;
   prometheus::Counter& held_answered;
+  /// arbiter_held_requests: the trainer routes' requests held for a refusal's Retry-After now.
+  prometheus::Gauge& held_now;
 
   void count(const std::string& route, unsigned code);
   void reject(const std::string& reason);

@@ -747,6 +747,7 @@ void router::begin_drain(std::chrono::milliseconds drain_timeout) noexcept {
     {
       std::lock_guard<std::mutex> lock(held_mutex_);
       held.swap(held_);
+      ctx_.metrics->held_now.Set(0);
     }
     for (auto& entry : held) {
       caf::anon_send(entry.second.holder, caf::ok_atom::value, false);
@@ -768,6 +769,7 @@ void router::hold_refusal(std::chrono::nanoseconds delay, uint64_t client_ticket
         {
           std::lock_guard<std::mutex> fired(held_mutex_);
           held_.erase(number);
+          ctx_.metrics->held_now.Set(static_cast<double>(held_.size()));
         }
         fire(in_time);
         self->quit();
@@ -787,6 +789,7 @@ void router::hold_refusal(std::chrono::nanoseconds delay, uint64_t client_ticket
     return;
   }
   held_.emplace(number, held_refusal{std::move(holder), client_ticket});
+  ctx_.metrics->held_now.Set(static_cast<double>(held_.size()));
 }
 
 uint64_t router::ticket_to_send_again(uint64_t client_ticket) {

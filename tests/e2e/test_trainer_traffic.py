@@ -282,7 +282,8 @@ def test_a_trainer_that_retries_at_once_loses_no_sample_to_a_refusal(make_server
     second, a deadline of 110 s: the samples the pace could not score in time were refused
     429 with a Retry-After of 31-50 s, and OpenRLHF's 5 attempts went in 5 s: 96 rewards
     stayed None, which ends the run. The trainer routes now hold a refusal for its
-    Retry-After, within the deadline, so each attempt comes back when there is room.
+    Retry-After and send the sample again, until its deadline, so an attempt ends when it
+    is scored or its deadline has come.
     Here: 60 samples, 5 calls a second (12 s of work), a 3 s deadline."""
     p = provider("--rpm", "300", "--burst-seconds", "1", "--seed", "6")
     s = make_server("[protocols]\nreward = \"judge\"\n\n"

@@ -201,6 +201,19 @@ protected:
     return script_->abandoned;
   }
 
+  /// Waits up to 10 s until the router holds `n` requests for a refusal's Retry-After
+  /// (arbiter_held_requests).
+  bool held_now(double n) {
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (http_metrics_.held_now.Value() != n) {
+      if (std::chrono::steady_clock::now() > until) {
+        return false;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
   /// Waits up to 10 s until the stand-in scheduler has seen `n` requests.
   bool seen_at_least(size_t n) {
     auto until = std::chrono::steady_clock::now() + 10s;
@@ -438,7 +451,7 @@ TEST_F(Router, AHangUpEndsAHeldRequestAndTheOneSentAgain) {
   auto again = seen()[1].ticket;
   EXPECT_NE(again, 0u);
   EXPECT_NE(again, 7u);
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(held_now(1));  // held again
   auto hung_up = std::chrono::steady_clock::now();
   r->abandon(7);
   ASSERT_EQ(future.wait_for(3s), std::future_status::ready) << "the hold outlived the hang-up";
@@ -454,8 +467,8 @@ TEST_F(Router, AHangUpEndsAHeldRequestAndTheOneSentAgain) {
     std::this_thread::sleep_for(5ms);
   }
   EXPECT_TRUE(abandoned_both());
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(seen().size(), 2u);
+  EXPECT_TRUE(held_now(0));
+  EXPECT_EQ(seen().size(), 2u);  // answered, so never sent again
 }
 
 TEST_F(Router, ARequestSplitAmongShardsIsSentAgainUnderATicketNoShardSawAbandoned) {
@@ -529,11 +542,9 @@ TEST_F(Router, TheDrainAnswersTheRefusalsItHolds) {
                 R"({"query": ["Q? 4"], "prompts": ["Q?"], "labels": ["4"]})");
   });
   // Held once the scheduler has refused it (the stand-in answers at once).
-  while (seen().empty()) {
-    std::this_thread::sleep_for(5ms);
-  }
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(held_now(1));
   r->begin_drain(5000ms);
+  EXPECT_EQ(http_metrics_.held_now.Value(), 0);
   auto reply = held.get();
   EXPECT_EQ(reply.status, 429u) << reply.body;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
