@@ -86,7 +86,7 @@ void circuit_breaker::on_success(time_point now) {
 }
 
 void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view cause,
-                                 bool unheard) {
+                                 bool unheard, bool sole) {
   const std::string last = cause.empty() ? std::string{} : ", the last: " + std::string{cause};
   advance(now);
   if (state_ == breaker_state::half_open) {
@@ -108,18 +108,24 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view
     ++consecutive_failures_;
   }
   record(now, true);
-  if (in_a_row && config_.consecutive_failures > 0
-      && consecutive_failures_ >= config_.consecutive_failures) {
-    trip(now, std::to_string(consecutive_failures_) + " consecutive failures" + last);
-    return;
-  }
-  if (config_.failure_ratio <= 0.0 || config_.failure_ratio > 1.0) {
-    return;
-  }
+  const bool judges_ratio = config_.failure_ratio > 0.0 && config_.failure_ratio <= 1.0;
   uint64_t calls = 0;
   uint64_t failures = 0;
   window_totals(now, calls, failures);
-  if (calls == 0 || calls < config_.minimum_volume) {
+  // The last source standing is judged on more evidence: twice the volume before its ratio
+  // counts (at 30 % failures, 20 calls reach a ratio of 0.5 in about one window of 20), and
+  // on a streak only while its window cannot tell a degraded provider from a failing one; a
+  // streak twice as long still means it stopped answering.
+  const uint64_t volume = (sole ? 2 : 1) * static_cast<uint64_t>(config_.minimum_volume);
+  const bool thin = calls == 0 || calls < volume;
+  const uint64_t streak = sole && judges_ratio && !thin
+                            ? 2 * static_cast<uint64_t>(config_.consecutive_failures)
+                            : config_.consecutive_failures;
+  if (in_a_row && config_.consecutive_failures > 0 && consecutive_failures_ >= streak) {
+    trip(now, std::to_string(consecutive_failures_) + " consecutive failures" + last);
+    return;
+  }
+  if (!judges_ratio || thin) {
     return;
   }
   double ratio = static_cast<double>(failures) / static_cast<double>(calls);

@@ -102,8 +102,15 @@ public:
   /// that failed so re-opens the breaker for the first ejection's length, not a longer one:
   /// trying again costs a source that is not listening nothing, and a provider restarted
   /// after a long outage is then used again within that length of coming back.
+  /// `sole`: no other source can take this source's work now (the last one serving a
+  /// capability that is not ejected). Ejecting it stops all of that work, so it is judged on
+  /// more evidence: its failure ratio counts once the window holds twice `minimum_volume`
+  /// calls, and from then on a streak opens the breaker only once it is twice
+  /// `consecutive_failures` long. A provider that fails a share of its calls keeps serving
+  /// the rest (a streak of 5 comes every few hundred calls at 30 % failures); the ratio
+  /// ejects one that fails most of them, a long streak one that stopped answering.
   void on_failure(time_point now, bool in_a_row = true, std::string_view cause = {},
-                  bool unheard = false);
+                  bool unheard = false, bool sole = false);
 
   /// Gives back a probe slot whose request ended without an outcome (cancelled, e.g. a hedge
   /// that lost). Does nothing outside half-open.

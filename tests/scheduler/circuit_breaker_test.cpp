@@ -350,3 +350,70 @@ TEST(CircuitBreaker, FailuresOutsideTheStreakCountOnlyTowardsTheRatio) {
   }
   EXPECT_EQ(b.state(now), breaker_state::open) << "10 calls, all failed: the ratio trips it";
 }
+
+TEST(CircuitBreaker, TheLastSourceStandingNeedsAStreakTwiceAsLongOnceItsWindowCanJudge) {
+  // helper-53: the only judge source, failing 30 % of calls, was ejected every few hundred
+  // calls on a streak of 5, and then all judge work waited 5 s and more.
+  circuit_breaker_config cfg; // 5 in a row, ratio 0.5 over at least 20 calls
+  time_point now{std::chrono::hours{1}};
+  circuit_breaker sole{cfg};
+  circuit_breaker shared{cfg};
+  for (int i = 0; i < 40; ++i) {
+    sole.on_success(now);
+    shared.on_success(now);
+  }
+  for (int i = 0; i < 5; ++i) {
+    sole.on_failure(now, true, "HTTP 500", false, true);
+    shared.on_failure(now, true, "HTTP 500");
+  }
+  EXPECT_EQ(shared.state(now), breaker_state::open) << "another source takes its work";
+  EXPECT_EQ(sole.state(now), breaker_state::closed) << "5 of 45: a degraded provider";
+  for (int i = 0; i < 4; ++i) {
+    sole.on_failure(now, true, "HTTP 500", false, true);
+  }
+  EXPECT_EQ(sole.state(now), breaker_state::closed) << "9 of 49";
+  sole.on_failure(now, true, "HTTP 500", false, true);
+  EXPECT_EQ(sole.state(now), breaker_state::open) << "10 in a row: it stopped answering";
+  EXPECT_EQ(sole.reason(), "10 consecutive failures, the last: HTTP 500");
+}
+
+TEST(CircuitBreaker, TheLastSourceStandingIsEjectedOnTheUsualStreakWhileItsWindowIsThin) {
+  circuit_breaker_config cfg;
+  time_point now{std::chrono::hours{1}};
+  circuit_breaker sole{cfg};
+  for (int i = 0; i < 30; ++i) {
+    sole.on_success(now); // fewer than twice the minimum volume
+  }
+  for (int i = 0; i < 5; ++i) {
+    sole.on_failure(now, true, {}, false, true);
+  }
+  EXPECT_EQ(sole.state(now), breaker_state::open)
+    << "35 calls cannot tell a degraded provider from one that went down";
+  EXPECT_EQ(sole.reason(), "5 consecutive failures");
+}
+
+TEST(CircuitBreaker, TheLastSourceStandingsRatioCountsOverTwiceTheMinimumVolume) {
+  circuit_breaker_config cfg;
+  cfg.consecutive_failures = 0; // the ratio alone
+  time_point now{std::chrono::hours{1}};
+  circuit_breaker sole{cfg};
+  circuit_breaker shared{cfg};
+  int calls = 0;
+  while (calls < 39) { // failure, success, failure, ...: 20 of 39 failed
+    ++calls;
+    if (calls % 2 == 1) {
+      sole.on_failure(now, true, {}, false, true);
+      shared.on_failure(now, true);
+    } else {
+      sole.on_success(now);
+      shared.on_success(now);
+    }
+  }
+  EXPECT_EQ(shared.state(now), breaker_state::open) << "11 of 21 already tripped it";
+  EXPECT_EQ(sole.state(now), breaker_state::closed)
+    << "20 of 39: at 30 % failures, a window of 20 reaches 0.5 by chance about 1 time in 20";
+  sole.on_success(now);
+  sole.on_failure(now, true, {}, false, true);
+  EXPECT_EQ(sole.state(now), breaker_state::open);
+  EXPECT_EQ(sole.reason(), "failure ratio 0.51 over 41 calls (threshold 0.50)");
+}

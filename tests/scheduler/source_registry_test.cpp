@@ -260,6 +260,30 @@ TEST(SourceRegistry, BreakerOpensAfterConsecutiveFailuresAndClosesOnAProbeSucces
   EXPECT_EQ(reg.describe(a).breaker, breaker_state::closed);
 }
 
+TEST(SourceRegistry, TheOnlySourceOfACapabilityIsHeldToALongerStreak) {
+  // Ejecting the last source of a capability stops all of its work: a streak of 5 after a
+  // window of good answers is a degraded provider, not a failed one (helper-53).
+  auto run = [](bool with_alternative) {
+    manual_time_source clock;
+    source_registry reg{clock};
+    auto a = reg.add(paced("a", 0, 60s));
+    if (with_alternative) {
+      reg.add(paced("b", 0, 60s));
+    }
+    for (int i = 0; i < 40; ++i) {
+      reg.acquire(a, 0, 1);
+      reg.release(a, ok_after(20ms), 1s);
+    }
+    for (int i = 0; i < 5; ++i) {
+      reg.acquire(a, 0, 1);
+      reg.release(a, failed(attempt_outcome_kind::server_error, "HTTP 500"), 1s);
+    }
+    return reg.describe(a).breaker;
+  };
+  EXPECT_EQ(run(true), breaker_state::open) << "b takes a's work";
+  EXPECT_EQ(run(false), breaker_state::closed) << "nobody else serves chat";
+}
+
 TEST(SourceRegistry, TheCallsOfASourceGoingAwayTeachNothingOfItsHealth) {
   // A node leaving cleanly failed the five calls its worker held: its source was logged as
   // ejected for "5 consecutive failures, the last: the worker stopped" (helper-67).
