@@ -228,12 +228,13 @@ retry_decision retry_policy::decide(attempt_outcome_kind outcome, uint32_t failu
                        && outcome != attempt_outcome_kind::connect_failure;
   if (spends_budget && !budget_.can_retry()) {
     // The budget keeps a failing backend from a retry storm; it does not end items. The retry
-    // waits until the window has room, while the deadline allows.
+    // is due after its usual delay, and the caller sends it then if the window has room or
+    // nothing fresh waits for the capability; else it waits for room, while the deadline
+    // allows.
     auto wait = std::max(needed, budget_.slice());
     if (wait >= time_left) {
       return retry_decision{retry_decision_kind::no_retry, nanoseconds{0}, "budget_exhausted"};
     }
-    d.delay = std::max(d.delay, budget_.slice());
     d.reason = "budget_wait";
     d.awaits_budget = true;
     return d;

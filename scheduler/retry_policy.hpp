@@ -85,8 +85,9 @@ struct retry_decision {
   /// "budget_exhausted". For a retry: the outcome's name, e.g. "server_error", or
   /// "budget_wait".
   std::string reason;
-  /// The retry was not charged to the budget, which had no room: when it is due, the caller
-  /// sends it only once `retry_budget::can_retry()` (then `on_retry()`), else waits again.
+  /// The retry was not charged to the budget, which had no room: when it is due (after
+  /// `delay`, its usual backoff), the caller sends it once `retry_budget::can_retry()` or
+  /// when no fresh work waits for its capability (then `on_retry()`), else waits again.
   bool awaits_budget = false;
 };
 
@@ -101,7 +102,8 @@ struct retry_budget_config {
 };
 
 /// Caps retries at a share of recent traffic, so that a failing backend sees at most
-/// (1 + ratio) × its normal load instead of max_attempts × it. The window slides over time
+/// (1 + ratio) × its normal load instead of max_attempts × it. The scheduler holds a retry
+/// past it only while fresh work waits for the capability (`scheduler_core::dispatch_retries`). The window slides over time
 /// read from `clock`, which the caller owns and which must outlive the budget. Not
 /// thread-safe: one per scheduler actor.
 class retry_budget {

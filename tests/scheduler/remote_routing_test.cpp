@@ -175,6 +175,19 @@ protected:
   }
 };
 
+/// One retry per 10 s window, whatever the traffic.
+class RemoteRoutingOnARetryBudget : public RemoteRouting {
+protected:
+  static config::routing_config on_a_budget() {
+    auto r = routing();
+    r.retry_budget_ratio = 0.0;
+    r.retry_budget_min = 1;
+    return r;
+  }
+  RemoteRoutingOnARetryBudget() : RemoteRouting(on_a_budget()) {
+  }
+};
+
 } // namespace
 
 TEST_F(RemoteRouting, ASourceServingChatAndEmbedBatchesEmbedItemsAndSendsOnePromptACall) {
@@ -2248,4 +2261,52 @@ TEST_F(RemoteRouting, ItemsTooSlowForTheDeadlineTakeTheirFallbackInsteadOfRefusi
   judge.fallback.clear();
   EXPECT_EQ(core_.submit(3, 1, clock_.now() + 5s, {judge, cpu}).decision,
             admission_decision::reject_deadline_unmeetable);
+}
+
+TEST_F(RemoteRoutingOnARetryBudget, RetriesPastTheBudgetYieldToFreshWorkAndGoWhenNoneWaits) {
+  // A trainer sending one sample a request waits for its items before it sends more: holding
+  // their retries for the budget's window while nothing else wanted the source cut an only
+  // provider failing 40 % of calls to a few items a second (bench/flaky_source.py).
+  auto spec = endpoint("a");
+  spec.max_inflight = 3;
+  core_.add_source(std::move(spec));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 60s, judge_items(3, "old ")).admitted());
+  auto first = core_.dispatch();
+  ASSERT_EQ(first.size(), 3u);
+  for (const auto& b : first) {
+    fail(b, attempt_outcome_kind::server_error); // the budget takes one retry of the three
+  }
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(3, "new ")).admitted());
+  clock_.advance(100ms); // the backoff
+  core_.on_timer();
+  std::multiset<std::string> sent;
+  for (auto& b : core_.dispatch()) {
+    sent.insert(b.items[0]->solution_str.substr(0, 3));
+    ok(b, 0.5);
+  }
+  EXPECT_EQ(sent, (std::multiset<std::string>{"old", "new", "new"}))
+    << "fresh work waits: the retries past the budget wait for room";
+  sent.clear();
+  for (auto& b : core_.dispatch()) {
+    sent.insert(b.items[0]->solution_str.substr(0, 3));
+    ok(b, 0.5);
+  }
+  EXPECT_EQ(sent, (std::multiset<std::string>{"new"}));
+  clock_.advance(1s); // a slice of the window: the budget is still spent
+  core_.on_timer();
+  sent.clear();
+  for (auto& b : core_.dispatch()) {
+    sent.insert(b.items[0]->solution_str.substr(0, 3));
+    ok(b, 0.5);
+  }
+  EXPECT_EQ(sent, (std::multiset<std::string>{"old", "old"}))
+    << "nothing else wants the source: the retries go, not 10 s later";
+  auto done = core_.take_finished();
+  size_t ok_items = 0;
+  for (const auto& f : done) {
+    for (const auto& r : f.results) {
+      ok_items += r.status == item_status::ok ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(ok_items, 6u);
 }
