@@ -112,14 +112,16 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view
   uint64_t calls = 0;
   uint64_t failures = 0;
   window_totals(now, calls, failures);
-  // The last source standing is judged on more evidence: twice the volume before its ratio
-  // counts (at 30 % failures, 20 calls reach a ratio of 0.5 in about one window of 20), and
-  // on a streak only while its window cannot tell a degraded provider from a failing one; a
-  // streak twice as long still means it stopped answering.
+  // The last source standing is ejected only when it fails most calls: ejecting it stops its
+  // work rather than moving it, while retries still score most items of a provider failing
+  // half its calls. Its ratio counts over twice the volume (at 30 % failures, 20 calls reach
+  // 0.5 about once in 20 windows) and must reach halfway from the threshold to 1; a streak
+  // counts at its usual length only while its window is too thin to judge, and three times as
+  // long (a provider that stopped answering) after.
   const uint64_t volume = (sole ? 2 : 1) * static_cast<uint64_t>(config_.minimum_volume);
   const bool thin = calls == 0 || calls < volume;
   const uint64_t streak = sole && judges_ratio && !thin
-                            ? 2 * static_cast<uint64_t>(config_.consecutive_failures)
+                            ? 3 * static_cast<uint64_t>(config_.consecutive_failures)
                             : config_.consecutive_failures;
   if (in_a_row && config_.consecutive_failures > 0 && consecutive_failures_ >= streak) {
     trip(now, std::to_string(consecutive_failures_) + " consecutive failures" + last);
@@ -128,11 +130,12 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view
   if (!judges_ratio || thin) {
     return;
   }
+  const double threshold = sole ? (1.0 + config_.failure_ratio) / 2.0 : config_.failure_ratio;
   double ratio = static_cast<double>(failures) / static_cast<double>(calls);
-  if (ratio >= config_.failure_ratio) {
+  if (ratio >= threshold) {
     char text[128];
     std::snprintf(text, sizeof text, "failure ratio %.2f over %llu calls (threshold %.2f)", ratio,
-                  static_cast<unsigned long long>(calls), config_.failure_ratio);
+                  static_cast<unsigned long long>(calls), threshold);
     trip(now, text + last);
   }
 }

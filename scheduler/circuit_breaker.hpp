@@ -103,12 +103,12 @@ public:
   /// trying again costs a source that is not listening nothing, and a provider restarted
   /// after a long outage is then used again within that length of coming back.
   /// `sole`: no other source can take this source's work now (the last one serving a
-  /// capability that is not ejected). Ejecting it stops all of that work, so it is judged on
-  /// more evidence: its failure ratio counts once the window holds twice `minimum_volume`
-  /// calls, and from then on a streak opens the breaker only once it is twice
-  /// `consecutive_failures` long. A provider that fails a share of its calls keeps serving
-  /// the rest (a streak of 5 comes every few hundred calls at 30 % failures); the ratio
-  /// ejects one that fails most of them, a long streak one that stopped answering.
+  /// capability that is not ejected). Ejecting it stops that work rather than moving it, and
+  /// retries still score most items of a provider failing half its calls, so it is ejected
+  /// only when it fails most calls: its failure ratio counts once the window holds twice
+  /// `minimum_volume` calls and must reach halfway from `failure_ratio` to 1 (0.75 for 0.5),
+  /// and from then on a streak opens the breaker only once it is three times
+  /// `consecutive_failures` long (a provider that stopped answering).
   void on_failure(time_point now, bool in_a_row = true, std::string_view cause = {},
                   bool unheard = false, bool sole = false);
 

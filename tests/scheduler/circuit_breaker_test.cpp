@@ -351,7 +351,7 @@ TEST(CircuitBreaker, FailuresOutsideTheStreakCountOnlyTowardsTheRatio) {
   EXPECT_EQ(b.state(now), breaker_state::open) << "10 calls, all failed: the ratio trips it";
 }
 
-TEST(CircuitBreaker, TheLastSourceStandingNeedsAStreakTwiceAsLongOnceItsWindowCanJudge) {
+TEST(CircuitBreaker, TheLastSourceStandingNeedsAStreakThreeTimesAsLongOnceItsWindowCanJudge) {
   // helper-53: the only judge source, failing 30 % of calls, was ejected every few hundred
   // calls on a streak of 5, and then all judge work waited 5 s and more.
   circuit_breaker_config cfg; // 5 in a row, ratio 0.5 over at least 20 calls
@@ -368,13 +368,13 @@ TEST(CircuitBreaker, TheLastSourceStandingNeedsAStreakTwiceAsLongOnceItsWindowCa
   }
   EXPECT_EQ(shared.state(now), breaker_state::open) << "another source takes its work";
   EXPECT_EQ(sole.state(now), breaker_state::closed) << "5 of 45: a degraded provider";
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 9; ++i) {
     sole.on_failure(now, true, "HTTP 500", false, true);
   }
-  EXPECT_EQ(sole.state(now), breaker_state::closed) << "9 of 49";
+  EXPECT_EQ(sole.state(now), breaker_state::closed) << "14 of 54";
   sole.on_failure(now, true, "HTTP 500", false, true);
-  EXPECT_EQ(sole.state(now), breaker_state::open) << "10 in a row: it stopped answering";
-  EXPECT_EQ(sole.reason(), "10 consecutive failures, the last: HTTP 500");
+  EXPECT_EQ(sole.state(now), breaker_state::open) << "15 in a row: it stopped answering";
+  EXPECT_EQ(sole.reason(), "15 consecutive failures, the last: HTTP 500");
 }
 
 TEST(CircuitBreaker, TheLastSourceStandingIsEjectedOnTheUsualStreakWhileItsWindowIsThin) {
@@ -392,28 +392,34 @@ TEST(CircuitBreaker, TheLastSourceStandingIsEjectedOnTheUsualStreakWhileItsWindo
   EXPECT_EQ(sole.reason(), "5 consecutive failures");
 }
 
-TEST(CircuitBreaker, TheLastSourceStandingsRatioCountsOverTwiceTheMinimumVolume) {
+TEST(CircuitBreaker, TheLastSourceStandingIsEjectedWhenItFailsMostCallsOverTwiceTheVolume) {
   circuit_breaker_config cfg;
   cfg.consecutive_failures = 0; // the ratio alone
   time_point now{std::chrono::hours{1}};
   circuit_breaker sole{cfg};
   circuit_breaker shared{cfg};
-  int calls = 0;
-  while (calls < 39) { // failure, success, failure, ...: 20 of 39 failed
-    ++calls;
-    if (calls % 2 == 1) {
-      sole.on_failure(now, true, {}, false, true);
-      shared.on_failure(now, true);
-    } else {
-      sole.on_success(now);
-      shared.on_success(now);
-    }
+  for (int i = 0; i < 10; ++i) {
+    sole.on_success(now);
+    shared.on_success(now);
   }
-  EXPECT_EQ(shared.state(now), breaker_state::open) << "11 of 21 already tripped it";
+  for (int i = 0; i < 29; ++i) {
+    sole.on_failure(now, true, {}, false, true);
+    shared.on_failure(now, true);
+  }
+  EXPECT_EQ(shared.state(now), breaker_state::open) << "10 of 20 already tripped it";
   EXPECT_EQ(sole.state(now), breaker_state::closed)
-    << "20 of 39: at 30 % failures, a window of 20 reaches 0.5 by chance about 1 time in 20";
-  sole.on_success(now);
+    << "29 of 39: at 30 % failures, a window of 20 reaches 0.5 about 1 time in 20";
   sole.on_failure(now, true, {}, false, true);
   EXPECT_EQ(sole.state(now), breaker_state::open);
-  EXPECT_EQ(sole.reason(), "failure ratio 0.51 over 41 calls (threshold 0.50)");
+  EXPECT_EQ(sole.reason(), "failure ratio 0.75 over 40 calls (threshold 0.75)");
+
+  circuit_breaker half{cfg}; // retries still score 7 items in 8 of a provider failing half
+  for (int i = 0; i < 200; ++i) {
+    if (i % 2 == 0) {
+      half.on_failure(now, true, {}, false, true);
+    } else {
+      half.on_success(now);
+    }
+  }
+  EXPECT_EQ(half.state(now), breaker_state::closed);
 }
