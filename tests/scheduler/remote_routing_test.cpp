@@ -2277,33 +2277,26 @@ TEST_F(RemoteRoutingOnARetryBudget, RetriesPastTheBudgetYieldToFreshWorkAndGoWhe
     fail(b, attempt_outcome_kind::server_error); // the budget takes one retry of the three
   }
   ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(3, "new ")).admitted());
+  // What goes now, answered at once: the first three letters of each call's item.
+  auto answer_what_goes = [&] {
+    std::multiset<std::string> sent;
+    for (auto& b : core_.dispatch()) {
+      sent.insert(b.items[0]->solution_str.substr(0, 3));
+      ok(b, 0.5);
+    }
+    return sent;
+  };
   clock_.advance(100ms); // the backoff
   core_.on_timer();
-  std::multiset<std::string> sent;
-  for (auto& b : core_.dispatch()) {
-    sent.insert(b.items[0]->solution_str.substr(0, 3));
-    ok(b, 0.5);
-  }
-  EXPECT_EQ(sent, (std::multiset<std::string>{"old", "new", "new"}))
+  EXPECT_EQ(answer_what_goes(), (std::multiset<std::string>{"old", "new", "new"}))
     << "fresh work waits: the retries past the budget wait for room";
-  sent.clear();
-  for (auto& b : core_.dispatch()) {
-    sent.insert(b.items[0]->solution_str.substr(0, 3));
-    ok(b, 0.5);
-  }
-  EXPECT_EQ(sent, (std::multiset<std::string>{"new"}));
+  EXPECT_EQ(answer_what_goes(), (std::multiset<std::string>{"new"}));
   clock_.advance(1s); // a slice of the window: the budget is still spent
   core_.on_timer();
-  sent.clear();
-  for (auto& b : core_.dispatch()) {
-    sent.insert(b.items[0]->solution_str.substr(0, 3));
-    ok(b, 0.5);
-  }
-  EXPECT_EQ(sent, (std::multiset<std::string>{"old", "old"}))
+  EXPECT_EQ(answer_what_goes(), (std::multiset<std::string>{"old", "old"}))
     << "nothing else wants the source: the retries go, not 10 s later";
-  auto done = core_.take_finished();
   size_t ok_items = 0;
-  for (const auto& f : done) {
+  for (const auto& f : core_.take_finished()) {
     for (const auto& r : f.results) {
       ok_items += r.status == item_status::ok ? 1 : 0;
     }
