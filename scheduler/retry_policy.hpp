@@ -103,9 +103,9 @@ struct retry_budget_config {
 
 /// Caps retries at a share of recent traffic, so that a failing backend sees at most
 /// (1 + ratio) × its normal load instead of max_attempts × it. The scheduler holds a retry
-/// past it only while fresh work waits for the capability (`scheduler_core::dispatch_retries`). The window slides over time
-/// read from `clock`, which the caller owns and which must outlive the budget. Not
-/// thread-safe: one per scheduler actor.
+/// past it only while fresh work waits for the capability (`scheduler_core::dispatch_retries`).
+/// The window slides over time read from `clock`, which the caller owns and which must outlive
+/// the budget. Not thread-safe: one per scheduler actor.
 class retry_budget {
 public:
   retry_budget(const retry_budget_config& cfg, const time_source& clock);

@@ -699,9 +699,10 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     } else if (counts_against_source(report.kind)) {
       // A straggler given up on counts towards the failure ratio, not the streak: the calls
       // sent in one burst expire together.
-      // The last source of a capability is held to a longer streak: ejecting it stops all
-      // of that capability's work, not only its share (helper-53: the only judge source,
-      // failing 30 % of calls, was ejected every few hundred calls, 5 s and more each).
+      // The last source of a capability is ejected only when it fails most calls: ejecting
+      // it stops all of that capability's work, not only its share (helper-53: the only
+      // judge source, failing 30 % of calls, was ejected every few hundred calls, 5 s and
+      // more each).
       const bool sole = std::any_of(
         s->spec.capabilities.begin(), s->spec.capabilities.end(),
         [&](const std::string& c) { return !has_alternative(c, s->info.id); });
