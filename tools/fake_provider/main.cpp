@@ -835,15 +835,27 @@ public:
 
   /// Records the end of a request that `handle()` admitted or answered.
   void complete(const action& act) {
+    count(act);
+    release(act);
+  }
+
+  /// Counts a request's outcome and tokens in /stats. An answer is counted before it is
+  /// written: a client that has read it finds it in /stats, whichever thread answers that.
+  void count(const action& act) {
     std::lock_guard lock{mutex_};
-    if (act.holds_slot) {
-      --in_flight_;
-    }
     if (!act.endpoint.empty()) {
       ++by_endpoint_[act.endpoint][act.outcome];
     }
     prompt_tokens_ += act.prompt_tokens;
     completion_tokens_ += act.completion_tokens;
+  }
+
+  /// Frees a request's concurrency slot, once its answer is written.
+  void release(const action& act) {
+    if (act.holds_slot) {
+      std::lock_guard lock{mutex_};
+      --in_flight_;
+    }
   }
 
 private:
@@ -1186,9 +1198,10 @@ private:
     res->body() = std::move(act_.response.body);
     res->keep_alive(keep_alive_);
     res->prepare_payload();
+    provider_.count(act_);
     http::async_write(stream_, *res,
                       [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-                        self->provider_.complete(self->act_);
+                        self->provider_.release(self->act_);
                         if (ec || !res->keep_alive()) {
                           return self->close();
                         }
