@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from arbiter_testing import ARBITER_BIN, start_server
+from arbiter_testing import ARBITER_BIN, RUN_TIMEOUT_S, start_server
 from test_local_models import MODEL, TINY_LM, TINY_NLI, generator_config, nli_config
 
 # The third as `openssl rand -base64` writes keys: '+', '/' and '='.
@@ -150,7 +150,7 @@ def run_arbiter(tmp_path, text, *args, env=None):
     path.write_text(text)
     return subprocess.run([ARBITER_BIN, *args, str(path)] if args[0] == "check-config" else
                           [ARBITER_BIN, *args, "--config", str(path)],
-                          capture_output=True, text=True, timeout=30, env=env)
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
 
 
 def test_a_public_host_without_keys_refuses_to_start(tmp_path, make_server):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from arbiter_testing import ARBITER_BIN
+from arbiter_testing import ARBITER_BIN, RUN_TIMEOUT_S
 
 
 def free_port():
@@ -407,7 +407,7 @@ def test_an_open_cluster_port_is_refused_by_config(make_server, tmp_path, cas):
         cfg = tmp_path / "bad.toml"
         cfg.write_text(text)
         run = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
-                             capture_output=True, text=True, timeout=20)
+                             capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         assert run.returncode == 2, (text, run.stderr)
         assert want in run.stderr, (text, run.stderr)
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from arbiter_testing import ARBITER_BIN
+from arbiter_testing import ARBITER_BIN, RUN_TIMEOUT_S
 
 
 def heavy_item(rng, n=8000):
@@ -31,8 +31,8 @@ def score_utf8(s, payload):
 
 
 def run(*args, env=None):
-    return subprocess.run([ARBITER_BIN, *args], capture_output=True, text=True, timeout=60,
-                          env=env)
+    return subprocess.run([ARBITER_BIN, *args], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S, env=env)
 
 
 def test_help_explains_the_commands():
@@ -78,7 +78,7 @@ def test_a_source_url_its_client_would_refuse_is_refused_without_echoing_credent
         assert "server.bogus" in result.stdout and why in result.stdout, result.stdout
         cfg.write_text(cfg.read_text().replace("[server]\nbogus = 1\n", ""))
         served = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
-                                capture_output=True, text=True, timeout=30)
+                                capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
         assert served.returncode == 2, served.stderr
         assert "SECRET123" not in served.stdout + served.stderr, served.stderr
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from arbiter_testing import ARBITER_BIN, minilm_dir
+from arbiter_testing import ARBITER_BIN, RUN_TIMEOUT_S, minilm_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "backends" / "models" / "fixtures" / "minilm_reference.json"
@@ -105,7 +105,7 @@ def test_a_gpu_index_past_those_visible_is_one_line_naming_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARBITER_")}
     env["ARBITER_DEFAULT_EMBEDDER_DIR"] = ""
     run = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
-                         capture_output=True, text=True, timeout=60, env=env)
+                         capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env=env)
     assert run.returncode == 2, run.stderr
     assert 'device "cuda:99" but ' in run.stderr and " visible" in run.stderr, run.stderr
     assert "frame #" not in run.stderr and "Exception raised from" not in run.stderr
@@ -274,7 +274,7 @@ def test_info_gain_on_local_models_replays_when_a_sample_cuts_a_character(make_s
     texts = json.dumps([r for r in records if r["type"] != "item"], ensure_ascii=False)
     assert "\ufffd" in texts, "the seeds chosen no longer cut a character: pick others"
     done = subprocess.run([ARBITER_BIN, "replay", "--json", str(log)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads(done.stdout)
     assert summary["by_kind"]["info_gain"] == {"items": 3, "identical": 3, "differs": 0,
@@ -417,7 +417,7 @@ def test_local_embedding_scores_replay_from_the_logged_vectors(make_server, tmp_
     assert all(r["evidence"]["model"] and len(r["evidence"]["vectors"]) == 3
                and len(r["evidence"]["vectors"][0]) == 384 for r in scored)
     done = subprocess.run([ARBITER_BIN, "replay", "--json", str(log)], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 0, done
     summary = json.loads(done.stdout)
     # The cached answers replay from the records that computed them.

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from arbiter_testing import ARBITER_BIN, source_toml, start_server
+from arbiter_testing import ARBITER_BIN, RUN_TIMEOUT_S, source_toml, start_server
 
 
 def replay(*args):
     """Runs `arbiter replay --json ARGS`; returns (exit code, summary)."""
     done = subprocess.run([ARBITER_BIN, "replay", "--json", *args], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=RUN_TIMEOUT_S)
     try:
         summary = json.loads(done.stdout)
     except json.JSONDecodeError:
@@ -240,7 +240,7 @@ def test_the_log_rotates_and_replays_across_its_files(make_server, tmp_path):
     code, summary, err = replay(str(packed))
     assert code == 2 and f"'{packed}' is compressed with gzip (zcat '{packed}' > LOG" in err, err
     piped = subprocess.run(f"cat {files[0]} | {ARBITER_BIN} replay /dev/stdin", shell=True,
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert piped.returncode == 2, piped
     assert "is not a regular file (a pipe, a device, a folder?)" in piped.stderr, piped.stderr
 
@@ -250,7 +250,7 @@ def test_an_unwritable_log_path_stops_the_server_with_the_reason(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text(f'[replay]\npath = "{bad}"\n')
     done = subprocess.run([ARBITER_BIN, "serve", "--port", "0", "--config", str(cfg)],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
     assert done.returncode == 2
     assert "replay.path" in done.stderr and str(bad) in done.stderr, done.stderr
 

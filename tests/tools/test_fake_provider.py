@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from arbiter_testing import FAKE_PROVIDER_BIN as BIN, Provider, Started
+from arbiter_testing import FAKE_PROVIDER_BIN as BIN, RUN_TIMEOUT_S, Provider, Started
 
 
 @pytest.fixture
@@ -439,7 +439,8 @@ def test_burst_sixty_is_the_default(start):
                                   ["--burst-seconds", "inf"], ["--burst-seconds", "2s"],
                                   ["--burst-seconds"], ["--rpm", "-5"], ["--no-such-flag"]])
 def test_bad_flags_exit_2(args):
-    proc = subprocess.run([BIN, "--port", "0", *args], capture_output=True, text=True, timeout=5)
+    proc = subprocess.run([BIN, "--port", "0", *args], capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
     assert proc.stdout == "" and proc.stderr.strip()
     if args[0] == "--burst-seconds" and len(args) == 2:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from arbiter_testing import ARBITER_BIN, ROOT, Provider
+from arbiter_testing import ARBITER_BIN, ROOT, RUN_TIMEOUT_S, Provider
 
 _spec = importlib.util.spec_from_file_location("grpo_step", ROOT / "bench" / "grpo_step.py")
 grpo = importlib.util.module_from_spec(_spec)
@@ -131,7 +131,7 @@ def test_arbiter_accepts_the_config(tmp_path):
     path = tmp_path / "arbiter.toml"
     path.write_text(grpo.arbiter_config_toml(providers, settings, args))
     proc = subprocess.run([str(arbiter), "check-config", str(path)], capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=RUN_TIMEOUT_S)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
