@@ -108,7 +108,8 @@ public:
   /// only when it fails most calls: its failure ratio counts once the window holds twice
   /// `minimum_volume` calls and must reach halfway from `failure_ratio` to 1 (0.75 for 0.5),
   /// and from then on a streak opens the breaker only once it is three times
-  /// `consecutive_failures` long (a provider that stopped answering).
+  /// `consecutive_failures` long (a provider that stopped answering). A failed probe of such
+  /// a source re-opens the breaker for the first ejection's length, as an unheard one does.
   void on_failure(time_point now, bool in_a_row = true, std::string_view cause = {},
                   bool unheard = false, bool sole = false);
 

@@ -136,12 +136,15 @@ def test_once_every_source_is_ejected_requests_fall_back_at_once(make_server, pr
     assert elapsed < 2, f"{elapsed:.1f} s: waited for the deadline instead of falling back"
 
 
+@pytest.mark.parametrize("down", ["refused", "503"])
 def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejection(
-        make_server, provider):
-    """A provider restarted after an outage waited out ejections that had doubled while it was
-    down (0.2, 0.4, 0.8, 1.6, 3.2 s here; 5 s doubling to 300 s by default), though each probe
-    was only a refused connection. Now a probe refused at connect re-ejects for the first
-    ejection's length, so the provider is used again about that long after it is back."""
+        make_server, provider, down):
+    """A provider back after an outage waited out ejections that had doubled while it was
+    down (0.2, 0.4, 0.8, 1.6, 3.2 s here; 5 s doubling to 300 s by default). Now a probe
+    refused at connect (`refused`: nothing listens) re-ejects for the first ejection's length,
+    and so does any failed probe of the last source of a capability (`503`: a provider that
+    answers 503 to every call): the provider is used again about that long after it is
+    back."""
     from arbiter_testing import Provider
     first = provider()
     port = first.port
@@ -158,13 +161,20 @@ def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejec
 
     assert one(0)["status"] == "ok"
     first.kill()
-    down_until = time.monotonic() + 3.5
-    i = 1
-    while time.monotonic() < down_until:  # every probe in the outage is refused at connect
-        r = one(i)
-        assert r["status"] == "fallback", r
-        i += 1
-        time.sleep(0.05)
+    failing = None
+    if down == "503":
+        failing = provider_at(Provider, port, "--outage", "0:100000")
+    try:
+        down_until = time.monotonic() + 3.5
+        i = 1
+        while time.monotonic() < down_until:  # every probe in the outage fails
+            r = one(i)
+            assert r["status"] == "fallback", r
+            i += 1
+            time.sleep(0.05)
+    finally:
+        if failing is not None:
+            failing.kill()
     back = provider_at(Provider, port)
     try:
         back_at = time.monotonic()
@@ -184,13 +194,13 @@ def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejec
         back.kill()
 
 
-def provider_at(provider_class, port):
-    """A fake provider on `port`, which a killed one just left: tries for a few seconds while
-    the port is released."""
+def provider_at(provider_class, port, *args):
+    """A fake provider on `port` with `args`, which a killed one just left: tries for a few
+    seconds while the port is released."""
     deadline = time.monotonic() + 5
     while True:
         try:
-            return provider_class(port=port)
+            return provider_class(*args, port=port)
         except Exception:  # the port still taken
             if time.monotonic() > deadline:
                 raise

@@ -423,3 +423,38 @@ TEST(CircuitBreaker, TheLastSourceStandingIsEjectedWhenItFailsMostCallsOverTwice
   }
   EXPECT_EQ(half.state(now), breaker_state::closed);
 }
+
+TEST(CircuitBreaker, TheLastSourceStandingIsProbedAfterTheFirstEjectionsLengthEachTime) {
+  // The only judge source down for 60 s: its failed probes doubled its ejection (5, 10, 20,
+  // 40 s), and scoring came back 16 s after the provider did; up to 300 s after a longer one.
+  manual_time_source clock;
+  circuit_breaker sole(streak_config()); // 10 s, ×2, cap 35 s
+  circuit_breaker shared(streak_config());
+  fail_until_open(sole, clock);
+  fail_until_open(shared, clock);
+  for (int i = 0; i < 4; ++i) {
+    clock.advance(10s);
+    ASSERT_EQ(sole.allows(clock.now()), breaker_decision::allow_probe);
+    sole.on_failure(clock.now(), true, "HTTP 503: scheduled outage", false, true);
+    EXPECT_EQ(sole.state(clock.now()), breaker_state::open);
+    EXPECT_EQ(sole.open_until() - clock.now(), 10s) << "probe " << i;
+    if (i == 0) {
+      // Another source takes its work: its ejections grow as before.
+      ASSERT_EQ(shared.allows(clock.now()), breaker_decision::allow_probe);
+      shared.on_failure(clock.now(), true, "HTTP 503: scheduled outage");
+      EXPECT_EQ(shared.open_until() - clock.now(), 20s);
+    }
+  }
+  EXPECT_EQ(sole.reason(),
+            "a probe failed (HTTP 503: scheduled outage) after: 3 consecutive failures");
+  EXPECT_EQ(sole.ejections(), 5u);
+  // With company again, its ejections grow from where they were.
+  clock.advance(10s);
+  ASSERT_EQ(sole.allows(clock.now()), breaker_decision::allow_probe);
+  sole.on_failure(clock.now(), true, "HTTP 503: scheduled outage");
+  EXPECT_EQ(sole.open_until() - clock.now(), 20s);
+  clock.advance(20s);
+  ASSERT_EQ(sole.allows(clock.now()), breaker_decision::allow_probe);
+  sole.on_success(clock.now());
+  EXPECT_EQ(sole.state(clock.now()), breaker_state::closed);
+}
