@@ -98,6 +98,7 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view
     // nothing, and doubling kept it ejected up to 300 s after the provider was back (a 60 s
     // outage of the only judge source: scoring came back 16 s after the provider did).
     auto origin = origin_;
+    ++failed_probes_;
     trip(now,
          "a probe failed" + (cause.empty() ? std::string{} : " (" + std::string{cause} + ")")
            + " after: " + origin,
@@ -251,6 +252,7 @@ void circuit_breaker::trip(time_point now, std::string reason, bool grow) {
 void circuit_breaker::close() {
   state_ = breaker_state::closed;
   consecutive_ejections_ = 0;
+  failed_probes_ = 0;
   consecutive_failures_ = 0;
   probes_in_flight_ = 0;
   clear_window();

@@ -143,6 +143,11 @@ public:
     return consecutive_ejections_;
   }
 
+  /// Probes failed in a row since the breaker last closed (heard or not).
+  uint32_t failed_probes() const noexcept {
+    return failed_probes_;
+  }
+
   /// Times the breaker opened, automatically or by `eject`.
   uint64_t ejections() const noexcept {
     return ejections_;
@@ -194,6 +199,7 @@ private:
   std::string origin_;
   uint32_t consecutive_failures_ = 0;
   uint32_t consecutive_ejections_ = 0;
+  uint32_t failed_probes_ = 0;
   uint32_t probes_in_flight_ = 0;
   uint64_t ejections_ = 0;
 };

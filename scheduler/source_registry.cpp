@@ -717,11 +717,18 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     } else {
       s->breaker->on_cancelled(now);
     }
-    if (s->breaker->ejections() > ejections_before) {
+    // A re-ejection after failed probes is logged at the 1st, 2nd, 4th, 8th... of them: the
+    // last source of a capability (or one nothing listens at) is probed every
+    // breaker_ejection_ms, a line per 5 s for as long as it is down.
+    const uint32_t probes = s->breaker->failed_probes();
+    if (s->breaker->ejections() > ejections_before && (probes & (probes - 1)) == 0) {
       log::warn("source '", s->spec.name, "' ejected for ",
                 std::chrono::duration_cast<std::chrono::milliseconds>(
                   s->breaker->open_until() - now).count(),
-                " ms: ", s->breaker->reason());
+                " ms: ", s->breaker->reason(),
+                probes > 1 ? " (" + std::to_string(probes) + " probes in a row failed; logged "
+                               "at powers of two)"
+                           : std::string{});
     } else if (!was_closed && s->breaker->state(now) == breaker_state::closed) {
       log::info("source '", s->spec.name, "' is back: a probe succeeded");
     }

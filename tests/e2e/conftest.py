@@ -15,8 +15,8 @@ from arbiter_testing import (ARBITER_BIN, FAKE_PROVIDER_BIN, Provider, Server,  
 def make_server(tmp_path):
     started = Started()
 
-    def make(config_text=None, env=None, args=()):
-        return started.add(start_server(tmp_path, config_text, env, args))
+    def make(config_text=None, env=None, args=(), stderr=None):
+        return started.add(start_server(tmp_path, config_text, env, args, stderr))
 
     yield make
     started.kill_all()

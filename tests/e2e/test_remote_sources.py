@@ -138,7 +138,7 @@ def test_once_every_source_is_ejected_requests_fall_back_at_once(make_server, pr
 
 @pytest.mark.parametrize("down", ["refused", "503"])
 def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejection(
-        make_server, provider, down):
+        make_server, provider, down, tmp_path):
     """A provider back after an outage waited out ejections that had doubled while it was
     down (0.2, 0.4, 0.8, 1.6, 3.2 s here; 5 s doubling to 300 s by default). Now a probe
     refused at connect (`refused`: nothing listens) re-ejects for the first ejection's length,
@@ -148,9 +148,11 @@ def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejec
     from arbiter_testing import Provider
     first = provider()
     port = first.port
+    log = open(tmp_path / "stderr.log", "w+")
     s = make_server(config(source_toml("a", first, caps=("embed",)),
                            routing="max_attempts = 1\nretry_budget_min = 0\n"
-                                   "breaker_ejection_ms = 200\nbreaker_max_ejection_ms = 60000\n"))
+                                   "breaker_ejection_ms = 200\nbreaker_max_ejection_ms = 60000\n"),
+                    stderr=log)
 
     def one(i):
         status, _, body = s.score({"items": [{"reward": "embedding", "solution_str": f"a {i}",
@@ -192,6 +194,14 @@ def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejec
         assert lag < 1.5, f"used again {lag:.2f} s after it was back"
     finally:
         back.kill()
+    # A probe each 0.2 s for 3.5 s: about 16 failed, logged at the 1st, 2nd, 4th and 8th (and
+    # 16th) of them, not each.
+    log.seek(0)
+    ejected = [line for line in log if "source 'a' ejected for" in line]
+    assert 4 <= len(ejected) <= 7, ejected
+    assert "probes in a row failed" not in ejected[1], ejected
+    assert "(2 probes in a row failed; logged at powers of two)" in ejected[2], ejected
+    assert "(8 probes in a row failed; logged at powers of two)" in ejected[4], ejected
 
 
 def provider_at(provider_class, port, *args):

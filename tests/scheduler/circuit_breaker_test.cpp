@@ -448,6 +448,7 @@ TEST(CircuitBreaker, TheLastSourceStandingIsProbedAfterTheFirstEjectionsLengthEa
   EXPECT_EQ(sole.reason(),
             "a probe failed (HTTP 503: scheduled outage) after: 3 consecutive failures");
   EXPECT_EQ(sole.ejections(), 5u);
+  EXPECT_EQ(sole.failed_probes(), 4u);
   // With company again, its ejections grow from where they were.
   clock.advance(10s);
   ASSERT_EQ(sole.allows(clock.now()), breaker_decision::allow_probe);
@@ -457,4 +458,5 @@ TEST(CircuitBreaker, TheLastSourceStandingIsProbedAfterTheFirstEjectionsLengthEa
   ASSERT_EQ(sole.allows(clock.now()), breaker_decision::allow_probe);
   sole.on_success(clock.now());
   EXPECT_EQ(sole.state(clock.now()), breaker_state::closed);
+  EXPECT_EQ(sole.failed_probes(), 0u);
 }
