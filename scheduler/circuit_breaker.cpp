@@ -93,12 +93,13 @@ void circuit_breaker::on_failure(time_point now, bool in_a_row, std::string_view
     // The probe's own cause, and the first one of the streak ("a probe failed
     // (connect_failed: ...) after: 401 Unauthorized"): helper-41 saw a dead provider's
     // probes say only what had first ejected it.
+    auto origin = origin_;
+    ++failed_probes_;
     // The last source standing is probed again after the first ejection's length, not a
     // doubled one: ejecting it stopped its work, one call per ejection costs a down provider
     // nothing, and doubling kept it ejected up to 300 s after the provider was back (a 60 s
-    // outage of the only judge source: scoring came back 16 s after the provider did).
-    auto origin = origin_;
-    ++failed_probes_;
+    // outage of the only judge source: scoring came back 15.7 s after the provider did;
+    // bench/provider_outage.py).
     trip(now,
          "a probe failed" + (cause.empty() ? std::string{} : " (" + std::string{cause} + ")")
            + " after: " + origin,
