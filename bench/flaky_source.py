@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from grpo_step import Child, Children, StartError, log  # noqa: E402
+from grpo_step import (Child, Children, StartError, log, missing_binary,  # noqa: E402
+                       write_results)
 
 REPO = Path(__file__).resolve().parent.parent
 SETUPS = ("direct", "arbiter", "arbiter, no breaker", "baseline")
@@ -245,12 +246,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for binary in (args.arbiter_bin, args.fake_provider_bin, args.baseline_bin):
-        if binary is None:
-            continue
-        if not binary.exists():
-            log(f"{binary} not found; build it first (scripts/setup.sh or cmake --build build)")
-            return 2
+    if missing_binary(args.arbiter_bin, args.fake_provider_bin, args.baseline_bin):
+        return 2
     rows = []
     try:
         for rate in args.error_rates:
@@ -261,10 +258,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     table = markdown_table(rows)
     print(table)
-    (args.out / "flaky_source.json").write_text(json.dumps(
-        {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-         "rows": rows, "table": table}, indent=2))
-    log(f"  results: {args.out / 'flaky_source.json'}")
+    write_results(args, "flaky_source", rows, table)
     return 0
 
 

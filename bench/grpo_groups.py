@@ -377,10 +377,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    for binary in (args.arbiter_bin, args.fake_provider_bin):
-        if not binary.exists():
-            log(f"{binary} not found; build it first (scripts/setup.sh or cmake --build build)")
-            return 2
+    if grpo_step.missing_binary(args.arbiter_bin, args.fake_provider_bin):
+        return 2
     specs = {name: getattr(args, f"provider_{name}").split() for name in DEFAULT_PROVIDERS}
     settings = {name: grpo_step.provider_settings(spec) for name, spec in specs.items()}
     items = grpo_step.make_items(args.prompts, args.samples, args.seed, False, 0.0)

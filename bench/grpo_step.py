@@ -88,6 +88,26 @@ class StartError(RuntimeError):
     """A child process did not start."""
 
 
+def missing_binary(*binaries: Optional[Path]) -> bool:
+    """Whether one of `binaries` (None: not asked for) is not there; logs which, and how to
+    build it."""
+    for binary in binaries:
+        if binary is not None and not binary.exists():
+            log(f"{binary} not found; build it first (scripts/setup.sh or cmake --build build)")
+            return True
+    return False
+
+
+def write_results(args: argparse.Namespace, name: str, rows: List[Dict[str, Any]],
+                  table: str) -> None:
+    """Writes OUT/NAME.json: the arguments, the rows and their markdown table."""
+    path = args.out / f"{name}.json"
+    path.write_text(json.dumps(
+        {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+         "rows": rows, "table": table}, indent=2))
+    log(f"  results: {path}")
+
+
 # --------------------------------------------------------------------------------------------
 # Judge items
 

@@ -78,3 +78,18 @@ def test_the_provider_is_down_in_its_window_only(tmp_path):
     assert not any(ok for sent, done, ok in records if 0.7 < sent and done < 1.3)
     assert any(not ok for _, _, ok in records)
     assert outage.summarize(records, args)["back_after_s"] is not None
+
+
+def test_a_missing_binary_stops_the_run_before_anything_starts(tmp_path, capsys):
+    assert outage.main(["--arbiter-bin", str(tmp_path / "no-arbiter"), "--out",
+                        str(tmp_path / "out")]) == 2
+    assert f"{tmp_path / 'no-arbiter'} not found; build it first" in capsys.readouterr().out
+
+
+def test_the_results_hold_the_arguments_rows_and_table(tmp_path):
+    import json
+    args = outage.parse_args(["--out", str(tmp_path)])
+    outage.write_results(args, "provider_outage", [{"setup": "direct"}], "| t |")
+    saved = json.loads((tmp_path / "provider_outage.json").read_text())
+    assert saved["rows"] == [{"setup": "direct"}] and saved["table"] == "| t |"
+    assert saved["args"]["out"] == str(tmp_path) and saved["args"]["outage_s"] == 60.0
