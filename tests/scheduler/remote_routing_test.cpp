@@ -1410,6 +1410,42 @@ TEST_F(RemoteRouting, RetriesFailAtOnceWhenTheEjectionOutlastsTheirDeadline) {
   }
 }
 
+TEST_F(RemoteRouting, TheOnlySourceDownIsProbedEveryFirstEjectionAndAWaitingItemIsScoredWhenBack) {
+  // The only judge source down for 60 s: its failed probes doubled its ejection (5, 10, 20,
+  // 40 s), and scoring came back 15.7 s after the provider did (bench/provider_outage.py).
+  core_.add_source(endpoint("a"));
+  ASSERT_TRUE(core_.submit(1, 1, clock_.now() + 2s, judge_items(5, "x")).admitted());
+  for (auto& b : core_.dispatch()) {
+    fail(b, attempt_outcome_kind::server_error); // the fifth opens a's breaker for 5 s
+  }
+  ASSERT_TRUE(core_.submit(2, 1, clock_.now() + 60s, judge_items(1, "waiting")).admitted());
+  EXPECT_TRUE(core_.dispatch().empty()) << "ejected";
+  clock_.advance(5s);
+  core_.on_timer();
+  auto probe = core_.dispatch();
+  ASSERT_EQ(probe.size(), 1u);
+  fail(probe[0], attempt_outcome_kind::server_error); // still down, heard
+  EXPECT_EQ(core_.snapshot().sources.at(0).breaker, breaker_state::open);
+  clock_.advance(4900ms);
+  core_.on_timer();
+  EXPECT_TRUE(core_.dispatch().empty()) << "ejected again for 5 s";
+  clock_.advance(100ms);
+  core_.on_timer();
+  probe = core_.dispatch();
+  ASSERT_EQ(probe.size(), 1u) << "probed 5 s after the failed probe, not 10 s";
+  ok(probe[0], 0.5);
+  bool scored = false;
+  for (const auto& d : core_.take_finished()) {
+    if (d.id == 2) {
+      ASSERT_EQ(d.results.size(), 1u);
+      EXPECT_EQ(d.results[0].status, item_status::ok) << d.results[0].error;
+      scored = true;
+    }
+  }
+  EXPECT_TRUE(scored) << "the item that waited out the outage is scored once a is back";
+  EXPECT_EQ(core_.snapshot().sources.at(0).breaker, breaker_state::closed);
+}
+
 // ---- issue 15: what trainers send, limits nobody configured, who is to blame ----------------
 
 TEST_F(RemoteRouting, RateLimitsNeverUseUpAttemptsAndEndAnItemOnlyAtItsDeadline) {
