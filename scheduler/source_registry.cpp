@@ -694,6 +694,7 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
     // provider failing (items' errors reach only their trainers).
     const auto ejections_before = s->breaker->ejections();
     const bool was_closed = s->breaker->state(now) == breaker_state::closed;
+    const uint32_t probes_failed_before = s->breaker->failed_probes();
     if (ejects_source(report.kind)) {
       s->breaker->eject(now, report.detail, eject_for);
     } else if (counts_against_source(report.kind)) {
@@ -730,7 +731,11 @@ std::optional<uint64_t> source_registry::release(source_id id, const attempt_rep
                                "at powers of two)"
                            : std::string{});
     } else if (!was_closed && s->breaker->state(now) == breaker_state::closed) {
-      log::info("source '", s->spec.name, "' is back: a probe succeeded");
+      // With its re-ejections logged at powers of two, say how long it was out.
+      log::info("source '", s->spec.name, "' is back: a probe succeeded",
+                probes_failed_before > 0
+                  ? " after " + std::to_string(probes_failed_before) + " failed"
+                  : std::string{});
     }
   }
   if (past_cap) {

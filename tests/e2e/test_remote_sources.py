@@ -202,6 +202,9 @@ def test_a_provider_back_after_a_long_outage_is_used_again_within_the_first_ejec
     assert "probes in a row failed" not in ejected[1], ejected
     assert "(2 probes in a row failed; logged at powers of two)" in ejected[2], ejected
     assert "(8 probes in a row failed; logged at powers of two)" in ejected[4], ejected
+    log.seek(0)
+    back_lines = [line for line in log if "source 'a' is back: a probe succeeded after " in line]
+    assert len(back_lines) == 1, back_lines
 
 
 def provider_at(provider_class, port, *args):
