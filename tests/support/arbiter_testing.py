@@ -24,8 +24,8 @@ FAKE_NVML_LIBRARY = os.environ.get(
     "FAKE_NVML_LIBRARY", str(ROOT / "build" / "libarbiter_fake_nvml.so"))
 
 # How long a one-shot run of a binary (check-config, replay, a serve that refuses its
-# configuration) may take before a test calls it hung: a guard, not a speed bar. Loading
-# libtorch took a start-up over 30 s once on a CI machine busy with another build.
+# configuration) may take before a test calls it hung: a guard, not a speed bar. A
+# check-config that takes 0.4 s here ran past 30 s once on a CI machine busy with another build.
 RUN_TIMEOUT_S = 300
 
 _LISTENING = re.compile(r"listening on (http://([^\s:]+|\[[^\]]+\]):(\d+))$")
