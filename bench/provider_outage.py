@@ -35,6 +35,7 @@ import json
 import random
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -47,6 +48,16 @@ SETUPS = ("direct", "arbiter", "baseline")
 
 # (sent, answered, ok): seconds since the provider started.
 Record = Tuple[float, float, bool]
+
+
+def provider_start(url: str) -> float:
+    """When the provider started, on this process's `time.monotonic()` clock: its outage
+    windows count from then. Its /stats `uptime_s` is read on the same monotonic clock, so a
+    slow start-up line does not shift the windows."""
+    before = time.monotonic()
+    with urllib.request.urlopen(f"{url}/stats", timeout=10) as resp:
+        uptime = float(json.loads(resp.read())["uptime_s"])
+    return before - uptime
 
 
 def provider_cmd(args: argparse.Namespace) -> List[str]:
@@ -146,7 +157,7 @@ def run_once(setup: str, args: argparse.Namespace) -> Dict[str, Any]:
         provider = children.add(Child("provider", provider_cmd(args),
                                       args.out / f"{tag}-provider.log"))
         provider_url = provider.wait_listening(args.startup_timeout_s)
-        t0 = time.monotonic()  # the provider's clock, within its start-up line
+        t0 = provider_start(provider_url)
         url = provider_url
         if setup != "direct":
             cfg = args.out / f"{tag}.toml"
